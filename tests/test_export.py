@@ -1,0 +1,111 @@
+"""Export: metadata, and one-line refusals for everything that is not a YOLOv8 detector."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from tests.conftest import ExportFn
+from yolo_edge.cli.main import main
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.export import export_model, load_onnx, parse_imgsz
+
+
+def test_metadata_of_exported_model(exported: ExportFn) -> None:
+    m = exported("yolov8n.yaml", (384, 640))
+    assert m.meta.imgsz == (384, 640)
+    assert m.meta.strides == (8, 16, 32)
+    assert m.meta.reg_max == 16
+    assert m.meta.nc == 80 and len(m.meta.names) == 80
+    assert m.meta.source_sha256 == hashlib.sha256(b"yolov8n.yaml").hexdigest()
+    proto = onnx.load(str(m.path))
+    assert [d.dim_value for d in proto.graph.input[0].type.tensor_type.shape.dim] == [1, 3, 384, 640]
+    assert load_onnx(m.path).meta == m.meta  # the metadata travels inside the ONNX
+
+
+def test_pt_checkpoint_export_records_sha(tmp_path: Path) -> None:
+    from ultralytics import YOLO
+
+    pt = tmp_path / "tiny.pt"
+    YOLO("yolov8n.yaml").save(str(pt))
+    m = export_model(pt, imgsz=320, out_dir=tmp_path / "out")
+    assert m.meta.source_sha256 == hashlib.sha256(pt.read_bytes()).hexdigest()
+    assert m.path == tmp_path / "out" / "tiny.onnx"
+
+
+def test_foreign_ultralytics_onnx_is_read_without_our_metadata(exported: ExportFn, tmp_path: Path) -> None:
+    proto = onnx.load(str(exported("yolov8n.yaml", (320, 320)).path))
+    keep = [p for p in proto.metadata_props if p.key != "yolo_edge"]
+    del proto.metadata_props[:]
+    proto.metadata_props.extend(keep)
+    path = tmp_path / "plain.onnx"
+    onnx.save(proto, str(path))
+    m = load_onnx(path)
+    assert (m.meta.nc, m.meta.strides, m.meta.imgsz, m.meta.reg_max) == (80, (8, 16, 32), (320, 320), 16)
+
+
+def _tiny_onnx(path: Path) -> Path:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 32, 32])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g", [x], [y])
+    onnx.save(helper.make_model(g), str(path))
+    return path
+
+
+def _seg_onnx(tmp_path: Path) -> Path:
+    from ultralytics import YOLO
+
+    return Path(YOLO("yolov8n-seg.yaml").export(format="onnx", imgsz=64, simplify=False))
+
+
+REFUSALS = [
+    ("missing file", lambda p: str(p / "nope.pt"), "model not found"),
+    ("missing onnx", lambda p: str(p / "nope.onnx"), "model not found"),
+    ("corrupt pt", lambda p: (p / "bad.pt").write_bytes(b"not a checkpoint" * 10) and str(p / "bad.pt"), "cannot load"),
+    ("empty pt", lambda p: (p / "empty.pt").write_bytes(b"") is not None and str(p / "empty.pt"), "is empty"),
+    ("corrupt onnx", lambda p: (p / "bad.onnx").write_bytes(b"\x08\x07garbage" * 50) and str(p / "bad.onnx"), "not a readable ONNX"),
+    ("segmentation yaml", lambda p: "yolov8n-seg.yaml", "segmentation model"),
+    ("pose yaml", lambda p: "yolov8n-pose.yaml", "pose model"),
+    ("classify yaml", lambda p: "yolov8n-cls.yaml", "classification model"),
+    ("obb yaml", lambda p: "yolov8n-obb.yaml", "OBB"),
+    ("not yolov8 onnx", lambda p: str(_tiny_onnx(p / "relu.onnx")), "not a YOLOv8 detect graph"),
+    ("unsupported suffix", lambda p: (p / "m.tflite").write_bytes(b"x") and str(p / "m.tflite"), "unsupported model file"),
+]
+
+
+@pytest.mark.parametrize(("case", "make", "message"), REFUSALS, ids=[r[0] for r in REFUSALS])
+def test_export_refuses(tmp_path: Path, case: str, make, message: str, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    model = make(tmp_path)
+    with pytest.raises(YoloEdgeError, match=message) as err:
+        export_model(model, imgsz=64, out_dir=tmp_path / "out")
+    assert "\n" not in str(err.value)
+    assert main(["export", "--model", model, "--imgsz", "64", "--out", str(tmp_path / "out2")]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("yolo-edge export: error:") and "\n" not in line
+
+
+def test_segmentation_onnx_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(YoloEdgeError, match="segmentation model"):
+        load_onnx(_seg_onnx(tmp_path))
+
+
+@pytest.mark.parametrize("value", ["100", "640,333", "0", "-32", "abc", "32,32,32"])
+def test_imgsz_must_be_multiple_of_32(value: str) -> None:
+    with pytest.raises(YoloEdgeError, match="imgsz"):
+        parse_imgsz(value)
+
+
+def test_imgsz_parsing() -> None:
+    assert parse_imgsz("640") == (640, 640)
+    assert parse_imgsz("384,640") == (384, 640)
+    assert parse_imgsz((320, 256)) == (320, 256)
+
+
+def test_onnx_at_other_imgsz_is_refused(exported: ExportFn) -> None:
+    with pytest.raises(YoloEdgeError, match="exported at imgsz"):
+        export_model(exported("yolov8n.yaml", (320, 320)).path, imgsz=640)

@@ -1,0 +1,53 @@
+"""A bundle must run on a board without torch/ultralytics: only yolo_edge.export may import them, lazily."""
+
+from __future__ import annotations
+
+import pkgutil
+import subprocess
+import sys
+import textwrap
+
+import yolo_edge
+from tests.conftest import ExportFn
+
+BLOCKER = textwrap.dedent("""
+    import sys, importlib.abc
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split('.')[0] in ('torch', 'ultralytics', 'torchvision'):
+                raise ImportError(f'{name} is hidden in this test')
+    sys.meta_path.insert(0, Block())
+""")
+
+
+def _run(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", BLOCKER + textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+
+
+def test_every_module_imports_without_torch() -> None:
+    modules = [m.name for m in pkgutil.walk_packages(yolo_edge.__path__, "yolo_edge.")]
+    assert "yolo_edge.split" in modules and "yolo_edge.cli.main" in modules
+    proc = _run(f"import importlib\nfor m in {modules!r}:\n    importlib.import_module(m)\nprint('ok')")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
+def test_split_runs_without_torch(exported: ExportFn) -> None:
+    path = exported("yolov8n.yaml", (320, 320)).path
+    proc = _run(f"""
+        from yolo_edge.cli.main import main
+        raise SystemExit(main(['split', '--model', {str(path)!r}, '--json']))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert '"decode"' in proc.stdout
+
+
+def test_exporting_a_checkpoint_without_ultralytics_says_how_to_fix(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pt = tmp_path / "m.pt"
+    pt.write_bytes(b"x" * 100)
+    proc = _run(f"""
+        from yolo_edge.cli.main import main
+        raise SystemExit(main(['export', '--model', {str(pt)!r}]))
+    """)
+    assert proc.returncode == 2
+    assert "pip install 'yolo-edge[export]'" in proc.stderr

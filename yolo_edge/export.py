@@ -1,0 +1,221 @@
+"""Export a YOLOv8 detector to a static, simplified ONNX with the metadata the rest of the toolkit needs.
+
+This is the only module that imports torch/ultralytics, and only inside :func:`export_model` when a
+checkpoint (``.pt``) or a model yaml has to be exported. An ONNX that ultralytics already exported is
+read without them, so a bundle runs on a board with no torch.
+
+Example:
+    >>> exported = export_model("yolov8n.yaml", imgsz=(320, 320), out_dir="out")  # doctest: +SKIP
+    >>> exported.meta.nc, exported.meta.strides  # doctest: +SKIP
+    (80, (8, 16, 32))
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.graph import DetectLayout, GraphInfo, yolov8_layout
+
+ImgSize = tuple[int, int]  # (height, width)
+
+DEFAULT_OPSET = 17
+_META_KEY = "yolo_edge"
+_TASK_NAMES = {"segment": "segmentation", "pose": "pose", "classify": "classification", "obb": "oriented-box (OBB)"}
+
+
+def parse_imgsz(value: int | str | Sequence[int]) -> ImgSize:
+    """``640`` or ``"640"`` -> (640, 640); ``"384,640"`` or ``(384, 640)`` -> (384, 640) as (height, width).
+
+    Both sides must be positive multiples of 32 (YOLOv8's largest stride).
+    """
+    if isinstance(value, str):
+        try:
+            parts = [int(p) for p in value.replace("x", ",").split(",") if p.strip()]
+        except ValueError:
+            raise YoloEdgeError(f"imgsz '{value}' is not a number; use e.g. 640 or 384,640 (height,width)") from None
+    elif isinstance(value, int):
+        parts = [value]
+    else:
+        parts = [int(v) for v in value]
+    if len(parts) == 1:
+        parts = parts * 2
+    if len(parts) != 2 or any(p <= 0 or p % 32 for p in parts):
+        raise YoloEdgeError(f"imgsz {value} is not valid: each side must be a positive multiple of 32 (e.g. 320, 640, 384,640)")
+    return parts[0], parts[1]
+
+
+@dataclass(frozen=True)
+class ModelMeta:
+    """What the pipeline must know about an exported detector."""
+
+    names: tuple[str, ...]
+    strides: tuple[int, ...]
+    imgsz: ImgSize
+    reg_max: int
+    source: str
+    source_sha256: str
+
+    @property
+    def nc(self) -> int:
+        return len(self.names)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "names": list(self.names), "nc": self.nc, "strides": list(self.strides), "imgsz": list(self.imgsz),
+            "reg_max": self.reg_max, "source": self.source, "source_sha256": self.source_sha256,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, object]) -> ModelMeta:
+        return cls(
+            names=tuple(str(n) for n in d["names"]),  # type: ignore[attr-defined]
+            strides=tuple(int(s) for s in d["strides"]),  # type: ignore[attr-defined]
+            imgsz=(int(d["imgsz"][0]), int(d["imgsz"][1])),  # type: ignore[index]
+            reg_max=int(d["reg_max"]),  # type: ignore[call-overload]
+            source=str(d["source"]),
+            source_sha256=str(d["source_sha256"]),
+        )
+
+
+@dataclass(frozen=True)
+class ExportedModel:
+    """A validated YOLOv8 detect ONNX on disk, with its metadata and stage layout."""
+
+    path: Path
+    meta: ModelMeta
+    layout: DetectLayout
+
+    def load(self) -> onnx.ModelProto:
+        return onnx.load(str(self.path))
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _names_from_props(props: dict[str, str], nc: int) -> tuple[str, ...]:
+    raw = props.get("names")
+    if raw:
+        try:
+            parsed = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            parsed = None
+        if isinstance(parsed, dict) and len(parsed) == nc:
+            return tuple(str(parsed[k]) for k in sorted(parsed))
+    return tuple(str(i) for i in range(nc))
+
+
+def load_onnx(path: str | Path) -> ExportedModel:
+    """Read and validate a YOLOv8 detect ONNX (one exported by ultralytics or by :func:`export_model`)."""
+    path = Path(path)
+    if not path.is_file():
+        raise YoloEdgeError(f"model not found: {path}; pass a .pt checkpoint, a model .yaml or an ultralytics ONNX")
+    try:
+        model = onnx.load(str(path))
+    except Exception as exc:  # onnx raises DecodeError, google.protobuf errors, OSError...
+        raise YoloEdgeError(f"{path} is not a readable ONNX file ({type(exc).__name__}); re-export it") from None
+    props = {p.key: p.value for p in model.metadata_props}
+    task = props.get("task", "detect")
+    if task != "detect":
+        raise YoloEdgeError(f"{path} is a {_TASK_NAMES.get(task, task)} model; yolo-edge deploys YOLOv8 detection models only")
+    info = GraphInfo.of(model)
+    layout = yolov8_layout(info)
+    if _META_KEY in props:
+        meta = ModelMeta.from_dict(json.loads(props[_META_KEY]))
+    else:
+        meta = ModelMeta(
+            names=_names_from_props(props, layout.nc), strides=layout.strides, imgsz=layout.imgsz,
+            reg_max=layout.reg_max, source=str(path), source_sha256=sha256_file(path),
+        )
+    if meta.nc != layout.nc or meta.imgsz != layout.imgsz:
+        raise YoloEdgeError(f"{path}: metadata says {meta.nc} classes at {meta.imgsz} but the graph has {layout.nc} at {layout.imgsz}; re-export it")
+    return ExportedModel(path=path, meta=meta, layout=layout)
+
+
+def _ultralytics_export(source: str, imgsz: ImgSize, opset: int, workdir: Path) -> tuple[Path, str]:
+    """Export with ultralytics inside ``workdir``; returns the ONNX path and the model's task."""
+    try:
+        from ultralytics import YOLO
+    except ImportError:
+        raise YoloEdgeError(
+            f"exporting {source} needs ultralytics: pip install 'yolo-edge[export]', or pass an ONNX exported by ultralytics"
+        ) from None
+    try:
+        yolo = YOLO(source)
+    except Exception as exc:
+        raise YoloEdgeError(f"cannot load {source} as an ultralytics model ({type(exc).__name__}: {exc})") from None
+    if yolo.task != "detect":
+        raise YoloEdgeError(f"{source} is a {_TASK_NAMES.get(yolo.task, yolo.task)} model; yolo-edge deploys YOLOv8 detection models only")
+    with contextlib.chdir(workdir):
+        out = yolo.export(format="onnx", imgsz=list(imgsz), opset=opset, simplify=True, dynamic=False, batch=1, verbose=False)
+    return Path(workdir, out), yolo.task
+
+
+def export_model(
+    model: str | Path,
+    imgsz: int | str | Sequence[int] | None = None,
+    opset: int = DEFAULT_OPSET,
+    out_dir: str | Path | None = None,
+) -> ExportedModel:
+    """Export ``model`` (.pt checkpoint, ultralytics model .yaml, or an ultralytics ONNX) to ``out_dir``.
+
+    A ``.pt``/``.yaml`` goes through ultralytics (static batch 1, onnxslim-simplified, ``imgsz`` default
+    640); the metadata (class names, strides, imgsz, reg_max, sha256 of the source) is stored in the
+    ONNX. An ``.onnx`` is validated and read as is; its imgsz is fixed by the graph.
+    """
+    model_str = str(model)
+    path = Path(model_str)
+    size = parse_imgsz(imgsz) if imgsz is not None else None
+    if path.suffix.lower() == ".onnx":
+        exported = load_onnx(path)
+        if size is not None and size != exported.meta.imgsz:
+            raise YoloEdgeError(f"{path} was exported at imgsz {exported.meta.imgsz}, not {size}; re-export the .pt at that size or drop --imgsz")
+        if out_dir is None:
+            return exported
+        dst = Path(out_dir) / path.name
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        if dst.resolve() != path.resolve():
+            shutil.copyfile(path, dst)
+        return ExportedModel(path=dst, meta=exported.meta, layout=exported.layout)
+    if path.suffix.lower() not in (".pt", ".yaml", ".yml"):
+        raise YoloEdgeError(f"unsupported model file '{model_str}': pass a .pt checkpoint, a model .yaml or an .onnx")
+    is_builtin_yaml = path.suffix.lower() in (".yaml", ".yml") and not path.exists()
+    if not path.exists() and not is_builtin_yaml:
+        raise YoloEdgeError(f"model not found: {model_str}; pass a .pt checkpoint, a model .yaml or an ultralytics ONNX")
+    if path.exists() and path.stat().st_size == 0:
+        raise YoloEdgeError(f"{model_str} is empty; pass a valid checkpoint")
+    size = size or (640, 640)
+    source_sha = sha256_file(path) if path.exists() else hashlib.sha256(model_str.encode()).hexdigest()
+    out = Path(out_dir) if out_dir is not None else Path.cwd()
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="yolo-edge-export-") as tmp:
+        src = str(path.resolve()) if path.exists() else model_str
+        onnx_path, _ = _ultralytics_export(src, size, opset, Path(tmp))
+        exported = load_onnx(onnx_path)
+        meta = ModelMeta(
+            names=exported.meta.names, strides=exported.layout.strides, imgsz=exported.layout.imgsz,
+            reg_max=exported.layout.reg_max, source=model_str, source_sha256=source_sha,
+        )
+        proto = onnx.load(str(onnx_path))
+        onnx.helper.set_model_props(proto, {**{p.key: p.value for p in proto.metadata_props}, _META_KEY: json.dumps(meta.to_dict())})
+        dst = out / f"{path.stem}.onnx"
+        tmp_dst = dst.with_suffix(".onnx.tmp")
+        onnx.save(proto, str(tmp_dst))
+        os.replace(tmp_dst, dst)
+    return ExportedModel(path=dst, meta=meta, layout=exported.layout)

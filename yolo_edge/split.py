@@ -1,0 +1,163 @@
+"""Cut an exported YOLOv8 detector into backbone, neck, head and decode subgraphs.
+
+The cut points come from the graph: every node gets a stage from :func:`yolo_edge.graph.yolov8_layout`,
+and a boundary tensor is one produced in an earlier stage and consumed in a later one. Each subgraph
+is extracted with ``onnx.utils.Extractor`` and checked with ``onnx.checker`` (full check); the
+extracted node set must equal the stage's own nodes, so a wrong cut fails loudly instead of silently
+recomputing a neighbour's work.
+
+Example:
+    >>> split = split_model(load_onnx("yolov8n.onnx"))  # doctest: +SKIP
+    >>> [s.name for s in split.subgraphs]  # doctest: +SKIP
+    ['backbone', 'neck', 'head', 'decode']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import onnx
+from onnx.utils import Extractor
+
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.export import ExportedModel
+from yolo_edge.graph import STAGES, GraphInfo, TensorInfo
+
+
+@dataclass(frozen=True)
+class Subgraph:
+    """One stage of the split model, a standalone ONNX with its boundary tensors."""
+
+    name: str
+    model: onnx.ModelProto
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+    nodes: int
+    params: int
+    flops: int
+    path: Path | None = None
+
+    def info(self) -> GraphInfo:
+        return GraphInfo.of(self.model)
+
+    def to_dict(self) -> dict[str, object]:
+        d: dict[str, object] = {"name": self.name}
+        if self.path is not None:
+            d["path"] = str(self.path)
+        d.update({
+            "nodes": self.nodes, "params": self.params, "flops": self.flops,
+            "inputs": [t.to_dict() for t in self.inputs], "outputs": [t.to_dict() for t in self.outputs],
+        })
+        return d
+
+
+@dataclass(frozen=True)
+class SplitModel:
+    """The four subgraphs in execution order; running them in sequence reproduces the full model."""
+
+    exported: ExportedModel
+    subgraphs: tuple[Subgraph, ...]
+
+    def __getitem__(self, name: str) -> Subgraph:
+        for s in self.subgraphs:
+            if s.name == name:
+                return s
+        raise KeyError(f"no subgraph '{name}'; have {[s.name for s in self.subgraphs]}")
+
+    @property
+    def input(self) -> TensorInfo:
+        return self.subgraphs[0].inputs[0]
+
+    @property
+    def output(self) -> TensorInfo:
+        return self.subgraphs[-1].outputs[0]
+
+    def boundaries(self) -> list[tuple[str, str, tuple[TensorInfo, ...]]]:
+        """(producer stage, consumer stage, tensors) for every pair of stages that exchange tensors."""
+        out = []
+        for i, src in enumerate(self.subgraphs):
+            produced = {t.name for t in src.outputs}
+            for dst in self.subgraphs[i + 1:]:
+                crossing = tuple(t for t in dst.inputs if t.name in produced)
+                if crossing:
+                    out.append((src.name, dst.name, crossing))
+        return out
+
+    def save(self, out_dir: str | Path) -> SplitModel:
+        """Write ``<stage>.onnx`` per subgraph and ``split.json`` into ``out_dir``; returns a copy with paths."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        saved = []
+        for s in self.subgraphs:
+            path = out / f"{s.name}.onnx"
+            tmp = path.with_suffix(".onnx.tmp")
+            onnx.save(s.model, str(tmp))
+            os.replace(tmp, path)
+            saved.append(replace(s, path=path))
+        result = replace(self, subgraphs=tuple(saved))
+        (out / "split.json").write_text(json.dumps(result.to_dict(), indent=2))
+        return result
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "model": str(self.exported.path),
+            "meta": self.exported.meta.to_dict(),
+            "subgraphs": [s.to_dict() for s in self.subgraphs],
+            "boundaries": [
+                {"from": a, "to": b, "tensors": [t.to_dict() for t in ts]} for a, b, ts in self.boundaries()
+            ],
+        }
+
+
+def split_model(exported: ExportedModel) -> SplitModel:
+    """Split ``exported`` into backbone, neck, head and decode subgraphs (see module docstring)."""
+    model = exported.load()
+    info = GraphInfo.of(model)
+    stage_of = exported.layout.stage_of
+    nodes = list(info.model.graph.node)
+    if len(nodes) != len(stage_of):
+        raise YoloEdgeError(f"{exported.path} changed since it was loaded; load it again")
+    graph_inputs = [i.name for i in info.model.graph.input if i.name not in info.initializers]
+    graph_outputs = [o.name for o in info.model.graph.output]
+    produced_in = {o: stage_of[i] for i, n in enumerate(nodes) for o in n.output}
+    constants = {o for n in nodes if n.op_type == "Constant" for o in n.output}  # copied into each consumer
+    consumed_in: dict[str, set[int]] = {}
+    for i, n in enumerate(nodes):
+        for x in n.input:
+            consumed_in.setdefault(x, set()).add(stage_of[i])
+
+    extractor = Extractor(info.model)
+    props = {p.key: p.value for p in model.metadata_props}
+    subgraphs = []
+    for k, name in enumerate(STAGES):
+        own = [n for i, n in enumerate(nodes) if stage_of[i] == k]
+        inputs: list[str] = []
+        for n in own:
+            for x in n.input:
+                if x in info.initializers or x in constants or x in inputs:
+                    continue
+                if x in graph_inputs or (x in produced_in and produced_in[x] < k):
+                    inputs.append(x)
+        outputs = [o for n in own for o in n.output
+                   if o in graph_outputs or any(s > k for s in consumed_in.get(o, ()))]
+        sub = extractor.extract_model(inputs, outputs)
+        got = {n.name for n in sub.graph.node if n.op_type != "Constant"}
+        want = {n.name for n in own if n.op_type != "Constant"}
+        if got != want:
+            raise YoloEdgeError(
+                f"cutting the {name} at {inputs} -> {outputs} gives {len(got)} nodes, expected {len(want)}; "
+                f"the graph {exported.path} does not have the YOLOv8 detect structure"
+            )
+        onnx.helper.set_model_props(sub, {**props, "yolo_edge.stage": name})
+        sub.graph.name = f"{model.graph.name or 'yolov8'}_{name}"
+        onnx.checker.check_model(sub, full_check=True)
+        sub_info = GraphInfo.of(sub)
+        subgraphs.append(Subgraph(
+            name=name, model=sub,
+            inputs=tuple(sub_info.tensor(x) for x in inputs), outputs=tuple(sub_info.tensor(o) for o in outputs),
+            nodes=len(own), params=sub_info.param_count(), flops=sub_info.total_flops(),
+        ))
+    return SplitModel(exported=exported, subgraphs=tuple(subgraphs))
