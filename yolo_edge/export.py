@@ -16,6 +16,7 @@ import ast
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -152,6 +153,7 @@ def _ultralytics_export(source: str, imgsz: ImgSize, opset: int, workdir: Path) 
     """Export with ultralytics inside ``workdir``; returns the ONNX path and the model's task."""
     try:
         from ultralytics import YOLO
+        from ultralytics.utils import LOGGER
     except ImportError:
         raise YoloEdgeError(
             f"exporting {source} needs ultralytics: pip install 'yolo-edge[export]', or pass an ONNX exported by ultralytics"
@@ -162,8 +164,13 @@ def _ultralytics_export(source: str, imgsz: ImgSize, opset: int, workdir: Path) 
         raise YoloEdgeError(f"cannot load {source} as an ultralytics model ({type(exc).__name__}: {exc})") from None
     if yolo.task != "detect":
         raise YoloEdgeError(f"{source} is a {_TASK_NAMES.get(yolo.task, yolo.task)} model; yolo-edge deploys YOLOv8 detection models only")
-    with contextlib.chdir(workdir):
-        out = yolo.export(format="onnx", imgsz=list(imgsz), opset=opset, simplify=True, dynamic=False, batch=1, verbose=False)
+    level = LOGGER.level
+    LOGGER.setLevel(logging.WARNING)
+    try:
+        with contextlib.chdir(workdir):
+            out = yolo.export(format="onnx", imgsz=list(imgsz), opset=opset, simplify=True, dynamic=False, batch=1)
+    finally:
+        LOGGER.setLevel(level)
     return Path(workdir, out), yolo.task
 
 

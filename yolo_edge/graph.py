@@ -122,15 +122,16 @@ class GraphInfo:
             return 4 * out.numel
         return out.numel
 
-    def node_bytes(self, node: onnx.NodeProto, act_bytes: int | None = None) -> int:
-        """Bytes the node reads and writes: activations (at ``act_bytes`` per element if given) plus weights."""
+    def node_bytes(self, node: onnx.NodeProto, act_bytes: int | None = None, weight_bytes: int | None = None) -> int:
+        """Bytes the node reads and writes: activations and weights, each at its own dtype unless
+        ``act_bytes`` / ``weight_bytes`` per element are given."""
         total = 0
         for name in [*node.input, *node.output]:
             if not name or name not in self.tensors:
                 continue
             t = self.tensors[name]
-            is_weight = name in self.initializers
-            total += t.bytes if (is_weight or act_bytes is None) else t.bytes_at(act_bytes)
+            width = weight_bytes if name in self.initializers else act_bytes
+            total += t.bytes if width is None or t.elem_type != onnx.TensorProto.FLOAT else t.bytes_at(width)
         return total
 
     def total_flops(self, nodes: Iterable[onnx.NodeProto] | None = None) -> int:

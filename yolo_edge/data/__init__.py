@@ -1,0 +1,1 @@
+"""Datasets: the synthetic shapes generator and loaders for labelled validation data."""

@@ -1,0 +1,292 @@
+"""Configuration: frozen dataclasses for the deploy settings and device profiles, read from YAML.
+
+Unknown keys and wrong types are one-line errors naming the key and the file. Defaults live in the
+shipped ``configs/default.yaml`` and ``configs/devices/*.yaml``, not in code.
+
+Example:
+    >>> cfg = load_deploy_config()  # configs/default.yaml
+    >>> cfg.checks.performance.max_ratio
+    1.5
+    >>> load_profile("sim-edge-npu").memory_mb
+    4096.0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from yolo_edge.errors import YoloEdgeError
+
+PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+PRECISION_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
+CHECKS = ("op_support", "memory", "precision", "performance")
+
+T = TypeVar("T")
+
+
+# ---------------------------------------------------------------- deploy settings (configs/default.yaml)
+
+@dataclass(frozen=True)
+class NmsConfig:
+    conf: float
+    iou: float
+    max_det: int
+
+
+@dataclass(frozen=True)
+class PrecisionCheckConfig:
+    min_cosine: float
+    max_score_error: float
+    images: int
+
+
+@dataclass(frozen=True)
+class PerformanceCheckConfig:
+    max_ratio: float
+    warmup: int
+    runs: int
+
+
+@dataclass(frozen=True)
+class ChecksConfig:
+    order: tuple[str, ...]
+    precision: PrecisionCheckConfig
+    performance: PerformanceCheckConfig
+
+
+@dataclass(frozen=True)
+class PlanConfig:
+    head_on_npu: str  # "never" (the design default: head on the CPU in FP32) or "auto" (move it when it passes)
+    op_level: bool  # consider op-level fallback for isolated unsupported ops
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    stage_timeout_s: float
+    breaker_failures: int  # K consecutive NPU failures open the breaker
+    breaker_cooldown_s: float  # then a half-open probe after this long
+    slow_frames: int  # N consecutive slow frames move a stage to the CPU
+    recover_probes: int  # M consecutive good probes move it back
+    probe_every: int  # frames between probes of a stage parked on the CPU
+    slow_ratio: float  # "slow" = stage time above this times its CPU estimate
+
+
+@dataclass(frozen=True)
+class ValidateConfig:
+    max_drift: float
+    sla_ms: float
+    latency_warmup: int
+    latency_runs: int
+    max_regression: float
+
+
+@dataclass(frozen=True)
+class DeployConfig:
+    calib_images: int
+    nms: NmsConfig
+    val_nms: NmsConfig
+    checks: ChecksConfig
+    plan: PlanConfig
+    runtime: RuntimeConfig
+    validate: ValidateConfig
+
+    def __post_init__(self) -> None:
+        bad = [c for c in self.checks.order if c not in CHECKS]
+        if bad or sorted(self.checks.order) != sorted(CHECKS):
+            raise YoloEdgeError(f"checks.order must list each of {list(CHECKS)} once, got {list(self.checks.order)}")
+        if self.plan.head_on_npu not in ("never", "auto"):
+            raise YoloEdgeError(f"plan.head_on_npu must be 'never' or 'auto', got '{self.plan.head_on_npu}'")
+
+
+# ---------------------------------------------------------------- device profiles (configs/devices/*.yaml)
+
+@dataclass(frozen=True)
+class OpLimit:
+    """Limits on one op type; ``None`` means no limit."""
+
+    max_hw: int | None = None  # largest H*W (product of the trailing two dims) of any input
+    max_channels: int | None = None
+    max_rank: int | None = None
+
+
+@dataclass(frozen=True)
+class OpSupport:
+    mode: str  # "all", "list" (ops below only) or "query" (ask the runtime, OpenVINO query_model)
+    ops: dict[str, OpLimit] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("all", "list", "query"):
+            raise YoloEdgeError(f"op_support.mode must be all, list or query, got '{self.mode}'")
+
+
+@dataclass(frozen=True)
+class Link:
+    gbps: float  # host <-> accelerator bandwidth, GB/s
+    latency_us: float  # per transfer
+
+
+@dataclass(frozen=True)
+class CpuModel:
+    """The board's CPU, for modelled profiles: FP32 throughput, DRAM bandwidth, per-op overhead."""
+
+    gflops: float
+    dram_gbps: float
+    op_overhead_us: float
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Fault injection for simulated NPUs: per-call probabilities, deterministic from ``seed``."""
+
+    error_rate: float = 0.0
+    nan_rate: float = 0.0
+    hang_rate: float = 0.0
+    hang_s: float = 0.0
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    providers: tuple[str, ...] = ()  # onnxruntime execution providers, in priority order
+    device: str = "CPU"  # openvino device
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    name: str
+    description: str
+    kind: str  # "real": runs on hardware present here; "simulated": numerics real, latency modelled
+    runtime: str  # "onnxruntime" or "openvino": what runs the accelerator's numerics
+    runtime_options: RuntimeOptions
+    precisions: tuple[str, ...]  # in order of preference
+    latency: str  # "measured" or "modelled"
+    memory_mb: float
+    sram_kb: float | None
+    op_support: OpSupport
+    peak_tops: dict[str, float]  # per precision, 1e12 ops/s
+    utilization: float  # fraction of peak that convolutions reach
+    dram_gbps: float
+    op_overhead_us: float
+    link: Link
+    cpu: CpuModel | None = None
+    faults: Faults = Faults()
+
+    def __post_init__(self) -> None:
+        where = f"device profile '{self.name}'"
+        if self.kind not in ("real", "simulated", "cpu"):
+            raise YoloEdgeError(f"{where}: kind must be real, simulated or cpu, got '{self.kind}'")
+        if self.runtime not in ("onnxruntime", "openvino"):
+            raise YoloEdgeError(f"{where}: runtime must be onnxruntime or openvino, got '{self.runtime}'")
+        if self.latency not in ("measured", "modelled"):
+            raise YoloEdgeError(f"{where}: latency must be measured or modelled, got '{self.latency}'")
+        bad = [p for p in self.precisions if p not in PRECISIONS]
+        if bad or not self.precisions:
+            raise YoloEdgeError(f"{where}: precisions must be a non-empty list of {list(PRECISIONS)}, got {list(self.precisions)}")
+        missing = [p for p in self.precisions if p not in self.peak_tops]
+        if missing:
+            raise YoloEdgeError(f"{where}: peak_tops has no figure for {missing}")
+        if self.latency == "modelled" and self.cpu is None:
+            raise YoloEdgeError(f"{where}: a modelled profile needs a 'cpu' section (the board's CPU) to compare against")
+
+
+# ---------------------------------------------------------------- strict YAML -> dataclass
+
+def _fail(where: str, msg: str) -> typing.NoReturn:
+    raise YoloEdgeError(f"{where}: {msg}")
+
+
+def _convert(tp: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _convert(inner[0], value, where)
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value, where)  # type: ignore[arg-type]
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            _fail(where, f"expected a list, got {type(value).__name__} {value!r}")
+        return tuple(_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            _fail(where, f"expected a mapping, got {type(value).__name__} {value!r}")
+        return {str(k): _convert(args[1], v if v is not None else {}, f"{where}.{k}") for k, v in value.items()}
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            _fail(where, f"expected a number, got {type(value).__name__} {value!r}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            _fail(where, f"expected an integer, got {type(value).__name__} {value!r}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            _fail(where, f"expected true or false, got {value!r}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            _fail(where, f"expected a string, got {type(value).__name__} {value!r}")
+        return value
+    raise TypeError(f"unsupported config type {tp}")
+
+
+def build(cls: type[T], data: Any, where: str) -> T:
+    """Build dataclass ``cls`` from a YAML mapping, rejecting unknown keys and wrong types."""
+    if not isinstance(data, dict):
+        _fail(where, f"expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        _fail(where, f"unknown key '{unknown[0]}' (valid: {', '.join(fields)})")
+    kwargs = {}
+    for name, f in fields.items():
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                _fail(where, f"missing key '{name}'")
+            continue
+        kwargs[name] = _convert(hints[name], data[name], f"{where}.{name}")
+    return cls(**kwargs)
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise YoloEdgeError(f"config file not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise YoloEdgeError(f"{path} is not valid YAML ({type(exc).__name__})") from None
+
+
+def configs_dir() -> Path:
+    """The shipped configs (``configs/`` in the source tree, packaged as ``yolo_edge/configs``)."""
+    return Path(str(resources.files("yolo_edge") / "configs"))
+
+
+def load_deploy_config(path: str | Path | None = None) -> DeployConfig:
+    p = Path(path) if path else configs_dir() / "default.yaml"
+    return build(DeployConfig, _read_yaml(p), str(p))
+
+
+def profile_names() -> list[str]:
+    return sorted(p.stem for p in (configs_dir() / "devices").glob("*.yaml"))
+
+
+def load_profile(name_or_path: str | Path) -> DeviceProfile:
+    """A shipped profile by name (``sim-edge-npu``) or a YAML file path."""
+    p = Path(name_or_path)
+    if p.suffix not in (".yaml", ".yml"):
+        p = configs_dir() / "devices" / f"{name_or_path}.yaml"
+        if not p.is_file():
+            raise YoloEdgeError(f"unknown device '{name_or_path}'; valid: {', '.join(['auto', *profile_names()])} or a profile .yaml")
+    return build(DeviceProfile, _read_yaml(p), str(p))

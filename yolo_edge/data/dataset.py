@@ -1,0 +1,140 @@
+"""Labelled detection datasets read into one internal form.
+
+Two inputs are accepted: an ultralytics ``data.yaml`` (``path``/``val``/``names``, YOLO txt labels in the
+parallel ``labels/`` folder), or a COCO JSON with its image folder (``--data ann.json`` with the images
+beside it or ``--images DIR``).
+
+Example:
+    >>> ds = load_dataset("datasets/shapes/data.yaml")  # doctest: +SKIP
+    >>> len(ds), ds.names[:2], ds.records[0].boxes.shape  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+import yaml
+
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.pipeline.preprocess import IMAGE_SUFFIXES
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    """One image and its ground truth: ``boxes`` (M, 4) xyxy pixels, ``classes`` (M,) contiguous ids."""
+
+    path: Path
+    width: int
+    height: int
+    boxes: np.ndarray
+    classes: np.ndarray
+
+
+@dataclass(frozen=True)
+class Dataset:
+    names: tuple[str, ...]
+    records: tuple[ImageRecord, ...]
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def subset(self, n: int) -> Dataset:
+        """The first ``n`` images (a fixed, reproducible subset)."""
+        return Dataset(self.names, self.records[:n])
+
+
+def load_dataset(data: str | Path, split: str = "val", images: str | Path | None = None) -> Dataset:
+    """Load ``data`` (ultralytics data.yaml or COCO JSON) into a :class:`Dataset`."""
+    path = Path(data)
+    if not path.is_file():
+        raise YoloEdgeError(f"dataset not found: {path}; pass an ultralytics data.yaml or a COCO JSON")
+    if path.suffix.lower() in (".yaml", ".yml"):
+        ds = _from_yolo_yaml(path, split)
+    elif path.suffix.lower() == ".json":
+        ds = _from_coco(path, Path(images) if images else None)
+    else:
+        raise YoloEdgeError(f"unsupported dataset file {path}: pass an ultralytics data.yaml or a COCO JSON")
+    if not ds.records:
+        raise YoloEdgeError(f"dataset {path} has no images in its '{split}' split")
+    return ds
+
+
+def _names(raw: object, source: Path) -> tuple[str, ...]:
+    if isinstance(raw, dict):
+        return tuple(str(raw[k]) for k in sorted(raw))
+    if isinstance(raw, list):
+        return tuple(str(n) for n in raw)
+    raise YoloEdgeError(f"{source} has no 'names' list or mapping")
+
+
+def _from_yolo_yaml(path: Path, split: str) -> Dataset:
+    try:
+        cfg = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise YoloEdgeError(f"{path} is not valid YAML ({exc.__class__.__name__})") from None
+    if not isinstance(cfg, dict) or split not in cfg:
+        raise YoloEdgeError(f"{path} has no '{split}' entry; an ultralytics data.yaml names its splits (val: images/val)")
+    names = _names(cfg.get("names"), path)
+    root = Path(cfg.get("path") or path.parent)
+    if not root.is_absolute():
+        root = (path.parent / root).resolve()
+    img_dir = root / str(cfg[split])
+    if not img_dir.is_dir():
+        raise YoloEdgeError(f"{path}: the {split} image folder {img_dir} does not exist")
+    records = []
+    for img in sorted(p for p in img_dir.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES):
+        label = _label_path(img)
+        h, w = _image_size(img)
+        rows = np.loadtxt(label, ndmin=2, dtype=np.float64) if label.is_file() and label.stat().st_size else np.zeros((0, 5))
+        if rows.shape[1] < 5:
+            raise YoloEdgeError(f"{label}: expected 'class cx cy w h' rows")
+        cx, cy, bw, bh = rows[:, 1] * w, rows[:, 2] * h, rows[:, 3] * w, rows[:, 4] * h
+        boxes = np.stack([cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2], axis=1).astype(np.float32)
+        records.append(ImageRecord(img, w, h, boxes, rows[:, 0].astype(np.int64)))
+    return Dataset(names, tuple(records))
+
+
+def _from_coco(path: Path, images: Path | None) -> Dataset:
+    try:
+        coco = json.loads(path.read_text())
+        cats = sorted(coco["categories"], key=lambda c: c["id"])
+        imgs = coco["images"]
+        anns = coco.get("annotations", [])
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise YoloEdgeError(f"{path} is not a COCO detection JSON ({exc.__class__.__name__}: {exc})") from None
+    contiguous = {c["id"]: i for i, c in enumerate(cats)}
+    folder = images or path.parent
+    by_image: dict[int, list[dict[str, object]]] = {}
+    for a in anns:
+        by_image.setdefault(int(a["image_id"]), []).append(a)
+    records = []
+    for im in sorted(imgs, key=lambda i: i["id"]):
+        file = folder / im["file_name"]
+        if not file.is_file():
+            raise YoloEdgeError(f"{path} lists {im['file_name']} but {file} does not exist; pass the image folder with --images")
+        rows = by_image.get(int(im["id"]), [])
+        boxes = np.array([[a["bbox"][0], a["bbox"][1], a["bbox"][0] + a["bbox"][2], a["bbox"][1] + a["bbox"][3]] for a in rows], np.float32).reshape(-1, 4)  # type: ignore[index]
+        classes = np.array([contiguous[int(a["category_id"])] for a in rows], np.int64)  # type: ignore[arg-type]
+        records.append(ImageRecord(file, int(im["width"]), int(im["height"]), boxes, classes))
+    return Dataset(tuple(str(c["name"]) for c in cats), tuple(records))
+
+
+def _label_path(image: Path) -> Path:
+    """ultralytics' rule: the last ``images`` folder in the path becomes ``labels``, suffix ``.txt``."""
+    parts = list(image.parent.parts)
+    if "images" not in parts:
+        raise YoloEdgeError(f"{image} is not under an 'images' folder, so its YOLO label file cannot be found")
+    idx = len(parts) - 1 - parts[::-1].index("images")
+    parts[idx] = "labels"
+    return Path(*parts) / f"{image.stem}.txt"
+
+
+def _image_size(path: Path) -> tuple[int, int]:
+    image = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    if image is None:
+        raise YoloEdgeError(f"{path} is not a readable image")
+    return int(image.shape[0]), int(image.shape[1])

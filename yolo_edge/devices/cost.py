@@ -1,0 +1,71 @@
+"""Cost model: roofline time per op plus launch overhead, and boundary transfer time.
+
+An op takes ``max(flops / (peak * utilization), bytes / dram_bandwidth) + overhead``. Elementwise ops
+that consume a convolution's output (SiLU's Sigmoid and Mul, residual Adds) are fused into it, as NPU
+compilers do: they add their FLOPs but no DRAM traffic and no launch. Weights and activations move at
+the precision's width. Figures from this module are always reported as *modelled*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from yolo_edge.config import PRECISION_BYTES, CpuModel, DeviceProfile, Link
+from yolo_edge.graph import GraphInfo
+
+FUSABLE = {"Sigmoid", "Mul", "Add", "Relu", "Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "Tanh"}
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    compute_s: float
+    memory_s: float
+    overhead_s: float
+    total_s: float
+    launched_ops: int
+
+    @property
+    def total_ms(self) -> float:
+        return self.total_s * 1e3
+
+
+def estimate(info: GraphInfo, peak_flops: float, dram_bps: float, overhead_s: float, value_bytes: int) -> CostEstimate:
+    """Modelled time of the whole graph ``info`` on a device with the given peak, bandwidth and overhead."""
+    producer = {o: n for n in info.nodes for o in n.output}
+    fused: set[str] = set()
+    compute = memory = overhead = total = 0.0
+    launched = 0
+    for node in info.nodes:
+        if node.op_type == "Constant":
+            continue
+        flops = info.node_flops(node)
+        src = producer.get(node.input[0]) if node.input else None
+        if node.op_type in FUSABLE and src is not None and (src.op_type == "Conv" or src.name in fused):
+            fused.add(node.name)
+            compute += flops / peak_flops
+            total += flops / peak_flops
+            continue
+        t_c = flops / peak_flops
+        t_m = info.node_bytes(node, value_bytes, weight_bytes=value_bytes) / dram_bps
+        compute += t_c
+        memory += t_m
+        overhead += overhead_s
+        total += max(t_c, t_m) + overhead_s
+        launched += 1
+    return CostEstimate(compute, memory, overhead, total, launched)
+
+
+def npu_time(info: GraphInfo, profile: DeviceProfile, precision: str) -> CostEstimate:
+    peak = profile.peak_tops[precision] * 1e12 * profile.utilization
+    return estimate(info, peak, profile.dram_gbps * 1e9, profile.op_overhead_us * 1e-6, PRECISION_BYTES[precision])
+
+
+def cpu_time(info: GraphInfo, cpu: CpuModel) -> CostEstimate:
+    return estimate(info, cpu.gflops * 1e9, cpu.dram_gbps * 1e9, cpu.op_overhead_us * 1e-6, PRECISION_BYTES["fp32"])
+
+
+def transfer_time(n_bytes: int, link: Link, tensors: int = 1) -> float:
+    """Seconds to move ``n_bytes`` in ``tensors`` transfers over the host link."""
+    if n_bytes == 0:
+        return 0.0
+    return n_bytes / (link.gbps * 1e9) + tensors * link.latency_us * 1e-6

@@ -1,0 +1,1 @@
+"""Detection pipeline around the model: letterbox preprocess, NMS postprocess, video streams."""

@@ -1,0 +1,69 @@
+"""Letterbox preprocessing, identical to ultralytics' ``LetterBox(auto=False, center=True)``.
+
+Example:
+    >>> lb = letterbox(cv2.imread("bus.jpg"), (640, 640))  # doctest: +SKIP
+    >>> lb.tensor.shape, lb.gain, lb.pad  # doctest: +SKIP
+    ((1, 3, 640, 640), 0.5926, (0, 80))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from yolo_edge.errors import YoloEdgeError
+
+PAD_VALUE = 114
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
+
+
+@dataclass(frozen=True)
+class Letterboxed:
+    """The network input and what is needed to map boxes back to the original image."""
+
+    tensor: np.ndarray  # (1, 3, H, W) float32 RGB in [0, 1]
+    orig_shape: tuple[int, int]  # (height, width) of the original image
+    gain: tuple[float, float]  # (gain_y, gain_x) = resized / original
+    pad: tuple[int, int]  # (pad_x, pad_y) added on the left and top
+
+
+def letterbox(image: np.ndarray, imgsz: tuple[int, int]) -> Letterboxed:
+    """Resize ``image`` (HxWx3 BGR uint8) keeping its aspect ratio and pad it to ``imgsz`` (height, width)."""
+    if image.ndim != 3 or image.shape[2] != 3:
+        raise YoloEdgeError(f"expected an HxWx3 BGR image, got an array of shape {image.shape}")
+    h, w = image.shape[:2]
+    r = min(imgsz[0] / h, imgsz[1] / w)
+    new_w, new_h = max(round(w * r), 1), max(round(h * r), 1)
+    dw, dh = (imgsz[1] - new_w) / 2, (imgsz[0] - new_h) / 2
+    if (w, h) != (new_w, new_h):
+        image = cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_LINEAR)
+    top, bottom = round(dh - 0.1), round(dh + 0.1)
+    left, right = round(dw - 0.1), round(dw + 0.1)
+    image = cv2.copyMakeBorder(image, top, bottom, left, right, cv2.BORDER_CONSTANT, value=(PAD_VALUE,) * 3)
+    tensor = np.ascontiguousarray(image[..., ::-1].transpose(2, 0, 1))[None].astype(np.float32) / 255.0
+    return Letterboxed(tensor=tensor, orig_shape=(h, w), gain=(new_h / h, new_w / w), pad=(left, top))
+
+
+def read_image(path: str | Path) -> np.ndarray:
+    """Read an image file as BGR uint8; a one-line error if it is missing or not an image."""
+    path = Path(path)
+    if not path.is_file():
+        raise YoloEdgeError(f"image not found: {path}")
+    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if image is None:
+        raise YoloEdgeError(f"{path} is not a readable image (JPEG, PNG, BMP or WebP)")
+    return image
+
+
+def list_images(folder: str | Path, what: str = "image folder") -> list[Path]:
+    """Sorted image files in ``folder``; a one-line error if it is missing or holds none."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise YoloEdgeError(f"{what} not found: {folder}; pass a folder of images")
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    if not files:
+        raise YoloEdgeError(f"{what} {folder} has no images ({', '.join(IMAGE_SUFFIXES)})")
+    return files

@@ -1,0 +1,1 @@
+"""Proof: accuracy (pycocotools mAP, drift, agreement) and latency (percentiles, SLA)."""
