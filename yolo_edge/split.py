@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -112,52 +113,79 @@ class SplitModel:
         }
 
 
-def split_model(exported: ExportedModel) -> SplitModel:
-    """Split ``exported`` into backbone, neck, head and decode subgraphs (see module docstring)."""
-    model = exported.load()
+@dataclass(frozen=True)
+class Piece:
+    """A cut-out group of nodes as a standalone ONNX, with its boundary tensor names."""
+
+    model: onnx.ModelProto
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    node_names: tuple[str, ...]
+
+
+def cut(model: onnx.ModelProto, groups: Sequence[Sequence[int]], label: str) -> list[Piece]:
+    """Cut ``model`` into one standalone ONNX per group of node indices (groups in execution order).
+
+    A group's inputs are the tensors it reads that an earlier group (or the graph input) produces; its
+    outputs are the tensors it produces that a later group reads, or graph outputs. Constants are copied
+    into every group that reads them. Raises YoloEdgeError when the cut would pull in another group's
+    nodes (the groups are not a valid sequential partition).
+    """
     info = GraphInfo.of(model)
-    stage_of = exported.layout.stage_of
     nodes = list(info.model.graph.node)
-    if len(nodes) != len(stage_of):
-        raise YoloEdgeError(f"{exported.path} changed since it was loaded; load it again")
-    graph_inputs = [i.name for i in info.model.graph.input if i.name not in info.initializers]
+    group_of = {i: k for k, g in enumerate(groups) for i in g}
+    if sorted(group_of) != list(range(len(nodes))):
+        raise ValueError("groups must partition the graph's nodes")
+    graph_inputs = {i.name for i in info.model.graph.input if i.name not in info.initializers}
     graph_outputs = [o.name for o in info.model.graph.output]
-    produced_in = {o: stage_of[i] for i, n in enumerate(nodes) for o in n.output}
-    constants = {o for n in nodes if n.op_type == "Constant" for o in n.output}  # copied into each consumer
+    produced_in = {o: group_of[i] for i, n in enumerate(nodes) for o in n.output}
+    constants = {o for n in nodes if n.op_type == "Constant" for o in n.output}
     consumed_in: dict[str, set[int]] = {}
     for i, n in enumerate(nodes):
         for x in n.input:
-            consumed_in.setdefault(x, set()).add(stage_of[i])
-
+            consumed_in.setdefault(x, set()).add(group_of[i])
     extractor = Extractor(info.model)
-    props = {p.key: p.value for p in model.metadata_props}
-    subgraphs = []
-    for k, name in enumerate(STAGES):
-        own = [n for i, n in enumerate(nodes) if stage_of[i] == k]
+    pieces = []
+    for k, group in enumerate(groups):
+        own = [nodes[i] for i in group]
         inputs: list[str] = []
         for n in own:
             for x in n.input:
-                if x in info.initializers or x in constants or x in inputs:
-                    continue
-                if x in graph_inputs or (x in produced_in and produced_in[x] < k):
+                if x and x not in info.initializers and x not in constants and x not in inputs and (
+                    x in graph_inputs or (x in produced_in and produced_in[x] < k)
+                ):
                     inputs.append(x)
-        outputs = [o for n in own for o in n.output
-                   if o in graph_outputs or any(s > k for s in consumed_in.get(o, ()))]
+        outputs = [o for n in own for o in n.output if o in graph_outputs or any(s > k for s in consumed_in.get(o, ()))]
         sub = extractor.extract_model(inputs, outputs)
         got = {n.name for n in sub.graph.node if n.op_type != "Constant"}
         want = {n.name for n in own if n.op_type != "Constant"}
         if got != want:
             raise YoloEdgeError(
-                f"cutting the {name} at {inputs} -> {outputs} gives {len(got)} nodes, expected {len(want)}; "
-                f"the graph {exported.path} does not have the YOLOv8 detect structure"
+                f"cutting {label} part {k} at {inputs} -> {outputs} gives {len(got)} nodes, expected {len(want)}: "
+                "the parts are not a sequential partition of the graph"
             )
-        onnx.helper.set_model_props(sub, {**props, "yolo_edge.stage": name})
-        sub.graph.name = f"{model.graph.name or 'yolov8'}_{name}"
+        onnx.helper.set_model_props(sub, {p.key: p.value for p in model.metadata_props})
         onnx.checker.check_model(sub, full_check=True)
-        sub_info = GraphInfo.of(sub)
+        pieces.append(Piece(sub, tuple(inputs), tuple(outputs), tuple(n.name for n in own)))
+    return pieces
+
+
+def split_model(exported: ExportedModel) -> SplitModel:
+    """Split ``exported`` into backbone, neck, head and decode subgraphs (see module docstring)."""
+    model = exported.load()
+    stage_of = exported.layout.stage_of
+    if len(model.graph.node) != len(stage_of):
+        raise YoloEdgeError(f"{exported.path} changed since it was loaded; load it again")
+    groups = [[i for i, s in enumerate(stage_of) if s == k] for k in range(len(STAGES))]
+    subgraphs = []
+    for name, piece in zip(STAGES, cut(model, groups, str(exported.path))):
+        sub = piece.model
+        onnx.helper.set_model_props(sub, {**{p.key: p.value for p in sub.metadata_props}, "yolo_edge.stage": name})
+        sub.graph.name = f"{model.graph.name or 'yolov8'}_{name}"
+        info = GraphInfo.of(sub)
         subgraphs.append(Subgraph(
             name=name, model=sub,
-            inputs=tuple(sub_info.tensor(x) for x in inputs), outputs=tuple(sub_info.tensor(o) for o in outputs),
-            nodes=len(own), params=sub_info.param_count(), flops=sub_info.total_flops(),
+            inputs=tuple(info.tensor(x) for x in piece.inputs), outputs=tuple(info.tensor(o) for o in piece.outputs),
+            nodes=len(piece.node_names), params=info.param_count(), flops=info.total_flops(),
         ))
     return SplitModel(exported=exported, subgraphs=tuple(subgraphs))

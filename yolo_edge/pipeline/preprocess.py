@@ -67,3 +67,16 @@ def list_images(folder: str | Path, what: str = "image folder") -> list[Path]:
     if not files:
         raise YoloEdgeError(f"{what} {folder} has no images ({', '.join(IMAGE_SUFFIXES)})")
     return files
+
+
+def load_calibration(folder: str | Path, imgsz: tuple[int, int], limit: int | None = None) -> list[np.ndarray]:
+    """Letterboxed network inputs from a folder of images (the first ``limit`` in name order)."""
+    files = list_images(folder, "calibration folder")[:limit]
+    return [letterbox(read_image(f), imgsz).tensor for f in files]
+
+
+def default_calib_dir() -> Path:
+    """The 64 calibration images shipped with yolo-edge (``calib_data/``)."""
+    from importlib import resources
+
+    return Path(str(resources.files("yolo_edge") / "calib_data"))

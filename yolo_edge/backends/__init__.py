@@ -1,0 +1,77 @@
+"""Backends: real runtimes behind one small interface, and a registry by name.
+
+``create_backend(profile)`` builds the accelerator backend a device profile asks for; ``cpu_backend()``
+is the FP32 reference and fallback. Vendor SDKs (OpenVINO) are imported only when their backend is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from yolo_edge.backends.base import Backend
+from yolo_edge.backends.onnxruntime import CPU_EP, OnnxRuntimeBackend
+from yolo_edge.config import DeviceProfile
+from yolo_edge.errors import YoloEdgeError
+
+
+def _openvino(profile: DeviceProfile) -> Backend:
+    from yolo_edge.backends.openvino import OpenVinoBackend
+
+    return OpenVinoBackend(profile.runtime_options.device)
+
+
+def _onnxruntime(profile: DeviceProfile) -> Backend:
+    return OnnxRuntimeBackend(profile.runtime_options.providers or (CPU_EP,))
+
+
+RUNTIMES: dict[str, Callable[[DeviceProfile], Backend]] = {"onnxruntime": _onnxruntime, "openvino": _openvino}
+
+
+def runtime_backend(profile: DeviceProfile) -> Backend:
+    try:
+        factory = RUNTIMES[profile.runtime]
+    except KeyError:
+        raise YoloEdgeError(f"unknown runtime '{profile.runtime}'; valid: {', '.join(RUNTIMES)}") from None
+    return factory(profile)
+
+
+def create_backend(profile: DeviceProfile) -> Backend:
+    """The accelerator backend of ``profile``: the runtime itself, or a simulated NPU over it."""
+    backend = runtime_backend(profile)
+    if profile.kind == "simulated":
+        from yolo_edge.backends.simulated import SimulatedNpu
+
+        return SimulatedNpu(profile, backend)
+    return backend
+
+
+def cpu_backend() -> Backend:
+    """onnxruntime on the CPU in FP32: the reference and the fallback."""
+    return OnnxRuntimeBackend((CPU_EP,))
+
+
+AUTO_ORDER = ("tensorrt", "cuda", "intel-npu", "host-lowp")
+
+
+def device_status(profile: DeviceProfile) -> tuple[bool, str]:
+    """Whether ``profile`` can run on this machine, and why not."""
+    try:
+        create_backend(profile)
+    except YoloEdgeError as exc:
+        return False, str(exc)
+    if profile.kind == "simulated":
+        return True, f"simulated: numerics on {profile.runtime} {profile.runtime_options.device if profile.runtime == 'openvino' else 'CPU'}, latency modelled"
+    return True, f"{profile.runtime} {'/'.join(profile.runtime_options.providers) or profile.runtime_options.device} present, latency measured"
+
+
+def resolve_device(name: str) -> DeviceProfile:
+    """A profile by name or path; ``auto`` is the best real accelerator present (see AUTO_ORDER)."""
+    from yolo_edge.config import load_profile
+
+    if name != "auto":
+        return load_profile(name)
+    for candidate in AUTO_ORDER:
+        profile = load_profile(candidate)
+        if device_status(profile)[0]:
+            return profile
+    raise YoloEdgeError(f"no accelerator found for --device auto (tried {', '.join(AUTO_ORDER)}); pick one with --device")

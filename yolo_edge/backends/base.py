@@ -1,0 +1,102 @@
+"""The backend interface (template method, as Polygraphy's runners).
+
+``Backend.compile(model, precision, calib)`` returns an :class:`Executable`. ``Executable.run(feeds)``
+validates the feeds (names, shapes, dtypes), times the call and returns the outputs by name; a backend
+implements only ``_run``. Executables are thread-safe: a pipelined stream calls different stages of
+different frames from different threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.graph import TensorInfo
+
+Feeds = Mapping[str, np.ndarray]
+CalibSet = Sequence[dict[str, np.ndarray]]
+
+
+class NpuError(Exception):
+    """An accelerator failure at run time (not a user error): the executor falls back to the CPU."""
+
+
+class NpuCompileError(Exception):
+    """The accelerator's compiler refused the graph."""
+
+
+class UnsupportedOperator(NpuCompileError):
+    pass
+
+
+class NpuOutOfMemory(NpuCompileError):
+    pass
+
+
+def io_infos(model: onnx.ModelProto) -> tuple[tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:
+    def info(vi: onnx.ValueInfoProto) -> TensorInfo:
+        tt = vi.type.tensor_type
+        return TensorInfo(vi.name, tuple(d.dim_value for d in tt.shape.dim), tt.elem_type)
+
+    inits = {t.name for t in model.graph.initializer}
+    return (tuple(info(i) for i in model.graph.input if i.name not in inits), tuple(info(o) for o in model.graph.output))
+
+
+class Executable(ABC):
+    """A compiled subgraph. ``run`` is the public, validated and timed entry point."""
+
+    def __init__(self, inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo], precision: str, device: str) -> None:
+        self.inputs = tuple(inputs)
+        self.outputs = tuple(outputs)
+        self.precision = precision
+        self.device = device
+        self._local = threading.local()
+
+    @property
+    def last_run_s(self) -> float:
+        """Wall time of this thread's last ``run``."""
+        return float(getattr(self._local, "last_run_s", 0.0))
+
+    def run(self, feeds: Feeds) -> dict[str, np.ndarray]:
+        self._validate(feeds)
+        t0 = time.perf_counter()
+        outs = self._run({t.name: feeds[t.name] for t in self.inputs})
+        self._local.last_run_s = time.perf_counter() - t0
+        return outs
+
+    def _validate(self, feeds: Feeds) -> None:
+        expected = {t.name for t in self.inputs}
+        missing = sorted(expected - set(feeds))
+        if missing:
+            raise YoloEdgeError(f"missing input tensor(s) {missing}; this stage takes {sorted(expected)}")
+        for t in self.inputs:
+            a = feeds[t.name]
+            if tuple(a.shape) != t.shape:
+                raise YoloEdgeError(f"input '{t.name}' has shape {list(a.shape)}, expected {list(t.shape)}")
+            if a.dtype != np.float32:
+                raise YoloEdgeError(f"input '{t.name}' is {a.dtype}, expected float32")
+
+    @abstractmethod
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run the compiled graph on validated feeds."""
+
+
+class Backend(ABC):
+    """Compiles subgraphs for one runtime/device. Subclasses list the precisions they really compute in."""
+
+    name: str = ""
+    precisions: tuple[str, ...] = ()
+
+    @abstractmethod
+    def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None) -> Executable:
+        """Compile ``model`` at ``precision``; INT8 needs ``calib`` (feeds of this subgraph)."""
+
+    def _check_precision(self, precision: str) -> None:
+        if precision not in self.precisions:
+            raise YoloEdgeError(f"{self.name} cannot run {precision} here; it runs {list(self.precisions)}")

@@ -1,0 +1,66 @@
+"""onnxruntime backend, any execution-provider list. After creating a session it checks that the
+requested accelerator EP is really in ``get_providers()``: onnxruntime otherwise falls back to the
+CPU silently, the complaint its users file most."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from yolo_edge.backends.base import Backend, CalibSet, Executable, io_infos
+from yolo_edge.backends.quantize import quantize_int8
+from yolo_edge.errors import YoloEdgeError
+
+CPU_EP = "CPUExecutionProvider"
+
+
+class OrtExecutable(Executable):
+    def __init__(self, session: ort.InferenceSession, model: onnx.ModelProto, precision: str, device: str) -> None:
+        inputs, outputs = io_infos(model)
+        super().__init__(inputs, outputs, precision, device)
+        self.session = session
+        self._names = [t.name for t in outputs]
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return dict(zip(self._names, self.session.run(self._names, feeds)))
+
+
+class OnnxRuntimeBackend(Backend):
+    name = "onnxruntime"
+
+    def __init__(self, providers: Sequence[str] = (CPU_EP,), threads: int = 0) -> None:
+        available = ort.get_available_providers()
+        missing = [p for p in providers if p not in available]
+        if missing:
+            raise YoloEdgeError(
+                f"onnxruntime execution provider {missing[0]} is not available in this build "
+                f"(available: {', '.join(available)}); install the matching onnxruntime package (e.g. onnxruntime-gpu) or pick another --device"
+            )
+        self.providers = tuple(providers) or (CPU_EP,)
+        self.threads = threads
+        accel = self.providers[0]
+        self.precisions = ("fp16",) if accel == "TensorrtExecutionProvider" else ("fp32", "int8") if accel == CPU_EP else ("fp32",)
+
+    def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None) -> Executable:
+        self._check_precision(precision)
+        graph = quantize_int8(model, calib or []) if precision == "int8" else model
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.log_severity_level = 3
+        if self.threads:
+            opts.intra_op_num_threads = self.threads
+        providers: list[str | tuple[str, dict[str, object]]] = list(self.providers)
+        if self.providers[0] == "TensorrtExecutionProvider":
+            providers[0] = ("TensorrtExecutionProvider", {"trt_fp16_enable": precision == "fp16"})
+        session = ort.InferenceSession(graph.SerializeToString(), sess_options=opts, providers=providers)
+        got = session.get_providers()
+        if self.providers[0] not in got:
+            raise YoloEdgeError(
+                f"onnxruntime created the session on {got} although {self.providers[0]} was requested: "
+                "the provider failed to load (check its CUDA/TensorRT libraries); refusing to run silently on the CPU"
+            )
+        device = "cpu" if self.providers[0] == CPU_EP else self.providers[0].removesuffix("ExecutionProvider").lower()
+        return OrtExecutable(session, graph, precision, device)

@@ -1,0 +1,77 @@
+"""INT8 post-training quantization with onnxruntime's ``quantize_static``: QDQ format, uint8 activations,
+int8 per-channel weights (U8S8, the fast path on x86), MinMax calibration.
+
+The calibration feeds are the subgraph's own inputs, produced by running calibration images through
+the preceding stages in FP32 (the neck is calibrated on real backbone outputs). Results are cached on
+disk by a hash of the model, the calibration data and the options, so a subgraph + calibration set is
+quantized once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+from yolo_edge.backends.base import CalibSet
+from yolo_edge.errors import YoloEdgeError
+
+QUANT_VERSION = "qdq-u8s8-perchannel-minmax-1"
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("YOLO_EDGE_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")), "yolo-edge")
+    return Path(root) / "quant"
+
+
+class _Reader(CalibrationDataReader):
+    def __init__(self, calib: CalibSet) -> None:
+        self._it = iter(calib)
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self._it, None)
+
+
+def calib_key(model: onnx.ModelProto, calib: CalibSet) -> str:
+    h = hashlib.sha256(QUANT_VERSION.encode())
+    h.update(model.SerializeToString(deterministic=True))
+    for feeds in calib:
+        for name in sorted(feeds):
+            h.update(name.encode())
+            h.update(np.ascontiguousarray(feeds[name]).tobytes())
+    return h.hexdigest()[:32]
+
+
+def quantize_int8(model: onnx.ModelProto, calib: CalibSet) -> onnx.ModelProto:
+    """The QDQ INT8 version of ``model``, calibrated on ``calib`` (cached)."""
+    if not calib:
+        raise YoloEdgeError("INT8 needs calibration images; pass --calib DIR with at least one image")
+    path = cache_dir() / f"{calib_key(model, calib)}.onnx"
+    if path.is_file():
+        return onnx.load(str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="yolo-edge-quant-") as tmp:
+        src, dst = Path(tmp, "fp32.onnx"), Path(tmp, "int8.onnx")
+        onnx.save(model, str(src))
+        root = logging.getLogger()
+        level = root.level
+        root.setLevel(logging.ERROR)  # quantize_static logs a pre-processing hint on the root logger every call
+        try:
+            quantize_static(
+                str(src), str(dst), _Reader(calib), quant_format=QuantFormat.QDQ,
+                activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
+                extra_options={"ActivationSymmetric": False, "WeightSymmetric": True},
+            )
+        finally:
+            root.setLevel(level)
+        quantized = onnx.load(str(dst))
+        tmp_out = path.with_suffix(f".{os.getpid()}.tmp")
+        onnx.save(quantized, str(tmp_out))
+        os.replace(tmp_out, path)
+    return quantized

@@ -1,0 +1,92 @@
+"""Simulated NPU: hardware that is not present, as honestly as it can be done without it.
+
+Numerics run on a real low-precision backend (INT8 QDQ or FP16/BF16 kernels); the profile's op list
+and memory limits are enforced at compile time (:class:`UnsupportedOperator`, :class:`NpuOutOfMemory`);
+latency is modelled by the cost model and reported beside the measured host time; and faults can be
+injected (errors, NaN outputs, hangs), deterministic from a seed, to exercise the runtime fallback.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import onnx
+
+from yolo_edge.backends.base import Backend, CalibSet, Executable, NpuError, NpuOutOfMemory, UnsupportedOperator
+from yolo_edge.config import DeviceProfile, Faults
+from yolo_edge.devices.cost import npu_time
+from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
+from yolo_edge.graph import GraphInfo
+
+
+class FaultInjector:
+    """Draws one fault (or none) per call from a seeded generator; thread-safe, so deterministic per call order."""
+
+    def __init__(self, faults: Faults) -> None:
+        self.faults = faults
+        self._rng = np.random.default_rng(faults.seed)
+        self._lock = threading.Lock()
+        self.injected = {"error": 0, "nan": 0, "hang": 0}
+
+    def draw(self) -> str | None:
+        f = self.faults
+        with self._lock:
+            u = float(self._rng.random())
+            kind = None
+            if u < f.error_rate:
+                kind = "error"
+            elif u < f.error_rate + f.nan_rate:
+                kind = "nan"
+            elif u < f.error_rate + f.nan_rate + f.hang_rate:
+                kind = "hang"
+            if kind:
+                self.injected[kind] += 1
+            return kind
+
+
+class SimulatedExecutable(Executable):
+    def __init__(self, inner: Executable, modelled_s: float, injector: FaultInjector, hang_s: float, device: str) -> None:
+        super().__init__(inner.inputs, inner.outputs, inner.precision, device)
+        self.inner = inner
+        self.modelled_s = modelled_s
+        self.injector = injector
+        self.hang_s = hang_s
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        fault = self.injector.draw()
+        if fault == "error":
+            raise NpuError("injected NPU error")
+        if fault == "hang":
+            time.sleep(self.hang_s)
+        outs = self.inner.run(feeds)
+        if fault == "nan":
+            first = self.outputs[0].name
+            outs[first] = outs[first].copy()
+            outs[first].reshape(-1)[:: max(1, outs[first].size // 7)] = np.nan
+        return outs
+
+
+class SimulatedNpu(Backend):
+    name = "simulated"
+
+    def __init__(self, profile: DeviceProfile, numerics: Backend, faults: Faults | None = None) -> None:
+        self.profile = profile
+        self.numerics = numerics
+        self.precisions = tuple(p for p in profile.precisions if p in numerics.precisions)
+        self.faults = faults or profile.faults
+        self.injector = FaultInjector(self.faults)
+
+    def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None) -> Executable:
+        self._check_precision(precision)
+        info = GraphInfo.of(model)
+        bad = unsupported_ops(info, self.profile)
+        if bad:
+            raise UnsupportedOperator(f"{self.profile.name}: {bad[0].node}: {bad[0].reason}" + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""))
+        why = memory_violation(memory_use(info, precision), self.profile)
+        if why:
+            raise NpuOutOfMemory(f"{self.profile.name}: {why}")
+        inner = self.numerics.compile(model, precision, calib)
+        modelled = npu_time(info, self.profile, precision).total_s
+        return SimulatedExecutable(inner, modelled, self.injector, self.faults.hang_s, f"sim:{self.profile.name}")

@@ -1,0 +1,37 @@
+"""``yolo-edge devices``: the device profiles, and which of them can run on this machine (and why not)."""
+
+from __future__ import annotations
+
+import argparse
+
+from yolo_edge.backends import AUTO_ORDER, device_status, resolve_device
+from yolo_edge.cli.common import print_json, table
+from yolo_edge.config import load_profile, profile_names
+from yolo_edge.errors import YoloEdgeError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("devices", help="list device profiles and whether they are usable here", description=__doc__)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    rows = []
+    for name in profile_names():
+        profile = load_profile(name)
+        ok, why = device_status(profile)
+        rows.append({"name": name, "kind": profile.kind, "runtime": profile.runtime, "precisions": list(profile.precisions),
+                     "latency": profile.latency, "usable": ok, "why": why, "description": profile.description})
+    try:
+        auto = resolve_device("auto").name
+    except YoloEdgeError as exc:
+        auto = f"none ({exc})"
+    if args.json:
+        print_json({"devices": rows, "auto": auto})
+        return 0
+    print(table(("device", "kind", "runtime", "precisions", "latency", "usable here"),
+                [(r["name"], r["kind"], r["runtime"], ",".join(r["precisions"]), r["latency"],  # type: ignore[arg-type]
+                  "yes" if r["usable"] else f"no: {r['why']}") for r in rows]))
+    print(f"\nauto -> {auto}   (first usable of {', '.join(AUTO_ORDER)})")
+    return 0

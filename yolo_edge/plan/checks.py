@@ -1,0 +1,239 @@
+"""The four placement checks. Each returns a verdict, its numbers and a one-line reason.
+
+1. op_support (compile time): the profile's op list with dtype/shape limits, or the runtime's own query.
+2. memory: peak live activations + weights vs the DRAM budget; non-tileable working sets vs SRAM.
+3. precision: statically, precision-sensitive ops at low precision; empirically, the graph compiled at
+   NPU precision vs FP32 on calibration images fed through the preceding stages.
+4. performance: NPU time (measured or modelled) + boundary transfers vs CPU time.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from yolo_edge.backends import cpu_backend
+from yolo_edge.backends.base import Backend, Executable, NpuCompileError
+from yolo_edge.config import PRECISION_BYTES, DeployConfig, DeviceProfile
+from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
+from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
+from yolo_edge.graph import GraphInfo
+
+Number = float | int | str | bool | None
+SENSITIVE_OPS = {"Softmax", "Exp", "Log", "LogSoftmax"}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    passed: bool | None  # None: not evaluated (the reason says why)
+    reason: str
+    numbers: dict[str, Number] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"passed": self.passed, "reason": self.reason, **self.numbers}
+
+
+def skipped(name: str, why: str) -> CheckResult:
+    return CheckResult(name, None, f"not evaluated: {why}")
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    x, y = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    nx, ny = np.linalg.norm(x), np.linalg.norm(y)
+    if nx == 0 and ny == 0:
+        return 1.0
+    if nx == 0 or ny == 0:
+        return 0.0
+    return float(np.dot(x, y) / (nx * ny))
+
+
+@dataclass
+class Candidate:
+    """A graph considered for the NPU: the whole model, one subgraph, or an op-level pipeline of pieces."""
+
+    name: str
+    model: onnx.ModelProto
+    info: GraphInfo
+    feeds_calib: list[dict[str, np.ndarray]]  # this graph's inputs, from FP32 runs of the preceding stages
+    feeds_eval: list[dict[str, np.ndarray]]
+    reference: list[dict[str, np.ndarray]]  # FP32 outputs on feeds_eval
+    final_output: str | None  # name of the detector's output0 if this graph produces it
+    transfer_in_bytes: int  # at FP32; scaled to the NPU precision by the performance check
+    transfer_out_bytes: int
+    transfers: int
+
+
+class Checker:
+    """Runs the checks for one device profile; caches compiled executables and CPU timings."""
+
+    def __init__(self, profile: DeviceProfile, cfg: DeployConfig, npu: Backend) -> None:
+        self.profile = profile
+        self.cfg = cfg
+        self.npu = npu
+        self.cpu = cpu_backend()
+        self._compiled: dict[tuple[str, str], Executable] = {}
+
+    # -- 1. operator support
+    def op_support(self, cand: Candidate) -> CheckResult:
+        mode = self.profile.op_support.mode
+        if mode == "query":
+            query = getattr(self.npu, "query", None)
+            if query is None:
+                return CheckResult("op_support", True, f"{self.npu.name} has no query; assumed supported", {"mode": mode})
+            from yolo_edge.backends.openvino import read_onnx
+
+            ops = [op.get_friendly_name() for op in read_onnx(cand.model).get_ops()
+                   if op.get_type_name() not in ("Parameter", "Result", "Constant")]
+            supported = query(cand.model)
+            missing = [o for o in ops if o not in supported]
+            numbers: dict[str, Number] = {"mode": mode, "ops": len(ops), "unsupported": len(missing)}
+            if missing:
+                return CheckResult("op_support", False, f"{len(missing)} of {len(ops)} ops unsupported by {self.profile.name} (first: {missing[0]})", numbers)
+            return CheckResult("op_support", True, f"all {len(ops)} ops supported ({self.profile.runtime} query_model)", numbers)
+        bad = unsupported_ops(cand.info, self.profile)
+        n_ops = sum(1 for n in cand.info.nodes if n.op_type != "Constant")
+        numbers = {"mode": mode, "ops": n_ops, "unsupported": len(bad),
+                   "unsupported_ops": ", ".join(sorted({f"{b.op_type}" for b in bad})) or None}
+        if bad:
+            return CheckResult("op_support", False, f"{len(bad)} of {n_ops} ops unsupported: {bad[0].node}: {bad[0].reason}", numbers)
+        return CheckResult("op_support", True, f"all {n_ops} ops in {self.profile.name}'s op list" if mode == "list" else "all ops supported", numbers)
+
+    # -- 2. memory
+    def memory(self, cand: Candidate, precision: str) -> CheckResult:
+        use = memory_use(cand.info, precision)
+        numbers: dict[str, Number] = {
+            "peak_activation_bytes": use.peak_activation_bytes, "weight_bytes": use.weight_bytes,
+            "required_bytes": use.dram_bytes, "budget_bytes": int(self.profile.memory_mb * 2**20),
+            "largest_untiled_bytes": use.largest_untiled_bytes, "largest_untiled_node": use.largest_untiled_node or None,
+            "sram_bytes": int(self.profile.sram_kb * 1024) if self.profile.sram_kb is not None else None,
+        }
+        why = memory_violation(use, self.profile)
+        if why:
+            return CheckResult("memory", False, why, numbers)
+        return CheckResult("memory", True, f"{use.dram_bytes / 2**20:.1f} MiB of {self.profile.memory_mb:.0f} MiB"
+                           + (f"; largest untiled working set {use.largest_untiled_bytes / 2**20:.2f} MiB fits SRAM" if self.profile.sram_kb and use.largest_untiled_bytes
+               else "; every op tiles through SRAM" if self.profile.sram_kb else ""), numbers)
+
+    def compile(self, cand: Candidate, precision: str) -> Executable:
+        key = (cand.name, precision)
+        if key not in self._compiled:
+            self._compiled[key] = self.npu.compile(cand.model, precision, cand.feeds_calib)
+        return self._compiled[key]
+
+    # -- 3. precision
+    def precision(self, cand: Candidate, precision: str) -> CheckResult:
+        pc = self.cfg.checks.precision
+        sensitive = sorted({n.op_type for n in cand.info.nodes if n.op_type in SENSITIVE_OPS})
+        if cand.final_output and precision != "fp32":
+            sensitive.append("box/score concat (output0)")
+        try:
+            exe = self.compile(cand, precision)
+        except NpuCompileError as exc:
+            return CheckResult("precision", False, f"cannot compile at {precision}: {exc}", {"precision": precision})
+        worst_cos, worst_abs, bad_values, score_err = 1.0, 0.0, 0, 0.0
+        for feeds, ref in zip(cand.feeds_eval, cand.reference):
+            out = exe.run(feeds)
+            for name, r in ref.items():
+                o = out[name]
+                bad_values += int(np.count_nonzero(~np.isfinite(o)))
+                o = np.nan_to_num(o, nan=0.0, posinf=0.0, neginf=0.0)
+                worst_abs = max(worst_abs, float(np.abs(o - r).max()))
+                if name == cand.final_output:  # boxes (rows 0-3) and class scores (rows 4-) separately
+                    worst_cos = min(worst_cos, cosine(o[:, :4], r[:, :4]), cosine(o[:, 4:], r[:, 4:]))
+                    score_err = max(score_err, float(np.abs(o[:, 4:] - r[:, 4:]).max()))
+                else:
+                    worst_cos = min(worst_cos, cosine(o, r))
+        numbers: dict[str, Number] = {
+            "precision": precision, "images": len(cand.feeds_eval), "min_cosine": round(worst_cos, 5),
+            "max_abs_error": round(worst_abs, 5), "nan_inf": bad_values,
+            "score_max_error": round(score_err, 4) if cand.final_output else None,
+            "sensitive_ops": ", ".join(sensitive) or None, "threshold_cosine": pc.min_cosine,
+        }
+        problems = []
+        if bad_values:
+            problems.append(f"{bad_values} NaN/Inf values")
+        if worst_cos < pc.min_cosine:
+            problems.append(f"cosine {worst_cos:.4f} < {pc.min_cosine}")
+        if cand.final_output and score_err > pc.max_score_error:
+            problems.append(f"class scores off by up to {score_err:.3f} > {pc.max_score_error}")
+        if sensitive and precision != "fp32":
+            problems.append(f"precision-sensitive ops at {precision}: {', '.join(sensitive)}")
+        if problems:
+            return CheckResult("precision", False, f"{precision}: " + "; ".join(problems), numbers)
+        return CheckResult("precision", True, f"{precision}: cosine {worst_cos:.4f} >= {pc.min_cosine}, max abs error {worst_abs:.4g}, no NaN/Inf", numbers)
+
+    # -- 4. performance
+    def _measure(self, exe: Executable, feeds: dict[str, np.ndarray]) -> float:
+        perf = self.cfg.checks.performance
+        for _ in range(perf.warmup):
+            exe.run(feeds)
+        times = []
+        for _ in range(perf.runs):
+            exe.run(feeds)
+            times.append(exe.last_run_s)
+        return statistics.median(times)
+
+    def times(self, cand: Candidate, precision: str) -> tuple[float, float, str]:
+        """(NPU seconds, CPU seconds, 'measured'|'modelled') for ``cand`` at ``precision``."""
+        if self.profile.latency == "modelled":
+            assert self.profile.cpu is not None
+            return npu_time(cand.info, self.profile, precision).total_s, cpu_time(cand.info, self.profile.cpu).total_s, "modelled"
+        feeds = cand.feeds_eval[0]
+        npu_s = self._measure(self.compile(cand, precision), feeds)
+        cpu_s = self._measure(self.cpu.compile(cand.model, "fp32"), feeds)
+        return npu_s, cpu_s, "measured"
+
+    def transfer_s(self, cand: Candidate, precision: str) -> float:
+        width = PRECISION_BYTES[precision] / 4
+        n_bytes = int((cand.transfer_in_bytes + cand.transfer_out_bytes) * width)
+        return transfer_time(n_bytes, self.profile.link, cand.transfers)
+
+    def performance(self, cand: Candidate, precision: str) -> CheckResult:
+        limit = self.cfg.checks.performance.max_ratio
+        try:
+            npu_s, cpu_s, kind = self.times(cand, precision)
+        except NpuCompileError as exc:
+            return CheckResult("performance", False, f"cannot compile at {precision}: {exc}")
+        xfer = self.transfer_s(cand, precision)
+        ratio = (npu_s + xfer) / cpu_s if cpu_s > 0 else float("inf")
+        numbers: dict[str, Number] = {
+            "npu_ms": round(npu_s * 1e3, 3), "transfer_ms": round(xfer * 1e3, 3), "cpu_ms": round(cpu_s * 1e3, 3),
+            "ratio": round(ratio, 3), "max_ratio": limit, "latency_kind": kind,
+        }
+        verdict = f"NPU {npu_s * 1e3:.2f} + transfers {xfer * 1e3:.2f} ms vs CPU {cpu_s * 1e3:.2f} ms ({kind}): {ratio:.2f}x"
+        if ratio > limit:
+            return CheckResult("performance", False, f"{verdict} > {limit}x", numbers)
+        return CheckResult("performance", True, f"{verdict} <= {limit}x", numbers)
+
+    def run_all(self, cand: Candidate, precision: str) -> dict[str, CheckResult]:
+        """Run the checks in the configured order, stopping at the first failure (the rest: not evaluated)."""
+        results: dict[str, CheckResult] = {}
+        failed: str | None = None
+        for name in self.cfg.checks.order:
+            if failed:
+                results[name] = skipped(name, f"{failed} failed first")
+                continue
+            if name == "op_support":
+                results[name] = self.op_support(cand)
+            elif name == "memory":
+                results[name] = self.memory(cand, precision)
+            elif name == "precision":
+                results[name] = self.precision(cand, precision)
+            else:
+                results[name] = self.performance(cand, precision)
+            if results[name].passed is False:
+                failed = name
+        return results
+
+
+def first_failure(results: dict[str, CheckResult]) -> str | None:
+    return next((name for name, r in results.items() if r.passed is False), None)
+
+
+def stack_feeds(feeds: Sequence[dict[str, np.ndarray]], names: Sequence[str]) -> list[dict[str, np.ndarray]]:
+    return [{n: f[n] for n in names} for f in feeds]

@@ -1,0 +1,361 @@
+"""Placement search at three granularities and the explainable PlacementPlan.
+
+* whole graph: the full model on the NPU at the profile's first precision, checked like any subgraph
+  (the safety-net comparison and the case study's first row);
+* subgraph (the default): backbone and neck are NPU candidates, tried at each precision the profile
+  lists, in order; head and decode stay on the CPU in FP32 (``plan.head_on_npu: auto`` makes the head
+  a candidate too; decode always stays FP32);
+* op level: when a candidate fails only on a few unsupported ops, its nodes are cut into NPU and CPU
+  runs (connected groups in execution order, as onnxruntime's GetCapability partitions), kept only if
+  the pieces plus their transfers beat running the subgraph on the CPU.
+
+Example:
+    >>> plan = make_plan(split, load_profile("sim-edge-npu"), load_deploy_config(), images)  # doctest: +SKIP
+    >>> [(s.name, s.device, s.precision) for s in plan.subgraphs]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from yolo_edge.backends import cpu_backend, create_backend
+from yolo_edge.backends.base import NpuCompileError
+from yolo_edge.config import PRECISION_BYTES, DeployConfig, DeviceProfile
+from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
+from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.graph import GraphInfo
+from yolo_edge.plan.checks import SENSITIVE_OPS, Candidate, Checker, CheckResult, cosine, first_failure, skipped
+from yolo_edge.split import Piece, SplitModel, cut
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class SubgraphPlan:
+    name: str
+    device: str  # "npu" or "cpu"
+    precision: str
+    granularity: str  # "subgraph", "op" (some ops on the CPU) or "rule" (placed by a design rule)
+    reason: str
+    checks: dict[str, CheckResult]
+    npu_ms: float | None
+    cpu_ms: float
+    latency_kind: str
+    transfer_bytes_in: int = 0
+    transfer_bytes_out: int = 0
+    cpu_nodes: tuple[str, ...] = ()  # op level: the nodes that run on the CPU
+
+    @property
+    def latency_ms(self) -> float:
+        return self.npu_ms if self.device == "npu" and self.npu_ms is not None else self.cpu_ms
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name, "device": self.device, "precision": self.precision, "granularity": self.granularity,
+            "reason": self.reason, "checks": {k: v.to_dict() for k, v in self.checks.items()},
+            "latency_ms": {"npu": None if self.npu_ms is None else round(self.npu_ms, 3), "cpu": round(self.cpu_ms, 3),
+                           "chosen": round(self.latency_ms, 3), "kind": self.latency_kind},
+            "transfer_bytes_in": self.transfer_bytes_in, "transfer_bytes_out": self.transfer_bytes_out,
+            "cpu_nodes": list(self.cpu_nodes),
+        }
+
+
+@dataclass(frozen=True)
+class PlacementPlan:
+    model: str
+    device: str
+    device_kind: str
+    latency_kind: str
+    imgsz: tuple[int, int]
+    strict: bool
+    whole_graph_npu: dict[str, object]
+    subgraphs: tuple[SubgraphPlan, ...]
+    transfer_ms: float
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def __getitem__(self, name: str) -> SubgraphPlan:
+        return next(s for s in self.subgraphs if s.name == name)
+
+    @property
+    def estimated_ms(self) -> float:
+        return sum(s.latency_ms for s in self.subgraphs) + self.transfer_ms
+
+    @property
+    def npu_subgraphs(self) -> list[str]:
+        return [s.name for s in self.subgraphs if s.device == "npu"]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "model": self.model, "device": self.device, "device_kind": self.device_kind,
+            "latency_kind": self.latency_kind, "imgsz": list(self.imgsz), "strict": self.strict,
+            "whole_graph_npu": self.whole_graph_npu,
+            "subgraphs": [s.to_dict() for s in self.subgraphs],
+            "estimated_latency_ms": round(self.estimated_ms, 3), "transfer_ms": round(self.transfer_ms, 3),
+            "notes": list(self.notes),
+        }
+
+
+def stage_tensors(split: SplitModel, images: Sequence[np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """Every boundary tensor of every image from an FP32 CPU run of the stages in sequence."""
+    cpu = cpu_backend()
+    exes = [cpu.compile(sg.model, "fp32") for sg in split.subgraphs]
+    out = []
+    for image in images:
+        tensors = {split.input.name: image}
+        for exe in exes:
+            tensors.update(exe.run(tensors))
+        out.append(tensors)
+    return out
+
+
+def op_level_groups(model: onnx.ModelProto, cpu_nodes: set[str]) -> tuple[list[list[int]], list[str]]:
+    """Maximal runs of nodes on one device in execution order; constants join the next node's run."""
+    nodes = list(model.graph.node)
+    device = ["cpu" if n.name in cpu_nodes else "npu" for n in nodes]
+    for i in range(len(nodes) - 1, -1, -1):
+        if nodes[i].op_type == "Constant" and i + 1 < len(nodes):
+            device[i] = device[i + 1]
+    groups: list[list[int]] = []
+    devices: list[str] = []
+    for i, d in enumerate(device):
+        if devices and devices[-1] == d:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+            devices.append(d)
+    return groups, devices
+
+
+class Planner:
+    def __init__(self, split: SplitModel, profile: DeviceProfile, cfg: DeployConfig,
+                 images: Sequence[np.ndarray], log: Log | None = None) -> None:
+        if len(images) < 2:
+            raise YoloEdgeError("planning needs at least 2 calibration images; pass --calib DIR with more images")
+        self.split = split
+        self.profile = profile
+        self.cfg = cfg
+        self.log = log or (lambda _msg: None)
+        n_cal = min(cfg.calib_images, len(images) - 1)
+        n_eval = min(cfg.checks.precision.images, len(images) - n_cal)
+        self.log(f"running {len(images)} calibration images through the FP32 stages")
+        tensors = stage_tensors(split, images)
+        self.calib, self.eval = tensors[:n_cal], tensors[n_cal:n_cal + n_eval]
+        self.checker = Checker(profile, cfg, create_backend(profile))
+        self.output_name = split.output.name
+
+    def _candidate(self, name: str, model: onnx.ModelProto, inputs: Sequence[str], outputs: Sequence[str],
+                   cpu_inputs: int, cpu_outputs: int, transfers: int) -> Candidate:
+        return Candidate(
+            name=name, model=model, info=GraphInfo.of(model),
+            feeds_calib=[{n: t[n] for n in inputs} for t in self.calib],
+            feeds_eval=[{n: t[n] for n in inputs} for t in self.eval],
+            reference=[{n: t[n] for n in outputs} for t in self.eval],
+            final_output=self.output_name if self.output_name in outputs else None,
+            transfer_in_bytes=cpu_inputs, transfer_out_bytes=cpu_outputs, transfers=transfers,
+        )
+
+    def cpu_ms(self, cand: Candidate) -> tuple[float, str]:
+        if self.profile.latency == "modelled":
+            assert self.profile.cpu is not None
+            return cpu_time(cand.info, self.profile.cpu).total_s * 1e3, "modelled"
+        exe = self.checker.cpu.compile(cand.model, "fp32")
+        for _ in range(self.cfg.checks.performance.warmup):
+            exe.run(cand.feeds_eval[0])
+        times = []
+        for _ in range(self.cfg.checks.performance.runs):
+            exe.run(cand.feeds_eval[0])
+            times.append(exe.last_run_s)
+        return statistics.median(times) * 1e3, "measured"
+
+    # ---------------------------------------------------------------- whole graph
+    def whole_graph(self) -> dict[str, object]:
+        model = self.split.exported.load()
+        inp, out = self.split.input, self.split.output
+        cand = self._candidate("whole_graph", model, [inp.name], [out.name], inp.bytes, out.bytes, 2)
+        precision = self.profile.precisions[0]
+        self.log(f"checking the whole graph on {self.profile.name} at {precision}")
+        results = self.checker.run_all(cand, precision)
+        failed = first_failure(results)
+        return {"passed": failed is None, "precision": precision, "failed_check": failed,
+                "reason": results[failed].reason if failed else "all four checks pass",
+                "checks": {k: v.to_dict() for k, v in results.items()}}
+
+    # ---------------------------------------------------------------- subgraphs
+    def place(self, strict: bool) -> PlacementPlan:
+        whole = self.whole_graph()
+        placed: list[SubgraphPlan] = []
+        device_of: dict[str, str] = {self.split.input.name: "cpu"}
+        for sg in self.split.subgraphs:
+            cpu_in = sum(t.bytes for t in sg.inputs if device_of.get(t.name, "cpu") == "cpu")
+            out_bytes = sum(t.bytes for t in sg.outputs)
+            cand = self._candidate(sg.name, sg.model, [t.name for t in sg.inputs], [t.name for t in sg.outputs],
+                                   cpu_in, out_bytes, len(sg.inputs) + len(sg.outputs))
+            self.log(f"placing {sg.name}")
+            plan = self._place_one(cand)
+            placed.append(plan)
+            for t in sg.outputs:
+                device_of[t.name] = plan.device
+        placed, transfer_ms = self._with_transfers(placed)
+        if strict:
+            refused = [p for p in placed if p.granularity != "rule" and (p.device == "cpu" or p.cpu_nodes)]
+            if refused:
+                raise PlanRefused("strict mode: " + "; ".join(f"{p.name} would fall back to the CPU ({p.reason})" for p in refused))
+        notes = (f"latency is {self.profile.latency} ({self.profile.kind} device {self.profile.name})",)
+        return PlacementPlan(
+            model=str(self.split.exported.path), device=self.profile.name, device_kind=self.profile.kind,
+            latency_kind=self.profile.latency, imgsz=self.split.exported.meta.imgsz, strict=strict,
+            whole_graph_npu=whole, subgraphs=tuple(placed), transfer_ms=transfer_ms, notes=notes,
+        )
+
+    def _place_one(self, cand: Candidate) -> SubgraphPlan:
+        cpu_ms, kind = self.cpu_ms(cand)
+        primary = self.profile.precisions[0]
+        rule = None
+        if cand.name == "decode":
+            rule = "decode stays FP32 on the CPU: DFL softmax, dist2bbox and the box/score concat lose the class scores at low precision"
+        elif cand.name == "head" and self.cfg.plan.head_on_npu == "never":
+            rule = "head on the CPU in FP32 by default (plan.head_on_npu: never)"
+        if rule:
+            sensitive = sorted({n.op_type for n in cand.info.nodes if n.op_type in SENSITIVE_OPS})
+            checks = {
+                "op_support": self.checker.op_support(cand),
+                "memory": self.checker.memory(cand, primary),
+                "precision": CheckResult("precision", False, f"{primary}: precision-sensitive ops {', '.join(sensitive)} and output0 at low precision", {"precision": primary})
+                if cand.name == "decode" else skipped("precision", "placed by rule"),
+                "performance": skipped("performance", "placed by rule"),
+            }
+            return SubgraphPlan(cand.name, "cpu", "fp32", "rule", rule, checks, None, cpu_ms, kind)
+        reasons = []
+        results: dict[str, CheckResult] = {}
+        for precision in self.profile.precisions:
+            results = self.checker.run_all(cand, precision)
+            failed = first_failure(results)
+            if failed is None:
+                perf = results["performance"].numbers
+                why = f"all four checks pass at {precision}" + (f" (after {'; '.join(reasons)})" if reasons else "")
+                return SubgraphPlan(cand.name, "npu", precision, "subgraph", why, results, float(perf["npu_ms"]), cpu_ms, kind)  # type: ignore[arg-type]
+            reasons.append(f"{precision} failed {failed}: {results[failed].reason}")
+            if failed == "op_support" and self.cfg.plan.op_level and self.profile.op_support.mode == "list" and self.profile.cpu:
+                op_plan = self._op_level(cand, precision, results, cpu_ms, kind)
+                if op_plan is not None:
+                    return op_plan
+                reasons[-1] += " (op-level fallback does not pay)"
+            if failed != "precision":
+                break
+        return SubgraphPlan(cand.name, "cpu", "fp32", "subgraph", "back to the CPU: " + "; ".join(reasons), results, None, cpu_ms, kind)
+
+    # ---------------------------------------------------------------- op level
+    def _op_level(self, cand: Candidate, precision: str, results: dict[str, CheckResult],
+                  cpu_ms: float, kind: str) -> SubgraphPlan | None:
+        """Op-level pieces, timed with the cost model (the board's CPU and the NPU both modelled)."""
+        cpu_model = self.profile.cpu
+        assert cpu_model is not None
+        bad = {v.node for v in unsupported_ops(cand.info, self.profile)}
+        groups, devices = op_level_groups(cand.model, bad)
+        pieces = cut(cand.model, groups, cand.name)
+        width = PRECISION_BYTES[precision] / 4
+        npu_s = cpu_s = xfer_s = 0.0
+        for piece, dev in zip(pieces, devices):
+            info = GraphInfo.of(piece.model)
+            if dev == "npu":
+                if memory_violation(memory_use(info, precision), self.profile):
+                    return None
+                npu_s += npu_time(info, self.profile, precision).total_s
+            else:
+                cpu_s += cpu_time(info, cpu_model).total_s
+        for k, piece in enumerate(pieces):  # every tensor entering a piece from the other device
+            for name in piece.inputs:
+                src = next((j for j in range(k) if name in pieces[j].outputs), None)
+                if src is not None and devices[src] != devices[k]:
+                    xfer_s += transfer_time(int(cand.info.tensor(name).bytes * width), self.profile.link)
+        total_ms = (npu_s + cpu_s + xfer_s) * 1e3
+        precision_result = self._op_level_precision(cand, pieces, devices, precision)
+        limit = self.cfg.checks.performance.max_ratio
+        perf = CheckResult(
+            "performance", total_ms < cpu_ms and total_ms <= limit * cpu_ms,
+            f"op level: NPU {npu_s * 1e3:.2f} + CPU {cpu_s * 1e3:.2f} + {len(pieces) - 1} transfers {xfer_s * 1e3:.2f} ms "
+            f"= {total_ms:.2f} ms vs all-CPU {cpu_ms:.2f} ms (modelled)",
+            {"npu_ms": round(npu_s * 1e3, 3), "cpu_part_ms": round(cpu_s * 1e3, 3), "transfer_ms": round(xfer_s * 1e3, 3),
+             "total_ms": round(total_ms, 3), "cpu_ms": round(cpu_ms, 3), "pieces": len(pieces), "latency_kind": "modelled"},
+        )
+        checks = dict(results)
+        checks["memory"] = self.checker.memory(cand, precision)
+        checks["precision"] = precision_result
+        checks["performance"] = perf
+        if not (perf.passed and precision_result.passed):
+            return None
+        reason = (f"op-level: {len(bad)} unsupported op(s) ({', '.join(sorted(bad))}) run on the CPU, "
+                  f"the rest on the NPU at {precision}; {total_ms:.2f} ms beats all-CPU {cpu_ms:.2f} ms")
+        return SubgraphPlan(cand.name, "npu", precision, "op", reason, checks, total_ms, cpu_ms, kind, cpu_nodes=tuple(sorted(bad)))
+
+    def _op_level_precision(self, cand: Candidate, pieces: list[Piece], devices: list[str], precision: str) -> CheckResult:
+        cpu = self.checker.cpu
+        fp32 = [cpu.compile(p.model, "fp32") for p in pieces]
+
+        def chain(exes: list, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:  # type: ignore[type-arg]
+            tensors = dict(feeds)
+            for exe in exes:
+                tensors.update(exe.run(tensors))
+            return tensors
+
+        calib_tensors = [chain(fp32, f) for f in cand.feeds_calib]
+        try:
+            exes = [self.checker.npu.compile(p.model, precision, [{n: t[n] for n in p.inputs} for t in calib_tensors])
+                    if d == "npu" else fp32[k] for k, (p, d) in enumerate(zip(pieces, devices))]
+        except NpuCompileError as exc:
+            return CheckResult("precision", False, f"cannot compile a piece at {precision}: {exc}")
+        worst = 1.0
+        bad = 0
+        for feeds, ref in zip(cand.feeds_eval, cand.reference):
+            out = chain(exes, feeds)
+            for name, r in ref.items():
+                bad += int(np.count_nonzero(~np.isfinite(out[name])))
+                worst = min(worst, cosine(np.nan_to_num(out[name]), r))
+        limit = self.cfg.checks.precision.min_cosine
+        ok = worst >= limit and bad == 0
+        return CheckResult("precision", ok, f"op level at {precision}: cosine {worst:.4f} {'>=' if ok else '<'} {limit}, {bad} NaN/Inf",
+                           {"precision": precision, "min_cosine": round(worst, 5), "nan_inf": bad})
+
+    # ---------------------------------------------------------------- transfers
+    def _with_transfers(self, placed: list[SubgraphPlan]) -> tuple[list[SubgraphPlan], float]:
+        device_of = {self.split.input.name: "cpu"}  # preprocessing runs on the CPU
+        consumers: dict[str, list[str]] = {}
+        for sg, p in zip(self.split.subgraphs, placed):
+            for t in sg.outputs:
+                device_of[t.name] = p.device
+            for t in sg.inputs:
+                consumers.setdefault(t.name, []).append(p.device)
+        consumers.setdefault(self.split.output.name, []).append("cpu")  # NMS runs on the CPU
+        out = []
+        total = 0.0
+        for sg, p in zip(self.split.subgraphs, placed):
+            width = PRECISION_BYTES[p.precision] / 4 if p.device == "npu" else 1.0
+            ins = [t for t in sg.inputs if device_of[t.name] != p.device]
+            outs = [t for t in sg.outputs if any(d != p.device for d in consumers.get(t.name, []))]
+            b_in = b_out = 0
+            if p.device == "npu":  # the NPU side moves the data; a CPU stage's inputs are counted by its producer
+                b_in, b_out = int(sum(t.bytes for t in ins) * width), int(sum(t.bytes for t in outs) * width)
+                total += transfer_time(b_in, self.profile.link, len(ins)) + transfer_time(b_out, self.profile.link, len(outs))
+            out.append(SubgraphPlan(**{**p.__dict__, "transfer_bytes_in": b_in, "transfer_bytes_out": b_out}))
+        return out, total * 1e3
+
+
+class PlanRefused(YoloEdgeError):
+    """--strict: the plan would fall back to the CPU. Exit code 1 (not a usage error)."""
+
+    exit_code = 1
+
+
+def make_plan(split: SplitModel, profile: DeviceProfile, cfg: DeployConfig, images: Sequence[np.ndarray],
+              strict: bool = False, log: Log | None = None) -> PlacementPlan:
+    """Place ``split`` on ``profile`` using letterboxed calibration ``images``; see the module docstring."""
+    try:
+        return Planner(split, profile, cfg, images, log).place(strict)
+    except NpuCompileError as exc:  # a compile failure outside a check is still explained, not a traceback
+        raise YoloEdgeError(f"{profile.name}: {exc}") from None
