@@ -62,9 +62,12 @@ class OpenVinoBackend(Backend):
         caps = set(core().get_property(device, "OPTIMIZATION_CAPABILITIES"))
         self.precisions = tuple(p for p in ("fp32", "bf16", "fp16", "int8") if _CAPABILITY[p] in caps)
 
-    def query(self, model: onnx.ModelProto) -> set[str]:
-        """Names of the ops of ``model`` that the device supports (OpenVINO ``query_model``)."""
-        return set(core().query_model(read_onnx(model), self.device))
+    def query(self, model: onnx.ModelProto) -> tuple[int, list[str]]:
+        """(number of ops, names of the ops the device does not support), from OpenVINO ``query_model``."""
+        ov_model = read_onnx(model)
+        supported = set(core().query_model(ov_model, self.device))
+        ops = [op.get_friendly_name() for op in ov_model.get_ops() if op.get_type_name() not in ("Parameter", "Result", "Constant")]
+        return len(ops), [o for o in ops if o not in supported]
 
     def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None) -> Executable:
         self._check_precision(precision)

@@ -49,7 +49,9 @@ def calib_key(model: onnx.ModelProto, calib: CalibSet) -> str:
 
 
 def quantize_int8(model: onnx.ModelProto, calib: CalibSet) -> onnx.ModelProto:
-    """The QDQ INT8 version of ``model``, calibrated on ``calib`` (cached)."""
+    """The QDQ INT8 version of ``model``, calibrated on ``calib`` (cached); an already-QDQ model is returned as is."""
+    if any(n.op_type == "QuantizeLinear" for n in model.graph.node):
+        return model
     if not calib:
         raise YoloEdgeError("INT8 needs calibration images; pass --calib DIR with at least one image")
     path = cache_dir() / f"{calib_key(model, calib)}.onnx"

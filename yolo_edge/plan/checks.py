@@ -85,16 +85,11 @@ class Checker:
             query = getattr(self.npu, "query", None)
             if query is None:
                 return CheckResult("op_support", True, f"{self.npu.name} has no query; assumed supported", {"mode": mode})
-            from yolo_edge.backends.openvino import read_onnx
-
-            ops = [op.get_friendly_name() for op in read_onnx(cand.model).get_ops()
-                   if op.get_type_name() not in ("Parameter", "Result", "Constant")]
-            supported = query(cand.model)
-            missing = [o for o in ops if o not in supported]
-            numbers: dict[str, Number] = {"mode": mode, "ops": len(ops), "unsupported": len(missing)}
+            n_ops, missing = query(cand.model)
+            numbers: dict[str, Number] = {"mode": mode, "ops": n_ops, "unsupported": len(missing)}
             if missing:
-                return CheckResult("op_support", False, f"{len(missing)} of {len(ops)} ops unsupported by {self.profile.name} (first: {missing[0]})", numbers)
-            return CheckResult("op_support", True, f"all {len(ops)} ops supported ({self.profile.runtime} query_model)", numbers)
+                return CheckResult("op_support", False, f"{len(missing)} of {n_ops} ops unsupported by {self.profile.name} (first: {missing[0]})", numbers)
+            return CheckResult("op_support", True, f"all {n_ops} ops supported ({self.profile.runtime} query_model)", numbers)
         bad = unsupported_ops(cand.info, self.profile)
         n_ops = sum(1 for n in cand.info.nodes if n.op_type != "Constant")
         numbers = {"mode": mode, "ops": n_ops, "unsupported": len(bad),
