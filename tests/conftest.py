@@ -42,3 +42,37 @@ def yaml_nc3(tmp_path_factory: pytest.TempPathFactory) -> str:
     path = tmp_path_factory.mktemp("cfg") / "yolov8n-nc3.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> ExportedModel:
+    """The shipped demo model (trained YOLOv8n, 6 shape classes) exported at 320."""
+    from yolo_edge.export import demo_model_path
+
+    return export_model(demo_model_path(), imgsz=320, out_dir=tmp_path_factory.mktemp("demo"))
+
+
+@pytest.fixture(scope="session")
+def fast_cfg():  # type: ignore[no-untyped-def]
+    """The shipped deploy config with fewer calibration images and timing runs, for tests."""
+    from dataclasses import replace
+
+    from yolo_edge.config import load_deploy_config
+
+    cfg = load_deploy_config()
+    checks = replace(cfg.checks, precision=replace(cfg.checks.precision, images=4),
+                     performance=replace(cfg.checks.performance, warmup=1, runs=3))
+    return replace(cfg, calib_images=12, checks=checks)
+
+
+@pytest.fixture(scope="session")
+def calib_images(demo: ExportedModel) -> list:  # type: ignore[type-arg]
+    from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
+
+    return load_calibration(default_calib_dir(), demo.meta.imgsz, 16)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _quant_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Keep the INT8 quantization cache inside the test session."""
+    os.environ["YOLO_EDGE_CACHE"] = str(tmp_path_factory.mktemp("cache"))

@@ -144,13 +144,23 @@ class CpuModel:
 
 @dataclass(frozen=True)
 class Faults:
-    """Fault injection for simulated NPUs: per-call probabilities, deterministic from ``seed``."""
+    """Fault injection for simulated NPUs: per-call probabilities, deterministic from ``seed``, plus an
+    optional burst: calls ``burst_start`` .. ``burst_start + burst_len - 1`` all fail with ``burst_kind``."""
 
     error_rate: float = 0.0
     nan_rate: float = 0.0
     hang_rate: float = 0.0
     hang_s: float = 0.0
     seed: int = 0
+    burst_start: int = -1
+    burst_len: int = 0
+    burst_kind: str = "error"
+
+    def __post_init__(self) -> None:
+        if self.burst_kind not in ("error", "nan", "hang"):
+            raise YoloEdgeError(f"faults.burst_kind must be error, nan or hang, got '{self.burst_kind}'")
+        if self.error_rate + self.nan_rate + self.hang_rate > 1:
+            raise YoloEdgeError("faults: error_rate + nan_rate + hang_rate must not exceed 1")
 
 
 @dataclass(frozen=True)

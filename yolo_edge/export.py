@@ -102,6 +102,16 @@ class ExportedModel:
         return onnx.load(str(self.path))
 
 
+DEMO_WEIGHTS = "demo_yolov8n_shapes.pt"
+
+
+def demo_model_path() -> Path:
+    """The shipped demo detector: YOLOv8n trained on the synthetic shapes set (see assets/MODEL_CARD.md)."""
+    from importlib import resources
+
+    return Path(str(resources.files("yolo_edge") / "assets" / DEMO_WEIGHTS))
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:

@@ -296,7 +296,7 @@ def build_stages(split: SplitModel, plan: PlacementPlan, profile: DeviceProfile,
                 artifact = (models or {}).get(name, model)
                 try:
                     npu_exe = npu_backend.compile(artifact, sp.precision, [{n: t[n] for n in ins} for t in tensors])  # type: ignore[arg-type]
-                    npu_exe.run({n: tensors[0][n] for n in ins})  # warm-up: first-call allocations off the clock
+                    getattr(npu_exe, "inner", npu_exe).run({n: tensors[0][n] for n in ins})  # warm-up, no fault draw
                 except NpuCompileError as exc:
                     trigger = "memory" if isinstance(exc, NpuOutOfMemory) else "unsupported_op"
                     events.add(-1, name, trigger, "compile_on_cpu", str(exc))

@@ -29,18 +29,22 @@ class FaultInjector:
         self._rng = np.random.default_rng(faults.seed)
         self._lock = threading.Lock()
         self.injected = {"error": 0, "nan": 0, "hang": 0}
+        self.calls = 0
 
     def draw(self) -> str | None:
         f = self.faults
         with self._lock:
             u = float(self._rng.random())
             kind = None
-            if u < f.error_rate:
+            if f.burst_start <= self.calls < f.burst_start + f.burst_len:
+                kind = f.burst_kind
+            elif u < f.error_rate:
                 kind = "error"
             elif u < f.error_rate + f.nan_rate:
                 kind = "nan"
             elif u < f.error_rate + f.nan_rate + f.hang_rate:
                 kind = "hang"
+            self.calls += 1
             if kind:
                 self.injected[kind] += 1
             return kind

@@ -1,0 +1,94 @@
+"""Config and device profiles: shipped files load; bad ones are one-line errors naming key and file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from yolo_edge.backends import device_status, resolve_device
+from yolo_edge.cli.main import main
+from yolo_edge.config import configs_dir, load_deploy_config, load_profile, profile_names
+from yolo_edge.errors import YoloEdgeError
+
+
+def test_shipped_profiles_load() -> None:
+    names = profile_names()
+    assert {"cpu", "host-lowp", "sim-edge-npu", "rk3588", "intel-npu", "cuda", "tensorrt"} <= set(names)
+    for name in names:
+        assert load_profile(name).name == name
+    sim = load_profile("sim-edge-npu")
+    assert (sim.memory_mb, sim.sram_kb, sim.precisions, sim.latency) == (4096, 4096, ("int8", "fp16"), "modelled")
+    assert load_deploy_config().checks.performance.max_ratio == 1.5
+
+
+def _profile_yaml(tmp_path: Path, **changes: object) -> Path:
+    data = yaml.safe_load((configs_dir() / "devices" / "sim-edge-npu.yaml").read_text())
+    for key, value in changes.items():
+        if value is None:
+            data.pop(key)
+        else:
+            data[key] = value
+    path = tmp_path / "dev.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+PROFILE_ERRORS = [
+    ({"colour": "red"}, "unknown key 'colour'"),
+    ({"memory_mb": "lots"}, "memory_mb: expected a number"),
+    ({"precisions": "int8"}, "precisions: expected a list"),
+    ({"precisions": ["int4"]}, "precisions must be a non-empty list"),
+    ({"runtime": "tflite"}, "runtime must be onnxruntime or openvino"),
+    ({"latency": "guessed"}, "latency must be measured or modelled"),
+    ({"link": {"gbps": 1}}, "link: missing key 'latency_us'"),
+    ({"op_support": {"mode": "some"}}, "op_support.mode must be all, list or query"),
+    ({"name": None}, "missing key 'name'"),
+    ({"cpu": None}, "modelled profile needs a 'cpu' section"),
+    ({"faults": {"error_rate": 0.9, "nan_rate": 0.5}}, "must not exceed 1"),
+]
+
+
+@pytest.mark.parametrize(("changes", "message"), PROFILE_ERRORS, ids=[m for _, m in PROFILE_ERRORS])
+def test_profile_validation(tmp_path: Path, changes: dict[str, object], message: str) -> None:
+    path = _profile_yaml(tmp_path, **changes)
+    with pytest.raises(YoloEdgeError, match=message) as err:
+        load_profile(path)
+    assert "\n" not in str(err.value)
+    if "unknown key" in message or "expected" in message:
+        assert str(path) in str(err.value)
+
+
+def test_unknown_device_lists_valid_names() -> None:
+    with pytest.raises(YoloEdgeError, match="unknown device 'npu9000'; valid: auto, cpu, cuda, host-lowp"):
+        load_profile("npu9000")
+
+
+def test_deploy_config_rejects_unknown_and_bad_values(tmp_path: Path) -> None:
+    data = yaml.safe_load((configs_dir() / "default.yaml").read_text())
+    data["checks"]["precision"]["min_cosin"] = 0.9
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(YoloEdgeError, match=r"checks\.precision: unknown key 'min_cosin'"):
+        load_deploy_config(bad)
+    data = yaml.safe_load((configs_dir() / "default.yaml").read_text())
+    data["checks"]["order"] = ["memory", "precision"]
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(YoloEdgeError, match="checks.order must list each"):
+        load_deploy_config(bad)
+
+
+def test_device_availability_here() -> None:
+    assert device_status(load_profile("cpu"))[0]
+    assert device_status(load_profile("host-lowp"))[0]  # OpenVINO's CPU plugin is always present
+    ok, why = device_status(load_profile("cuda"))
+    if not ok:
+        assert "CUDAExecutionProvider is not available" in why
+    assert resolve_device("auto").name in ("tensorrt", "cuda", "intel-npu", "host-lowp")
+
+
+def test_devices_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["devices"]) == 0
+    out = capsys.readouterr().out
+    assert "sim-edge-npu" in out and "auto ->" in out

@@ -1,0 +1,167 @@
+"""The planner: each check's pass and fail rows, op-level fallback, the case study, the demo plan, strict mode."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from tests.conftest import ExportFn
+from yolo_edge.cli.main import main
+from yolo_edge.config import DeployConfig, DeviceProfile, Link, OpSupport, load_profile
+from yolo_edge.export import ExportedModel
+from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
+from yolo_edge.plan.placement import PlacementPlan, PlanRefused, make_plan
+from yolo_edge.split import split_model
+
+SIM = load_profile("sim-edge-npu")
+
+
+def _plan(model: ExportedModel, profile: DeviceProfile, cfg: DeployConfig, strict: bool = False) -> PlacementPlan:
+    images = load_calibration(default_calib_dir(), model.meta.imgsz, cfg.calib_images + cfg.checks.precision.images)
+    return make_plan(split_model(model), profile, cfg, images, strict=strict)
+
+
+@pytest.fixture(scope="module")
+def v8n(exported: ExportFn) -> ExportedModel:
+    return exported("yolov8n.yaml", (320, 320))
+
+
+@pytest.fixture(scope="module")
+def sim_plan(v8n: ExportedModel, fast_cfg: DeployConfig) -> PlacementPlan:
+    return _plan(v8n, SIM, fast_cfg)
+
+
+def test_sim_plan_passes_every_check_for_backbone_and_neck(sim_plan: PlacementPlan) -> None:
+    for name in ("backbone", "neck"):
+        sp = sim_plan[name]
+        assert (sp.device, sp.precision, sp.granularity) == ("npu", "int8", "subgraph")
+        assert all(sp.checks[c].passed for c in ("op_support", "memory", "precision", "performance"))
+        assert sp.checks["performance"].numbers["latency_kind"] == "modelled"
+        assert sp.checks["precision"].numbers["min_cosine"] >= 0.99
+    assert sim_plan["head"].device == "cpu" and sim_plan["decode"].device == "cpu"
+    assert sim_plan["decode"].precision == "fp32"
+    assert sim_plan["backbone"].transfer_bytes_in == 3 * 320 * 320  # the image, at INT8 width
+    assert sim_plan["neck"].transfer_bytes_out > 0 and sim_plan["head"].transfer_bytes_in == 0
+
+
+def test_op_support_fails_on_missing_op(v8n: ExportedModel, fast_cfg: DeployConfig) -> None:
+    ops = dict(SIM.op_support.ops)
+    del ops["MaxPool"]
+    plan = _plan(v8n, replace(SIM, op_support=OpSupport("list", ops)), replace(fast_cfg, plan=replace(fast_cfg.plan, op_level=False)))
+    check = plan["backbone"].checks["op_support"]
+    assert check.passed is False and "MaxPool is not in" in check.reason
+    assert plan["backbone"].device == "cpu" and plan["neck"].device == "npu"
+    assert plan["backbone"].checks["memory"].passed is None  # later checks are not evaluated
+
+
+def test_op_support_shape_limit(v8n: ExportedModel, fast_cfg: DeployConfig) -> None:
+    """RKNN's Transpose limit (H*W <= 8192) rejects the DFL transpose: the whole graph fails op support."""
+    plan = _plan(v8n, load_profile("rk3588"), fast_cfg)
+    w = plan.whole_graph_npu
+    assert w["passed"] is False and w["failed_check"] == "op_support"
+    assert "H*W" in str(w["reason"]) and "> 8192" in str(w["reason"])
+    assert plan["backbone"].device == "npu"
+
+
+def test_memory_fails_on_dram_budget(v8n: ExportedModel, fast_cfg: DeployConfig) -> None:
+    plan = _plan(v8n, replace(SIM, memory_mb=1.0), fast_cfg)
+    check = plan["backbone"].checks["memory"]
+    assert check.passed is False and "> 1 MiB" in check.reason
+    assert check.numbers["required_bytes"] > check.numbers["budget_bytes"]  # type: ignore[operator]
+    assert plan["backbone"].device == "cpu"
+
+
+def test_memory_fails_on_untiled_sram(sim_plan: PlacementPlan, v8n: ExportedModel, fast_cfg: DeployConfig) -> None:
+    assert sim_plan.whole_graph_npu["checks"]["memory"]["passed"] is True  # type: ignore[index]
+    plan = _plan(v8n, replace(SIM, sram_kb=64.0), fast_cfg)
+    w = plan.whole_graph_npu
+    assert w["failed_check"] == "memory" and "cannot be tiled" in str(w["reason"])
+    assert plan["backbone"].device == "npu"  # convolutions tile through SRAM
+
+
+def test_performance_fails_on_slow_npu(v8n: ExportedModel, fast_cfg: DeployConfig) -> None:
+    slow = replace(SIM, peak_tops={"int8": 0.001, "fp16": 0.001})
+    plan = _plan(v8n, slow, fast_cfg)
+    check = plan["backbone"].checks["performance"]
+    assert check.passed is False and check.numbers["ratio"] > 1.5  # type: ignore[operator]
+    assert plan["backbone"].device == "cpu"
+
+
+def test_whole_graph_int8_fails_precision_on_scores(demo: ExportedModel, fast_cfg: DeployConfig) -> None:
+    """The known fact: INT8 on the whole graph loses the class scores (the final concat's shared scale)."""
+    plan = _plan(demo, load_profile("host-lowp"), fast_cfg)
+    w = plan.whole_graph_npu
+    assert w["passed"] is False and w["failed_check"] == "precision"
+    numbers = w["checks"]["precision"]  # type: ignore[index]
+    assert numbers["score_max_error"] > 0.05
+    # the split passes precision where the whole graph fails; placement also depends on measured speed,
+    # which a shared CI machine makes noisy, so it is asserted only as "explained" here
+    for name in ("backbone", "neck"):
+        sp = plan[name]
+        assert sp.checks["precision"].passed is True  # at int8, or at bf16 after int8 failed precision
+        assert sp.checks["performance"].numbers["latency_kind"] == "measured"
+        assert (sp.device == "npu") == (sp.checks["performance"].passed is True)
+    assert plan["head"].device == plan["decode"].device == "cpu"
+
+
+def test_op_level_fallback_for_isolated_unsupported_ops(v8n: ExportedModel, fast_cfg: DeployConfig) -> None:
+    """No Resize on the NPU: the neck's two upsamples run on the CPU, the rest of the neck stays on the NPU."""
+    ops = dict(SIM.op_support.ops)
+    del ops["Resize"]
+    profile = replace(SIM, op_support=OpSupport("list", ops))
+    plan = _plan(v8n, profile, fast_cfg)
+    neck = plan["neck"]
+    assert (neck.device, neck.granularity) == ("npu", "op")
+    assert len(neck.cpu_nodes) == 2 and all("Resize" in n for n in neck.cpu_nodes)
+    assert neck.checks["performance"].numbers["pieces"] == 4  # the neck starts with an upsample: CPU, NPU, CPU, NPU
+    # when the link is slow, the transfers eat the gain and the neck goes back to the CPU whole
+    slow_link = replace(profile, link=Link(gbps=0.01, latency_us=5000))
+    plan = _plan(v8n, slow_link, fast_cfg)
+    assert (plan["neck"].device, plan["neck"].granularity) == ("cpu", "subgraph")
+    assert "op-level fallback does not pay" in plan["neck"].reason
+
+
+def test_strict_mode_refuses_fallback(v8n: ExportedModel, fast_cfg: DeployConfig) -> None:
+    with pytest.raises(PlanRefused, match="strict mode: backbone would fall back"):
+        _plan(v8n, replace(SIM, memory_mb=1.0), fast_cfg, strict=True)
+    assert PlanRefused.exit_code == 1
+
+
+def test_plan_cli_json_keys(v8n: ExportedModel, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--model", str(v8n.path), "--device", "sim-edge-npu", "--calib-images", "8", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [s["name"] for s in doc["subgraphs"]] == ["backbone", "neck", "head", "decode"]
+    for s in doc["subgraphs"]:
+        assert s["device"] in ("npu", "cpu") and s["precision"] in ("int8", "fp16", "fp32") and s["reason"]
+        assert set(s["checks"]) == {"op_support", "memory", "precision", "performance"}
+        assert all("passed" in c and "reason" in c for c in s["checks"].values())
+    assert "passed" in doc["whole_graph_npu"] and "failed_check" in doc["whole_graph_npu"]
+
+
+def test_plan_cli_table_explains(v8n: ExportedModel, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--model", str(v8n.path), "--device", "sim-edge-npu", "--calib-images", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "whole graph on the NPU at int8" in out and "decode stays FP32 on the CPU" in out
+
+
+@pytest.mark.slow
+def test_case_study_yolov8s_1280_on_sim_edge_npu(exported: ExportFn, fast_cfg: DeployConfig) -> None:
+    """The reference's case: whole graph fails memory on the 4 MB-SRAM NPU; backbone+neck NPU, head+decode CPU FP32."""
+    cfg = replace(fast_cfg, calib_images=4, checks=replace(fast_cfg.checks, precision=replace(fast_cfg.checks.precision, images=2)))
+    plan = _plan(exported("yolov8s.yaml", (1280, 1280)), SIM, cfg)
+    assert plan.whole_graph_npu["passed"] is False and plan.whole_graph_npu["failed_check"] == "memory"
+    assert [(s.name, s.device) for s in plan.subgraphs] == [("backbone", "npu"), ("neck", "npu"), ("head", "cpu"), ("decode", "cpu")]
+    assert plan["head"].precision == plan["decode"].precision == "fp32"
+
+
+def test_rk3588_cost_model_fidelity(exported: ExportFn) -> None:
+    """Modelled INT8 latency within +-25 % of Rockchip's model zoo (one NPU core, 640x640)."""
+    from yolo_edge.devices.cost import npu_time
+    from yolo_edge.graph import GraphInfo
+
+    profile = load_profile("rk3588")
+    for cfg, published_ms in (("yolov8n.yaml", 13.6), ("yolov8s.yaml", 26.3), ("yolov8m.yaml", 61.7)):
+        modelled = npu_time(GraphInfo.of(exported(cfg, (640, 640)).load()), profile, "int8").total_ms
+        assert modelled == pytest.approx(published_ms, rel=0.25)
