@@ -1,0 +1,172 @@
+"""Backends and the split executor: exactness, INT8 fidelity, EP verification, and a 1000-frame fault test."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import onnx
+import pytest
+
+from yolo_edge.backends import RUNTIMES, cpu_backend, runtime_backend
+from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
+from yolo_edge.backends.quantize import cache_dir, quantize_int8
+from yolo_edge.backends.simulated import SimulatedNpu
+from yolo_edge.config import DeployConfig, Faults, load_profile
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.export import ExportedModel
+from yolo_edge.plan.checks import CheckResult, cosine
+from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan, stage_tensors
+from yolo_edge.runtime import EventLog, SplitExecutor, build_stages
+from yolo_edge.split import SplitModel, split_model
+
+
+def hand_plan(split: SplitModel, npu: dict[str, str], device: str = "hand") -> PlacementPlan:
+    """A hand-written plan: ``npu`` maps subgraph -> precision; the rest run on the CPU in FP32."""
+    subs = tuple(
+        SubgraphPlan(sg.name, "npu" if sg.name in npu else "cpu", npu.get(sg.name, "fp32"), "subgraph", "hand-written",
+                     {c: CheckResult(c, None, "hand-written") for c in ("op_support", "memory", "precision", "performance")},
+                     None, 0.0, "measured")
+        for sg in split.subgraphs
+    )
+    return PlacementPlan(str(split.exported.path), device, "real", "measured", split.exported.meta.imgsz, False, {}, subs, 0.0)
+
+
+@pytest.fixture(scope="module")
+def demo_split(demo: ExportedModel) -> SplitModel:
+    return split_model(demo)
+
+
+@pytest.fixture(scope="module")
+def tensors(demo_split: SplitModel, calib_images: list) -> list:  # type: ignore[type-arg]
+    return stage_tensors(demo_split, calib_images)
+
+
+def test_all_cpu_split_execution_equals_monolithic(demo: ExportedModel, demo_split: SplitModel, calib_images: list, fast_cfg: DeployConfig) -> None:  # type: ignore[type-arg]
+    ex = SplitExecutor(build_stages(demo_split, hand_plan(demo_split, {}), load_profile("cpu"), stage_tensors(demo_split, calib_images[:2]), EventLog()), fast_cfg.runtime)
+    full = cpu_backend().compile(demo.load(), "fp32")
+    for i, image in enumerate(calib_images[:4]):
+        got = ex.run({"images": image}, i)
+        assert np.abs(got.outputs["output0"] - full.run({"images": image})["output0"]).max() <= 1e-4
+        assert [s.device for s in got.stages] == ["cpu"] * 4 and got.transfer_bytes == 0
+    ex.close()
+
+
+def test_int8_backbone_neck_on_host_lowp_keeps_output(demo_split: SplitModel, tensors: list, fast_cfg: DeployConfig) -> None:  # type: ignore[type-arg]
+    """Backbone+neck INT8 on OpenVINO (VNNI/AMX), head+decode FP32 on the CPU: output cosine >= 0.99."""
+    profile = load_profile("host-lowp")
+    plan = hand_plan(demo_split, {"backbone": "int8", "neck": "int8"}, "host-lowp")
+    ex = SplitExecutor(build_stages(demo_split, plan, profile, tensors[:12], EventLog()), fast_cfg.runtime, profile)
+    for t in tensors[12:16]:
+        got = ex.run({"images": t["images"]})
+        out, ref = got.outputs["output0"], t["output0"]
+        assert cosine(out[:, :4], ref[:, :4]) >= 0.99 and cosine(out[:, 4:], ref[:, 4:]) >= 0.99
+        assert [s.device for s in got.stages] == ["npu", "npu", "cpu", "cpu"]
+        handed = [t["images"], *(t[n] for n in ex.stages[2].input_names)]  # image -> NPU, neck -> head
+        assert got.transfer_bytes == sum(a.nbytes for a in handed)
+    ex.close()
+
+
+def test_missing_execution_provider_is_an_error_not_a_silent_cpu_run() -> None:
+    with pytest.raises(YoloEdgeError, match="CUDAExecutionProvider is not available in this build"):
+        OnnxRuntimeBackend(["CUDAExecutionProvider", "CPUExecutionProvider"])
+    with pytest.raises(YoloEdgeError, match="not available"):
+        runtime_backend(load_profile("tensorrt"))
+
+
+def test_unknown_runtime_lists_valid_names() -> None:
+    profile = load_profile("cpu")
+    object.__setattr__(profile, "runtime", "tflite")  # bypass the profile's own validation to reach the registry
+    with pytest.raises(YoloEdgeError, match="unknown runtime 'tflite'; valid: onnxruntime, openvino"):
+        runtime_backend(profile)
+    assert set(RUNTIMES) == {"onnxruntime", "openvino"}
+
+
+FEED_ERRORS = [
+    ({}, "missing input tensor"),
+    ({"images": np.zeros((1, 3, 64, 64), np.float32)}, "has shape"),
+    ({"images": np.zeros((1, 3, 320, 320), np.float64)}, "expected float32"),
+]
+
+
+@pytest.mark.parametrize(("feeds", "message"), FEED_ERRORS, ids=[m for _, m in FEED_ERRORS])
+def test_executable_validates_feeds(demo_split: SplitModel, feeds: dict, message: str) -> None:  # type: ignore[type-arg]
+    exe = cpu_backend().compile(demo_split["backbone"].model, "fp32")
+    with pytest.raises(YoloEdgeError, match=message):
+        exe.run(feeds)
+
+
+def test_int8_is_calibrated_on_real_stage_outputs_and_cached(demo_split: SplitModel, tensors: list) -> None:  # type: ignore[type-arg]
+    neck = demo_split["neck"]
+    calib = [{t.name: x[t.name] for t in neck.inputs} for x in tensors[:4]]
+    q = quantize_int8(neck.model, calib)
+    assert any(n.op_type == "QuantizeLinear" for n in q.graph.node)
+    cached = sorted(cache_dir().glob("*.onnx"))
+    assert cached
+    before = {p: p.stat().st_mtime_ns for p in cached}
+    again = quantize_int8(neck.model, calib)
+    assert onnx.helper.printable_graph(again.graph) == onnx.helper.printable_graph(q.graph)
+    assert {p: p.stat().st_mtime_ns for p in sorted(cache_dir().glob("*.onnx"))} == before
+    assert quantize_int8(q, []) is q  # an already-quantized artifact (from a bundle) is used as is
+
+
+@pytest.mark.slow
+def test_fault_injection_1000_frames(demo_split: SplitModel, tensors: list, fast_cfg: DeployConfig) -> None:  # type: ignore[type-arg]
+    """10 % errors, 2 % NaN, 0.5 % hangs, plus a burst of 12 errors: every frame answered, breaker opens and
+    closes, events match what was injected."""
+    faults = Faults(error_rate=0.10, nan_rate=0.02, hang_rate=0.005, hang_s=0.3, seed=7, burst_start=300, burst_len=12)
+    profile = replace(load_profile("rk3588"), faults=faults)
+    npu = SimulatedNpu(profile, OnnxRuntimeBackend())
+    cfg = replace(fast_cfg.runtime, stage_timeout_s=0.1, breaker_failures=5, breaker_cooldown_s=0.05, slow_ratio=50.0)
+    plan = hand_plan(demo_split, {"backbone": "int8", "neck": "int8"}, "rk3588")
+    events = EventLog()
+    ex = SplitExecutor(build_stages(demo_split, plan, profile, tensors[:8], events, npu=npu), cfg, profile, events)
+    refs = tensors[8:12]
+    npu_only = []
+    for t in refs:  # the pure-NPU result of each image, for the tolerance
+        x = dict(t)
+        for st in ex.stages:
+            x.update((st.npu or st.cpu).__class__.run(getattr(st.npu, "inner", st.cpu), {n: x[n] for n in st.input_names}))
+        npu_only.append(x["output0"])
+    results = [ex.run({"images": refs[i % 4]["images"]}, i) for i in range(1000)]
+    ex.close()
+    assert len(results) == 1000
+    for i, r in enumerate(results):
+        out, cpu_ref = r.outputs["output0"], refs[i % 4]["output0"]
+        assert np.isfinite(out).all()
+        if all(s.device == "cpu" for s in r.stages):
+            assert np.abs(out - cpu_ref).max() <= 1e-4
+        else:
+            assert cosine(out[:, 4:], cpu_ref[:, 4:]) >= 0.99 and cosine(out[:, :4], cpu_ref[:, :4]) >= 0.99
+    retries = [e for e in events.events if e.action == "retry_cpu"]
+    by_trigger = {k: sum(1 for e in retries if e.trigger == k) for k in ("runtime_error", "nan", "timeout")}
+    inj = npu.injector.injected
+    assert by_trigger == {"runtime_error": inj["error"], "nan": inj["nan"], "timeout": inj["hang"]}
+    assert inj["error"] > 50 and inj["nan"] > 5 and inj["hang"] >= 1
+    actions = [e.action for e in events.events]
+    assert "open_breaker" in actions and "close_breaker" in actions
+    assert actions.index("open_breaker") < len(actions) - 1 - actions[::-1].index("close_breaker")
+    assert ex.breaker.state == "closed"
+    summary = events.summary()
+    assert summary["total"] == len(events.events) and summary["by_action"]["retry_cpu"] == len(retries)  # type: ignore[index]
+
+
+def test_performance_hysteresis_moves_and_returns(demo_split: SplitModel, tensors: list, fast_cfg: DeployConfig) -> None:  # type: ignore[type-arg]
+    """Ten slow NPU calls in a row (hangs under the timeout): the stage moves to the CPU after N=5, then
+    returns after M=3 good probes; no flapping in between."""
+    faults = Faults(seed=1, hang_s=0.3, burst_start=0, burst_len=10, burst_kind="hang")
+    profile = replace(load_profile("rk3588"), faults=faults)
+    npu = SimulatedNpu(profile, OnnxRuntimeBackend())
+    cfg = replace(fast_cfg.runtime, stage_timeout_s=5.0, slow_frames=5, recover_probes=3, probe_every=2, slow_ratio=5.0)
+    plan = hand_plan(demo_split, {"backbone": "int8"}, "rk3588")
+    events = EventLog()
+    ex = SplitExecutor(build_stages(demo_split, plan, profile, tensors[:8], events, npu=npu), cfg, profile, events)
+    devices = [ex.run({"images": tensors[i % 8]["images"]}, i).stages[0].device for i in range(40)]
+    ex.close()
+    moves = [(e.frame, e.action) for e in events.events if e.stage == "backbone"]
+    assert [a for _, a in moves] == ["move_to_cpu", "move_to_npu"]
+    (park, _), (back, _) = moves
+    assert park == 4  # the fifth slow frame in a row
+    assert back == park + 2 * (5 + 3)  # probes every 2nd frame: 5 still in the hang burst, then 3 good ones
+    assert set(devices[park + 1:back + 1:2]) == {"cpu"} and set(devices[park + 2:back + 1:2]) == {"npu"}
+    assert set(devices[back:]) == {"npu"}
