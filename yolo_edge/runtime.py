@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 from yolo_edge.backends import cpu_backend, create_backend
 from yolo_edge.backends.base import Backend, Executable, NpuCompileError, NpuOutOfMemory
@@ -304,3 +305,11 @@ def build_stages(split: SplitModel, plan: PlacementPlan, profile: DeviceProfile,
             stages.append(Stage(name, cpu_exe, npu_exe, est, getattr(npu_exe, "modelled_s", None)))
     return stages
 
+
+
+def whole_graph_stage(model: onnx.ModelProto, npu: Backend, precision: str, calib: Sequence[dict[str, np.ndarray]]) -> Stage:
+    """The whole model as one stage on the NPU (with its FP32 CPU twin): the whole-graph plan."""
+    cpu_exe = cpu_backend().compile(model, "fp32")
+    npu_exe = npu.compile(model, precision, calib)
+    getattr(npu_exe, "inner", npu_exe).run(calib[0])
+    return Stage("whole", cpu_exe, npu_exe, _median_s(cpu_exe, calib[0]), getattr(npu_exe, "modelled_s", None))

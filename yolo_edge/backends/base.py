@@ -51,7 +51,9 @@ def io_infos(model: onnx.ModelProto) -> tuple[tuple[TensorInfo, ...], tuple[Tens
 class Executable(ABC):
     """A compiled subgraph. ``run`` is the public, validated and timed entry point."""
 
-    def __init__(self, inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo], precision: str, device: str) -> None:
+    def __init__(self, inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo], precision: str, device: str,
+                 model: onnx.ModelProto | None = None) -> None:
+        self.model = model  # the ONNX actually compiled (the QDQ graph for INT8): what a bundle stores
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
         self.precision = precision

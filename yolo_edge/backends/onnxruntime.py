@@ -20,7 +20,7 @@ CPU_EP = "CPUExecutionProvider"
 class OrtExecutable(Executable):
     def __init__(self, session: ort.InferenceSession, model: onnx.ModelProto, precision: str, device: str) -> None:
         inputs, outputs = io_infos(model)
-        super().__init__(inputs, outputs, precision, device)
+        super().__init__(inputs, outputs, precision, device, model)
         self.session = session
         self._names = [t.name for t in outputs]
 

@@ -38,7 +38,7 @@ def read_onnx(model: onnx.ModelProto) -> Any:
 class OpenVinoExecutable(Executable):
     def __init__(self, compiled: Any, model: onnx.ModelProto, precision: str, device: str) -> None:
         inputs, outputs = io_infos(model)
-        super().__init__(inputs, outputs, precision, device)
+        super().__init__(inputs, outputs, precision, device, model)
         self.compiled = compiled
         self._tls = threading.local()
         self._ports = [compiled.output(t.name) for t in outputs]

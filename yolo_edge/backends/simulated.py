@@ -52,7 +52,7 @@ class FaultInjector:
 
 class SimulatedExecutable(Executable):
     def __init__(self, inner: Executable, modelled_s: float, injector: FaultInjector, hang_s: float, device: str) -> None:
-        super().__init__(inner.inputs, inner.outputs, inner.precision, device)
+        super().__init__(inner.inputs, inner.outputs, inner.precision, device, inner.model)
         self.inner = inner
         self.modelled_s = modelled_s
         self.injector = injector

@@ -7,10 +7,10 @@ import sys
 from collections.abc import Sequence
 
 from yolo_edge import __version__
-from yolo_edge.cli import devices, export, plan, split
+from yolo_edge.cli import deploy, devices, export, plan, split
 from yolo_edge.errors import YoloEdgeError
 
-SUBCOMMANDS = (export, split, plan, devices)
+SUBCOMMANDS = (export, split, plan, deploy, devices)
 
 
 def build_parser() -> argparse.ArgumentParser:

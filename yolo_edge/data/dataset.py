@@ -138,3 +138,14 @@ def _image_size(path: Path) -> tuple[int, int]:
     if image is None:
         raise YoloEdgeError(f"{path} is not a readable image")
     return int(image.shape[0]), int(image.shape[1])
+
+
+def image_folder(folder: str | Path) -> Dataset:
+    """An unlabelled folder of images (for agreement mAP against the reference model)."""
+    from yolo_edge.pipeline.preprocess import list_images
+
+    records = []
+    for p in list_images(folder, "data folder"):
+        h, w = _image_size(p)
+        records.append(ImageRecord(p, w, h, np.zeros((0, 4), np.float32), np.zeros(0, np.int64)))
+    return Dataset((), tuple(records))

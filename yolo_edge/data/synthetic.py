@@ -253,3 +253,24 @@ def write_dataset(root: str | Path, seed: int, sizes: dict[str, int]) -> Path:
     lines += [f"  {i}: {n}" for i, n in enumerate(CLASS_NAMES)]
     (root / "data.yaml").write_text("\n".join(lines) + "\n")
     return root / "data.yaml"
+
+
+def demo_val_data(count: int = 300, seed: int = 0) -> Path:
+    """The demo model's validation split (seed 0, the one it was validated on), generated once into the
+    user cache; returns its ``data.yaml``."""
+    import os
+    import shutil
+    import tempfile
+
+    cache = Path(os.environ.get("YOLO_EDGE_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "yolo-edge")
+    root = cache / "datasets" / f"shapes-seed{seed}-val{count}"
+    if (root / "data.yaml").is_file():
+        return root / "data.yaml"
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".shapes-", dir=root.parent))
+    write_dataset(tmp, seed, {"val": count})
+    try:
+        os.replace(tmp, root)
+    except OSError:  # another process made it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root / "data.yaml"

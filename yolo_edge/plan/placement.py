@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import onnx
@@ -89,6 +90,28 @@ class PlacementPlan:
     @property
     def npu_subgraphs(self) -> list[str]:
         return [s.name for s in self.subgraphs if s.device == "npu"]
+
+    def all_cpu(self) -> PlacementPlan:
+        """This plan with every subgraph on the CPU in FP32 (the whole-CPU reference and safety net)."""
+        subs = tuple(replace(s, device="cpu", precision="fp32", granularity="rule", reason="whole graph on the CPU",
+                             npu_ms=None, cpu_nodes=(), transfer_bytes_in=0, transfer_bytes_out=0) for s in self.subgraphs)
+        return replace(self, subgraphs=subs, transfer_ms=0.0)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PlacementPlan:
+        subs = tuple(
+            SubgraphPlan(
+                name=s["name"], device=s["device"], precision=s["precision"], granularity=s["granularity"], reason=s["reason"],
+                checks={k: CheckResult(k, c["passed"], c["reason"], {n: v for n, v in c.items() if n not in ("passed", "reason")})
+                        for k, c in s["checks"].items()},
+                npu_ms=s["latency_ms"]["npu"], cpu_ms=s["latency_ms"]["cpu"], latency_kind=s["latency_ms"]["kind"],
+                transfer_bytes_in=s["transfer_bytes_in"], transfer_bytes_out=s["transfer_bytes_out"], cpu_nodes=tuple(s["cpu_nodes"]),
+            )
+            for s in d["subgraphs"]
+        )
+        return cls(model=d["model"], device=d["device"], device_kind=d["device_kind"], latency_kind=d["latency_kind"],
+                   imgsz=(int(d["imgsz"][0]), int(d["imgsz"][1])), strict=d["strict"], whole_graph_npu=d["whole_graph_npu"],
+                   subgraphs=subs, transfer_ms=d["transfer_ms"], notes=tuple(d["notes"]))
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -342,7 +365,7 @@ class Planner:
             if p.device == "npu":  # the NPU side moves the data; a CPU stage's inputs are counted by its producer
                 b_in, b_out = int(sum(t.bytes for t in ins) * width), int(sum(t.bytes for t in outs) * width)
                 total += transfer_time(b_in, self.profile.link, len(ins)) + transfer_time(b_out, self.profile.link, len(outs))
-            out.append(SubgraphPlan(**{**p.__dict__, "transfer_bytes_in": b_in, "transfer_bytes_out": b_out}))
+            out.append(replace(p, transfer_bytes_in=b_in, transfer_bytes_out=b_out))
         return out, total * 1e3
 
 

@@ -1,0 +1,162 @@
+"""Deployment bundles: written atomically (temp dir, then rename), loaded without torch or ultralytics.
+
+Layout::
+
+    bundle/
+      meta.json          model metadata, device, yolo-edge version, chosen plan, data used
+      plan.json          the chosen PlacementPlan (devices, precisions, every check's numbers)
+      model.onnx         the monolithic FP32 model: the reference for val/check
+      stages/<s>.onnx    each subgraph in FP32 (the CPU twin), <s>.int8.onnx the compiled INT8 artifact
+      profile.yaml       the device profile used
+      report.json, report.md, plots/*.png
+
+Example:
+    >>> b = load_bundle("out/bundle")  # doctest: +SKIP
+    >>> dets, timing = b.detector().detect(cv2.imread("img.jpg"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+import yaml
+
+from yolo_edge.config import DeployConfig, DeviceProfile, build, load_deploy_config
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.export import ExportedModel, load_onnx
+from yolo_edge.pipeline.detector import Detector
+from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
+from yolo_edge.plan.placement import PlacementPlan, stage_tensors
+from yolo_edge.runtime import EventLog, SplitExecutor, Stage, build_stages
+from yolo_edge.split import SplitModel, split_model
+
+FORMAT = 1
+
+
+def check_writable(out: Path) -> None:
+    """Fail early, before any work, when ``out`` cannot be created."""
+    parent = out.resolve().parent
+    probe = parent
+    while not probe.exists():
+        probe = probe.parent
+    if not os.access(probe, os.W_OK) or (out.exists() and not out.is_dir()):
+        raise YoloEdgeError(f"cannot write the bundle to {out}: {probe} is not writable (or {out} is a file); pick another --out")
+
+
+def write_bundle(out: str | Path, files: Mapping[str, bytes]) -> Path:
+    """Write ``files`` (relative path -> bytes) as the directory ``out``, atomically: into a temp dir beside
+    it, then renamed over it. A crash leaves the old bundle (or none), never half a bundle."""
+    out = Path(out)
+    check_writable(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for rel, data in files.items():
+            path = tmp / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        old = None
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{os.getpid()}")
+            os.replace(out, old)
+        os.replace(tmp, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def stage_artifacts(stages: list[Stage]) -> dict[str, bytes]:
+    """The compiled NPU artifacts that differ from the FP32 subgraph (INT8 QDQ graphs)."""
+    files = {}
+    for st in stages:
+        if st.npu is not None and st.npu.model is not None and st.npu.precision == "int8":
+            files[f"stages/{st.name}.int8.onnx"] = st.npu.model.SerializeToString()
+    return files
+
+
+def bundle_files(exported: ExportedModel, split: SplitModel, plan: PlacementPlan, profile: DeviceProfile,
+                 stages: list[Stage], meta: dict[str, Any], report_json: dict[str, Any], report_md: str,
+                 plots: Mapping[str, bytes]) -> dict[str, bytes]:
+    files: dict[str, bytes] = {
+        "meta.json": json.dumps({"format": FORMAT, **meta}, indent=2).encode(),
+        "plan.json": json.dumps(plan.to_dict(), indent=2).encode(),
+        "model.onnx": exported.path.read_bytes(),
+        "profile.yaml": yaml.safe_dump(_asdict(profile), sort_keys=False).encode(),
+        "report.json": json.dumps(report_json, indent=2).encode(),
+        "report.md": report_md.encode(),
+    }
+    for sg in split.subgraphs:
+        files[f"stages/{sg.name}.onnx"] = sg.model.SerializeToString()
+    files.update(stage_artifacts(stages))
+    files.update({f"plots/{name}": data for name, data in plots.items()})
+    return files
+
+
+def _asdict(obj: Any) -> Any:
+    import dataclasses
+
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _asdict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, tuple | list):
+        return [_asdict(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _asdict(v) for k, v in obj.items()}
+    return obj
+
+
+@dataclass
+class Bundle:
+    path: Path
+    meta: dict[str, Any]
+    plan: PlacementPlan
+    profile: DeviceProfile
+    exported: ExportedModel
+    split: SplitModel
+    report: dict[str, Any]
+
+    def executor(self, cfg: DeployConfig | None = None, plan: PlacementPlan | None = None, events: EventLog | None = None) -> SplitExecutor:
+        """Compile the bundle's stages (stored INT8 artifacts are used as they are) into an executor."""
+        cfg = cfg or load_deploy_config()
+        plan = plan or self.plan
+        events = events or EventLog()
+        sample = stage_tensors(self.split, load_calibration(default_calib_dir(), self.exported.meta.imgsz, 1))
+        models = {p.name.removesuffix(".int8.onnx"): onnx.load(str(p)) for p in (self.path / "stages").glob("*.int8.onnx")}
+        stages = build_stages(self.split, plan, self.profile, sample, events, models=models)
+        return SplitExecutor(stages, cfg.runtime, self.profile, events)
+
+    def detector(self, cfg: DeployConfig | None = None, events: EventLog | None = None) -> Detector:
+        cfg = cfg or load_deploy_config()
+        return Detector(self.executor(cfg, events=events), self.exported.meta, cfg.nms)
+
+    def reference_detector(self, cfg: DeployConfig | None = None) -> Detector:
+        """The monolithic model's FP32 result on the CPU (as four exact subgraphs): the drift reference."""
+        cfg = cfg or load_deploy_config()
+        return Detector(self.executor(cfg, plan=self.plan.all_cpu()), self.exported.meta, cfg.nms)
+
+
+def load_bundle(path: str | Path) -> Bundle:
+    path = Path(path)
+    if not (path / "meta.json").is_file() or not (path / "plan.json").is_file():
+        raise YoloEdgeError(f"{path} is not a yolo-edge bundle (no meta.json/plan.json); make one with yolo-edge deploy --out {path}")
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+        plan = PlacementPlan.from_dict(json.loads((path / "plan.json").read_text()))
+        report = json.loads((path / "report.json").read_text()) if (path / "report.json").is_file() else {}
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise YoloEdgeError(f"{path}: damaged bundle ({type(exc).__name__}: {exc}); deploy it again") from None
+    if meta.get("format") != FORMAT:
+        raise YoloEdgeError(f"{path}: bundle format {meta.get('format')} is not {FORMAT}; deploy it again with this yolo-edge")
+    profile = build(DeviceProfile, yaml.safe_load((path / "profile.yaml").read_text()), str(path / "profile.yaml"))
+    exported = load_onnx(path / "model.onnx")
+    return Bundle(path, meta, plan, profile, exported, split_model(exported), report)

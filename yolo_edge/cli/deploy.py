@@ -1,0 +1,54 @@
+"""``yolo-edge deploy``: export, split, plan, build, validate; three plans compared; a bundle and a report.
+
+Exit code 0 when the chosen plan meets the SLA and the drift limit, 1 when it does not, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from yolo_edge.cli.common import imgsz_arg, table
+from yolo_edge.deploy import deploy
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("deploy", help="deploy a model to a device and prove it (bundle + report)", description=__doc__)
+    p.add_argument("--model", default=None, help="default: the shipped demo model (YOLOv8n, 6 shape classes)")
+    p.add_argument("--device", default="auto", help="device profile (yolo-edge devices); default auto")
+    p.add_argument("--imgsz", type=imgsz_arg, default=None)
+    p.add_argument("--sla-ms", type=float, default=None, help="p95 end-to-end latency limit (default: config)")
+    p.add_argument("--data", default=None, help="data.yaml, COCO JSON, or an image folder (agreement mAP); default: demo val split")
+    p.add_argument("--calib", type=Path, default=None, help="calibration image folder (default: the shipped calib_data)")
+    p.add_argument("--config", type=Path, default=None)
+    p.add_argument("--out", type=Path, default=Path("out/bundle"))
+    p.add_argument("--strict", action="store_true", help="fail instead of falling back to the CPU")
+    p.add_argument("--json", action="store_true", help="print report.json")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    result = deploy(model=args.model, device=args.device, imgsz=args.imgsz, sla_ms=args.sla_ms, data=args.data,
+                    calib=args.calib, out=args.out, strict=args.strict, config=args.config, quiet=args.quiet or args.json)
+    r = result.report
+    if args.json:
+        print(json.dumps(r, indent=2))
+        return result.exit_code
+    rows = []
+    for p in r["plans"]:
+        lat, d = p["latency_ms"], p["map_drift"]
+        rows.append((p["name"], p["status"], f"{lat['p95']:.2f}" if lat else "-", p["latency_kind"] or "-",
+                     f"{p['memory_peak_bytes'] / 1e6:.1f}" if p["memory_peak_bytes"] else "-",
+                     f"{d['map50']:+.4f}" if d else "-", f"{d['map50_95']:+.4f}" if d else "-"))
+    print(table(("plan", "status", "p95 ms", "latency", "memory MB", "drift mAP50", "drift mAP50-95"), rows))
+    ref = r["map"]["reference"]
+    print(f"\nreference mAP50 {ref['map50']:.4f}, mAP50-95 {ref['map50_95']:.4f} ({r['data']['images']} images, {r['data']['kind']})")
+    print("placement: " + ", ".join(f"{s['name']}={s['device']}/{s['precision']}" for s in r["placement"]["subgraphs"]))
+    ev = r["fallback_events"]
+    print(f"fallback events: {ev['total']}" + (f" {ev['by_trigger']}" if ev["total"] else ""))
+    print(f"chosen: {r['chosen_plan']}  SLA p95 <= {r['sla_ms']} ms  verdict: {r['verdict'].upper()}"
+          + (f" ({'; '.join(r['verdict_reasons'])})" if r["verdict_reasons"] else ""))
+    print(f"bundle: {result.bundle}  (report.md, report.json, plots/)")
+    return result.exit_code

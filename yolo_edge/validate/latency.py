@@ -1,0 +1,66 @@
+"""Latency: warm-up, then N timed frames; end to end and per stage; p50/p95/p99; peak RSS; SLA verdict."""
+
+from __future__ import annotations
+
+import resource
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from yolo_edge.pipeline.detector import Detector, FrameTiming
+
+Progress = Callable[[int, int], None]
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    a = np.asarray(values, dtype=np.float64)
+    return {"p50": round(float(np.percentile(a, 50)), 3), "p95": round(float(np.percentile(a, 95)), 3),
+            "p99": round(float(np.percentile(a, 99)), 3), "mean": round(float(a.mean()), 3)}
+
+
+def peak_rss_bytes() -> int:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(rss if sys.platform == "darwin" else rss * 1024)
+
+
+@dataclass(frozen=True)
+class LatencyResult:
+    end_to_end: dict[str, float]
+    stages: dict[str, dict[str, float]]  # preprocess, each stage, transfers, nms
+    kind: str  # "measured", or "modelled NPU + measured CPU" for simulated devices
+    runs: int
+    npu_share: float  # fraction of stage runs that ran on the NPU
+    peak_rss_bytes: int
+    samples_ms: tuple[float, ...]
+
+    def meets(self, sla_ms: float) -> bool:
+        return self.end_to_end["p95"] <= sla_ms
+
+    def to_dict(self) -> dict[str, object]:
+        return {"end_to_end": self.end_to_end, "stages": self.stages, "kind": self.kind, "runs": self.runs,
+                "npu_share": round(self.npu_share, 4), "peak_rss_bytes": self.peak_rss_bytes}
+
+
+def measure_latency(detector: Detector, images: Sequence[np.ndarray], warmup: int, runs: int,
+                    progress: Progress | None = None) -> LatencyResult:
+    """Run ``warmup`` untimed then ``runs`` timed frames over ``images`` (cycled)."""
+    for i in range(warmup):
+        detector.detect(images[i % len(images)])
+    timings: list[FrameTiming] = []
+    for i in range(runs):
+        timings.append(detector.detect(images[i % len(images)])[1])
+        if progress:
+            progress(i + 1, runs)
+    parts: dict[str, list[float]] = {"preprocess": [t.preprocess_ms for t in timings]}
+    for name in timings[0].stage_ms:
+        parts[name] = [t.stage_ms[name] for t in timings]
+    parts["transfers"] = [t.transfer_ms for t in timings]
+    parts["nms"] = [t.nms_ms for t in timings]
+    e2e = [t.end_to_end_ms for t in timings]
+    on_npu = sum(d == "npu" for t in timings for d in t.stage_device.values())
+    total = sum(len(t.stage_device) for t in timings)
+    kind = "modelled NPU + measured CPU" if any(t.modelled for t in timings) else "measured"
+    return LatencyResult(percentiles(e2e), {k: percentiles(v) for k, v in parts.items()}, kind, runs,
+                         on_npu / total if total else 0.0, peak_rss_bytes(), tuple(e2e))
