@@ -7,10 +7,10 @@ import sys
 from collections.abc import Sequence
 
 from yolo_edge import __version__
-from yolo_edge.cli import deploy, devices, export, plan, split
+from yolo_edge.cli import bench, check, deploy, devices, export, plan, run, split, val
 from yolo_edge.errors import YoloEdgeError
 
-SUBCOMMANDS = (export, split, plan, deploy, devices)
+SUBCOMMANDS = (export, split, plan, deploy, run, val, bench, check, devices)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,33 @@
+"""``yolo-edge bench BUNDLE``: end-to-end and per-stage latency (p50/p95/p99) of a bundle."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from yolo_edge.bundle import load_bundle
+from yolo_edge.cli.common import print_json, table
+from yolo_edge.runtime import EventLog
+from yolo_edge.validate.gate import bench_bundle
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("bench", help="latency of a bundle", description=__doc__)
+    p.add_argument("bundle", type=Path)
+    p.add_argument("--data", default=None)
+    p.add_argument("--runs", type=int, default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    events = EventLog()
+    lat = bench_bundle(load_bundle(args.bundle), args.data, runs=args.runs, events=events)
+    if args.json:
+        print_json({**lat.to_dict(), "fallback_events": events.summary()})
+        return 0
+    rows = [(name, p["p50"], p["p95"], p["p99"]) for name, p in lat.stages.items()]
+    rows.append(("end to end", lat.end_to_end["p50"], lat.end_to_end["p95"], lat.end_to_end["p99"]))
+    print(table(("stage", "p50 ms", "p95 ms", "p99 ms"), rows))
+    print(f"{lat.runs} runs, latency {lat.kind}, {lat.npu_share:.0%} of stage runs on the NPU, peak RSS {lat.peak_rss_bytes / 2**20:.0f} MiB")
+    return 0

@@ -1,0 +1,40 @@
+"""``yolo-edge check BUNDLE``: the regression gate for CI. Re-measures drift and latency; exit 1 with one
+line per broken limit (drift over the limit, p95 over the SLA, p95 over the baseline by more than 10 %)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from yolo_edge.cli.common import print_json
+from yolo_edge.validate.gate import check_bundle, write_baseline
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("check", help="regression gate: drift, SLA and baseline", description=__doc__)
+    p.add_argument("bundle", type=Path)
+    p.add_argument("--baseline", type=Path, default=None, help="a baseline JSON written by --write-baseline")
+    p.add_argument("--write-baseline", type=Path, default=None, help="record the measured p95 and drift here")
+    p.add_argument("--max-drift", type=float, default=None, help="default: config (0.01)")
+    p.add_argument("--sla-ms", type=float, default=None, help="default: the bundle's SLA")
+    p.add_argument("--max-regression", type=float, default=None, help="default: config (0.10)")
+    p.add_argument("--data", default=None)
+    p.add_argument("--runs", type=int, default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    result = check_bundle(args.bundle, args.baseline, args.max_drift, args.sla_ms, args.max_regression, args.data, args.runs)
+    if args.write_baseline:
+        write_baseline(result, args.write_baseline)
+    if args.json:
+        print_json({"passed": result.passed, "failures": result.failures, **result.measured})
+    else:
+        d = result.measured["val"]["drift"]
+        print(f"p95 {result.measured['p95_ms']:.2f} ms, drift mAP50 {d['map50']:+.4f}, mAP50-95 {d['map50_95']:+.4f}: "
+              + ("PASS" if result.passed else "FAIL"))
+    for line in result.failures:
+        print(f"yolo-edge check: {line}", file=sys.stderr)
+    return 0 if result.passed else 1

@@ -1,0 +1,30 @@
+"""``yolo-edge val BUNDLE [--data D]``: mAP of the deployed plan vs the FP32 reference, and the drift."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from yolo_edge.bundle import load_bundle
+from yolo_edge.cli.common import print_json, table
+from yolo_edge.validate.gate import val_bundle
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("val", help="mAP and drift of a bundle", description=__doc__)
+    p.add_argument("bundle", type=Path)
+    p.add_argument("--data", default=None, help="data.yaml, COCO JSON or image folder (default: the data deploy used)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    v = val_bundle(load_bundle(args.bundle), args.data, quiet=args.json)
+    if args.json:
+        print_json(v.to_dict())
+        return 0
+    rows = [(name, f"{m.map50:.4f}", f"{m.map50_95:.4f}") for name, m in (("reference (FP32 CPU)", v.reference), ("deployed", v.deployed))]
+    rows.append(("drift", f"{v.drift.map50:+.4f}", f"{v.drift.map50_95:+.4f}"))
+    print(table(("", "mAP50", "mAP50-95"), rows))
+    print(f"{v.images} images, {v.kind}")
+    return 0
