@@ -42,13 +42,19 @@ FORMAT = 1
 
 
 def check_writable(out: Path) -> None:
-    """Fail early, before any work, when ``out`` cannot be created."""
-    parent = out.resolve().parent
-    probe = parent
+    """Fail early, before any work, when ``out`` cannot be created (tried for real: root ignores modes)."""
+    if out.exists() and not out.is_dir():
+        raise YoloEdgeError(f"cannot write the bundle to {out}: it is a file; pick another --out")
+    probe = out.absolute().parent
     while not probe.exists():
         probe = probe.parent
-    if not os.access(probe, os.W_OK) or (out.exists() and not out.is_dir()):
-        raise YoloEdgeError(f"cannot write the bundle to {out}: {probe} is not writable (or {out} is a file); pick another --out")
+    try:
+        if not probe.is_dir():
+            raise NotADirectoryError(probe)
+        with tempfile.TemporaryDirectory(dir=probe):
+            pass
+    except OSError:
+        raise YoloEdgeError(f"cannot write the bundle to {out}: {probe} is not a writable folder; pick another --out") from None
 
 
 def write_bundle(out: str | Path, files: Mapping[str, bytes]) -> Path:

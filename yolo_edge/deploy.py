@@ -154,11 +154,11 @@ def deploy(model: str | Path | None = None, device: str = "auto", imgsz: int | s
     model = model or demo_model_path()
     if imgsz is None and Path(str(model)) == demo_model_path():
         imgsz = DEMO_IMGSZ
-    spec = resolve_data(data)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="yolo-edge-deploy-") as tmp:
         say(f"exporting {model}")
         exported = export_model(model, imgsz=imgsz, out_dir=tmp)
+        spec = resolve_data(data)
         split = split_model(exported)
         images = load_calibration(calib_dir, exported.meta.imgsz, cfg.calib_images + cfg.checks.precision.images)
         say(f"planning on {profile.name} ({profile.kind}, latency {profile.latency})")

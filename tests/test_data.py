@@ -1,0 +1,100 @@
+"""The synthetic dataset, calibration data and dataset loading; the shipped model is real (mAP)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import ExportFn
+from yolo_edge.backends import cpu_backend
+from yolo_edge.data.dataset import load_dataset
+from yolo_edge.data.synthetic import CLASS_NAMES, demo_val_data, encode_jpeg, make_image, write_dataset, write_images
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.export import ExportedModel
+from yolo_edge.pipeline.postprocess import postprocess
+from yolo_edge.pipeline.preprocess import default_calib_dir, letterbox, list_images, read_image
+from yolo_edge.validate.accuracy import coco_map
+
+
+def _digest(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_dataset_regenerates_byte_for_byte(tmp_path: Path) -> None:
+    write_dataset(tmp_path / "a", seed=0, sizes={"train": 3, "val": 4})
+    write_dataset(tmp_path / "b", seed=0, sizes={"train": 3, "val": 4})
+    assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
+    write_dataset(tmp_path / "c", seed=1, sizes={"train": 3, "val": 4})
+    assert _digest(tmp_path / "a") != _digest(tmp_path / "c")
+
+
+def test_calib_data_is_the_generator_output_with_its_own_seed(tmp_path: Path) -> None:
+    shipped = list_images(default_calib_dir())
+    assert len(shipped) == 64
+    for p in write_images(tmp_path, seed=1234, split="calib", count=3):
+        assert p.read_bytes() == (default_calib_dir() / p.name).read_bytes()
+    assert encode_jpeg(make_image(0, "val", 0).image) != (default_calib_dir() / "calib_00000.jpg").read_bytes()
+
+
+def test_generator_is_hard_enough() -> None:
+    objects = [o for i in range(60) for o in make_image(0, "train", i).objects]
+    sizes = np.array([max(o.box[2] - o.box[0], o.box[3] - o.box[1]) for o in objects])
+    assert set(o.class_id for o in objects) == set(range(len(CLASS_NAMES))) and len(CLASS_NAMES) >= 6
+    assert ((sizes >= 8) & (sizes <= 16)).mean() > 0.15  # small objects
+    assert (sizes >= 64).mean() > 0.1  # and large ones
+    assert len(objects) / 60 > 4
+
+
+def test_yaml_and_coco_load_the_same(tmp_path: Path) -> None:
+    yaml_path = write_dataset(tmp_path, seed=3, sizes={"val": 5})
+    a = load_dataset(yaml_path)
+    b = load_dataset(tmp_path / "val_coco.json", images=tmp_path / "images" / "val")
+    assert a.names == b.names == CLASS_NAMES and len(a) == len(b) == 5
+    for ra, rb in zip(a.records, b.records):
+        assert ra.path == rb.path and (ra.width, ra.height) == (rb.width, rb.height)
+        assert np.array_equal(ra.classes, rb.classes)
+        assert np.allclose(ra.boxes, rb.boxes, atol=0.05)
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("nope.yaml", None, "dataset not found"),
+    ("bad.yaml", "val: [unclosed", "not valid YAML"),
+    ("nosplit.yaml", "train: images/train\nnames: [a]\n", "has no 'val' entry"),
+    ("bad.json", "{}", "not a COCO detection JSON"),
+    ("data.txt", "x", "unsupported dataset file"),
+])
+def test_dataset_errors(tmp_path: Path, name: str, content: str | None, message: str) -> None:
+    if content is not None:
+        (tmp_path / name).write_text(content)
+    with pytest.raises(YoloEdgeError, match=message):
+        load_dataset(tmp_path / name)
+
+
+def _map(model: ExportedModel, n: int = 100) -> float:
+    ds = load_dataset(demo_val_data()).subset(n)
+    exe = cpu_backend().compile(model.load(), "fp32")
+    dets = []
+    for r in ds.records:
+        lb = letterbox(read_image(r.path), model.meta.imgsz)
+        dets.append(postprocess(exe.run({"images": lb.tensor})["output0"], lb, model.meta.names, conf=0.001, iou=0.7))
+    return coco_map(ds, dets).map50
+
+
+def test_shipped_model_is_trained(demo: ExportedModel) -> None:
+    """The shipped weights, exported to ONNX and run by onnxruntime, reach mAP50 >= 0.80 on 100 val images."""
+    assert demo.meta.names == CLASS_NAMES
+    assert _map(demo) >= 0.80
+
+
+def test_random_weights_fail_the_same_bar(exported: ExportFn, tmp_path: Path) -> None:
+    import yaml
+    from ultralytics.utils import ROOT
+
+    cfg = yaml.safe_load((ROOT / "cfg" / "models" / "v8" / "yolov8.yaml").read_text())
+    cfg["nc"] = len(CLASS_NAMES)
+    path = tmp_path / "yolov8n-shapes.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    assert _map(exported(str(path), (320, 320))) < 0.05

@@ -1,0 +1,156 @@
+"""yolo-edge deploy end to end on the demo model, the bundle, the report, check/run/val/bench, bad inputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import pytest
+import yaml
+
+from tests.test_torch_free import BLOCKER
+from yolo_edge.bundle import load_bundle, write_bundle
+from yolo_edge.cli.main import main
+from yolo_edge.config import configs_dir
+from yolo_edge.data.synthetic import write_dataset
+from yolo_edge.deploy import DeployResult, deploy
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.validate.gate import check_bundle
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A 40-image labelled val set and a config with fewer calibration images and timing runs."""
+    root = tmp_path_factory.mktemp("small")
+    data = write_dataset(root / "data", seed=0, sizes={"val": 40})
+    cfg = yaml.safe_load((configs_dir() / "default.yaml").read_text())
+    cfg["calib_images"] = 12
+    cfg["checks"]["precision"]["images"] = 4
+    cfg["checks"]["performance"].update(warmup=1, runs=3)
+    cfg["validate"].update(latency_warmup=2, latency_runs=12, sla_ms=10000.0)
+    (root / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    return data, root / "cfg.yaml"
+
+
+@pytest.fixture(scope="module")
+def deployed(small: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> DeployResult:
+    data, cfg = small
+    return deploy(device="host-lowp", data=data, config=cfg, out=tmp_path_factory.mktemp("d") / "bundle", quiet=True)
+
+
+def test_deploy_compares_three_plans(deployed: DeployResult) -> None:
+    r = deployed.report
+    assert {"sla_ms", "verdict", "chosen_plan", "plans", "map", "fallback_events", "placement"} <= set(r)
+    plans = {p["name"]: p for p in r["plans"]}
+    assert set(plans) == {"whole-npu", "whole-cpu", "split"}
+    assert plans["whole-npu"]["status"] == "fails precision"  # INT8 on the decode loses the class scores
+    assert plans["whole-npu"]["map_drift"]["map50"] < -0.1
+    assert plans["split"]["status"] == "ok" and plans["whole-cpu"]["status"] == "ok"
+    for p in plans.values():
+        assert set(p["latency_ms"]) == {"p50", "p95", "p99"} and p["latency_kind"] == "measured"
+        assert p["latency_ms"]["p50"] <= p["latency_ms"]["p95"] <= p["latency_ms"]["p99"]
+        assert p["memory_peak_bytes"] > 0 and set(p["map_drift"]) == {"map50", "map50_95"}
+    assert abs(plans["split"]["map_drift"]["map50"]) <= 0.01
+    assert r["chosen_plan"] in ("split", "whole-cpu") and r["verdict"] == "pass" and deployed.exit_code == 0
+    assert r["map"]["reference"]["map50"] > 0.3
+    assert {"p50", "p95", "p99"} <= set(plans["split"]["latency"]["stages"]["backbone"])
+    assert {"preprocess", "transfers", "nms"} <= set(plans["split"]["latency"]["stages"])
+
+
+def test_bundle_contents_and_plots(deployed: DeployResult) -> None:
+    b = deployed.bundle
+    for rel in ("meta.json", "plan.json", "model.onnx", "profile.yaml", "report.json", "report.md",
+                "stages/backbone.onnx", "stages/decode.onnx", "plots/latency_cdf.png", "plots/stages.png"):
+        assert (b / rel).is_file(), rel
+    for png in ("latency_cdf.png", "stages.png"):
+        image = cv2.imread(str(b / "plots" / png))
+        assert image is not None and image.shape[0] > 200 and image.shape[1] > 300 and image.std() > 10
+    md = (b / "report.md").read_text()
+    assert "| whole-npu | fails precision |" in md and "## Placement" in md and "## Runtime fallback" in md
+    assert not [p for p in b.parent.iterdir() if p.name.startswith(".bundle")]  # no temp dirs left
+    if deployed.report["chosen_plan"] == "split":
+        assert (b / "stages/backbone.int8.onnx").is_file()
+
+
+def test_check_passes_then_fails_on_sla_and_regression(deployed: DeployResult, small: tuple[Path, Path], tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    data = str(small[0])
+    base = tmp_path / "base.json"
+    assert main(["check", str(deployed.bundle), "--data", data, "--runs", "8", "--write-baseline", str(base)]) == 0
+    assert json.loads(base.read_text())["p95_ms"] > 0
+    assert main(["check", str(deployed.bundle), "--data", data, "--runs", "8", "--sla-ms", "1"]) == 1
+    assert "exceeds the SLA 1.0 ms" in capsys.readouterr().err
+    base.write_text(json.dumps({"p95_ms": 0.01}))
+    result = check_bundle(deployed.bundle, baseline=base, data=data, runs=8)
+    assert not result.passed and any("over the baseline" in f for f in result.failures)
+
+
+def test_run_val_bench_on_bundle(deployed: DeployResult, small: tuple[Path, Path], tmp_path: Path,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    images = small[0].parent / "images" / "val"
+    assert main(["run", str(deployed.bundle), "--source", str(images), "--save", str(tmp_path / "ann"), "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(lines) == 40 and sum(len(x["detections"]) for x in lines) > 40
+    assert len(list((tmp_path / "ann").glob("*.jpg"))) == 40
+    assert main(["val", str(deployed.bundle), "--data", str(small[0]), "--json"]) == 0
+    v = json.loads(capsys.readouterr().out)
+    assert abs(v["drift"]["map50"]) <= 0.02 and v["images"] == 40
+    assert main(["bench", str(deployed.bundle), "--data", str(small[0]), "--runs", "5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["end_to_end"]["p95"] > 0
+
+
+def test_bundle_runs_without_torch(deployed: DeployResult, small: tuple[Path, Path]) -> None:
+    image = next((small[0].parent / "images" / "val").glob("*.jpg"))
+    code = f"from yolo_edge.cli.main import main\nraise SystemExit(main(['run', {str(deployed.bundle)!r}, '--source', {str(image)!r}, '--json']))"
+    proc = subprocess.run([sys.executable, "-c", BLOCKER + code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["detections"]
+
+
+def _bad(tmp: Path) -> list[tuple[str, list[str], str]]:
+    (tmp / "corrupt.onnx").write_bytes(b"\x00garbage" * 20)
+    (tmp / "empty").mkdir(exist_ok=True)
+    (tmp / "afile").write_text("x")
+    return [
+        ("missing model", ["--model", str(tmp / "nope.pt")], "model not found"),
+        ("corrupt onnx", ["--model", str(tmp / "corrupt.onnx")], "not a readable ONNX"),
+        ("empty data", ["--data", str(tmp / "empty")], "has no images"),
+        ("unknown device", ["--device", "npu9000"], "unknown device 'npu9000'"),
+        ("unwritable out", ["--out", str(tmp / "afile" / "bundle")], "cannot write the bundle"),
+        ("bad sla", ["--sla-ms", "-5"], "--sla-ms must be positive"),
+    ]
+
+
+@pytest.mark.parametrize("case", ["missing model", "corrupt onnx", "empty data", "unknown device", "unwritable out", "bad sla"])
+def test_deploy_bad_input(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, args, message = next(c for c in _bad(tmp_path) if c[0] == case)
+    out = tmp_path / "out" / "bundle"
+    argv = ["deploy", "--quiet", *args] + ([] if "--out" in args else ["--out", str(out)])
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("yolo-edge deploy: error:") and message in err and "\n" not in err
+    assert not out.exists()
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())  # no half-written bundle
+
+
+def test_bundle_write_is_atomic(tmp_path: Path) -> None:
+    out = tmp_path / "bundle"
+    write_bundle(out, {"meta.json": b"old", "a/b.txt": b"1"})
+
+    class Exploding(dict):  # type: ignore[type-arg]
+        def items(self):  # type: ignore[no-untyped-def]
+            yield "meta.json", b"new"
+            raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        write_bundle(out, Exploding())
+    assert (out / "meta.json").read_bytes() == b"old" and (out / "a/b.txt").read_bytes() == b"1"
+    assert [p.name for p in tmp_path.iterdir()] == ["bundle"]
+
+
+def test_not_a_bundle(tmp_path: Path) -> None:
+    with pytest.raises(YoloEdgeError, match="is not a yolo-edge bundle"):
+        load_bundle(tmp_path)

@@ -1,0 +1,94 @@
+"""Detection pipeline: letterbox and NMS identical to ultralytics; detections match YOLO(onnx).predict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from yolo_edge.backends import cpu_backend
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.export import ExportedModel
+from yolo_edge.pipeline.postprocess import Detections, nms, postprocess
+from yolo_edge.pipeline.preprocess import letterbox, list_images, load_calibration, read_image
+
+
+@pytest.mark.parametrize("shape", [(240, 320), (320, 240), (480, 640), (1080, 810), (100, 37)])
+@pytest.mark.parametrize("imgsz", [(320, 320), (384, 640)])
+def test_letterbox_matches_ultralytics(shape: tuple[int, int], imgsz: tuple[int, int]) -> None:
+    from ultralytics.data.augment import LetterBox
+
+    image = np.random.default_rng(0).integers(0, 255, (*shape, 3), dtype=np.uint8)
+    ref = LetterBox(imgsz, auto=False)(image=image)
+    ours = letterbox(image, imgsz)
+    assert np.array_equal((ours.tensor[0].transpose(1, 2, 0)[..., ::-1] * 255).round().astype(np.uint8), ref)
+
+
+def test_nms_matches_torchvision() -> None:
+    import torch
+    import torchvision
+
+    rng = np.random.default_rng(0)
+    xy = rng.uniform(0, 300, (500, 2)).astype(np.float32)
+    boxes = np.concatenate([xy, xy + rng.uniform(5, 80, (500, 2)).astype(np.float32)], axis=1)
+    scores = rng.random(500).astype(np.float32)
+    for iou in (0.3, 0.5, 0.7):
+        ref = torchvision.ops.nms(torch.from_numpy(boxes), torch.from_numpy(scores), iou).numpy()
+        assert np.array_equal(nms(boxes, scores, iou), ref)
+
+
+def _images() -> list[Path]:
+    from ultralytics.utils import ASSETS
+
+    from yolo_edge.data.synthetic import demo_val_data
+
+    val = sorted((demo_val_data().parent / "images" / "val").glob("*.jpg"))[:12]
+    return [ASSETS / "bus.jpg", ASSETS / "zidane.jpg", *val]
+
+
+def test_detections_match_ultralytics_predict(demo: ExportedModel) -> None:
+    """All-CPU FP32: same boxes within 1 px, confidences within 0.01, same classes as YOLO(onnx).predict."""
+    from ultralytics import YOLO
+
+    yolo = YOLO(str(demo.path), task="detect")
+    exe = cpu_backend().compile(demo.load(), "fp32")
+    compared = 0
+    for path in _images():
+        image = read_image(path)
+        lb = letterbox(image, demo.meta.imgsz)
+        ours = postprocess(exe.run({"images": lb.tensor})["output0"], lb, demo.meta.names, conf=0.25, iou=0.7)
+        ref = yolo.predict(image, imgsz=list(demo.meta.imgsz), conf=0.25, iou=0.7, verbose=False)[0].boxes
+        assert len(ours) == len(ref), path
+        order = np.lexsort((ours.xyxy[:, 0], -ours.confidence))
+        ref_order = np.lexsort((ref.xyxy.numpy()[:, 0], -ref.conf.numpy()))
+        assert np.abs(ours.xyxy[order] - ref.xyxy.numpy()[ref_order]).max(initial=0) <= 1.0
+        assert np.abs(ours.confidence[order] - ref.conf.numpy()[ref_order]).max(initial=0) <= 0.01
+        assert np.array_equal(ours.class_id[order], ref.cls.numpy().astype(int)[ref_order])
+        compared += len(ours)
+    assert compared >= 20  # the demo val images carry many objects: the comparison is not vacuous
+
+
+def test_detections_validate_their_arrays() -> None:
+    with pytest.raises(ValueError, match="inconsistent"):
+        Detections(np.zeros((2, 4), np.float32), np.zeros(3, np.float32), np.zeros(2, np.int64), ("a",))
+    with pytest.raises(ValueError, match="class ids"):
+        Detections(np.zeros((1, 4), np.float32), np.zeros(1, np.float32), np.array([3]), ("a",))
+    assert len(Detections.empty(("a",))) == 0
+
+
+def test_image_errors(tmp_path: Path) -> None:
+    with pytest.raises(YoloEdgeError, match="image not found"):
+        read_image(tmp_path / "x.jpg")
+    (tmp_path / "bad.jpg").write_bytes(b"not an image")
+    with pytest.raises(YoloEdgeError, match="not a readable image"):
+        read_image(tmp_path / "bad.jpg")
+    with pytest.raises(YoloEdgeError, match="calibration folder not found"):
+        load_calibration(tmp_path / "nope", (320, 320))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(YoloEdgeError, match="has no images"):
+        load_calibration(tmp_path / "empty", (320, 320))
+    cv2.imwrite(str(tmp_path / "empty" / "a.png"), np.zeros((10, 20, 3), np.uint8))
+    assert [p.name for p in list_images(tmp_path / "empty")] == ["a.png"]
+    assert load_calibration(tmp_path / "empty", (64, 64))[0].shape == (1, 3, 64, 64)
