@@ -35,6 +35,7 @@ def test_pt_checkpoint_export_records_sha(tmp_path: Path) -> None:
     m = export_model(pt, imgsz=320, out_dir=tmp_path / "out")
     assert m.meta.source_sha256 == hashlib.sha256(pt.read_bytes()).hexdigest()
     assert m.path == tmp_path / "out" / "tiny.onnx"
+    assert not (tmp_path / "tiny.onnx").exists()  # nothing written beside the user's weights
 
 
 def test_foreign_ultralytics_onnx_is_read_without_our_metadata(exported: ExportFn, tmp_path: Path) -> None:

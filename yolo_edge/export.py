@@ -222,7 +222,10 @@ def export_model(
     out = Path(out_dir) if out_dir is not None else Path.cwd()
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="yolo-edge-export-") as tmp:
-        src = str(path.resolve()) if path.exists() else model_str
+        src = model_str
+        if path.exists():  # ultralytics writes the ONNX beside the weights: export a private copy
+            src = str(Path(tmp, path.name))
+            shutil.copyfile(path, src)
         onnx_path, _ = _ultralytics_export(src, size, opset, Path(tmp))
         exported = load_onnx(onnx_path)
         meta = ModelMeta(
