@@ -159,8 +159,8 @@ def load_onnx(path: str | Path) -> ExportedModel:
     return ExportedModel(path=path, meta=meta, layout=layout)
 
 
-def _ultralytics_export(source: str, imgsz: ImgSize, opset: int, workdir: Path) -> tuple[Path, str]:
-    """Export with ultralytics inside ``workdir``; returns the ONNX path and the model's task."""
+def _ultralytics_export(source: str, imgsz: ImgSize, opset: int, workdir: Path) -> Path:
+    """Export with ultralytics inside ``workdir``; returns the ONNX path."""
     try:
         from ultralytics import YOLO
         from ultralytics.utils import LOGGER
@@ -172,8 +172,9 @@ def _ultralytics_export(source: str, imgsz: ImgSize, opset: int, workdir: Path) 
         yolo = YOLO(source)
     except Exception as exc:
         raise YoloEdgeError(f"cannot load {source} as an ultralytics model ({type(exc).__name__}: {exc})") from None
-    if yolo.task != "detect":
-        raise YoloEdgeError(f"{source} is a {_TASK_NAMES.get(yolo.task, yolo.task)} model; yolo-edge deploys YOLOv8 detection models only")
+    task = str(yolo.task)
+    if task != "detect":
+        raise YoloEdgeError(f"{source} is a {_TASK_NAMES.get(task, task)} model; yolo-edge deploys YOLOv8 detection models only")
     level = LOGGER.level
     LOGGER.setLevel(logging.WARNING)
     try:
@@ -181,7 +182,7 @@ def _ultralytics_export(source: str, imgsz: ImgSize, opset: int, workdir: Path) 
             out = yolo.export(format="onnx", imgsz=list(imgsz), opset=opset, simplify=True, dynamic=False, batch=1)
     finally:
         LOGGER.setLevel(level)
-    return Path(workdir, out), yolo.task
+    return Path(workdir, out)
 
 
 def export_model(
@@ -226,7 +227,7 @@ def export_model(
         if path.exists():  # ultralytics writes the ONNX beside the weights: export a private copy
             src = str(Path(tmp, path.name))
             shutil.copyfile(path, src)
-        onnx_path, _ = _ultralytics_export(src, size, opset, Path(tmp))
+        onnx_path = _ultralytics_export(src, size, opset, Path(tmp))
         exported = load_onnx(onnx_path)
         meta = ModelMeta(
             names=exported.meta.names, strides=exported.layout.strides, imgsz=exported.layout.imgsz,

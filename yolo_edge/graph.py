@@ -14,7 +14,6 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import onnx
 
@@ -22,7 +21,7 @@ from yolo_edge.errors import YoloEdgeError
 
 STAGES: tuple[str, ...] = ("backbone", "neck", "head", "decode")
 
-_ELEM_BYTES = {
+_ELEM_BYTES: dict[int, int] = {
     onnx.TensorProto.FLOAT: 4, onnx.TensorProto.FLOAT16: 2, onnx.TensorProto.BFLOAT16: 2,
     onnx.TensorProto.DOUBLE: 8, onnx.TensorProto.INT8: 1, onnx.TensorProto.UINT8: 1,
     onnx.TensorProto.INT16: 2, onnx.TensorProto.INT32: 4, onnx.TensorProto.INT64: 8, onnx.TensorProto.BOOL: 1,
@@ -241,10 +240,10 @@ def yolov8_layout(info: GraphInfo) -> DetectLayout:
         raise YoloEdgeError(f"no Detect layer with a DFL found: the ONNX {not_yolo} (segment/pose/OBB heads and NMS-free exports are not supported)")
     detect = dfl_layers.pop()
     assert detect is not None
-    pools = [layers[i] for i, n in enumerate(g.node) if n.op_type == "MaxPool" and layers[i] is not None and layers[i] < detect]
+    pools = [layer for n, layer in zip(g.node, layers) if n.op_type == "MaxPool" and layer is not None and layer < detect]
     if not pools:
         raise YoloEdgeError(f"no SPPF (MaxPool) layer before Detect: the ONNX {not_yolo}")
-    sppf = max(p for p in pools if p is not None)
+    sppf = max(pools)
     head_re = re.compile(rf"^/model\.{detect}/cv[23]\.\d+/")
 
     stage: list[int | None] = []

@@ -19,7 +19,7 @@ import statistics
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict, dataclass, field
@@ -269,7 +269,7 @@ def _median_s(exe: Executable, feeds: dict[str, np.ndarray], runs: int = 3) -> f
 
 
 def build_stages(split: SplitModel, plan: PlacementPlan, profile: DeviceProfile, calib: Sequence[dict[str, np.ndarray]],
-                 events: EventLog, npu: Backend | None = None, models: dict[str, object] | None = None) -> list[Stage]:
+                 events: EventLog, npu: Backend | None = None, models: Mapping[str, onnx.ModelProto] | None = None) -> list[Stage]:
     """Compile the plan: NPU stages at their precision (calibrated on ``calib``: boundary tensors of FP32
     runs), each with its FP32 CPU twin. A stage the NPU compiler refuses runs on the CPU (an event).
 
@@ -296,7 +296,7 @@ def build_stages(split: SplitModel, plan: PlacementPlan, profile: DeviceProfile,
             if dev == "npu" and npu_backend is not None:
                 artifact = (models or {}).get(name, model)
                 try:
-                    npu_exe = npu_backend.compile(artifact, sp.precision, [{n: t[n] for n in ins} for t in tensors])  # type: ignore[arg-type]
+                    npu_exe = npu_backend.compile(artifact, sp.precision, [{n: t[n] for n in ins} for t in tensors])
                     getattr(npu_exe, "inner", npu_exe).run({n: tensors[0][n] for n in ins})  # warm-up, no fault draw
                 except NpuCompileError as exc:
                     trigger = "memory" if isinstance(exc, NpuOutOfMemory) else "unsupported_op"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -108,7 +109,7 @@ def _from_coco(path: Path, images: Path | None) -> Dataset:
         raise YoloEdgeError(f"{path} is not a COCO detection JSON ({exc.__class__.__name__}: {exc})") from None
     contiguous = {c["id"]: i for i, c in enumerate(cats)}
     folder = images or path.parent
-    by_image: dict[int, list[dict[str, object]]] = {}
+    by_image: dict[int, list[dict[str, Any]]] = {}
     for a in anns:
         by_image.setdefault(int(a["image_id"]), []).append(a)
     records = []
@@ -117,8 +118,8 @@ def _from_coco(path: Path, images: Path | None) -> Dataset:
         if not file.is_file():
             raise YoloEdgeError(f"{path} lists {im['file_name']} but {file} does not exist; pass the image folder with --images")
         rows = by_image.get(int(im["id"]), [])
-        boxes = np.array([[a["bbox"][0], a["bbox"][1], a["bbox"][0] + a["bbox"][2], a["bbox"][1] + a["bbox"][3]] for a in rows], np.float32).reshape(-1, 4)  # type: ignore[index]
-        classes = np.array([contiguous[int(a["category_id"])] for a in rows], np.int64)  # type: ignore[arg-type]
+        boxes = np.array([[a["bbox"][0], a["bbox"][1], a["bbox"][0] + a["bbox"][2], a["bbox"][1] + a["bbox"][3]] for a in rows], np.float32).reshape(-1, 4)
+        classes = np.array([contiguous[int(a["category_id"])] for a in rows], np.int64)
         records.append(ImageRecord(file, int(im["width"]), int(im["height"]), boxes, classes))
     return Dataset(tuple(str(c["name"]) for c in cats), tuple(records))
 

@@ -254,7 +254,7 @@ class Planner:
                 "performance": skipped("performance", "placed by rule"),
             }
             return SubgraphPlan(cand.name, "cpu", "fp32", "rule", rule, checks, None, cpu_ms, kind)
-        reasons = []
+        reasons: list[str] = []
         results: dict[str, CheckResult] = {}
         for precision in self.profile.precisions:
             results = self.checker.run_all(cand, precision)

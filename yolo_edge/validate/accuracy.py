@@ -34,7 +34,8 @@ class MapResult:
 
 
 def _gt_coco(dataset: Dataset, boxes: Sequence[np.ndarray], classes: Sequence[np.ndarray]) -> COCO:
-    images, anns = [], []
+    images: list[dict[str, object]] = []
+    anns: list[dict[str, object]] = []
     for i, (rec, b, c) in enumerate(zip(dataset.records, boxes, classes)):
         images.append({"id": i + 1, "width": rec.width, "height": rec.height, "file_name": rec.path.name})
         for box, cls in zip(b, c):
