@@ -96,7 +96,8 @@ def memory_violation(use: MemoryUse, profile: DeviceProfile) -> str | None:
     """Why the graph does not fit the profile's memory, or None when it fits."""
     budget = profile.memory_mb * 2**20
     if use.dram_bytes > budget:
-        return f"needs {use.dram_bytes / 2**20:.1f} MiB (activations {use.peak_activation_bytes / 2**20:.1f} + weights {use.weight_bytes / 2**20:.1f}) > {profile.memory_mb:.0f} MiB"
+        return (f"needs {use.dram_bytes / 2**20:.1f} MiB (activations {use.peak_activation_bytes / 2**20:.1f} "
+                f"+ weights {use.weight_bytes / 2**20:.1f}) > {profile.memory_mb:.0f} MiB")
     if profile.sram_kb is not None and use.largest_untiled_bytes > profile.sram_kb * 1024:
         return (f"{use.largest_untiled_node} cannot be tiled and needs {use.largest_untiled_bytes / 2**20:.2f} MiB "
                 f"of SRAM at once > {profile.sram_kb / 1024:.0f} MiB")
