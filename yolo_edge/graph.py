@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import onnx
@@ -181,13 +181,7 @@ class GraphInfo:
                     current -= live.pop(name)
         return peak
 
-    def largest_activation(self, dtype_bytes: int | None = None) -> TensorInfo:
-        """The largest intermediate or output tensor (not a weight)."""
-        candidates = [self.tensors[o] for n in self.nodes for o in n.output if o in self.tensors and n.op_type != "Constant"]
-        key = self._activation_sizer(dtype_bytes)
-        return max(candidates, key=lambda t: key(t.name))
-
-    def _activation_sizer(self, dtype_bytes: int | None):  # type: ignore[no-untyped-def]
+    def _activation_sizer(self, dtype_bytes: int | None) -> Callable[[str], int]:
         def size(name: str) -> int:
             t = self.tensors.get(name)
             if t is None:

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -229,6 +228,3 @@ class Checker:
 def first_failure(results: dict[str, CheckResult]) -> str | None:
     return next((name for name, r in results.items() if r.passed is False), None)
 
-
-def stack_feeds(feeds: Sequence[dict[str, np.ndarray]], names: Sequence[str]) -> list[dict[str, np.ndarray]]:
-    return [{n: f[n] for n in names} for f in feeds]
