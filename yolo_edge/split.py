@@ -41,9 +41,6 @@ class Subgraph:
     flops: int
     path: Path | None = None
 
-    def info(self) -> GraphInfo:
-        return GraphInfo.of(self.model)
-
     def to_dict(self) -> dict[str, object]:
         d: dict[str, object] = {"name": self.name}
         if self.path is not None:
