@@ -62,8 +62,10 @@ def test_int8_backbone_neck_on_host_lowp_keeps_output(demo_split: SplitModel, te
         out, ref = got.outputs["output0"], t["output0"]
         assert cosine(out[:, :4], ref[:, :4]) >= 0.99 and cosine(out[:, 4:], ref[:, 4:]) >= 0.99
         assert [s.device for s in got.stages] == ["npu", "npu", "cpu", "cpu"]
-        handed = [t["images"], *(t[n] for n in ex.stages[2].input_names)]  # image -> NPU, neck -> head
-        assert got.transfer_bytes == sum(a.nbytes for a in handed)
+        by_boundary = {x.boundary: x.bytes for x in got.transfers}
+        assert by_boundary == {"input->backbone": t["images"].nbytes,
+                               "neck->head": sum(t[n].nbytes for n in ex.stages[2].input_names)}
+        assert got.transfer_bytes == sum(by_boundary.values()) and got.transfer_modelled_ms > 0
     ex.close()
 
 

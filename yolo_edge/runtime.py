@@ -144,12 +144,32 @@ class StageRun:
 
 
 @dataclass(frozen=True)
+class Transfer:
+    """One boundary hand-over in a frame: ``producer -> consumer`` (``input`` for the image)."""
+
+    boundary: str
+    bytes: int
+    copy_ms: float  # measured host copy
+    modelled_ms: float  # over the profile's link (0 without a profile)
+
+
+@dataclass(frozen=True)
 class FrameResult:
     outputs: dict[str, np.ndarray]
     stages: tuple[StageRun, ...]
-    transfer_bytes: int
-    transfer_ms: float  # measured host copies
-    transfer_modelled_ms: float  # over the profile's link
+    transfers: tuple[Transfer, ...]
+
+    @property
+    def transfer_bytes(self) -> int:
+        return sum(t.bytes for t in self.transfers)
+
+    @property
+    def transfer_ms(self) -> float:
+        return sum(t.copy_ms for t in self.transfers)
+
+    @property
+    def transfer_modelled_ms(self) -> float:
+        return sum(t.modelled_ms for t in self.transfers)
 
     @property
     def model_ms(self) -> float:
@@ -234,28 +254,36 @@ class SplitExecutor:
     # ---------------------------------------------------------------- one frame
     def run(self, feeds: dict[str, np.ndarray], frame: int = 0) -> FrameResult:
         tensors = dict(feeds)
-        where = {n: "cpu" for n in feeds}
+        where = {n: "cpu" for n in feeds}  # device holding each tensor
+        owner = {n: "input" for n in feeds}  # stage that produced it
         runs = []
-        moved = 0
-        copy_s = 0.0
-        modelled_s = 0.0
+        moved: dict[str, list[float]] = {}  # boundary -> [bytes, copy seconds, modelled seconds]
+
+        def hand_over(name: str, boundary: str, copy: bool) -> None:
+            t0 = time.perf_counter()
+            if copy:
+                tensors[name] = np.ascontiguousarray(tensors[name]).copy()
+            spent = time.perf_counter() - t0 if copy else 0.0
+            n_bytes = tensors[name].nbytes
+            acc = moved.setdefault(boundary, [0, 0.0, 0.0])
+            acc[0] += n_bytes
+            acc[1] += spent
+            acc[2] += transfer_time(n_bytes, self.profile.link) if self.profile is not None else 0.0
+
         for stage in self.stages:
             outs, run = self.run_stage(stage, tensors, frame)
-            for name in stage.input_names:  # hand-over: a tensor changing device is copied
+            for name in stage.input_names:  # a tensor changing device is copied across the boundary
                 if where[name] != run.device:
-                    t0 = time.perf_counter()
-                    tensors[name] = np.ascontiguousarray(tensors[name]).copy()
-                    copy_s += time.perf_counter() - t0
-                    moved += tensors[name].nbytes
-                    if self.profile is not None:
-                        modelled_s += transfer_time(tensors[name].nbytes, self.profile.link)
+                    hand_over(name, f"{owner[name]}->{stage.name}", copy=True)
                     where[name] = run.device
             tensors.update(outs)
             where.update({n: run.device for n in outs})
+            owner.update({n: stage.name for n in outs})
             runs.append(run)
-        if where[self.output_name] != "cpu" and self.profile is not None:  # NMS runs on the CPU
-            modelled_s += transfer_time(tensors[self.output_name].nbytes, self.profile.link)
-        return FrameResult({self.output_name: tensors[self.output_name]}, tuple(runs), moved, copy_s * 1e3, modelled_s * 1e3)
+        if where[self.output_name] != "cpu":  # NMS runs on the CPU
+            hand_over(self.output_name, f"{owner[self.output_name]}->nms", copy=False)
+        transfers = tuple(Transfer(k, int(v[0]), v[1] * 1e3, v[2] * 1e3) for k, v in moved.items())
+        return FrameResult({self.output_name: tensors[self.output_name]}, tuple(runs), transfers)
 
 
 # ---------------------------------------------------------------- building from a plan
