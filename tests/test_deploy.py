@@ -154,3 +154,22 @@ def test_bundle_write_is_atomic(tmp_path: Path) -> None:
 def test_not_a_bundle(tmp_path: Path) -> None:
     with pytest.raises(YoloEdgeError, match="is not a yolo-edge bundle"):
         load_bundle(tmp_path)
+
+
+def test_run_on_a_video_keeps_every_frame(deployed: DeployResult, small: tuple[Path, Path], tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    images = sorted((small[0].parent / "images" / "val").glob("*.jpg"))[:12]
+    video = tmp_path / "clip.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10.0, (320, 320))
+    for p in images:
+        frame = cv2.imread(str(p))
+        writer.write(cv2.copyMakeBorder(frame, 0, 320 - frame.shape[0], 0, 320 - frame.shape[1], cv2.BORDER_CONSTANT))
+    writer.release()
+    assert main(["run", str(deployed.bundle), "--source", str(video), "--save", str(tmp_path / "out"), "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [x["frame"] for x in lines] == list(range(12))
+    assert sum(len(x["detections"]) for x in lines) > 12
+    cap = cv2.VideoCapture(str(tmp_path / "out" / "clip.avi"))
+    assert int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) == 12
+    cap.release()
+    assert main(["run", str(deployed.bundle), "--source", str(tmp_path / "nope.mp4")]) == 2

@@ -1,8 +1,11 @@
-"""``yolo-edge run BUNDLE --source IMG|DIR``: detect with a deployed bundle; print, or save annotated images."""
+"""``yolo-edge run BUNDLE --source IMG|DIR|VIDEO``: detect with a deployed bundle, frame by frame; NPU
+failures are retried on the CPU so every frame gets its result. Prints a line (or a JSON line) per
+frame; ``--save`` writes annotated images, or an annotated MJPG .avi for a video."""
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from pathlib import Path
 
@@ -10,17 +13,17 @@ import cv2
 import numpy as np
 
 from yolo_edge.bundle import load_bundle
-from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.postprocess import Detections
-from yolo_edge.pipeline.preprocess import list_images, read_image
+from yolo_edge.pipeline.stream import frames, is_video, video_fps
+from yolo_edge.runtime import EventLog
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("run", help="run a bundle on images", description=__doc__)
+    p = sub.add_parser("run", help="run a bundle on images or a video", description=__doc__)
     p.add_argument("bundle", type=Path)
-    p.add_argument("--source", type=Path, required=True, help="an image or a folder of images")
-    p.add_argument("--save", type=Path, default=None, help="write annotated images here")
-    p.add_argument("--json", action="store_true", help="one JSON line per image")
+    p.add_argument("--source", type=Path, required=True, help="an image, a folder of images, or a video file")
+    p.add_argument("--save", type=Path, default=None, help="write annotated images (or video) here")
+    p.add_argument("--json", action="store_true", help="one JSON line per frame")
     p.set_defaults(func=run)
 
 
@@ -34,23 +37,34 @@ def draw(image: np.ndarray, dets: Detections) -> np.ndarray:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.source.is_dir():
-        files = list_images(args.source, "source folder")
-    elif args.source.is_file():
-        files = [args.source]
-    else:
-        raise YoloEdgeError(f"source not found: {args.source}; pass an image or a folder of images")
-    detector = load_bundle(args.bundle).detector()
+    stream = frames(args.source)
+    first = next(stream)  # a bad source fails before the bundle is compiled
+    events = EventLog()
+    detector = load_bundle(args.bundle).detector(events=events)
+    writer = None
     if args.save:
         args.save.mkdir(parents=True, exist_ok=True)
-    for f in files:
-        image = read_image(f)
-        dets, timing = detector.detect(image)
+        if is_video(args.source):
+            h, w = first.image.shape[:2]
+            writer = cv2.VideoWriter(str(args.save / f"{args.source.stem}.avi"), cv2.VideoWriter_fourcc(*"MJPG"), video_fps(args.source), (w, h))
+    count = 0
+    for frame in itertools.chain([first], stream):
+        dets, timing = detector.detect(frame.image)
+        count += 1
         if args.json:
-            print(json.dumps({"image": str(f), "detections": dets.to_list(), "ms": round(timing.end_to_end_ms, 2)}))
+            print(json.dumps({"frame": frame.index, "source": frame.name, "detections": dets.to_list(),
+                              "ms": round(timing.end_to_end_ms, 2), "devices": timing.stage_device}))
         else:
             summary = ", ".join(f"{n} {c:.2f}" for n, c in zip(dets.class_names, dets.confidence)) or "nothing"
-            print(f"{f}: {len(dets)} detections in {timing.end_to_end_ms:.1f} ms: {summary}")
-        if args.save:
-            cv2.imwrite(str(args.save / f.name), draw(image, dets))
+            print(f"{frame.name}: {len(dets)} detections in {timing.end_to_end_ms:.1f} ms: {summary}")
+        if writer is not None:
+            writer.write(draw(frame.image, dets))
+        elif args.save:
+            cv2.imwrite(str(args.save / frame.name), draw(frame.image, dets))
+    if writer is not None:
+        writer.release()
+    if not args.json:
+        ev = events.summary()
+        print(f"{count} frames, {ev['total']} fallback events" + (f": {ev['by_trigger']}" if ev["total"] else ""))
     return 0
+
