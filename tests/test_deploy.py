@@ -160,7 +160,7 @@ def test_run_on_a_video_keeps_every_frame(deployed: DeployResult, small: tuple[P
                                           capsys: pytest.CaptureFixture[str]) -> None:
     images = sorted((small[0].parent / "images" / "val").glob("*.jpg"))[:12]
     video = tmp_path / "clip.avi"
-    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10.0, (320, 320))
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter.fourcc(*"MJPG"), 10.0, (320, 320))
     for p in images:
         frame = cv2.imread(str(p))
         writer.write(cv2.copyMakeBorder(frame, 0, 320 - frame.shape[0], 0, 320 - frame.shape[1], cv2.BORDER_CONSTANT))

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         args.save.mkdir(parents=True, exist_ok=True)
         if is_video(args.source):
             h, w = first.image.shape[:2]
-            writer = cv2.VideoWriter(str(args.save / f"{args.source.stem}.avi"), cv2.VideoWriter_fourcc(*"MJPG"), video_fps(args.source), (w, h))
+            writer = cv2.VideoWriter(str(args.save / f"{args.source.stem}.avi"), cv2.VideoWriter.fourcc(*"MJPG"), video_fps(args.source), (w, h))
     count = 0
     for frame in itertools.chain([first], stream):
         dets, timing = detector.detect(frame.image)
