@@ -76,6 +76,7 @@ class Checker:
         self.npu = npu
         self.cpu = cpu_backend()
         self._compiled: dict[tuple[str, str], Executable] = {}
+        self._cpu_s: dict[str, tuple[float, str]] = {}
 
     # -- 1. operator support
     def op_support(self, cand: Candidate) -> CheckResult:
@@ -172,15 +173,22 @@ class Checker:
             times.append(exe.last_run_s)
         return statistics.median(times)
 
+    def cpu_s(self, cand: Candidate) -> tuple[float, str]:
+        """CPU FP32 seconds of ``cand`` (modelled on the profile's board CPU, or measured here); cached."""
+        if cand.name not in self._cpu_s:
+            if self.profile.latency == "modelled":
+                assert self.profile.cpu is not None
+                self._cpu_s[cand.name] = (cpu_time(cand.info, self.profile.cpu).total_s, "modelled")
+            else:
+                self._cpu_s[cand.name] = (self._measure(self.cpu.compile(cand.model, "fp32"), cand.feeds_eval[0]), "measured")
+        return self._cpu_s[cand.name]
+
     def times(self, cand: Candidate, precision: str) -> tuple[float, float, str]:
         """(NPU seconds, CPU seconds, 'measured'|'modelled') for ``cand`` at ``precision``."""
-        if self.profile.latency == "modelled":
-            assert self.profile.cpu is not None
-            return npu_time(cand.info, self.profile, precision).total_s, cpu_time(cand.info, self.profile.cpu).total_s, "modelled"
-        feeds = cand.feeds_eval[0]
-        npu_s = self._measure(self.compile(cand, precision), feeds)
-        cpu_s = self._measure(self.cpu.compile(cand.model, "fp32"), feeds)
-        return npu_s, cpu_s, "measured"
+        cpu_s, kind = self.cpu_s(cand)
+        if kind == "modelled":
+            return npu_time(cand.info, self.profile, precision).total_s, cpu_s, kind
+        return self._measure(self.compile(cand, precision), cand.feeds_eval[0]), cpu_s, kind
 
     def transfer_s(self, cand: Candidate, precision: str) -> float:
         width = PRECISION_BYTES[precision] / 4

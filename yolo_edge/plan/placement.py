@@ -16,7 +16,6 @@ Example:
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -184,17 +183,8 @@ class Planner:
         )
 
     def cpu_ms(self, cand: Candidate) -> tuple[float, str]:
-        if self.profile.latency == "modelled":
-            assert self.profile.cpu is not None
-            return cpu_time(cand.info, self.profile.cpu).total_s * 1e3, "modelled"
-        exe = self.checker.cpu.compile(cand.model, "fp32")
-        for _ in range(self.cfg.checks.performance.warmup):
-            exe.run(cand.feeds_eval[0])
-        times = []
-        for _ in range(self.cfg.checks.performance.runs):
-            exe.run(cand.feeds_eval[0])
-            times.append(exe.last_run_s)
-        return statistics.median(times) * 1e3, "measured"
+        seconds, kind = self.checker.cpu_s(cand)
+        return seconds * 1e3, kind
 
     # ---------------------------------------------------------------- whole graph
     def whole_graph(self) -> dict[str, object]:
