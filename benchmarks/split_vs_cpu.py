@@ -16,17 +16,10 @@ from yolo_edge.backends import cpu_backend
 from yolo_edge.config import load_deploy_config, load_profile
 from yolo_edge.export import demo_model_path, export_model
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
-from yolo_edge.plan.checks import CheckResult, cosine
-from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan, stage_tensors
+from yolo_edge.plan.checks import cosine
+from yolo_edge.plan.placement import PlacementPlan, stage_tensors
 from yolo_edge.runtime import EventLog, SplitExecutor, build_stages
-from yolo_edge.split import SplitModel, split_model
-
-
-def plan_for(split: SplitModel, npu: dict[str, str]) -> PlacementPlan:
-    subs = tuple(SubgraphPlan(sg.name, "npu" if sg.name in npu else "cpu", npu.get(sg.name, "fp32"), "subgraph", "benchmark",
-                              {c: CheckResult(c, None, "benchmark") for c in ("op_support", "memory", "precision", "performance")},
-                              None, 0.0, "measured") for sg in split.subgraphs)
-    return PlacementPlan(str(split.exported.path), "host-lowp", "real", "measured", split.exported.meta.imgsz, False, {}, subs, 0.0)
+from yolo_edge.split import split_model
 
 
 def main() -> None:
@@ -42,7 +35,7 @@ def main() -> None:
         tensors = stage_tensors(split, images)
         full = cpu_backend().compile(split.exported.load(), "fp32")
         lowp = {"backbone": args.precision, "neck": args.precision}
-        ex = SplitExecutor(build_stages(split, plan_for(split, lowp), profile, tensors[:32], EventLog()),
+        ex = SplitExecutor(build_stages(split, PlacementPlan.manual(split, lowp, "host-lowp"), profile, tensors[:32], EventLog()),
                            cfg.runtime, profile)
         for t in tensors[:10]:  # warm-up
             full.run({"images": t["images"]})

@@ -15,21 +15,14 @@ from yolo_edge.backends.simulated import SimulatedNpu
 from yolo_edge.config import DeployConfig, Faults, load_profile
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel
-from yolo_edge.plan.checks import CheckResult, cosine
-from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan, stage_tensors
+from yolo_edge.plan.checks import cosine
+from yolo_edge.plan.placement import PlacementPlan, stage_tensors
 from yolo_edge.runtime import EventLog, SplitExecutor, build_stages
 from yolo_edge.split import SplitModel, split_model
 
 
 def hand_plan(split: SplitModel, npu: dict[str, str], device: str = "hand") -> PlacementPlan:
-    """A hand-written plan: ``npu`` maps subgraph -> precision; the rest run on the CPU in FP32."""
-    subs = tuple(
-        SubgraphPlan(sg.name, "npu" if sg.name in npu else "cpu", npu.get(sg.name, "fp32"), "subgraph", "hand-written",
-                     {c: CheckResult(c, None, "hand-written") for c in ("op_support", "memory", "precision", "performance")},
-                     None, 0.0, "measured")
-        for sg in split.subgraphs
-    )
-    return PlacementPlan(str(split.exported.path), device, "real", "measured", split.exported.meta.imgsz, False, {}, subs, 0.0)
+    return PlacementPlan.manual(split, npu, device)
 
 
 @pytest.fixture(scope="module")

@@ -90,6 +90,16 @@ class PlacementPlan:
     def npu_subgraphs(self) -> list[str]:
         return [s.name for s in self.subgraphs if s.device == "npu"]
 
+    @classmethod
+    def manual(cls, split: SplitModel, npu: dict[str, str], device: str, latency_kind: str = "measured") -> PlacementPlan:
+        """A hand-written plan: ``npu`` maps subgraph name -> precision; the rest run on the CPU in FP32.
+        No check is run: the executor and benchmarks can start from it."""
+        checks = {c: CheckResult(c, None, "not evaluated: hand-written plan") for c in ("op_support", "memory", "precision", "performance")}
+        subs = tuple(SubgraphPlan(sg.name, "npu" if sg.name in npu else "cpu", npu.get(sg.name, "fp32"), "subgraph",
+                                  "hand-written", checks, None, 0.0, latency_kind) for sg in split.subgraphs)
+        return cls(str(split.exported.path), device, "manual", latency_kind, split.exported.meta.imgsz, False,
+                   {"passed": None, "precision": None, "failed_check": None, "reason": "not evaluated", "checks": {}}, subs, 0.0)
+
     def all_cpu(self) -> PlacementPlan:
         """This plan with every subgraph on the CPU in FP32 (the whole-CPU reference and safety net)."""
         subs = tuple(replace(s, device="cpu", precision="fp32", granularity="rule", reason="whole graph on the CPU",
