@@ -92,3 +92,22 @@ def test_image_errors(tmp_path: Path) -> None:
     cv2.imwrite(str(tmp_path / "empty" / "a.png"), np.zeros((10, 20, 3), np.uint8))
     assert [p.name for p in list_images(tmp_path / "empty")] == ["a.png"]
     assert load_calibration(tmp_path / "empty", (64, 64))[0].shape == (1, 3, 64, 64)
+
+
+@pytest.mark.parametrize("multi_label", [False, True])
+def test_nms_matches_ultralytics_non_max_suppression(demo: ExportedModel, multi_label: bool) -> None:
+    """Best-class (predict) and multi-label (validator) NMS give ultralytics' detections, box for box."""
+    import torch
+    from ultralytics.utils.nms import non_max_suppression
+
+    from yolo_edge.pipeline.preprocess import Letterboxed
+
+    exe = cpu_backend().compile(demo.load(), "fp32")
+    identity = Letterboxed(np.zeros((1, 3, 320, 320), np.float32), (320, 320), (1.0, 1.0), (0, 0))
+    for path in _images()[2:6]:
+        out = exe.run({"images": letterbox(read_image(path), demo.meta.imgsz).tensor})["output0"]
+        ours = postprocess(out, identity, demo.meta.names, conf=0.001, iou=0.7, multi_label=multi_label)
+        ref = non_max_suppression(torch.from_numpy(out), 0.001, 0.7, multi_label=multi_label, max_det=300)[0].numpy()
+        assert len(ours) == len(ref)
+        assert np.abs(ours.xyxy - np.clip(ref[:, :4], 0, 320)).max() <= 1e-3
+        assert np.array_equal(ours.class_id, ref[:, 5].astype(int))

@@ -39,6 +39,7 @@ class NmsConfig:
     conf: float
     iou: float
     max_det: int
+    multi_label: bool = False  # every class above conf per box (ultralytics' validator) or the best only
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ class Detector:
         result: FrameResult = self.executor.run({"images": lb.tensor}, self._frame)
         self._frame += 1
         t2 = time.perf_counter()
-        dets = postprocess(result.outputs[self.executor.output_name], lb, self.meta.names, cfg.conf, cfg.iou, cfg.max_det)
+        dets = postprocess(result.outputs[self.executor.output_name], lb, self.meta.names, cfg.conf, cfg.iou, cfg.max_det, cfg.multi_label)
         t3 = time.perf_counter()
         modelled = any(s.modelled_ms is not None for s in result.stages)
         stage_ms = {s.stage: (s.modelled_ms if s.modelled_ms is not None else s.ms) for s in result.stages}

@@ -69,17 +69,27 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou: float) -> np.ndarray:
 
 
 def postprocess(
-    output: np.ndarray, lb: Letterboxed, names: tuple[str, ...], conf: float = 0.25, iou: float = 0.7, max_det: int = 300
+    output: np.ndarray, lb: Letterboxed, names: tuple[str, ...], conf: float = 0.25, iou: float = 0.7, max_det: int = 300,
+    multi_label: bool = False,
 ) -> Detections:
-    """Turn ``output0`` (1, 4+nc, anchors) of one image into Detections in original-image pixels."""
+    """Turn ``output0`` (1, 4+nc, anchors) of one image into Detections in original-image pixels.
+
+    ``multi_label`` keeps every class above ``conf`` for a box (as ultralytics' validator does), instead of
+    only the best one (as its predictor does).
+    """
     pred = output[0].T  # (anchors, 4+nc)
     scores_all = pred[:, 4:]
-    best = scores_all.argmax(1)
-    score = scores_all[np.arange(len(best)), best]
-    keep = score > conf
-    if not keep.any():
+    if multi_label and scores_all.shape[1] > 1:
+        idx, cls = np.nonzero(scores_all > conf)
+        score = scores_all[idx, cls]
+        xywh = pred[idx, :4]
+    else:
+        best = scores_all.argmax(1)
+        score = scores_all[np.arange(len(best)), best]
+        keep = score > conf
+        xywh, score, cls = pred[keep, :4], score[keep], best[keep]
+    if not len(score):
         return Detections.empty(names)
-    xywh, score, cls = pred[keep, :4], score[keep], best[keep]
     if len(score) > MAX_NMS:
         top = np.argsort(-score, kind="stable")[:MAX_NMS]
         xywh, score, cls = xywh[top], score[top], cls[top]
