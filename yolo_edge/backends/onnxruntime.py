@@ -50,6 +50,8 @@ class OnnxRuntimeBackend(Backend):
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
+        # idle intra-op threads must not spin: the split pipeline hands the cores to another runtime next
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if self.threads:
             opts.intra_op_num_threads = self.threads
         providers: list[str | tuple[str, dict[str, object]]] = list(self.providers)
