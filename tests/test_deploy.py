@@ -62,7 +62,7 @@ def test_deploy_compares_three_plans(deployed: DeployResult) -> None:
 
 def test_bundle_contents_and_plots(deployed: DeployResult) -> None:
     b = deployed.bundle
-    for rel in ("meta.json", "plan.json", "model.onnx", "profile.yaml", "report.json", "report.md",
+    for rel in ("meta.json", "plan.json", "model.onnx", "profile.yaml", "report.json", "report.md", "events.jsonl",
                 "stages/backbone.onnx", "stages/decode.onnx", "plots/latency_cdf.png", "plots/stages.png"):
         assert (b / rel).is_file(), rel
     for png in ("latency_cdf.png", "stages.png"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -146,7 +147,7 @@ def test_fault_injection_1000_frames(demo_split: SplitModel, tensors: list, fast
     assert summary["total"] == len(events.events) and summary["by_action"]["retry_cpu"] == len(retries)  # type: ignore[index]
 
 
-def test_performance_hysteresis_moves_and_returns(demo_split: SplitModel, tensors: list, fast_cfg: DeployConfig) -> None:  # type: ignore[type-arg]
+def test_performance_hysteresis_moves_and_returns(demo_split: SplitModel, tensors: list, fast_cfg: DeployConfig, tmp_path) -> None:  # type: ignore[type-arg, no-untyped-def]
     """Ten slow NPU calls in a row (hangs under the timeout): the stage moves to the CPU after N=5, then
     returns after M=3 good probes; no flapping in between."""
     faults = Faults(seed=1, hang_s=0.3, burst_start=0, burst_len=10, burst_kind="hang")
@@ -154,7 +155,7 @@ def test_performance_hysteresis_moves_and_returns(demo_split: SplitModel, tensor
     npu = SimulatedNpu(profile, OnnxRuntimeBackend())
     cfg = replace(fast_cfg.runtime, stage_timeout_s=5.0, slow_frames=5, recover_probes=3, probe_every=2, slow_ratio=5.0)
     plan = hand_plan(demo_split, {"backbone": "int8"}, "rk3588")
-    events = EventLog()
+    events = EventLog(tmp_path / "events.jsonl")
     ex = SplitExecutor(build_stages(demo_split, plan, profile, tensors[:8], events, npu=npu), cfg, profile, events)
     devices = [ex.run({"images": tensors[i % 8]["images"]}, i).stages[0].device for i in range(40)]
     ex.close()
@@ -165,3 +166,6 @@ def test_performance_hysteresis_moves_and_returns(demo_split: SplitModel, tensor
     assert back == park + 2 * (5 + 3)  # probes every 2nd frame: 5 still in the hang burst, then 3 good ones
     assert set(devices[park + 1:back + 1:2]) == {"cpu"} and set(devices[park + 2:back + 1:2]) == {"npu"}
     assert set(devices[back:]) == {"npu"}
+    logged = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert [(e["frame"], e["stage"], e["trigger"], e["action"]) for e in logged] == [
+        (park, "backbone", "performance", "move_to_cpu"), (back, "backbone", "recovered", "move_to_npu")]

@@ -8,6 +8,7 @@ Layout::
       model.onnx         the monolithic FP32 model: the reference for val/check
       stages/<s>.onnx    each subgraph in FP32 (the CPU twin), <s>.int8.onnx the compiled INT8 artifact
       profile.yaml       the device profile used
+      events.jsonl       the runtime fallback events of the deployed plan's validation and benchmark runs
       report.json, report.md, plots/*.png
 
 Example:
@@ -93,7 +94,7 @@ def stage_artifacts(stages: list[Stage]) -> dict[str, bytes]:
 
 def bundle_files(exported: ExportedModel, split: SplitModel, plan: PlacementPlan, profile: DeviceProfile,
                  stages: list[Stage], meta: dict[str, Any], report_json: dict[str, Any], report_md: str,
-                 plots: Mapping[str, bytes]) -> dict[str, bytes]:
+                 plots: Mapping[str, bytes], events: EventLog) -> dict[str, bytes]:
     files: dict[str, bytes] = {
         "meta.json": json.dumps({"format": FORMAT, **meta}, indent=2).encode(),
         "plan.json": json.dumps(plan.to_dict(), indent=2).encode(),
@@ -101,6 +102,7 @@ def bundle_files(exported: ExportedModel, split: SplitModel, plan: PlacementPlan
         "profile.yaml": yaml.safe_dump(_asdict(profile), sort_keys=False).encode(),
         "report.json": json.dumps(report_json, indent=2).encode(),
         "report.md": report_md.encode(),
+        "events.jsonl": events.to_jsonl().encode(),
     }
     for sg in split.subgraphs:
         files[f"stages/{sg.name}.onnx"] = sg.model.SerializeToString()

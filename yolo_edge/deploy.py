@@ -213,7 +213,8 @@ def deploy(model: str | Path | None = None, device: str = "auto", imgsz: int | s
         meta = {"yolo_edge": __version__, "model": exported.meta.to_dict(), "device": profile.name, "chosen_plan": chosen.name,
                 "data": spec.source if data is not None else None, "sla_ms": cfg.validate.sla_ms}
         chosen_stages = stages if chosen.name == "split" else []
-        files = bundle_files(exported, split, chosen_plan, profile, chosen_stages, meta, report, markdown(report), plots(report, samples))
+        files = bundle_files(exported, split, chosen_plan, profile, chosen_stages, meta, report, markdown(report), plots(report, samples),
+                             events if chosen.name == "split" else EventLog())
         for ex in (cpu_exec, split_exec):
             ex.close()
     bundle = write_bundle(out, files)

@@ -64,6 +64,10 @@ class EventLog:
                 with self.path.open("a") as f:
                     f.write(json.dumps(asdict(ev)) + "\n")
 
+    def to_jsonl(self) -> str:
+        with self._lock:
+            return "".join(json.dumps(asdict(e)) + "\n" for e in self.events)
+
     def summary(self) -> dict[str, object]:
         with self._lock:
             events = list(self.events)

@@ -24,6 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--source", type=Path, required=True, help="an image, a folder of images, or a video file")
     p.add_argument("--save", type=Path, default=None, help="write annotated images (or video) here")
     p.add_argument("--json", action="store_true", help="one JSON line per frame")
+    p.add_argument("--events", type=Path, default=None, help="append runtime fallback events to this JSONL file")
     p.set_defaults(func=run)
 
 
@@ -39,7 +40,7 @@ def draw(image: np.ndarray, dets: Detections) -> np.ndarray:
 def run(args: argparse.Namespace) -> int:
     stream = frames(args.source)
     first = next(stream)  # a bad source fails before the bundle is compiled
-    events = EventLog()
+    events = EventLog(args.events)
     detector = load_bundle(args.bundle).detector(events=events)
     writer = None
     if args.save:
