@@ -43,7 +43,7 @@ def deployed(small: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory)
 
 def test_deploy_compares_three_plans(deployed: DeployResult) -> None:
     r = deployed.report
-    assert {"sla_ms", "verdict", "chosen_plan", "plans", "map", "fallback_events", "placement"} <= set(r)
+    assert {"sla_ms", "verdict", "chosen_plan", "plans", "map", "fallback_events", "placement", "split_plan"} <= set(r)
     plans = {p["name"]: p for p in r["plans"]}
     assert set(plans) == {"whole-npu", "whole-cpu", "split"}
     assert plans["whole-npu"]["status"] == "fails precision"  # INT8 on the decode loses the class scores

@@ -206,6 +206,7 @@ def deploy(model: str | Path | None = None, device: str = "auto", imgsz: int | s
                     "kind": "mAP vs labels" if spec.labelled else "agreement with the FP32 reference"},
             "data": {"source": spec.source, "images": len(spec.dataset), "kind": "labelled" if spec.labelled else "unlabelled (agreement)"},
             "placement": chosen_plan.to_dict(),
+            "split_plan": plan.to_dict(),
             "fallback_events": events.summary(),
             "wall_s": round(time.perf_counter() - t0, 1),
         }

@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     print(table(("plan", "status", "p95 ms", "latency", "memory MB", "drift mAP50", "drift mAP50-95"), rows))
     ref = r["map"]["reference"]
     print(f"\nreference mAP50 {ref['map50']:.4f}, mAP50-95 {ref['map50_95']:.4f} ({r['data']['images']} images, {r['data']['kind']})")
-    print("placement: " + ", ".join(f"{s['name']}={s['device']}/{s['precision']}" for s in r["placement"]["subgraphs"]))
+    print("split plan: " + ", ".join(f"{s['name']}={s['device']}/{s['precision']}" for s in r["split_plan"]["subgraphs"]))
+    print("deployed:   " + ", ".join(f"{s['name']}={s['device']}/{s['precision']}" for s in r["placement"]["subgraphs"]))
     ev = r["fallback_events"]
     print(f"fallback events: {ev['total']}" + (f" {ev['by_trigger']}" if ev["total"] else ""))
     print(f"chosen: {r['chosen_plan']}  SLA p95 <= {r['sla_ms']} ms  verdict: {r['verdict'].upper()}"
