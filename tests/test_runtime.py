@@ -110,10 +110,10 @@ def test_int8_is_calibrated_on_real_stage_outputs_and_cached(demo_split: SplitMo
 def test_fault_injection_1000_frames(demo_split: SplitModel, tensors: list, fast_cfg: DeployConfig) -> None:  # type: ignore[type-arg]
     """10 % errors, 2 % NaN, 0.5 % hangs, plus a burst of 12 errors: every frame answered, breaker opens and
     closes, events match what was injected."""
-    faults = Faults(error_rate=0.10, nan_rate=0.02, hang_rate=0.005, hang_s=0.3, seed=7, burst_start=300, burst_len=12)
+    faults = Faults(error_rate=0.10, nan_rate=0.02, hang_rate=0.005, hang_s=0.8, seed=7, burst_start=300, burst_len=12)
     profile = replace(load_profile("rk3588"), faults=faults)
     npu = SimulatedNpu(profile, OnnxRuntimeBackend())
-    cfg = replace(fast_cfg.runtime, stage_timeout_s=0.1, breaker_failures=5, breaker_cooldown_s=0.05, slow_ratio=50.0)
+    cfg = replace(fast_cfg.runtime, stage_timeout_s=0.4, breaker_failures=5, breaker_cooldown_s=0.05, slow_ratio=50.0)
     plan = hand_plan(demo_split, {"backbone": "int8", "neck": "int8"}, "rk3588")
     events = EventLog()
     ex = SplitExecutor(build_stages(demo_split, plan, profile, tensors[:8], events, npu=npu), cfg, profile, events)

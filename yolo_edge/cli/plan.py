@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from yolo_edge.backends import resolve_device
@@ -31,16 +32,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run(args: argparse.Namespace) -> int:
     cfg = load_deploy_config(args.config)
+    if args.calib_images:
+        cfg = replace(cfg, calib_images=args.calib_images)
     profile = resolve_device(args.device)
     with tempfile.TemporaryDirectory(prefix="yolo-edge-plan-") as tmp:
         split = split_model(export_model(args.model, imgsz=args.imgsz, out_dir=tmp))
-        n = (args.calib_images or cfg.calib_images) + cfg.checks.precision.images
+        n = cfg.calib_images + cfg.checks.precision.images
         images = load_calibration(args.calib or default_calib_dir(), split.exported.meta.imgsz, n)
         log = None if args.json else (lambda msg: print(f"  .. {msg}", file=sys.stderr))
-        if args.calib_images:
-            from dataclasses import replace
-
-            cfg = replace(cfg, calib_images=args.calib_images)
         plan = make_plan(split, profile, cfg, images, strict=args.strict, log=log)
     if args.json:
         print_json(plan.to_dict())
