@@ -1,9 +1,14 @@
-"""Model-only latency of the demo model: all-CPU FP32 (onnxruntime) vs the split plan with backbone+neck
-INT8 on host-lowp (OpenVINO CPU plugin, VNNI/AMX; or ``--device rk3588``: onnxruntime's INT8 kernels)
-and head+decode FP32 on the CPU. Prints the ratio and the output fidelity. Ratios from one run on one
-machine; run it on a quiet machine.
+"""Model-only latency of the demo model: all-CPU FP32 (onnxruntime, monolithic) vs the split plan with
+backbone+neck in low precision on a profile (default host-lowp: OpenVINO's CPU plugin, INT8 on
+VNNI/AMX; ``--device rk3588``: onnxruntime's INT8 kernels) and head+decode FP32 on the CPU, run by the
+SplitExecutor with its fallback machinery on. Prints, per image size and precision, both medians, the
+ratio, where the split's time goes, and the output fidelity.
 
-    YOLO_OFFLINE=1 python benchmarks/split_vs_cpu.py [--frames 200] [--precision int8|bf16] [--imgsz 320] [--device host-lowp]
+The two run alternately, frame by frame (and in alternating order), so a change in the machine's speed
+during the run (these machines are shared) lands on both; the ratio printed is the median of the
+per-frame ratios. Ratios are from one run on one machine.
+
+    YOLO_OFFLINE=1 python benchmarks/split_vs_cpu.py [--frames 200] [--imgsz 320 640] [--precision int8 bf16] [--device host-lowp]
 """
 
 from __future__ import annotations
@@ -12,6 +17,9 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections import defaultdict
+
+import numpy as np
 
 from yolo_edge.backends import cpu_backend
 from yolo_edge.config import load_deploy_config, load_profile
@@ -23,45 +31,64 @@ from yolo_edge.runtime import EventLog, SplitExecutor, build_stages
 from yolo_edge.split import split_model
 
 
+def measure(imgsz: int, precisions: list[str], device: str, frames: int) -> None:
+    cfg = load_deploy_config()
+    profile = load_profile(device)
+    with tempfile.TemporaryDirectory() as tmp:
+        split = split_model(export_model(demo_model_path(), imgsz=imgsz, out_dir=tmp))
+        tensors = stage_tensors(split, load_calibration(default_calib_dir(), (imgsz, imgsz), 64))
+        full = cpu_backend().compile(split.exported.load(), "fp32")
+        for precision in precisions:
+            plan = PlacementPlan.manual(split, {"backbone": precision, "neck": precision}, profile.name)
+            ex = SplitExecutor(build_stages(split, plan, profile, tensors[:32], EventLog()), cfg.runtime, profile)
+            held_out = tensors[32:]
+            for t in held_out[:10]:  # warm-up
+                full.run({"images": t["images"]})
+                ex.run({"images": t["images"]})
+            cpu_ms: list[float] = []
+            split_ms: list[float] = []
+            parts: dict[str, list[float]] = defaultdict(list)
+            outs = []
+            for i in range(frames):
+                t = held_out[i % len(held_out)]
+                for which in ("cpu", "split") if i % 2 else ("split", "cpu"):
+                    if which == "cpu":
+                        t0 = time.perf_counter()
+                        full.run({"images": t["images"]})
+                        cpu_ms.append((time.perf_counter() - t0) * 1e3)
+                        continue
+                    r = ex.run({"images": t["images"]}, i)
+                    split_ms.append(r.model_ms)
+                    for s in r.stages:
+                        parts[f"{s.stage} ({s.device})"].append(s.ms)
+                    parts["copies"].append(r.transfer_ms)
+                    outs.append((r.outputs["output0"], t["output0"]))
+            events = ex.events.summary()["total"]
+            ex.close()
+            cos_box = min(cosine(o[:, :4], ref[:, :4]) for o, ref in outs)  # after the timing: nothing runs between frames
+            cos_cls = min(cosine(o[:, 4:], ref[:, 4:]) for o, ref in outs)
+            c, sp = statistics.median(cpu_ms), statistics.median(split_ms)
+            ratio = statistics.median(np.array(cpu_ms) / np.array(split_ms))
+            where = ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in parts.items())
+            print(f"{imgsz:>5} {precision:>5} {c:9.2f} {sp:9.2f} {ratio:6.2f}x   boxes {cos_box:.5f} scores {cos_cls:.5f}   "
+                  f"p90 ratio {np.percentile(cpu_ms, 90) / np.percentile(split_ms, 90):.2f}x   events {events}")
+            print(f"{'':>12} split median ms: {where}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--frames", type=int, default=200)
-    ap.add_argument("--precision", default="int8", choices=("int8", "bf16"))
+    ap.add_argument("--precision", nargs="+", default=["int8", "bf16"], choices=("int8", "bf16"))
     ap.add_argument("--device", default="host-lowp", help="profile whose runtime runs backbone+neck (rk3588: onnxruntime INT8 kernels)")
-    ap.add_argument("--imgsz", type=int, default=320, help="the demo model was trained at 320; larger sizes show where INT8 pays")
+    ap.add_argument("--imgsz", type=int, nargs="+", default=[320, 640], help="the demo model was trained at 320")
     args = ap.parse_args()
-    cfg = load_deploy_config()
     profile = load_profile(args.device)
-    with tempfile.TemporaryDirectory() as tmp:
-        split = split_model(export_model(demo_model_path(), imgsz=args.imgsz, out_dir=tmp))
-        images = load_calibration(default_calib_dir(), (args.imgsz, args.imgsz), 64)
-        tensors = stage_tensors(split, images)
-        full = cpu_backend().compile(split.exported.load(), "fp32")
-        lowp = {"backbone": args.precision, "neck": args.precision}
-        ex = SplitExecutor(build_stages(split, PlacementPlan.manual(split, lowp, profile.name), profile, tensors[:32], EventLog()),
-                           cfg.runtime, profile)
-        for t in tensors[:10]:  # warm-up
-            full.run({"images": t["images"]})
-            ex.run({"images": t["images"]})
-        cpu_ms, split_ms, cos_box, cos_cls = [], [], [], []
-        for i in range(args.frames):  # one engine at a time: interleaving lets one runtime's threads slow the other
-            t = tensors[32 + i % 32]
-            t0 = time.perf_counter()
-            full.run({"images": t["images"]})
-            cpu_ms.append((time.perf_counter() - t0) * 1e3)
-        for i in range(args.frames):
-            t = tensors[32 + i % 32]
-            r = ex.run({"images": t["images"]}, i)
-            split_ms.append(r.model_ms)
-            out = r.outputs["output0"]
-            cos_box.append(cosine(out[:, :4], t["output0"][:, :4]))
-            cos_cls.append(cosine(out[:, 4:], t["output0"][:, 4:]))
-        ex.close()
-    c, s = statistics.median(cpu_ms), statistics.median(split_ms)
-    print(f"all-CPU FP32 (onnxruntime, monolithic): {c:.2f} ms median over {args.frames} frames")
-    print(f"split, backbone+neck {args.precision} on {profile.name} ({profile.runtime}), head+decode FP32 CPU: {s:.2f} ms median (host time)")
-    print(f"speed-up (CPU / split): {c / s:.2f}x")
-    print(f"output cosine vs FP32: boxes min {min(cos_box):.5f}, class scores min {min(cos_cls):.5f}")
+    precisions = [p for p in args.precision if p in profile.precisions]
+    print(f"backbone+neck on {profile.name} ({profile.runtime}), head+decode FP32 on the CPU (onnxruntime); "
+          f"all-CPU = the monolithic FP32 model on onnxruntime; medians over {args.frames} frames")
+    print(f"{'imgsz':>5} {'prec':>5} {'all-CPU':>9} {'split':>9} {'ratio':>7}   output cosine vs FP32 (min over frames)")
+    for imgsz in args.imgsz:
+        measure(imgsz, precisions, args.device, args.frames)
 
 
 if __name__ == "__main__":

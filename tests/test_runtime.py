@@ -106,6 +106,28 @@ def test_int8_is_calibrated_on_real_stage_outputs_and_cached(demo_split: SplitMo
     assert quantize_int8(q, []) is q  # an already-quantized artifact (from a bundle) is used as is
 
 
+def test_openvino_recipe_lets_openvino_fuse_silu_and_requantize_into_each_conv(demo_split: SplitModel, tensors: list) -> None:  # type: ignore[type-arg]
+    from yolo_edge.backends.openvino import OpenVinoBackend
+
+    backbone = demo_split["backbone"]
+    calib = [{"images": x["images"]} for x in tensors[:4]]
+    for_ort, for_ov = quantize_int8(backbone.model, calib), quantize_int8(backbone.model, calib, recipe="openvino")
+    q_inputs = {n.input[0] for m in (for_ort, for_ov) for n in m.graph.node if n.op_type == "QuantizeLinear"}
+    conv_outs = {n.output[0] for n in backbone.model.graph.node if n.op_type == "Conv"}
+    assert conv_outs <= q_inputs  # onnxruntime's recipe quantizes every Conv output (QLinearConv)...
+    assert not conv_outs & {n.input[0] for n in for_ov.graph.node if n.op_type == "QuantizeLinear"}  # ...OpenVINO's none
+    exe = OpenVinoBackend().compile(backbone.model, "int8", calib)
+    runtime = exe.compiled.get_runtime_model()  # type: ignore[attr-defined]
+    convs = [op.get_rt_info() for op in runtime.get_ordered_ops() if op.get_rt_info()["layerType"].astype(str) == "Convolution"]
+    assert len(convs) == sum(n.op_type == "Conv" for n in backbone.model.graph.node)
+    fused = [ri for ri in convs if "/act/Mul" in ri["originalLayersNames"].astype(str)]
+    int8 = [ri for ri in convs if ri["runtimePrecision"].astype(str) in ("u8", "i8")]
+    assert len(fused) == len(convs) and len(int8) == len(convs), "every Conv runs INT8 with its SiLU fused"
+    out = exe.run(calib[0])
+    ref = tensors[0]
+    assert all(cosine(out[name], ref[name]) >= 0.95 for name in out)
+
+
 @pytest.mark.slow
 def test_fault_injection_1000_frames(demo_split: SplitModel, tensors: list, fast_cfg: DeployConfig) -> None:  # type: ignore[type-arg]
     """10 % errors, 2 % NaN, 0.5 % hangs, plus a burst of 12 errors: every frame answered, breaker opens and

@@ -28,6 +28,7 @@ import onnx
 
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.graph import DetectLayout, GraphInfo, yolov8_layout
+from yolo_edge.rewrite import apply_rewrites
 
 ImgSize = tuple[int, int]  # (height, width)
 
@@ -195,7 +196,9 @@ def export_model(
 
     A ``.pt``/``.yaml`` goes through ultralytics (static batch 1, onnxslim-simplified, ``imgsz`` default
     640); the metadata (class names, strides, imgsz, reg_max, sha256 of the source) is stored in the
-    ONNX. An ``.onnx`` is validated and read as is; its imgsz is fixed by the graph.
+    ONNX. An ``.onnx`` is validated; its imgsz is fixed by the graph. The exact rewrites of
+    :mod:`yolo_edge.rewrite` are applied to what is written to ``out_dir`` (an ``.onnx`` with no
+    ``out_dir`` is used as is).
     """
     model_str = str(model)
     path = Path(model_str)
@@ -208,9 +211,10 @@ def export_model(
             return exported
         dst = Path(out_dir) / path.name
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-        if dst.resolve() != path.resolve():
-            shutil.copyfile(path, dst)
-        return ExportedModel(path=dst, meta=exported.meta, layout=exported.layout)
+        proto = onnx.load(str(path))
+        if apply_rewrites(proto) or dst.resolve() != path.resolve():
+            _save_atomic(proto, dst)
+        return ExportedModel(path=dst, meta=exported.meta, layout=yolov8_layout(GraphInfo.of(proto)))
     if path.suffix.lower() not in (".pt", ".yaml", ".yml"):
         raise YoloEdgeError(f"unsupported model file '{model_str}': pass a .pt checkpoint, a model .yaml or an .onnx")
     is_builtin_yaml = path.suffix.lower() in (".yaml", ".yml") and not path.exists()
@@ -235,8 +239,13 @@ def export_model(
         )
         proto = onnx.load(str(onnx_path))
         onnx.helper.set_model_props(proto, {**{p.key: p.value for p in proto.metadata_props}, _META_KEY: json.dumps(meta.to_dict())})
+        apply_rewrites(proto)
         dst = out / f"{path.stem}.onnx"
-        tmp_dst = dst.with_suffix(".onnx.tmp")
-        onnx.save(proto, str(tmp_dst))
-        os.replace(tmp_dst, dst)
-    return ExportedModel(path=dst, meta=meta, layout=exported.layout)
+        _save_atomic(proto, dst)
+    return ExportedModel(path=dst, meta=meta, layout=yolov8_layout(GraphInfo.of(proto)))
+
+
+def _save_atomic(model: onnx.ModelProto, dst: Path) -> None:
+    tmp_dst = dst.with_suffix(".onnx.tmp")
+    onnx.save(model, str(tmp_dst))
+    os.replace(tmp_dst, dst)

@@ -1,6 +1,7 @@
 """OpenVINO backend (CPU/GPU/NPU). Precision is OpenVINO's inference-precision hint (``f32``, ``bf16``,
-``f16``); INT8 compiles the QDQ model from onnxruntime's quantizer, which OpenVINO's low-precision
-transformations run with INT8 kernels (VNNI/AMX on this CPU). OpenVINO is imported only when used."""
+``f16``); INT8 compiles the QDQ model from onnxruntime's quantizer (the ``openvino`` recipe: Q/DQ where
+NNCF would put them), which OpenVINO's low-precision transformations run with INT8 kernels (VNNI/AMX on
+this CPU), the SiLU and the requantization fused into each convolution. OpenVINO is imported only when used."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ class OpenVinoBackend(Backend):
 
     def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None) -> Executable:
         self._check_precision(precision)
-        graph = quantize_int8(model, calib or []) if precision == "int8" else model
+        graph = quantize_int8(model, calib or [], recipe="openvino") if precision == "int8" else model
         config = {"INFERENCE_PRECISION_HINT": _HINT[precision], "PERFORMANCE_HINT": "LATENCY"}
         compiled = core().compile_model(read_onnx(graph), self.device, config)
         return OpenVinoExecutable(compiled, graph, precision, self.device.lower())
