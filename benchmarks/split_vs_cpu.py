@@ -8,7 +8,7 @@ The two run alternately, frame by frame (and in alternating order), so a change 
 during the run (these machines are shared) lands on both; the ratio printed is the median of the
 per-frame ratios. Ratios are from one run on one machine.
 
-    YOLO_OFFLINE=1 python benchmarks/split_vs_cpu.py [--frames 200] [--imgsz 320 640] [--precision int8 bf16] [--device host-lowp]
+    YOLO_OFFLINE=1 python benchmarks/split_vs_cpu.py [--frames 200] [--imgsz 320 640] [--precision int8 bf16] [--device host-lowp] [--no-fuse]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from yolo_edge.runtime import EventLog, SplitExecutor, build_stages
 from yolo_edge.split import split_model
 
 
-def measure(imgsz: int, precisions: list[str], device: str, frames: int) -> None:
+def measure(imgsz: int, precisions: list[str], device: str, frames: int, fuse: bool) -> None:
     cfg = load_deploy_config()
     profile = load_profile(device)
     with tempfile.TemporaryDirectory() as tmp:
@@ -40,7 +40,7 @@ def measure(imgsz: int, precisions: list[str], device: str, frames: int) -> None
         full = cpu_backend().compile(split.exported.load(), "fp32")
         for precision in precisions:
             plan = PlacementPlan.manual(split, {"backbone": precision, "neck": precision}, profile.name)
-            ex = SplitExecutor(build_stages(split, plan, profile, tensors[:32], EventLog()), cfg.runtime, profile)
+            ex = SplitExecutor(build_stages(split, plan, profile, tensors[:32], EventLog(), fuse=fuse), cfg.runtime, profile)
             held_out = tensors[32:]
             for t in held_out[:10]:  # warm-up
                 full.run({"images": t["images"]})
@@ -79,8 +79,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--frames", type=int, default=200)
     ap.add_argument("--precision", nargs="+", default=["int8", "bf16"], choices=("int8", "bf16"))
-    ap.add_argument("--device", default="host-lowp", help="profile whose runtime runs backbone+neck (rk3588: onnxruntime INT8 kernels)")
+    ap.add_argument("--device", default="host-lowp", help="profile name or .yaml whose runtime runs backbone+neck (rk3588: onnxruntime INT8 kernels)")
     ap.add_argument("--imgsz", type=int, nargs="+", default=[320, 640], help="the demo model was trained at 320")
+    ap.add_argument("--no-fuse", action="store_true", help="run backbone, neck, head, decode as four units (runtime.fuse_stages: false)")
     args = ap.parse_args()
     profile = load_profile(args.device)
     precisions = [p for p in args.precision if p in profile.precisions]
@@ -88,7 +89,7 @@ def main() -> None:
           f"all-CPU = the monolithic FP32 model on onnxruntime; medians over {args.frames} frames")
     print(f"{'imgsz':>5} {'prec':>5} {'all-CPU':>9} {'split':>9} {'ratio':>7}   output cosine vs FP32 (min over frames)")
     for imgsz in args.imgsz:
-        measure(imgsz, precisions, args.device, args.frames)
+        measure(imgsz, precisions, args.device, args.frames, not args.no_fuse)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from yolo_edge.config import configs_dir
 from yolo_edge.data.synthetic import write_dataset
 from yolo_edge.deploy import DeployResult, deploy
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.runtime import execution_units
 from yolo_edge.validate.gate import check_bundle
 
 
@@ -71,8 +72,10 @@ def test_bundle_contents_and_plots(deployed: DeployResult) -> None:
     md = (b / "report.md").read_text()
     assert "| whole-npu | fails precision |" in md and "## Placement" in md and "## Runtime fallback" in md
     assert not [p for p in b.parent.iterdir() if p.name.startswith(".bundle")]  # no temp dirs left
-    if deployed.report["chosen_plan"] == "split":
-        assert (b / "stages/backbone.int8.onnx").is_file()
+    if deployed.report["chosen_plan"] == "split":  # one INT8 artifact per NPU unit (backbone+neck fused by default)
+        bundle = load_bundle(b)
+        units = [n for n, _, dev, prec in execution_units(bundle.split, bundle.plan, bundle.meta["fuse_stages"]) if dev == "npu" and prec == "int8"]
+        assert sorted(p.name for p in (b / "stages").glob("*.int8.onnx")) == sorted(f"{n}.int8.onnx" for n in units)
 
 
 def test_check_passes_then_fails_on_sla_and_regression(deployed: DeployResult, small: tuple[Path, Path], tmp_path: Path,

@@ -18,7 +18,7 @@ from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel
 from yolo_edge.plan.checks import cosine
 from yolo_edge.plan.placement import PlacementPlan, stage_tensors
-from yolo_edge.runtime import EventLog, SplitExecutor, build_stages
+from yolo_edge.runtime import EventLog, SplitExecutor, build_stages, execution_units
 from yolo_edge.split import SplitModel, split_model
 
 
@@ -37,30 +37,58 @@ def tensors(demo_split: SplitModel, calib_images: list) -> list:  # type: ignore
 
 
 def test_all_cpu_split_execution_equals_monolithic(demo: ExportedModel, demo_split: SplitModel, calib_images: list, fast_cfg: DeployConfig) -> None:  # type: ignore[type-arg]
-    ex = SplitExecutor(build_stages(demo_split, hand_plan(demo_split, {}), load_profile("cpu"), stage_tensors(demo_split, calib_images[:2]), EventLog()), fast_cfg.runtime)
     full = cpu_backend().compile(demo.load(), "fp32")
-    for i, image in enumerate(calib_images[:4]):
-        got = ex.run({"images": image}, i)
-        assert np.abs(got.outputs["output0"] - full.run({"images": image})["output0"]).max() <= 1e-4
-        assert [s.device for s in got.stages] == ["cpu"] * 4 and got.transfer_bytes == 0
-    ex.close()
+    for fuse, units in ((False, ["backbone", "neck", "head", "decode"]), (True, ["backbone+neck+head+decode"])):
+        stages = build_stages(demo_split, hand_plan(demo_split, {}), load_profile("cpu"), stage_tensors(demo_split, calib_images[:2]), EventLog(), fuse=fuse)
+        ex = SplitExecutor(stages, fast_cfg.runtime)
+        for i, image in enumerate(calib_images[:4]):
+            got = ex.run({"images": image}, i)
+            assert np.abs(got.outputs["output0"] - full.run({"images": image})["output0"]).max() <= 1e-4
+            assert [s.stage for s in got.stages] == units and {s.device for s in got.stages} == {"cpu"} and got.transfer_bytes == 0
+        ex.close()
 
 
 def test_int8_backbone_neck_on_host_lowp_keeps_output(demo_split: SplitModel, tensors: list, fast_cfg: DeployConfig) -> None:  # type: ignore[type-arg]
     """Backbone+neck INT8 on OpenVINO (VNNI/AMX), head+decode FP32 on the CPU: output cosine >= 0.99."""
     profile = load_profile("host-lowp")
     plan = hand_plan(demo_split, {"backbone": "int8", "neck": "int8"}, "host-lowp")
-    ex = SplitExecutor(build_stages(demo_split, plan, profile, tensors[:12], EventLog()), fast_cfg.runtime, profile)
-    for t in tensors[12:16]:
-        got = ex.run({"images": t["images"]})
-        out, ref = got.outputs["output0"], t["output0"]
-        assert cosine(out[:, :4], ref[:, :4]) >= 0.99 and cosine(out[:, 4:], ref[:, 4:]) >= 0.99
-        assert [s.device for s in got.stages] == ["npu", "npu", "cpu", "cpu"]
-        by_boundary = {x.boundary: x.bytes for x in got.transfers}
-        assert by_boundary == {"input->backbone": t["images"].nbytes,
-                               "neck->head": sum(t[n].nbytes for n in ex.stages[2].input_names)}
-        assert got.transfer_bytes == sum(by_boundary.values()) and got.transfer_modelled_ms > 0
-    ex.close()
+    for fuse in (True, False):
+        ex = SplitExecutor(build_stages(demo_split, plan, profile, tensors[:12], EventLog(), fuse=fuse), fast_cfg.runtime, profile)
+        for t in tensors[12:16]:
+            got = ex.run({"images": t["images"]})
+            out, ref = got.outputs["output0"], t["output0"]
+            assert cosine(out[:, :4], ref[:, :4]) >= 0.99 and cosine(out[:, 4:], ref[:, 4:]) >= 0.99
+            units = [("backbone+neck", "npu"), ("head+decode", "cpu")] if fuse else [("backbone", "npu"), ("neck", "npu"), ("head", "cpu"), ("decode", "cpu")]
+            assert [(s.stage, s.device) for s in got.stages] == units
+            by_boundary = {x.boundary: x.bytes for x in got.transfers}
+            last_npu, first_cpu = ("backbone+neck", "head+decode") if fuse else ("neck", "head")
+            assert by_boundary == {f"input->{units[0][0]}": t["images"].nbytes,
+                                   f"{last_npu}->{first_cpu}": sum(t[x.name].nbytes for x in demo_split["head"].inputs)}
+            assert got.transfer_bytes == sum(by_boundary.values()) and got.transfer_modelled_ms > 0
+        ex.close()
+
+
+def test_fused_units_and_the_unfused_retry_when_the_npu_refuses_one_graph(demo_split: SplitModel, tensors: list) -> None:  # type: ignore[type-arg]
+    from yolo_edge.devices.limits import memory_use
+    from yolo_edge.graph import GraphInfo
+
+    plan = hand_plan(demo_split, {"backbone": "int8", "neck": "int8"}, "rk3588")
+    units = execution_units(demo_split, plan)
+    assert [(n, d, p) for n, _, d, p in units] == [("backbone+neck", "npu", "int8"), ("head+decode", "cpu", "fp32")]
+    assert [n for n, *_ in execution_units(demo_split, plan, fuse=False)] == ["backbone", "neck", "head", "decode"]
+    assert [n for n, *_ in execution_units(demo_split, hand_plan(demo_split, {"backbone": "int8", "neck": "fp16"}))] == ["backbone", "neck", "head+decode"]
+    assert [n for n, *_ in execution_units(demo_split, hand_plan(demo_split, {"neck": "int8"}))] == ["backbone", "neck", "head+decode"]
+
+    def need_mb(model: onnx.ModelProto) -> float:
+        return memory_use(GraphInfo.of(model), "int8").dram_bytes / 2**20
+
+    parts, fused = max(need_mb(demo_split["backbone"].model), need_mb(demo_split["neck"].model)), need_mb(units[0][1])
+    assert parts < fused
+    profile = replace(load_profile("rk3588"), memory_mb=(parts + fused) / 2)  # each fits, the two as one graph do not
+    events = EventLog()
+    stages = build_stages(demo_split, plan, profile, tensors[:4], events, npu=SimulatedNpu(profile, OnnxRuntimeBackend()))
+    assert [(s.name, s.npu is not None) for s in stages] == [("backbone", True), ("neck", True), ("head+decode", False)]
+    assert events.events == []
 
 
 def test_missing_execution_provider_is_an_error_not_a_silent_cpu_run() -> None:
@@ -126,6 +154,12 @@ def test_openvino_recipe_lets_openvino_fuse_silu_and_requantize_into_each_conv(d
     out = exe.run(calib[0])
     ref = tensors[0]
     assert all(cosine(out[name], ref[name]) >= 0.95 for name in out)
+    s8 = quantize_int8(backbone.model, calib, recipe="openvino-s8")
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in s8.graph.initializer}
+    zero_points = [inits[n.input[2]] for n in s8.graph.node if n.op_type == "QuantizeLinear"]
+    assert zero_points and all(z.dtype == np.int8 and not z.any() for z in zero_points)  # symmetric int8 activations
+    with pytest.raises(YoloEdgeError, match="int8_activations must be u8 or s8"):
+        replace(load_profile("host-lowp").runtime_options, int8_activations="i4")
 
 
 @pytest.mark.slow

@@ -3,10 +3,11 @@
 Layout::
 
     bundle/
-      meta.json          model metadata, device, yolo-edge version, chosen plan, data used
+      meta.json          model metadata, device, yolo-edge version, chosen plan, data used, stage fusion
       plan.json          the chosen PlacementPlan (devices, precisions, every check's numbers)
       model.onnx         the monolithic FP32 model: the reference for val/check
-      stages/<s>.onnx    each subgraph in FP32 (the CPU twin), <s>.int8.onnx the compiled INT8 artifact
+      stages/<s>.onnx    each subgraph in FP32 (the CPU twin); <unit>.int8.onnx the INT8 artifact of each
+                         NPU unit (a subgraph, or fused ones: backbone+neck.int8.onnx)
       profile.yaml       the device profile used
       events.jsonl       the runtime fallback events of the deployed plan's validation and benchmark runs
       report.json, report.md, plots/*.png
@@ -39,7 +40,7 @@ from yolo_edge.plan.placement import PlacementPlan, stage_tensors
 from yolo_edge.runtime import EventLog, SplitExecutor, Stage, build_stages
 from yolo_edge.split import SplitModel, split_model
 
-FORMAT = 1
+FORMAT = 2
 
 
 def check_writable(out: Path) -> None:
@@ -134,13 +135,13 @@ class Bundle:
     report: dict[str, Any]
 
     def executor(self, cfg: DeployConfig | None = None, plan: PlacementPlan | None = None, events: EventLog | None = None) -> SplitExecutor:
-        """Compile the bundle's stages (stored INT8 artifacts are used as they are) into an executor."""
+        """Compile the bundle's stages (stored INT8 artifacts are used as they are, units fused as deployed) into an executor."""
         cfg = cfg or load_deploy_config()
         plan = plan or self.plan
         events = events or EventLog()
         sample = stage_tensors(self.split, load_calibration(default_calib_dir(), self.exported.meta.imgsz, 1))
         models = {p.name.removesuffix(".int8.onnx"): onnx.load(str(p)) for p in (self.path / "stages").glob("*.int8.onnx")}
-        stages = build_stages(self.split, plan, self.profile, sample, events, models=models)
+        stages = build_stages(self.split, plan, self.profile, sample, events, models=models, fuse=bool(self.meta["fuse_stages"]))
         return SplitExecutor(stages, cfg.runtime, self.profile, events)
 
     def detector(self, cfg: DeployConfig | None = None, events: EventLog | None = None) -> Detector:
@@ -148,7 +149,7 @@ class Bundle:
         return Detector(self.executor(cfg, events=events), self.exported.meta, cfg.nms)
 
     def reference_detector(self, cfg: DeployConfig | None = None) -> Detector:
-        """The monolithic model's FP32 result on the CPU (as four exact subgraphs): the drift reference."""
+        """The monolithic model's FP32 result on the CPU: the drift reference."""
         cfg = cfg or load_deploy_config()
         return Detector(self.executor(cfg, plan=self.plan.all_cpu()), self.exported.meta, cfg.nms)
 

@@ -78,6 +78,7 @@ class RuntimeConfig:
     recover_probes: int  # M consecutive good probes move it back
     probe_every: int  # frames between probes of a stage parked on the CPU
     slow_ratio: float  # "slow" = stage time above this times its CPU estimate
+    fuse_stages: bool  # consecutive subgraphs on one device at one precision run as one compiled unit
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,11 @@ class Faults:
 class RuntimeOptions:
     providers: tuple[str, ...] = ()  # onnxruntime execution providers, in priority order
     device: str = "CPU"  # openvino device
+    int8_activations: str = "u8"  # openvino INT8: u8 (asymmetric, closest to FP32) or s8 (symmetric, faster)
+
+    def __post_init__(self) -> None:
+        if self.int8_activations not in ("u8", "s8"):
+            raise YoloEdgeError(f"runtime_options.int8_activations must be u8 or s8, got '{self.int8_activations}'")
 
 
 @dataclass(frozen=True)

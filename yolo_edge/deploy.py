@@ -169,13 +169,13 @@ def deploy(model: str | Path | None = None, device: str = "auto", imgsz: int | s
         events = EventLog()
 
         say("whole-cpu: the FP32 reference")
-        cpu_exec = SplitExecutor(build_stages(split, plan.all_cpu(), profile, calib_tensors, EventLog()), cfg.runtime, profile)
+        cpu_exec = SplitExecutor(build_stages(split, plan.all_cpu(), profile, calib_tensors, EventLog(), fuse=cfg.runtime.fuse_stages), cfg.runtime, profile)
         ref = evaluate("whole-cpu", Detector(cpu_exec, exported.meta, cfg.nms), spec, cfg, None, bar, bench_images)
         ref.drift = MapResult(0.0, 0.0)
         ref.memory_peak_bytes = _memory(plan, split, "whole-cpu")
 
         say("split: the planned placement")
-        stages = build_stages(split, plan, profile, calib_tensors, events) if plan.npu_subgraphs else list(cpu_exec.stages)
+        stages = build_stages(split, plan, profile, calib_tensors, events, fuse=cfg.runtime.fuse_stages) if plan.npu_subgraphs else list(cpu_exec.stages)
         split_exec = SplitExecutor(stages, cfg.runtime, profile, events)
         split_run = evaluate("split", Detector(split_exec, exported.meta, cfg.nms), spec, cfg, ref.detections, bar, bench_images)
         split_run.memory_peak_bytes = _memory(plan, split, "split")
@@ -212,7 +212,7 @@ def deploy(model: str | Path | None = None, device: str = "auto", imgsz: int | s
         }
         samples = {r.name: list(r.latency.samples_ms) for r in runs if r.latency is not None}
         meta = {"yolo_edge": __version__, "model": exported.meta.to_dict(), "device": profile.name, "chosen_plan": chosen.name,
-                "data": spec.source if data is not None else None, "sla_ms": cfg.validate.sla_ms}
+                "data": spec.source if data is not None else None, "sla_ms": cfg.validate.sla_ms, "fuse_stages": cfg.runtime.fuse_stages}
         chosen_stages = stages if chosen.name == "split" else []
         files = bundle_files(exported, split, chosen_plan, profile, chosen_stages, meta, report, markdown(report), plots(report, samples),
                              events if chosen.name == "split" else EventLog())

@@ -1,6 +1,6 @@
 """OpenVINO backend (CPU/GPU/NPU). Precision is OpenVINO's inference-precision hint (``f32``, ``bf16``,
-``f16``); INT8 compiles the QDQ model from onnxruntime's quantizer (the ``openvino`` recipe: Q/DQ where
-NNCF would put them), which OpenVINO's low-precision transformations run with INT8 kernels (VNNI/AMX on
+``f16``); INT8 compiles the QDQ model from onnxruntime's quantizer (the ``openvino`` recipes: Q/DQ where
+NNCF would put them, uint8 or int8 activations), which OpenVINO's low-precision transformations run with INT8 kernels (VNNI/AMX on
 this CPU), the SiLU and the requantization fused into each convolution. OpenVINO is imported only when used."""
 
 from __future__ import annotations
@@ -55,11 +55,12 @@ class OpenVinoExecutable(Executable):
 class OpenVinoBackend(Backend):
     name = "openvino"
 
-    def __init__(self, device: str = "CPU") -> None:
+    def __init__(self, device: str = "CPU", int8_activations: str = "u8") -> None:
         devices = core().available_devices
         if not any(d == device or d.startswith(f"{device}.") for d in devices):
             raise YoloEdgeError(f"OpenVINO device {device} is not present (available: {', '.join(devices)}); pick another --device")
         self.device = device
+        self.recipe = "openvino-s8" if int8_activations == "s8" else "openvino"
         caps = set(core().get_property(device, "OPTIMIZATION_CAPABILITIES"))
         self.precisions = tuple(p for p in ("fp32", "bf16", "fp16", "int8") if _CAPABILITY[p] in caps)
 
@@ -72,7 +73,7 @@ class OpenVinoBackend(Backend):
 
     def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None) -> Executable:
         self._check_precision(precision)
-        graph = quantize_int8(model, calib or [], recipe="openvino") if precision == "int8" else model
+        graph = quantize_int8(model, calib or [], recipe=self.recipe) if precision == "int8" else model
         config = {"INFERENCE_PRECISION_HINT": _HINT[precision], "PERFORMANCE_HINT": "LATENCY"}
         compiled = core().compile_model(read_onnx(graph), self.device, config)
         return OpenVinoExecutable(compiled, graph, precision, self.device.lower())
