@@ -8,7 +8,8 @@ The two run alternately, frame by frame (and in alternating order), so a change 
 during the run (these machines are shared) lands on both; the ratio printed is the median of the
 per-frame ratios. Ratios are from one run on one machine.
 
-    YOLO_OFFLINE=1 python benchmarks/split_vs_cpu.py [--frames 200] [--imgsz 320 640] [--precision int8 bf16] [--device host-lowp] [--no-fuse]
+    YOLO_OFFLINE=1 python benchmarks/split_vs_cpu.py [--frames 200] [--imgsz 320 640] [--precision int8 bf16] [--device host-lowp]
+        [--int8-activations u8|s8] [--no-fuse]
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 
 from yolo_edge.backends import cpu_backend
-from yolo_edge.config import load_deploy_config, load_profile
+from yolo_edge.config import DeviceProfile, load_deploy_config, load_profile
 from yolo_edge.export import demo_model_path, export_model
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.checks import cosine
@@ -31,9 +33,8 @@ from yolo_edge.runtime import EventLog, SplitExecutor, build_stages
 from yolo_edge.split import split_model
 
 
-def measure(imgsz: int, precisions: list[str], device: str, frames: int, fuse: bool) -> None:
+def measure(imgsz: int, precisions: list[str], profile: DeviceProfile, frames: int, fuse: bool) -> None:
     cfg = load_deploy_config()
-    profile = load_profile(device)
     with tempfile.TemporaryDirectory() as tmp:
         split = split_model(export_model(demo_model_path(), imgsz=imgsz, out_dir=tmp))
         tensors = stage_tensors(split, load_calibration(default_calib_dir(), (imgsz, imgsz), 64))
@@ -81,15 +82,18 @@ def main() -> None:
     ap.add_argument("--precision", nargs="+", default=["int8", "bf16"], choices=("int8", "bf16"))
     ap.add_argument("--device", default="host-lowp", help="profile name or .yaml whose runtime runs backbone+neck (rk3588: onnxruntime INT8 kernels)")
     ap.add_argument("--imgsz", type=int, nargs="+", default=[320, 640], help="the demo model was trained at 320")
+    ap.add_argument("--int8-activations", choices=("u8", "s8"), help="override the profile's runtime_options.int8_activations (OpenVINO)")
     ap.add_argument("--no-fuse", action="store_true", help="run backbone, neck, head, decode as four units (runtime.fuse_stages: false)")
     args = ap.parse_args()
     profile = load_profile(args.device)
+    if args.int8_activations:
+        profile = replace(profile, runtime_options=replace(profile.runtime_options, int8_activations=args.int8_activations))
     precisions = [p for p in args.precision if p in profile.precisions]
-    print(f"backbone+neck on {profile.name} ({profile.runtime}), head+decode FP32 on the CPU (onnxruntime); "
+    print(f"backbone+neck on {profile.name} ({profile.runtime}, INT8 activations {profile.runtime_options.int8_activations}), head+decode FP32 on the CPU (onnxruntime); "
           f"all-CPU = the monolithic FP32 model on onnxruntime; medians over {args.frames} frames")
     print(f"{'imgsz':>5} {'prec':>5} {'all-CPU':>9} {'split':>9} {'ratio':>7}   output cosine vs FP32 (min over frames)")
     for imgsz in args.imgsz:
-        measure(imgsz, precisions, args.device, args.frames, not args.no_fuse)
+        measure(imgsz, precisions, profile, args.frames, not args.no_fuse)
 
 
 if __name__ == "__main__":
