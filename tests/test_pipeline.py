@@ -111,3 +111,36 @@ def test_nms_matches_ultralytics_non_max_suppression(demo: ExportedModel, multi_
         assert len(ours) == len(ref)
         assert np.abs(ours.xyxy - np.clip(ref[:, :4], 0, 320)).max() <= 1e-3
         assert np.array_equal(ours.class_id, ref[:, 5].astype(int))
+
+
+def test_plans_are_timed_frame_by_frame_in_turn(demo: ExportedModel, calib_images: list) -> None:  # type: ignore[type-arg]
+    """measure_latencies interleaves the detectors (rotating the order), so machine noise hits all alike."""
+    from yolo_edge.config import load_deploy_config, load_profile
+    from yolo_edge.pipeline.detector import Detector
+    from yolo_edge.plan.placement import PlacementPlan, stage_tensors
+    from yolo_edge.runtime import EventLog, SplitExecutor, build_stages
+    from yolo_edge.split import split_model
+    from yolo_edge.validate.latency import measure_latencies
+
+    cfg = load_deploy_config()
+    split = split_model(demo)
+    calls: list[str] = []
+
+    class Recording(Detector):
+        name = ""
+
+        def detect(self, image, nms=None):  # type: ignore[no-untyped-def]
+            calls.append(self.name)
+            return super().detect(image, nms)
+
+    detectors = {}
+    for name, fuse in (("fused", True), ("four", False)):
+        stages = build_stages(split, PlacementPlan.manual(split, {}, "cpu"), load_profile("cpu"), stage_tensors(split, calib_images[:1]), EventLog(), fuse=fuse)
+        detectors[name] = Recording(SplitExecutor(stages, cfg.runtime), demo.meta, cfg.nms)
+        detectors[name].name = name
+    images = [(x[0].transpose(1, 2, 0) * 255).astype(np.uint8) for x in calib_images[:3]]
+    result = measure_latencies(detectors, images, warmup=1, runs=4)
+    assert calls == ["fused", "four"] + ["fused", "four", "four", "fused"] * 2
+    assert list(result["fused"].stages) == ["preprocess", "backbone+neck+head+decode", "transfers", "nms"]
+    assert list(result["four"].stages) == ["preprocess", "backbone", "neck", "head", "decode", "transfers", "nms"]
+    assert all(len(r.samples_ms) == 4 and r.end_to_end["p50"] > 0 for r in result.values())

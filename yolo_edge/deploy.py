@@ -3,7 +3,8 @@
 Three plans are evaluated on the same images, as in the reference's case study: **whole-npu** (the
 whole graph on the accelerator at its first precision), **whole-cpu** (FP32 on the CPU, the reference)
 and **split** (the planner's placement). Each gets a status (ok, or the check it fails), end-to-end
-latency percentiles, a memory peak and its mAP drift against the FP32 reference. The chosen plan is
+latency percentiles (the plans timed together, frame by frame in turn, so that a noisy minute on a
+shared machine does not pick the winner), a memory peak and its mAP drift against the FP32 reference. The chosen plan is
 the faster (p95) of split and whole-cpu that is ok and within the drift limit; whole-npu is reported for
 comparison only (the decode must stay FP32 on the CPU).
 
@@ -42,7 +43,7 @@ from yolo_edge.report import markdown, plots
 from yolo_edge.runtime import EventLog, SplitExecutor, build_stages, whole_graph_stage
 from yolo_edge.split import SplitModel, split_model
 from yolo_edge.validate.accuracy import MapResult, agreement_map, coco_map
-from yolo_edge.validate.latency import LatencyResult, measure_latency
+from yolo_edge.validate.latency import LatencyResult, measure_latencies
 
 Log = Callable[[str], None]
 DEMO_IMGSZ = 320
@@ -107,17 +108,14 @@ class PlanRun:
 
 
 def evaluate(name: str, detector: Detector, spec: DataSpec, cfg: DeployConfig, reference: list[Detections] | None,
-             bar: Callable[..., Any], images: Sequence[np.ndarray]) -> PlanRun:
-    """Accuracy on ``spec`` (mAP, or agreement with ``reference``) and latency over ``images``."""
+             bar: Callable[..., Any]) -> PlanRun:
+    """Accuracy on ``spec`` (mAP, or agreement with ``reference``); latency comes later, all plans together."""
     dets = detect_all(detector, spec.dataset, cfg.val_nms, bar, f"{name}: validate")
     if spec.labelled:
         m = coco_map(spec.dataset, dets)
     else:
         m = agreement_map(spec.dataset, reference, dets) if reference is not None else MapResult(1.0, 1.0)
-    ticks = iter(bar(range(cfg.validate.latency_runs), f"{name}: benchmark"))  # advanced once per timed frame
-    lat = measure_latency(detector, images, cfg.validate.latency_warmup, cfg.validate.latency_runs,
-                          progress=lambda _i, _n: next(ticks, None))
-    return PlanRun(name, "ok", lat, m, None, None, dets)
+    return PlanRun(name, "ok", None, m, None, None, dets)
 
 
 def _memory(plan: PlacementPlan, split: SplitModel, which: str) -> int:
@@ -170,20 +168,32 @@ def deploy(model: str | Path | None = None, device: str = "auto", imgsz: int | s
 
         say("whole-cpu: the FP32 reference")
         cpu_exec = SplitExecutor(build_stages(split, plan.all_cpu(), profile, calib_tensors, EventLog(), fuse=cfg.runtime.fuse_stages), cfg.runtime, profile)
-        ref = evaluate("whole-cpu", Detector(cpu_exec, exported.meta, cfg.nms), spec, cfg, None, bar, bench_images)
+        detectors = {"whole-cpu": Detector(cpu_exec, exported.meta, cfg.nms)}
+        ref = evaluate("whole-cpu", detectors["whole-cpu"], spec, cfg, None, bar)
         ref.drift = MapResult(0.0, 0.0)
         ref.memory_peak_bytes = _memory(plan, split, "whole-cpu")
 
         say("split: the planned placement")
         stages = build_stages(split, plan, profile, calib_tensors, events, fuse=cfg.runtime.fuse_stages) if plan.npu_subgraphs else list(cpu_exec.stages)
         split_exec = SplitExecutor(stages, cfg.runtime, profile, events)
-        split_run = evaluate("split", Detector(split_exec, exported.meta, cfg.nms), spec, cfg, ref.detections, bar, bench_images)
+        detectors["split"] = Detector(split_exec, exported.meta, cfg.nms)
+        split_run = evaluate("split", detectors["split"], spec, cfg, ref.detections, bar)
         split_run.memory_peak_bytes = _memory(plan, split, "split")
         if not plan.npu_subgraphs:
             split_run.status = "no subgraph placed on the NPU"
 
-        whole = _whole_npu(plan, split, profile, cfg, spec, ref, calib_tensors, bar, bench_images, say)
+        whole, whole_detector = _whole_npu(plan, split, profile, cfg, spec, ref, calib_tensors, bar, say)
+        if whole_detector is not None:
+            detectors["whole-npu"] = whole_detector
+        say(f"latency: {', '.join(detectors)}, frame by frame in turn")
+        ticks = iter(bar(range(cfg.validate.latency_runs), "latency"))  # advanced once per timed frame
+        latencies = measure_latencies(detectors, bench_images, cfg.validate.latency_warmup, cfg.validate.latency_runs,
+                                      progress=lambda _i, _n: next(ticks, None))
+        if whole_detector is not None:
+            whole_detector.executor.close()
         runs = [whole, ref, split_run]
+        for r in runs:
+            r.latency = latencies.get(r.name)
         for r in runs:
             if r.map is not None and r.drift is None:
                 r.drift = r.map.minus(ref.map) if spec.labelled and ref.map else MapResult(r.map.map50 - 1.0, r.map.map50_95 - 1.0)
@@ -223,21 +233,20 @@ def deploy(model: str | Path | None = None, device: str = "auto", imgsz: int | s
 
 
 def _whole_npu(plan: PlacementPlan, split: SplitModel, profile: DeviceProfile, cfg: DeployConfig, spec: DataSpec,
-               ref: PlanRun, calib: list[dict[str, np.ndarray]], bar: Callable[..., Any], images: Sequence[np.ndarray],
-               say: Log) -> PlanRun:
+               ref: PlanRun, calib: list[dict[str, np.ndarray]], bar: Callable[..., Any], say: Log) -> tuple[PlanRun, Detector | None]:
+    """The whole-graph plan's accuracy, and its detector for the joint latency run (None if it cannot run)."""
     w = plan.whole_graph_npu
     status = "ok" if w["passed"] else f"fails {w['failed_check']}"
     if w["failed_check"] in ("op_support", "memory"):
-        return PlanRun("whole-npu", status, memory_peak_bytes=_memory(plan, split, "whole-npu"))
+        return PlanRun("whole-npu", status, memory_peak_bytes=_memory(plan, split, "whole-npu")), None
     say(f"whole-npu: the whole graph at {w['precision']}")
     try:
         stage = whole_graph_stage(split.exported.load(), create_backend(profile), str(w["precision"]), [{"images": c["images"]} for c in calib])
     except NpuCompileError as exc:
-        return PlanRun("whole-npu", f"fails to compile: {exc}")
-    ex = SplitExecutor([stage], cfg.runtime, profile)
-    run = evaluate("whole-npu", Detector(ex, split.exported.meta, cfg.nms), spec, cfg, ref.detections, bar, images)
-    ex.close()
+        return PlanRun("whole-npu", f"fails to compile: {exc}"), None
+    detector = Detector(SplitExecutor([stage], cfg.runtime, profile), split.exported.meta, cfg.nms)
+    run = evaluate("whole-npu", detector, spec, cfg, ref.detections, bar)
     run.status = status
     run.memory_peak_bytes = _memory(plan, split, "whole-npu")
-    return run
+    return run, detector
 

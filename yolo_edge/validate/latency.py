@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import resource
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,13 +46,29 @@ class LatencyResult:
 def measure_latency(detector: Detector, images: Sequence[np.ndarray], warmup: int, runs: int,
                     progress: Progress | None = None) -> LatencyResult:
     """Run ``warmup`` untimed then ``runs`` timed frames over ``images`` (cycled)."""
+    return measure_latencies({"": detector}, images, warmup, runs, progress)[""]
+
+
+def measure_latencies(detectors: Mapping[str, Detector], images: Sequence[np.ndarray], warmup: int, runs: int,
+                      progress: Progress | None = None) -> dict[str, LatencyResult]:
+    """Time several detectors on the same frames, interleaved: frame i runs on each in turn (the order
+    rotating every frame), so a change in the machine's speed lands on all of them alike and their
+    percentiles compare (timed one after the other, a noisy minute decides which plan wins)."""
+    names = list(detectors)
     for i in range(warmup):
-        detector.detect(images[i % len(images)])
-    timings: list[FrameTiming] = []
+        for name in names:
+            detectors[name].detect(images[i % len(images)])
+    timings: dict[str, list[FrameTiming]] = {name: [] for name in names}
     for i in range(runs):
-        timings.append(detector.detect(images[i % len(images)])[1])
+        k = i % len(names)
+        for name in names[k:] + names[:k]:
+            timings[name].append(detectors[name].detect(images[i % len(images)])[1])
         if progress:
             progress(i + 1, runs)
+    return {name: _summarise(t, runs) for name, t in timings.items()}
+
+
+def _summarise(timings: list[FrameTiming], runs: int) -> LatencyResult:
     parts: dict[str, list[float]] = {"preprocess": [t.preprocess_ms for t in timings]}
     for name in timings[0].stage_ms:
         parts[name] = [t.stage_ms[name] for t in timings]
