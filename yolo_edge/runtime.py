@@ -311,30 +311,27 @@ def execution_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -
     with backbone+neck INT8 on host-lowp: 1.18x faster than all-CPU fused vs 0.96x unfused at 320,
     1.36x vs 1.18x at 640 (benchmarks/split_vs_cpu.py [--no-fuse]).
     """
-    runs: list[tuple[tuple[str, str] | None, list[str]]] = []
+    runs: list[tuple[tuple[str, str] | None, list[str]]] = []  # (device, precision) or None (op-level), subgraphs
     for sg in split.subgraphs:
         sp = plan[sg.name]
-        key = None if sp.cpu_nodes else (sp.device, sp.precision if sp.device == "npu" else "fp32")
+        key = None if sp.cpu_nodes else (sp.device, sp.precision)
         if fuse and key is not None and runs and runs[-1][0] == key:
             runs[-1][1].append(sg.name)
         else:
             runs.append((key, [sg.name]))
-    merged: dict[str, onnx.ModelProto] = {}
+    pieces = []
     if any(len(names) > 1 for _, names in runs):
         stage_of = split.exported.layout.stage_of
-        groups = [[i for i, st in enumerate(stage_of) if STAGES[st] in names] for _, names in runs]
-        pieces = cut(split.exported.load(), groups, str(split.exported.path))
-        merged = {"+".join(names): piece.model for (_, names), piece in zip(runs, pieces) if len(names) > 1}
+        pieces = cut(split.exported.load(), [[i for i, st in enumerate(stage_of) if STAGES[st] in names] for _, names in runs], str(split.exported.path))
     units: list[tuple[str, onnx.ModelProto, str, str]] = []
-    for key, names in runs:
+    for k, (_, names) in enumerate(runs):
         sp = plan[names[0]]
         if len(names) > 1:
-            assert key is not None
-            units.append(("+".join(names), merged["+".join(names)], key[0], sp.precision))
+            units.append(("+".join(names), pieces[k].model, sp.device, sp.precision))
         elif sp.cpu_nodes:
             model = split[names[0]].model
             groups, devices = op_level_groups(model, set(sp.cpu_nodes))
-            units += [(f"{names[0]}.{k}", piece.model, dev, sp.precision) for k, (piece, dev) in enumerate(zip(cut(model, groups, names[0]), devices))]
+            units += [(f"{names[0]}.{j}", piece.model, dev, sp.precision) for j, (piece, dev) in enumerate(zip(cut(model, groups, names[0]), devices))]
         else:
             units.append((names[0], split[names[0]].model, sp.device, sp.precision))
     return units
