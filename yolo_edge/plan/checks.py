@@ -42,8 +42,8 @@ def skipped(name: str, why: str) -> CheckResult:
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    # elementwise sums, not np.dot/np.linalg: those go to numpy's BLAS, whose worker threads then
-    # busy-wait on every core and slow the inference runtimes timed next (measured: ~30 % on a split run)
+    # elementwise sums, not np.dot/np.linalg: keeps numpy's BLAS thread pool (which may busy-wait after
+    # a call) out of loops that time the inference runtimes; a precaution, its effect not measured here
     x, y = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
     nx, ny = float(np.sqrt(np.sum(x * x))), float(np.sqrt(np.sum(y * y)))
     if nx == 0 and ny == 0:
