@@ -6,20 +6,22 @@ ratio, where the split's time goes, and the output fidelity.
 
 The two run alternately, frame by frame (and in alternating order), so a change in the machine's speed
 during the run (these machines are shared) lands on both; the ratio printed is the median of the
-per-frame ratios. Ratios are from one run on one machine.
+per-frame ratios. Ratios are from one run on one machine, whose CPU is printed first: which INT8
+scheme is faster, and whether symmetric s8 activations are accurate, differ between CPUs.
 
-    YOLO_OFFLINE=1 python benchmarks/split_vs_cpu.py [--frames 200] [--imgsz 320 640] [--precision int8 bf16] [--device host-lowp]
-        [--int8-activations u8|s8] [--no-fuse]
+    YOLO_OFFLINE=1 python benchmarks/split_vs_cpu.py [--frames 200] [--imgsz 320 640] [--precision int8/u8 int8/s8 bf16]
+        [--device host-lowp] [--no-fuse]
 """
 
 from __future__ import annotations
 
 import argparse
+import platform
 import statistics
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -71,27 +73,39 @@ def measure(imgsz: int, precisions: list[str], profile: DeviceProfile, frames: i
             c, sp = statistics.median(cpu_ms), statistics.median(split_ms)
             ratio = statistics.median(np.array(cpu_ms) / np.array(split_ms))
             where = ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in parts.items())
-            print(f"{imgsz:>5} {precision:>5} {c:9.2f} {sp:9.2f} {ratio:6.2f}x   boxes {cos_box:.5f} scores {cos_cls:.5f}   "
+            print(f"{imgsz:>5} {precision:>7} {c:9.2f} {sp:9.2f} {ratio:6.2f}x   boxes {cos_box:.5f} scores {cos_cls:.5f}   "
                   f"p90 ratio {np.percentile(cpu_ms, 90) / np.percentile(split_ms, 90):.2f}x   events {events}")
             print(f"{'':>12} split median ms: {where}")
+
+
+def cpu_name() -> str:
+    """The CPU model and its low-precision ISA flags, from /proc/cpuinfo (what every figure is measured on)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), platform.machine())
+    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    isa = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16") if f in flags]
+    return f"{name} ({', '.join(isa) or 'no AVX2'})"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--frames", type=int, default=200)
-    ap.add_argument("--precision", nargs="+", default=["int8", "bf16"], choices=("int8", "bf16"))
+    ap.add_argument("--precision", nargs="+", default=["int8/u8", "int8/s8", "bf16"], choices=("int8/u8", "int8/s8", "bf16"),
+                    help="backbone+neck precision; int8/u8 and int8/s8 name the INT8 activation scheme")
     ap.add_argument("--device", default="host-lowp", help="profile name or .yaml whose runtime runs backbone+neck (rk3588: onnxruntime INT8 kernels)")
     ap.add_argument("--imgsz", type=int, nargs="+", default=[320, 640], help="the demo model was trained at 320")
-    ap.add_argument("--int8-activations", choices=("u8", "s8"), help="override the profile's runtime_options.int8_activations (OpenVINO)")
     ap.add_argument("--no-fuse", action="store_true", help="run backbone, neck, head, decode as four units (runtime.fuse_stages: false)")
     args = ap.parse_args()
     profile = load_profile(args.device)
-    if args.int8_activations:
-        profile = replace(profile, runtime_options=replace(profile.runtime_options, int8_activations=args.int8_activations))
-    precisions = [p for p in args.precision if p in profile.precisions]
-    print(f"backbone+neck on {profile.name} ({profile.runtime}, INT8 activations {profile.runtime_options.int8_activations}), head+decode FP32 on the CPU (onnxruntime); "
+    schemes = profile.runtime_options.int8_schemes if profile.runtime == "openvino" else ("u8",)
+    precisions = [p for p in args.precision if p.split("/")[0] in profile.precisions and p.partition("/")[2] in ("", *schemes)]
+    print(f"CPU: {cpu_name()}")
+    print(f"backbone+neck on {profile.name} ({profile.runtime}), head+decode FP32 on the CPU (onnxruntime); "
           f"all-CPU = the monolithic FP32 model on onnxruntime; medians over {args.frames} frames")
-    print(f"{'imgsz':>5} {'prec':>5} {'all-CPU':>9} {'split':>9} {'ratio':>7}   output cosine vs FP32 (min over frames)")
+    print(f"{'imgsz':>5} {'prec':>7} {'all-CPU':>9} {'split':>9} {'ratio':>7}   output cosine vs FP32 (min over frames)")
     for imgsz in args.imgsz:
         measure(imgsz, precisions, profile, args.frames, not args.no_fuse)
 

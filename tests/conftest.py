@@ -76,3 +76,30 @@ def calib_images(demo: ExportedModel) -> list:  # type: ignore[type-arg]
 def _quant_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Keep the INT8 quantization cache inside the test session."""
     os.environ["YOLO_EDGE_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+
+
+SECOND_MODEL = Path(__file__).parent / "data" / "coins_sparks_yolov8n.pt"
+SECOND_CLASSES = {0: "coin", 3: "spark"}  # shape class id -> the second model's class name (scripts/train_second_model.py)
+
+
+@pytest.fixture(scope="session")
+def second_model() -> Path:
+    """A user's own model: YOLOv8n fine-tuned from the demo to 2 classes the demo does not have (coin, spark)."""
+    return SECOND_MODEL
+
+
+@pytest.fixture(scope="session")
+def small_cfg(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped deploy config as a file, with fewer calibration images and timing runs and a generous SLA."""
+    import yaml
+
+    from yolo_edge.config import configs_dir
+
+    cfg = yaml.safe_load((configs_dir() / "default.yaml").read_text())
+    cfg["calib_images"] = 12
+    cfg["checks"]["precision"]["images"] = 4
+    cfg["checks"]["performance"].update(warmup=1, runs=3)
+    cfg["validate"].update(latency_warmup=2, latency_runs=12, sla_ms=10000.0)
+    path = tmp_path_factory.mktemp("cfg") / "small.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path

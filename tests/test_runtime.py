@@ -74,15 +74,17 @@ def test_fused_units_and_the_unfused_retry_when_the_npu_refuses_one_graph(demo_s
 
     plan = hand_plan(demo_split, {"backbone": "int8", "neck": "int8"}, "rk3588")
     units = execution_units(demo_split, plan)
-    assert [(n, d, p) for n, _, d, p in units] == [("backbone+neck", "npu", "int8"), ("head+decode", "cpu", "fp32")]
-    assert [n for n, *_ in execution_units(demo_split, plan, fuse=False)] == ["backbone", "neck", "head", "decode"]
-    assert [n for n, *_ in execution_units(demo_split, hand_plan(demo_split, {"backbone": "int8", "neck": "fp16"}))] == ["backbone", "neck", "head+decode"]
-    assert [n for n, *_ in execution_units(demo_split, hand_plan(demo_split, {"neck": "int8"}))] == ["backbone", "neck", "head+decode"]
+    assert [(u.name, u.device, u.precision) for u in units] == [("backbone+neck", "npu", "int8"), ("head+decode", "cpu", "fp32")]
+    assert [u.name for u in execution_units(demo_split, plan, fuse=False)] == ["backbone", "neck", "head", "decode"]
+    assert [u.name for u in execution_units(demo_split, hand_plan(demo_split, {"backbone": "int8", "neck": "fp16"}))] == ["backbone", "neck", "head+decode"]
+    assert [u.name for u in execution_units(demo_split, hand_plan(demo_split, {"neck": "int8"}))] == ["backbone", "neck", "head+decode"]
+    # two INT8 activation schemes are two graphs: no fusion across them
+    assert [u.name for u in execution_units(demo_split, hand_plan(demo_split, {"backbone": "int8/s8", "neck": "int8/u8"}))] == ["backbone", "neck", "head+decode"]
 
     def need_mb(model: onnx.ModelProto) -> float:
         return memory_use(GraphInfo.of(model), "int8").dram_bytes / 2**20
 
-    parts, fused = max(need_mb(demo_split["backbone"].model), need_mb(demo_split["neck"].model)), need_mb(units[0][1])
+    parts, fused = max(need_mb(demo_split["backbone"].model), need_mb(demo_split["neck"].model)), need_mb(units[0].model)
     assert parts < fused
     profile = replace(load_profile("rk3588"), memory_mb=(parts + fused) / 2)  # each fits, the two as one graph do not
     events = EventLog()
@@ -158,7 +160,7 @@ def test_openvino_recipe_lets_openvino_fuse_silu_and_requantize_into_each_conv(d
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in s8.graph.initializer}
     zero_points = [inits[n.input[2]] for n in s8.graph.node if n.op_type == "QuantizeLinear"]
     assert zero_points and all(z.dtype == np.int8 and not z.any() for z in zero_points)  # symmetric int8 activations
-    with pytest.raises(YoloEdgeError, match="int8_activations must be u8 or s8"):
+    with pytest.raises(YoloEdgeError, match="int8_activations must be one of u8, s8, auto"):
         replace(load_profile("host-lowp").runtime_options, int8_activations="i4")
 
 

@@ -4,13 +4,17 @@ Layout::
 
     bundle/
       meta.json          model metadata, device, yolo-edge version, chosen plan, data used, stage fusion
-      plan.json          the chosen PlacementPlan (devices, precisions, every check's numbers)
+      plan.json          the chosen PlacementPlan (devices, precisions, INT8 schemes, every check's numbers)
+      deploy.yaml        the deploy settings it was proven with (thresholds, NMS, runtime): check/val/bench/run use them
+      calib/*            the calibration sample deploy used (the images; agreement data when no labels were given)
       model.onnx         the monolithic FP32 model: the reference for val/check
       stages/<s>.onnx    each subgraph in FP32 (the CPU twin); <unit>.int8.onnx the INT8 artifact of each
                          NPU unit (a subgraph, or fused ones: backbone+neck.int8.onnx)
       profile.yaml       the device profile used
       events.jsonl       the runtime fallback events of the deployed plan's validation and benchmark runs
       report.json, report.md, plots/*.png
+
+Every path inside is relative: a bundle copied to another directory or machine works as it is.
 
 Example:
     >>> b = load_bundle("out/bundle")  # doctest: +SKIP
@@ -23,8 +27,8 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +39,14 @@ from yolo_edge.config import DeployConfig, DeviceProfile, build, load_deploy_con
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, load_onnx
 from yolo_edge.pipeline.detector import Detector
-from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
+from yolo_edge.pipeline.preprocess import load_calibration
 from yolo_edge.plan.placement import PlacementPlan, stage_tensors
 from yolo_edge.runtime import EventLog, SplitExecutor, Stage, build_stages
 from yolo_edge.split import SplitModel, split_model
 
-FORMAT = 2
+FORMAT = 3  # 3: deploy.yaml, calib/, relative model path, INT8 schemes in plan.json
+MODEL = "model.onnx"
+CALIB = "calib"
 
 
 def check_writable(out: Path) -> None:
@@ -93,18 +99,21 @@ def stage_artifacts(stages: list[Stage]) -> dict[str, bytes]:
     return files
 
 
-def bundle_files(exported: ExportedModel, split: SplitModel, plan: PlacementPlan, profile: DeviceProfile,
-                 stages: list[Stage], meta: dict[str, Any], report_json: dict[str, Any], report_md: str,
-                 plots: Mapping[str, bytes], events: EventLog) -> dict[str, bytes]:
+def bundle_files(exported: ExportedModel, split: SplitModel, plan: PlacementPlan, profile: DeviceProfile, cfg: DeployConfig,
+                 calib_files: Sequence[Path], stages: list[Stage], meta: dict[str, Any], report_json: dict[str, Any],
+                 report_md: str, plots: Mapping[str, bytes], events: EventLog) -> dict[str, bytes]:
     files: dict[str, bytes] = {
-        "meta.json": json.dumps({"format": FORMAT, **meta}, indent=2).encode(),
-        "plan.json": json.dumps(plan.to_dict(), indent=2).encode(),
-        "model.onnx": exported.path.read_bytes(),
+        "meta.json": json.dumps({"format": FORMAT, **meta, "calib": [p.name for p in calib_files]}, indent=2).encode(),
+        "plan.json": json.dumps(replace(plan, model=MODEL).to_dict(), indent=2).encode(),
+        MODEL: exported.path.read_bytes(),
+        "deploy.yaml": yaml.safe_dump(_asdict(cfg), sort_keys=False).encode(),
         "profile.yaml": yaml.safe_dump(_asdict(profile), sort_keys=False).encode(),
         "report.json": json.dumps(report_json, indent=2).encode(),
         "report.md": report_md.encode(),
         "events.jsonl": events.to_jsonl().encode(),
     }
+    for p in calib_files:
+        files[f"{CALIB}/{p.name}"] = p.read_bytes()
     for sg in split.subgraphs:
         files[f"stages/{sg.name}.onnx"] = sg.model.SerializeToString()
     files.update(stage_artifacts(stages))
@@ -130,28 +139,30 @@ class Bundle:
     meta: dict[str, Any]
     plan: PlacementPlan
     profile: DeviceProfile
+    config: DeployConfig  # the settings deploy proved it with
     exported: ExportedModel
     split: SplitModel
     report: dict[str, Any]
 
-    def executor(self, cfg: DeployConfig | None = None, plan: PlacementPlan | None = None, events: EventLog | None = None) -> SplitExecutor:
+    @property
+    def calib_dir(self) -> Path:
+        return self.path / CALIB
+
+    def executor(self, plan: PlacementPlan | None = None, events: EventLog | None = None) -> SplitExecutor:
         """Compile the bundle's stages (stored INT8 artifacts are used as they are, units fused as deployed) into an executor."""
-        cfg = cfg or load_deploy_config()
         plan = plan or self.plan
         events = events or EventLog()
-        sample = stage_tensors(self.split, load_calibration(default_calib_dir(), self.exported.meta.imgsz, 1))
+        sample = stage_tensors(self.split, load_calibration(self.calib_dir, self.exported.meta.imgsz, self.config.calib_images))
         models = {p.name.removesuffix(".int8.onnx"): onnx.load(str(p)) for p in (self.path / "stages").glob("*.int8.onnx")}
         stages = build_stages(self.split, plan, self.profile, sample, events, models=models, fuse=bool(self.meta["fuse_stages"]))
-        return SplitExecutor(stages, cfg.runtime, self.profile, events)
+        return SplitExecutor(stages, self.config.runtime, self.profile, events)
 
-    def detector(self, cfg: DeployConfig | None = None, events: EventLog | None = None) -> Detector:
-        cfg = cfg or load_deploy_config()
-        return Detector(self.executor(cfg, events=events), self.exported.meta, cfg.nms)
+    def detector(self, events: EventLog | None = None) -> Detector:
+        return Detector(self.executor(events=events), self.exported.meta, self.config.nms)
 
-    def reference_detector(self, cfg: DeployConfig | None = None) -> Detector:
+    def reference_detector(self) -> Detector:
         """The monolithic model's FP32 result on the CPU: the drift reference."""
-        cfg = cfg or load_deploy_config()
-        return Detector(self.executor(cfg, plan=self.plan.all_cpu()), self.exported.meta, cfg.nms)
+        return Detector(self.executor(plan=self.plan.all_cpu()), self.exported.meta, self.config.nms)
 
 
 def load_bundle(path: str | Path) -> Bundle:
@@ -160,12 +171,20 @@ def load_bundle(path: str | Path) -> Bundle:
         raise YoloEdgeError(f"{path} is not a yolo-edge bundle (no meta.json/plan.json); make one with yolo-edge deploy --out {path}")
     try:
         meta = json.loads((path / "meta.json").read_text())
+        if meta.get("format") != FORMAT:
+            raise YoloEdgeError(f"{path}: bundle format {meta.get('format')} is not {FORMAT}; deploy it again with this yolo-edge")
         plan = PlacementPlan.from_dict(json.loads((path / "plan.json").read_text()))
         report = json.loads((path / "report.json").read_text()) if (path / "report.json").is_file() else {}
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise YoloEdgeError(f"{path}: damaged bundle ({type(exc).__name__}: {exc}); deploy it again") from None
-    if meta.get("format") != FORMAT:
-        raise YoloEdgeError(f"{path}: bundle format {meta.get('format')} is not {FORMAT}; deploy it again with this yolo-edge")
+    missing = [k for k in ("fuse_stages", "data", "model") if k not in meta] + (
+        [] if isinstance(meta.get("data"), dict) and "origin" in meta["data"] else ["data.origin"])
+    if missing:
+        raise YoloEdgeError(f"{path}: damaged bundle (meta.json has no {', '.join(missing)}); deploy it again")
+    for rel in ("profile.yaml", "deploy.yaml", MODEL, CALIB):
+        if not (path / rel).exists():
+            raise YoloEdgeError(f"{path}: damaged bundle (no {rel}); deploy it again")
     profile = build(DeviceProfile, yaml.safe_load((path / "profile.yaml").read_text()), str(path / "profile.yaml"))
-    exported = load_onnx(path / "model.onnx")
-    return Bundle(path, meta, plan, profile, exported, split_model(exported), report)
+    config = load_deploy_config(path / "deploy.yaml")
+    exported = load_onnx(path / MODEL)
+    return Bundle(path, meta, plan, profile, config, exported, split_model(exported), report)

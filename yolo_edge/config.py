@@ -28,6 +28,8 @@ from yolo_edge.errors import YoloEdgeError
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 PRECISION_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 CHECKS = ("op_support", "memory", "precision", "performance")
+INT8_SCHEMES = ("u8", "s8")  # INT8 activations: uint8 asymmetric, int8 symmetric (zero point 0)
+INT8_SCHEME_CHOICES = (*INT8_SCHEMES, "auto")
 
 T = TypeVar("T")
 
@@ -44,8 +46,9 @@ class NmsConfig:
 
 @dataclass(frozen=True)
 class PrecisionCheckConfig:
-    min_cosine: float
-    max_score_error: float
+    min_cosine: float  # end to end: the detector output's box and class-score cosine vs the FP32 model
+    max_score_error: float  # end to end: largest class-score error
+    local_min_cosine: float  # the subgraph's own outputs: below it a warning only
     images: int
 
 
@@ -169,11 +172,19 @@ class Faults:
 class RuntimeOptions:
     providers: tuple[str, ...] = ()  # onnxruntime execution providers, in priority order
     device: str = "CPU"  # openvino device
-    int8_activations: str = "u8"  # openvino INT8: u8 (asymmetric, closest to FP32) or s8 (symmetric, faster)
+    # openvino INT8 activations: u8 (asymmetric), s8 (symmetric) or auto (the planner measures both, tries the
+    # faster first and keeps it only if its numerics pass; which one wins, and whether s8 is accurate, depends on the CPU)
+    int8_activations: str = "auto"
 
     def __post_init__(self) -> None:
-        if self.int8_activations not in ("u8", "s8"):
-            raise YoloEdgeError(f"runtime_options.int8_activations must be u8 or s8, got '{self.int8_activations}'")
+        if self.int8_activations not in INT8_SCHEME_CHOICES:
+            raise YoloEdgeError(f"runtime_options.int8_activations must be one of {', '.join(INT8_SCHEME_CHOICES)}, "
+                                f"got '{self.int8_activations}'")
+
+    @property
+    def int8_schemes(self) -> tuple[str, ...]:
+        """The INT8 activation schemes to consider, in the order tried when their speeds tie."""
+        return INT8_SCHEMES if self.int8_activations == "auto" else (self.int8_activations,)
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,23 @@ def _fmt(v: Any, digits: int = 2) -> str:
 
 
 def markdown(report: dict[str, Any]) -> str:
+    what = "mAP" if report["map"]["kind"] == "labels" else "agreement"
+    data = report["data"]
     lines = [
         f"# yolo-edge deploy report: {report['model']}",
         "",
         f"Device **{report['device']}** ({report['device_kind']}), imgsz {report['imgsz'][0]}x{report['imgsz'][1]}, "
         f"SLA p95 <= {report['sla_ms']} ms, mAP drift limit {report['max_drift']}. "
-        f"Chosen plan: **{report['chosen_plan']}**. Verdict: **{report['verdict'].upper()}**.",
+        f"Chosen plan: **{report['chosen_plan']}**. Verdict: **{report['verdict'].upper()}**"
+        + (f" ({'; '.join(report['verdict_reasons'])})." if report["verdict_reasons"] else "."),
         "",
+    ]
+    if data["warning"]:
+        lines += [f"> **Warning:** {data['warning']}", ""]
+    lines += [
         "## Plans",
         "",
-        "| plan | status | p50 ms | p95 ms | p99 ms | latency | memory peak MB | mAP50 | mAP50-95 | drift mAP50 | drift mAP50-95 |",
+        f"| plan | status | p50 ms | p95 ms | p99 ms | latency | memory peak MB | {what}50 | {what}50-95 | drift {what}50 | drift {what}50-95 |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in report["plans"]:
@@ -42,11 +49,14 @@ def markdown(report: dict[str, Any]) -> str:
             f"{p.get('latency_kind') or '-'} | {_fmt(mem / 1e6 if mem else None, 1)} | {_fmt(m.get('map50'), 4)} | "
             f"{_fmt(m.get('map50_95'), 4)} | {_fmt(d.get('map50'), 4)} | {_fmt(d.get('map50_95'), 4)} |"
         )
-    lines += ["", f"Reference (FP32, CPU): mAP50 {report['map']['reference']['map50']:.4f}, mAP50-95 {report['map']['reference']['map50_95']:.4f} "
-              f"on {report['data']['images']} images of {report['data']['source']} ({report['data']['kind']})."]
+    ref = report["map"]["reference"]
+    lines += ["", f"Reference (FP32, CPU): {what}50 {ref['map50']:.4f}, {what}50-95 {ref['map50_95']:.4f} "
+              f"on {data['images']} images of {data['source']} ({report['map']['text']})"
+              + (f", data classes mapped to the model's: {data['class_map']}." if data["class_map"] else ".")]
     lines += ["", "## Placement (chosen plan)", "", "| subgraph | device | precision | granularity | ms | kind | reason |", "|---|---|---|---|---|---|---|"]
     for s in report["placement"]["subgraphs"]:
-        lines.append(f"| {s['name']} | {s['device']} | {s['precision']} | {s['granularity']} | {_fmt(s['latency_ms']['chosen'])} | "
+        precision = s["precision"] + (f" ({s['int8_scheme']})" if s.get("int8_scheme") else "")
+        lines.append(f"| {s['name']} | {s['device']} | {precision} | {s['granularity']} | {_fmt(s['latency_ms']['chosen'])} | "
                      f"{s['latency_ms']['kind']} | {s['reason']} |")
     w = report["placement"]["whole_graph_npu"]
     lines += ["", f"Whole graph on the NPU at {w['precision']}: {'passes' if w['passed'] else 'fails ' + str(w['failed_check'])}: {w['reason']}"]

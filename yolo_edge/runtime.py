@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -301,20 +301,30 @@ def _median_s(exe: Executable, feeds: dict[str, np.ndarray], runs: int = 3) -> f
     return statistics.median(times[1:])
 
 
-def execution_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -> list[tuple[str, onnx.ModelProto, str, str]]:
-    """(name, ONNX, device, precision) of each unit the executor runs, in order.
+@dataclass(frozen=True)
+class ExecutionUnit:
+    """What the executor runs as one step: one or more consecutive subgraphs on one device at one precision."""
+
+    name: str  # "backbone", "backbone+neck", or "neck.1" for an op-level piece
+    model: onnx.ModelProto
+    device: str  # "npu" or "cpu"
+    precision: str
+    int8_scheme: str | None = None  # INT8 activations on the accelerator (u8, s8); None: the backend's default
+
+
+def execution_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -> list[ExecutionUnit]:
+    """The units the executor runs, in order.
 
     A subgraph with op-level CPU nodes is cut into its maximal same-device pieces (``neck.0``, ...).
-    With ``fuse``, consecutive whole subgraphs on the same device at the same precision become one unit
-    (``backbone+neck``): one NPU graph and one CPU session instead of two, as a vendor toolchain compiles
-    it; no tensor crosses a device between them, so only per-subgraph timing is lost. On the demo model
-    with backbone+neck INT8 on host-lowp: 1.18x faster than all-CPU fused vs 0.96x unfused at 320,
-    1.36x vs 1.18x at 640 (benchmarks/split_vs_cpu.py [--no-fuse]).
+    With ``fuse``, consecutive whole subgraphs on the same device at the same precision (and INT8 scheme)
+    become one unit (``backbone+neck``): one NPU graph and one CPU session instead of two, as a vendor
+    toolchain compiles it; no tensor crosses a device between them, so only per-subgraph timing is lost.
+    ``benchmarks/split_vs_cpu.py --no-fuse`` measures what fusion gains.
     """
-    runs: list[tuple[tuple[str, str] | None, list[str]]] = []  # (device, precision) or None (op-level), subgraphs
+    runs: list[tuple[tuple[str, str, str | None] | None, list[str]]] = []  # (device, precision, scheme) or None (op level)
     for sg in split.subgraphs:
         sp = plan[sg.name]
-        key = None if sp.cpu_nodes else (sp.device, sp.precision)
+        key = None if sp.cpu_nodes else (sp.device, sp.precision, sp.int8_scheme)
         if fuse and key is not None and runs and runs[-1][0] == key:
             runs[-1][1].append(sg.name)
         else:
@@ -323,17 +333,18 @@ def execution_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -
     if any(len(names) > 1 for _, names in runs):
         stage_of = split.exported.layout.stage_of
         pieces = cut(split.exported.load(), [[i for i, st in enumerate(stage_of) if STAGES[st] in names] for _, names in runs], str(split.exported.path))
-    units: list[tuple[str, onnx.ModelProto, str, str]] = []
+    units: list[ExecutionUnit] = []
     for k, (_, names) in enumerate(runs):
         sp = plan[names[0]]
         if len(names) > 1:
-            units.append(("+".join(names), pieces[k].model, sp.device, sp.precision))
+            units.append(ExecutionUnit("+".join(names), pieces[k].model, sp.device, sp.precision, sp.int8_scheme))
         elif sp.cpu_nodes:
             model = split[names[0]].model
             groups, devices = op_level_groups(model, set(sp.cpu_nodes))
-            units += [(f"{names[0]}.{j}", piece.model, dev, sp.precision) for j, (piece, dev) in enumerate(zip(cut(model, groups, names[0]), devices))]
+            units += [ExecutionUnit(f"{names[0]}.{j}", piece.model, dev, sp.precision, sp.int8_scheme)
+                      for j, (piece, dev) in enumerate(zip(cut(model, groups, names[0]), devices))]
         else:
-            units.append((names[0], split[names[0]].model, sp.device, sp.precision))
+            units.append(ExecutionUnit(names[0], split[names[0]].model, sp.device, sp.precision, sp.int8_scheme))
     return units
 
 
@@ -351,22 +362,23 @@ def build_stages(split: SplitModel, plan: PlacementPlan, profile: DeviceProfile,
     tensors = [dict(c) for c in calib]  # grows with op-level pieces' intermediate tensors
     stages: list[Stage] = []
 
-    def add(name: str, model: onnx.ModelProto, dev: str, precision: str) -> None:
+    def add(unit: ExecutionUnit) -> None:
+        name, model = unit.name, unit.model
         cpu_exe = cpu.compile(model, "fp32")
         ins = [t.name for t in cpu_exe.inputs]
         for t in tensors:
             if any(o.name not in t for o in cpu_exe.outputs):
                 t.update(cpu_exe.run({n: t[n] for n in ins}))
         npu_exe: Executable | None = None
-        if dev == "npu" and npu_backend is not None:
+        if unit.device == "npu" and npu_backend is not None:
             artifact = (models or {}).get(name, model)
             try:
-                npu_exe = npu_backend.compile(artifact, precision, [{n: t[n] for n in ins} for t in tensors])
+                npu_exe = npu_backend.compile(artifact, unit.precision, [{n: t[n] for n in ins} for t in tensors], unit.int8_scheme)
                 getattr(npu_exe, "inner", npu_exe).run({n: tensors[0][n] for n in ins})  # warm-up, no fault draw
             except NpuCompileError as exc:
                 if "+" in name:  # refused as one graph: the subgraphs one by one
                     for part in name.split("+"):
-                        add(part, split[part].model, dev, precision)
+                        add(replace(unit, name=part, model=split[part].model))
                     return
                 trigger = "memory" if isinstance(exc, NpuOutOfMemory) else "unsupported_op"
                 events.add(-1, name, trigger, "compile_on_cpu", str(exc))
@@ -374,13 +386,14 @@ def build_stages(split: SplitModel, plan: PlacementPlan, profile: DeviceProfile,
         stages.append(Stage(name, cpu_exe, npu_exe, est, getattr(npu_exe, "modelled_s", None)))
 
     for unit in execution_units(split, plan, fuse):
-        add(*unit)
+        add(unit)
     return stages
 
 
-def whole_graph_stage(model: onnx.ModelProto, npu: Backend, precision: str, calib: Sequence[dict[str, np.ndarray]]) -> Stage:
+def whole_graph_stage(model: onnx.ModelProto, npu: Backend, precision: str, calib: Sequence[dict[str, np.ndarray]],
+                      scheme: str | None = None) -> Stage:
     """The whole model as one stage on the NPU (with its FP32 CPU twin): the whole-graph plan."""
     cpu_exe = cpu_backend().compile(model, "fp32")
-    npu_exe = npu.compile(model, precision, calib)
+    npu_exe = npu.compile(model, precision, calib, scheme)
     getattr(npu_exe, "inner", npu_exe).run(calib[0])
     return Stage("whole", cpu_exe, npu_exe, _median_s(cpu_exe, calib[0]), getattr(npu_exe, "modelled_s", None))

@@ -17,7 +17,7 @@ from yolo_edge.errors import YoloEdgeError
 def _openvino(profile: DeviceProfile) -> Backend:
     from yolo_edge.backends.openvino import OpenVinoBackend
 
-    return OpenVinoBackend(profile.runtime_options.device, profile.runtime_options.int8_activations)
+    return OpenVinoBackend(profile.runtime_options.device, profile.runtime_options.int8_schemes)
 
 
 def _onnxruntime(profile: DeviceProfile) -> Backend:

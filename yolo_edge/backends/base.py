@@ -94,11 +94,18 @@ class Backend(ABC):
 
     name: str = ""
     precisions: tuple[str, ...] = ()
+    int8_schemes: tuple[str, ...] = ("u8",)  # INT8 activation schemes this backend can compile (config.INT8_SCHEMES)
 
     @abstractmethod
-    def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None) -> Executable:
-        """Compile ``model`` at ``precision``; INT8 needs ``calib`` (feeds of this subgraph)."""
+    def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None,
+                scheme: str | None = None) -> Executable:
+        """Compile ``model`` at ``precision``; INT8 needs ``calib`` (feeds of this subgraph) and uses the
+        activation ``scheme`` (default: the backend's first)."""
 
-    def _check_precision(self, precision: str) -> None:
+    def _check_precision(self, precision: str, scheme: str | None = None) -> str:
+        """Validate ``precision`` (and for INT8 the ``scheme``); returns the INT8 scheme to use."""
         if precision not in self.precisions:
             raise YoloEdgeError(f"{self.name} cannot run {precision} here; it runs {list(self.precisions)}")
+        if scheme is not None and scheme not in self.int8_schemes:
+            raise YoloEdgeError(f"{self.name} has no INT8 scheme '{scheme}'; it has {list(self.int8_schemes)}")
+        return scheme or self.int8_schemes[0]

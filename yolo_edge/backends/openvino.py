@@ -16,6 +16,7 @@ import onnx
 
 from yolo_edge.backends.base import Backend, CalibSet, Executable, io_infos
 from yolo_edge.backends.quantize import quantize_int8
+from yolo_edge.config import INT8_SCHEMES
 from yolo_edge.errors import YoloEdgeError
 
 _HINT = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
@@ -55,12 +56,12 @@ class OpenVinoExecutable(Executable):
 class OpenVinoBackend(Backend):
     name = "openvino"
 
-    def __init__(self, device: str = "CPU", int8_activations: str = "u8") -> None:
+    def __init__(self, device: str = "CPU", int8_schemes: tuple[str, ...] = INT8_SCHEMES) -> None:
         devices = core().available_devices
         if not any(d == device or d.startswith(f"{device}.") for d in devices):
             raise YoloEdgeError(f"OpenVINO device {device} is not present (available: {', '.join(devices)}); pick another --device")
         self.device = device
-        self.recipe = "openvino-s8" if int8_activations == "s8" else "openvino"
+        self.int8_schemes = int8_schemes
         caps = set(core().get_property(device, "OPTIMIZATION_CAPABILITIES"))
         self.precisions = tuple(p for p in ("fp32", "bf16", "fp16", "int8") if _CAPABILITY[p] in caps)
 
@@ -71,9 +72,11 @@ class OpenVinoBackend(Backend):
         ops = [op.get_friendly_name() for op in ov_model.get_ops() if op.get_type_name() not in ("Parameter", "Result", "Constant")]
         return len(ops), [o for o in ops if o not in supported]
 
-    def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None) -> Executable:
-        self._check_precision(precision)
-        graph = quantize_int8(model, calib or [], recipe=self.recipe) if precision == "int8" else model
+    def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None,
+                scheme: str | None = None) -> Executable:
+        scheme = self._check_precision(precision, scheme)
+        recipe = "openvino-s8" if scheme == "s8" else "openvino"
+        graph = quantize_int8(model, calib or [], recipe=recipe) if precision == "int8" else model
         config = {"INFERENCE_PRECISION_HINT": _HINT[precision], "PERFORMANCE_HINT": "LATENCY"}
         compiled = core().compile_model(read_onnx(graph), self.device, config)
         return OpenVinoExecutable(compiled, graph, precision, self.device.lower())

@@ -79,11 +79,13 @@ class SimulatedNpu(Backend):
         self.profile = profile
         self.numerics = numerics
         self.precisions = tuple(p for p in profile.precisions if p in numerics.precisions)
+        self.int8_schemes = numerics.int8_schemes
         self.faults = faults or profile.faults
         self.injector = FaultInjector(self.faults)
 
-    def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None) -> Executable:
-        self._check_precision(precision)
+    def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None,
+                scheme: str | None = None) -> Executable:
+        self._check_precision(precision, scheme)
         info = GraphInfo.of(model)
         bad = unsupported_ops(info, self.profile)
         if bad:
@@ -91,6 +93,6 @@ class SimulatedNpu(Backend):
         why = memory_violation(memory_use(info, precision), self.profile)
         if why:
             raise NpuOutOfMemory(f"{self.profile.name}: {why}")
-        inner = self.numerics.compile(model, precision, calib)
+        inner = self.numerics.compile(model, precision, calib, scheme)
         modelled = npu_time(info, self.profile, precision).total_s
         return SimulatedExecutable(inner, modelled, self.injector, self.faults.hang_s, f"sim:{self.profile.name}")

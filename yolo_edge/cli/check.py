@@ -19,22 +19,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--max-drift", type=float, default=None, help="default: config (0.01)")
     p.add_argument("--sla-ms", type=float, default=None, help="default: the bundle's SLA")
     p.add_argument("--max-regression", type=float, default=None, help="default: config (0.10)")
-    p.add_argument("--data", default=None)
+    p.add_argument("--data", default=None, help="default: the data the bundle was deployed with")
+    p.add_argument("--class-map", default=None, help="with --data: DATA=MODEL,... (see yolo-edge deploy --help)")
     p.add_argument("--runs", type=int, default=None)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    result = check_bundle(args.bundle, args.baseline, args.max_drift, args.sla_ms, args.max_regression, args.data, args.runs)
+    result = check_bundle(args.bundle, args.baseline, args.max_drift, args.sla_ms, args.max_regression, args.data, args.runs,
+                          class_map=args.class_map)
     if args.write_baseline:
         write_baseline(result, args.write_baseline)
     if args.json:
-        print_json({"passed": result.passed, "failures": result.failures, **result.measured})
+        print_json({"passed": result.passed, "status": result.status, "failures": result.failures, **result.measured})
     else:
-        d = result.measured["val"]["drift"]
-        print(f"p95 {result.measured['p95_ms']:.2f} ms, drift mAP50 {d['map50']:+.4f}, mAP50-95 {d['map50_95']:+.4f}: "
-              + ("PASS" if result.passed else "FAIL"))
+        v = result.measured["val"]
+        what = "mAP" if v["kind"] == "labels" else "agreement"
+        d = v["drift"]
+        print(f"p95 {result.measured['p95_ms']:.2f} ms, drift {what}50 {d['map50']:+.4f}, {what}50-95 {d['map50_95']:+.4f} "
+              f"({v['images']} images): status {result.status}: " + ("PASS" if result.passed else "FAIL"))
     for line in result.failures:
         print(f"yolo-edge check: {line}", file=sys.stderr)
     return 0 if result.passed else 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from yolo_edge.export import ImgSize, parse_imgsz
 
@@ -33,6 +34,12 @@ def _is_number(s: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def placement_line(plan: dict[str, Any]) -> str:
+    """``backbone=npu/int8/u8, neck=npu/bf16, head=cpu/fp32, ...`` from a plan's JSON."""
+    return ", ".join(f"{s['name']}={s['device']}/{s['precision']}" + (f"/{s['int8_scheme']}" if s.get("int8_scheme") else "")
+                     for s in plan["subgraphs"])
 
 
 def mb(n_bytes: int) -> str:

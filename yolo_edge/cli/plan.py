@@ -51,14 +51,14 @@ def run(args: argparse.Namespace) -> int:
 def format_plan(plan: PlacementPlan) -> str:
     w = plan.whole_graph_npu
     lines = [f"device {plan.device} ({plan.device_kind}, latency {plan.latency_kind}), imgsz {plan.imgsz[0]}x{plan.imgsz[1]}",
-             f"whole graph on the NPU at {w['precision']}: {'PASS' if w['passed'] else 'FAIL (' + str(w['failed_check']) + ')'}: {w['reason']}", ""]
+             f"whole graph on the NPU at {w['precision']}{'/' + str(w['int8_scheme']) if w.get('int8_scheme') else ''}: {'PASS' if w['passed'] else 'FAIL (' + str(w['failed_check']) + ')'}: {w['reason']}", ""]
     mark = {True: "pass", False: "FAIL", None: "-"}
-    rows = [(s.name, s.device, s.precision, s.granularity, *(mark[s.checks[c].passed] for c in ("op_support", "memory", "precision", "performance")),
+    rows = [(s.name, s.device, s.variant, s.granularity, *(mark[s.checks[c].passed] for c in ("op_support", "memory", "precision", "performance")),
              f"{s.latency_ms:.2f}", f"{(s.transfer_bytes_in + s.transfer_bytes_out) / 1e6:.2f}") for s in plan.subgraphs]
     lines.append(table(("subgraph", "device", "precision", "granularity", "ops", "memory", "precision", "perf", f"ms ({plan.latency_kind})", "xfer MB"), rows))
     lines.append(f"\nestimated model latency {plan.estimated_ms:.2f} ms ({plan.latency_kind}), of which transfers {plan.transfer_ms:.2f} ms\n")
     for s in plan.subgraphs:
-        lines.append(f"{s.name} -> {s.device} {s.precision}: {s.reason}")
+        lines.append(f"{s.name} -> {s.device} {s.variant}: {s.reason}")
         for name, c in s.checks.items():
             lines.append(f"    {name:12} {mark[c.passed]:5} {c.reason}")
     return "\n".join(lines)

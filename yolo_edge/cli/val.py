@@ -14,17 +14,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser("val", help="mAP and drift of a bundle", description=__doc__)
     p.add_argument("bundle", type=Path)
     p.add_argument("--data", default=None, help="data.yaml, COCO JSON or image folder (default: the data deploy used)")
+    p.add_argument("--class-map", default=None, help="with --data: DATA=MODEL,... (see yolo-edge deploy --help)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    v = val_bundle(load_bundle(args.bundle), args.data, quiet=args.json)
+    v = val_bundle(load_bundle(args.bundle), args.data, quiet=args.json, class_map=args.class_map)
     if args.json:
         print_json(v.to_dict())
         return 0
     rows = [(name, f"{m.map50:.4f}", f"{m.map50_95:.4f}") for name, m in (("reference (FP32 CPU)", v.reference), ("deployed", v.deployed))]
     rows.append(("drift", f"{v.drift.map50:+.4f}", f"{v.drift.map50_95:+.4f}"))
-    print(table(("", "mAP50", "mAP50-95"), rows))
-    print(f"{v.images} images, {v.kind}")
+    what = "mAP" if v.kind == "labels" else "agreement"
+    print(table(("", f"{what}50", f"{what}50-95"), rows))
+    print(f"{v.images} images, " + ("mAP vs labels" if v.kind == "labels" else "agreement with the FP32 reference (no labels)"))
     return 0

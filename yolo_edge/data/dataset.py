@@ -141,12 +141,12 @@ def _image_size(path: Path) -> tuple[int, int]:
     return int(image.shape[0]), int(image.shape[1])
 
 
-def image_folder(folder: str | Path) -> Dataset:
-    """An unlabelled folder of images (for agreement mAP against the reference model)."""
+def image_folder(folder: str | Path, limit: int | None = None) -> Dataset:
+    """An unlabelled folder of images, the first ``limit`` by name (for agreement with the reference model)."""
     from yolo_edge.pipeline.preprocess import list_images
 
     records = []
-    for p in list_images(folder, "data folder"):
+    for p in list_images(folder, "data folder")[:limit]:
         h, w = _image_size(p)
         records.append(ImageRecord(p, w, h, np.zeros((0, 4), np.float32), np.zeros(0, np.int64)))
     return Dataset((), tuple(records))

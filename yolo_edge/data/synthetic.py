@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -197,10 +198,10 @@ def encode_jpeg(image: np.ndarray) -> bytes:
     return buf.tobytes()
 
 
-def _yolo_label_lines(sample: SyntheticImage) -> str:
+def _yolo_label_lines(sample: SyntheticImage, objects: Sequence[SyntheticObject]) -> str:
     h, w = sample.image.shape[:2]
     lines = []
-    for obj in sample.objects:
+    for obj in objects:
         x1, y1, x2, y2 = obj.box
         lines.append(f"{obj.class_id} {(x1 + x2) / 2 / w:.6f} {(y1 + y2) / 2 / h:.6f} {(x2 - x1) / w:.6f} {(y2 - y1) / h:.6f}")
     return "\n".join(lines) + ("\n" if lines else "")
@@ -218,13 +219,18 @@ def write_images(out_dir: str | Path, seed: int, split: str, count: int) -> list
     return paths
 
 
-def write_dataset(root: str | Path, seed: int, sizes: dict[str, int]) -> Path:
+def write_dataset(root: str | Path, seed: int, sizes: dict[str, int], classes: Mapping[int, str] | None = None) -> Path:
     """Write an ultralytics-format dataset (images/, labels/, data.yaml) plus ``<split>_coco.json`` per split.
 
+    ``classes`` relabels: shape class id -> new name; the new ids follow the mapping's order, and shapes
+    of other classes stay in the images unlabelled (background). Default: the six shape classes.
     Returns the path of ``data.yaml``. ``data.yaml`` has no ``path`` key, so ultralytics resolves the
     splits relative to the yaml's folder and the tree can be moved.
     """
     root = Path(root)
+    keep = dict(classes) if classes is not None else dict(enumerate(CLASS_NAMES))
+    new_id = {src: i for i, src in enumerate(keep)}
+    names = list(keep.values())
     for split, count in sizes.items():
         img_dir, lbl_dir = root / "images" / split, root / "labels" / split
         img_dir.mkdir(parents=True, exist_ok=True)
@@ -232,16 +238,17 @@ def write_dataset(root: str | Path, seed: int, sizes: dict[str, int]) -> Path:
         coco: dict[str, list[dict[str, object]]] = {
             "images": [],
             "annotations": [],
-            "categories": [{"id": i + 1, "name": n} for i, n in enumerate(CLASS_NAMES)],
+            "categories": [{"id": i + 1, "name": n} for i, n in enumerate(names)],
         }
         for i in range(count):
             sample = make_image(seed, split, i)
+            objects = [SyntheticObject(new_id[o.class_id], o.box) for o in sample.objects if o.class_id in new_id]
             name = f"{i:05d}"
             (img_dir / f"{name}.jpg").write_bytes(encode_jpeg(sample.image))
-            (lbl_dir / f"{name}.txt").write_text(_yolo_label_lines(sample))
+            (lbl_dir / f"{name}.txt").write_text(_yolo_label_lines(sample, objects))
             h, w = sample.image.shape[:2]
             coco["images"].append({"id": i + 1, "file_name": f"{name}.jpg", "width": w, "height": h})
-            for obj in sample.objects:
+            for obj in objects:
                 x1, y1, x2, y2 = obj.box
                 coco["annotations"].append({
                     "id": len(coco["annotations"]) + 1, "image_id": i + 1, "category_id": obj.class_id + 1,
@@ -250,7 +257,7 @@ def write_dataset(root: str | Path, seed: int, sizes: dict[str, int]) -> Path:
         (root / f"{split}_coco.json").write_text(json.dumps(coco, indent=1))
     lines = [f"{split}: images/{split}" for split in sizes]
     lines.append("names:")
-    lines += [f"  {i}: {n}" for i, n in enumerate(CLASS_NAMES)]
+    lines += [f"  {i}: {n}" for i, n in enumerate(names)]
     (root / "data.yaml").write_text("\n".join(lines) + "\n")
     return root / "data.yaml"
 

@@ -3,13 +3,18 @@
 1. op_support (compile time): the profile's op list with dtype/shape limits, or the runtime's own query.
 2. memory: peak live activations + weights vs the DRAM budget; non-tileable working sets vs SRAM.
 3. precision: statically, precision-sensitive ops at low precision; empirically, the graph compiled at
-   NPU precision vs FP32 on calibration images fed through the preceding stages.
+   NPU precision on calibration images fed through the preceding stages, judged end to end: its outputs
+   run through every later subgraph in FP32 and the detector output is compared with the FP32 model's
+   (box cosine, class-score cosine, largest class-score error). The subgraph's own outputs against FP32
+   (local cosine) are reported too, and below their threshold only warn: a local error may vanish in
+   the later layers (the demo neck's P5 at INT8) or grow there, and only the detector output tells.
 4. performance: NPU time (measured or modelled) + boundary transfers vs CPU time.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +58,11 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.sum(x * y)) / (nx * ny)
 
 
+def variant_label(precision: str, scheme: str | None) -> str:
+    """``int8/s8`` for an INT8 variant with its activation scheme, else the precision."""
+    return f"{precision}/{scheme}" if scheme else precision
+
+
 @dataclass
 class Candidate:
     """A graph considered for the NPU: the whole model, one subgraph, or an op-level pipeline of pieces."""
@@ -63,10 +73,28 @@ class Candidate:
     feeds_calib: list[dict[str, np.ndarray]]  # this graph's inputs, from FP32 runs of the preceding stages
     feeds_eval: list[dict[str, np.ndarray]]
     reference: list[dict[str, np.ndarray]]  # FP32 outputs on feeds_eval
-    final_output: str | None  # name of the detector's output0 if this graph produces it
+    eval_tensors: list[dict[str, np.ndarray]]  # every boundary tensor of the FP32 run on each eval image
+    downstream: tuple[Executable, ...]  # the later subgraphs, FP32 on the CPU: this graph's outputs -> output0
+    output_name: str  # the detector's output (output0)
     transfer_in_bytes: int  # at FP32; scaled to the NPU precision by the performance check
     transfer_out_bytes: int
     transfers: int
+
+    @property
+    def final_output(self) -> str | None:
+        """``output_name`` if this graph produces it itself."""
+        return self.output_name if any(o.name == self.output_name for o in self.model.graph.output) else None
+
+    def detector_output(self, outputs: dict[str, np.ndarray], image: int) -> np.ndarray:
+        """The detector output when this graph returned ``outputs`` on eval image ``image`` and every later
+        subgraph ran in FP32."""
+        if self.output_name in outputs:
+            return outputs[self.output_name]
+        tensors = dict(self.eval_tensors[image])
+        tensors.update({k: np.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0) for k, v in outputs.items()})
+        for exe in self.downstream:
+            tensors.update(exe.run(tensors))
+        return tensors[self.output_name]
 
 
 class Checker:
@@ -77,7 +105,7 @@ class Checker:
         self.cfg = cfg
         self.npu = npu
         self.cpu = cpu_backend()
-        self._compiled: dict[tuple[str, str], Executable] = {}
+        self._compiled: dict[tuple[str, str, str | None], Executable] = {}
         self._cpu_s: dict[str, tuple[float, str]] = {}
 
     # -- 1. operator support
@@ -116,53 +144,70 @@ class Checker:
                            + (f"; largest untiled working set {use.largest_untiled_bytes / 2**20:.2f} MiB fits SRAM" if self.profile.sram_kb and use.largest_untiled_bytes
                else "; every op tiles through SRAM" if self.profile.sram_kb else ""), numbers)
 
-    def compile(self, cand: Candidate, precision: str) -> Executable:
-        key = (cand.name, precision)
+    def compile(self, cand: Candidate, precision: str, scheme: str | None = None) -> Executable:
+        key = (cand.name, precision, scheme)
         if key not in self._compiled:
-            self._compiled[key] = self.npu.compile(cand.model, precision, cand.feeds_calib)
+            self._compiled[key] = self.npu.compile(cand.model, precision, cand.feeds_calib, scheme)
         return self._compiled[key]
 
     # -- 3. precision
-    def precision(self, cand: Candidate, precision: str) -> CheckResult:
+    def precision(self, cand: Candidate, precision: str, scheme: str | None = None) -> CheckResult:
+        label = variant_label(precision, scheme)
+        try:
+            exe = self.compile(cand, precision, scheme)
+        except NpuCompileError as exc:
+            return CheckResult("precision", False, f"cannot compile at {label}: {exc}", {"precision": precision, "int8_scheme": scheme})
+        return self.judge(cand, precision, scheme, [exe.run(feeds) for feeds in cand.feeds_eval])
+
+    def judge(self, cand: Candidate, precision: str, scheme: str | None, outputs: Sequence[dict[str, np.ndarray]],
+              what: str = "") -> CheckResult:
+        """The precision verdict on ``outputs`` (``cand`` at ``precision`` on each eval image): decided end to
+        end on the detector output, the subgraph's own outputs only warn."""
         pc = self.cfg.checks.precision
+        label = variant_label(precision, scheme)
         sensitive = sorted({n.op_type for n in cand.info.nodes if n.op_type in SENSITIVE_OPS})
         if cand.final_output and precision != "fp32":
             sensitive.append("box/score concat (output0)")
-        try:
-            exe = self.compile(cand, precision)
-        except NpuCompileError as exc:
-            return CheckResult("precision", False, f"cannot compile at {precision}: {exc}", {"precision": precision})
-        worst_cos, worst_abs, bad_values, score_err = 1.0, 0.0, 0, 0.0
-        for feeds, ref in zip(cand.feeds_eval, cand.reference):
-            out = exe.run(feeds)
+        local_cos, local_worst, worst_abs, bad_values = 1.0, "", 0.0, 0
+        box_cos, score_cos, score_err = 1.0, 1.0, 0.0
+        for i, (out, ref) in enumerate(zip(outputs, cand.reference)):
             for name, r in ref.items():
                 o = out[name]
                 bad_values += int(np.count_nonzero(~np.isfinite(o)))
                 o = np.nan_to_num(o, nan=0.0, posinf=0.0, neginf=0.0)
                 worst_abs = max(worst_abs, float(np.abs(o - r).max()))
-                if name == cand.final_output:  # boxes (rows 0-3) and class scores (rows 4-) separately
-                    worst_cos = min(worst_cos, cosine(o[:, :4], r[:, :4]), cosine(o[:, 4:], r[:, 4:]))
-                    score_err = max(score_err, float(np.abs(o[:, 4:] - r[:, 4:]).max()))
-                else:
-                    worst_cos = min(worst_cos, cosine(o, r))
+                c = cosine(o, r)
+                if c < local_cos:
+                    local_cos, local_worst = c, name
+            final = np.nan_to_num(cand.detector_output(out, i), nan=0.0, posinf=0.0, neginf=0.0)
+            want = cand.eval_tensors[i][cand.output_name]
+            box_cos = min(box_cos, cosine(final[:, :4], want[:, :4]))  # boxes (rows 0-3), class scores (rows 4-)
+            score_cos = min(score_cos, cosine(final[:, 4:], want[:, 4:]))
+            score_err = max(score_err, float(np.abs(final[:, 4:] - want[:, 4:]).max()))
         numbers: dict[str, Number] = {
-            "precision": precision, "images": len(cand.feeds_eval), "min_cosine": round(worst_cos, 5),
-            "max_abs_error": round(worst_abs, 5), "nan_inf": bad_values,
-            "score_max_error": round(score_err, 4) if cand.final_output else None,
-            "sensitive_ops": ", ".join(sensitive) or None, "threshold_cosine": pc.min_cosine,
+            "precision": precision, "int8_scheme": scheme, "images": len(outputs),
+            "box_cosine": round(box_cos, 5), "score_cosine": round(score_cos, 5), "score_max_error": round(score_err, 4),
+            "local_min_cosine": round(local_cos, 5), "local_worst_tensor": local_worst or None,
+            "max_abs_error": round(worst_abs, 5), "nan_inf": bad_values, "sensitive_ops": ", ".join(sensitive) or None,
+            "threshold_cosine": pc.min_cosine, "threshold_score_error": pc.max_score_error,
+            "threshold_local_cosine": pc.local_min_cosine,
         }
         problems = []
         if bad_values:
             problems.append(f"{bad_values} NaN/Inf values")
-        if worst_cos < pc.min_cosine:
-            problems.append(f"cosine {worst_cos:.4f} < {pc.min_cosine}")
-        if cand.final_output and score_err > pc.max_score_error:
+        if min(box_cos, score_cos) < pc.min_cosine:
+            problems.append(f"detector output cosine {min(box_cos, score_cos):.4f} (boxes {box_cos:.4f}, "
+                            f"class scores {score_cos:.4f}) < {pc.min_cosine}")
+        if score_err > pc.max_score_error:
             problems.append(f"class scores off by up to {score_err:.3f} > {pc.max_score_error}")
         if sensitive and precision != "fp32":
             problems.append(f"precision-sensitive ops at {precision}: {', '.join(sensitive)}")
+        warning = (f"; warning: own output {local_worst} at cosine {local_cos:.4f} < {pc.local_min_cosine}"
+                   if local_cos < pc.local_min_cosine and not cand.final_output else "")
         if problems:
-            return CheckResult("precision", False, f"{precision}: " + "; ".join(problems), numbers)
-        return CheckResult("precision", True, f"{precision}: cosine {worst_cos:.4f} >= {pc.min_cosine}, max abs error {worst_abs:.4g}, no NaN/Inf", numbers)
+            return CheckResult("precision", False, f"{what}{label}: " + "; ".join(problems) + warning, numbers)
+        return CheckResult("precision", True, f"{what}{label}: detector output cosine boxes {box_cos:.4f}, class scores "
+                           f"{score_cos:.4f} >= {pc.min_cosine}, score error {score_err:.3f}, no NaN/Inf{warning}", numbers)
 
     # -- 4. performance
     def _measure(self, exe: Executable, feeds: dict[str, np.ndarray]) -> float:
@@ -175,6 +220,23 @@ class Checker:
             times.append(exe.last_run_s)
         return statistics.median(times)
 
+    def int8_schemes(self, cand: Candidate) -> tuple[list[str], str]:
+        """The backend's INT8 activation schemes for ``cand``, fastest first, and how they were ordered.
+
+        Measured where latency is measured (which scheme is faster depends on the CPU's kernels); with
+        modelled latency, or one scheme, the configured order."""
+        schemes = list(self.npu.int8_schemes)
+        if len(schemes) < 2 or self.profile.latency == "modelled":
+            return schemes, ""
+        speed: dict[str, float] = {}
+        for scheme in schemes:
+            try:
+                speed[scheme] = self.times(cand, "int8", scheme)[0]
+            except NpuCompileError:
+                speed[scheme] = float("inf")
+        schemes.sort(key=lambda s: speed[s])
+        return schemes, "INT8 schemes by measured speed: " + ", ".join(f"{s} {speed[s] * 1e3:.2f} ms" for s in schemes)
+
     def cpu_s(self, cand: Candidate) -> tuple[float, str]:
         """CPU FP32 seconds of ``cand`` (modelled on the profile's board CPU, or measured here); cached."""
         if cand.name not in self._cpu_s:
@@ -185,24 +247,24 @@ class Checker:
                 self._cpu_s[cand.name] = (self._measure(self.cpu.compile(cand.model, "fp32"), cand.feeds_eval[0]), "measured")
         return self._cpu_s[cand.name]
 
-    def times(self, cand: Candidate, precision: str) -> tuple[float, float, str]:
+    def times(self, cand: Candidate, precision: str, scheme: str | None = None) -> tuple[float, float, str]:
         """(NPU seconds, CPU seconds, 'measured'|'modelled') for ``cand`` at ``precision``."""
         cpu_s, kind = self.cpu_s(cand)
         if kind == "modelled":
             return npu_time(cand.info, self.profile, precision).total_s, cpu_s, kind
-        return self._measure(self.compile(cand, precision), cand.feeds_eval[0]), cpu_s, kind
+        return self._measure(self.compile(cand, precision, scheme), cand.feeds_eval[0]), cpu_s, kind
 
     def transfer_s(self, cand: Candidate, precision: str) -> float:
         width = PRECISION_BYTES[precision] / 4
         n_bytes = int((cand.transfer_in_bytes + cand.transfer_out_bytes) * width)
         return transfer_time(n_bytes, self.profile.link, cand.transfers)
 
-    def performance(self, cand: Candidate, precision: str) -> CheckResult:
+    def performance(self, cand: Candidate, precision: str, scheme: str | None = None) -> CheckResult:
         limit = self.cfg.checks.performance.max_ratio
         try:
-            npu_s, cpu_s, kind = self.times(cand, precision)
+            npu_s, cpu_s, kind = self.times(cand, precision, scheme)
         except NpuCompileError as exc:
-            return CheckResult("performance", False, f"cannot compile at {precision}: {exc}")
+            return CheckResult("performance", False, f"cannot compile at {variant_label(precision, scheme)}: {exc}")
         xfer = self.transfer_s(cand, precision)
         ratio = (npu_s + xfer) / cpu_s if cpu_s > 0 else float("inf")
         numbers: dict[str, Number] = {
@@ -214,7 +276,7 @@ class Checker:
             return CheckResult("performance", False, f"{verdict} > {limit}x", numbers)
         return CheckResult("performance", True, f"{verdict} <= {limit}x", numbers)
 
-    def run_all(self, cand: Candidate, precision: str) -> dict[str, CheckResult]:
+    def run_all(self, cand: Candidate, precision: str, scheme: str | None = None) -> dict[str, CheckResult]:
         """Run the checks in the configured order, stopping at the first failure (the rest: not evaluated)."""
         results: dict[str, CheckResult] = {}
         failed: str | None = None
@@ -227,9 +289,9 @@ class Checker:
             elif name == "memory":
                 results[name] = self.memory(cand, precision)
             elif name == "precision":
-                results[name] = self.precision(cand, precision)
+                results[name] = self.precision(cand, precision, scheme)
             else:
-                results[name] = self.performance(cand, precision)
+                results[name] = self.performance(cand, precision, scheme)
             if results[name].passed is False:
                 failed = name
         return results

@@ -16,7 +16,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,13 +24,13 @@ import numpy as np
 import onnx
 
 from yolo_edge.backends import cpu_backend, create_backend
-from yolo_edge.backends.base import NpuCompileError
+from yolo_edge.backends.base import Backend, Executable, NpuCompileError
 from yolo_edge.config import PRECISION_BYTES, DeployConfig, DeviceProfile
 from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
 from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.graph import GraphInfo
-from yolo_edge.plan.checks import SENSITIVE_OPS, Candidate, Checker, CheckResult, cosine, first_failure, skipped
+from yolo_edge.plan.checks import SENSITIVE_OPS, Candidate, Checker, CheckResult, first_failure, skipped, variant_label
 from yolo_edge.split import Piece, SplitModel, cut
 
 Log = Callable[[str], None]
@@ -50,6 +50,12 @@ class SubgraphPlan:
     transfer_bytes_in: int = 0
     transfer_bytes_out: int = 0
     cpu_nodes: tuple[str, ...] = ()  # op level: the nodes that run on the CPU
+    int8_scheme: str | None = None  # INT8 activations (u8 or s8) on the accelerator; None: not INT8
+
+    @property
+    def variant(self) -> str:
+        """``int8/s8``, ``bf16``, ``fp32``: the precision with its INT8 scheme."""
+        return variant_label(self.precision, self.int8_scheme)
 
     @property
     def latency_ms(self) -> float:
@@ -57,7 +63,8 @@ class SubgraphPlan:
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "name": self.name, "device": self.device, "precision": self.precision, "granularity": self.granularity,
+            "name": self.name, "device": self.device, "precision": self.precision, "int8_scheme": self.int8_scheme,
+            "granularity": self.granularity,
             "reason": self.reason, "checks": {k: v.to_dict() for k, v in self.checks.items()},
             "latency_ms": {"npu": None if self.npu_ms is None else round(self.npu_ms, 3), "cpu": round(self.cpu_ms, 3),
                            "chosen": round(self.latency_ms, 3), "kind": self.latency_kind},
@@ -92,18 +99,22 @@ class PlacementPlan:
 
     @classmethod
     def manual(cls, split: SplitModel, npu: dict[str, str], device: str, latency_kind: str = "measured") -> PlacementPlan:
-        """A hand-written plan: ``npu`` maps subgraph name -> precision; the rest run on the CPU in FP32.
-        No check is run: the executor and benchmarks can start from it."""
+        """A hand-written plan: ``npu`` maps subgraph name -> precision (``int8/s8`` names an INT8 scheme);
+        the rest run on the CPU in FP32. No check is run: the executor and benchmarks can start from it."""
         checks = {c: CheckResult(c, None, "not evaluated: hand-written plan") for c in ("op_support", "memory", "precision", "performance")}
-        subs = tuple(SubgraphPlan(sg.name, "npu" if sg.name in npu else "cpu", npu.get(sg.name, "fp32"), "subgraph",
-                                  "hand-written", checks, None, 0.0, latency_kind) for sg in split.subgraphs)
+        subs = []
+        for sg in split.subgraphs:
+            precision, _, scheme = npu.get(sg.name, "fp32").partition("/")
+            subs.append(SubgraphPlan(sg.name, "npu" if sg.name in npu else "cpu", precision, "subgraph", "hand-written", checks,
+                                     None, 0.0, latency_kind, int8_scheme=scheme or None))
         return cls(str(split.exported.path), device, "manual", latency_kind, split.exported.meta.imgsz, False,
-                   {"passed": None, "precision": None, "failed_check": None, "reason": "not evaluated", "checks": {}}, subs, 0.0)
+                   {"passed": None, "precision": None, "failed_check": None, "reason": "not evaluated", "checks": {}}, tuple(subs), 0.0)
 
     def all_cpu(self) -> PlacementPlan:
         """This plan with every subgraph on the CPU in FP32 (the whole-CPU reference and safety net)."""
         subs = tuple(replace(s, device="cpu", precision="fp32", granularity="rule", reason="whole graph on the CPU",
-                             npu_ms=None, cpu_nodes=(), transfer_bytes_in=0, transfer_bytes_out=0) for s in self.subgraphs)
+                             npu_ms=None, cpu_nodes=(), transfer_bytes_in=0, transfer_bytes_out=0, int8_scheme=None)
+                     for s in self.subgraphs)
         return replace(self, subgraphs=subs, transfer_ms=0.0)
 
     @classmethod
@@ -115,6 +126,7 @@ class PlacementPlan:
                         for k, c in s["checks"].items()},
                 npu_ms=s["latency_ms"]["npu"], cpu_ms=s["latency_ms"]["cpu"], latency_kind=s["latency_ms"]["kind"],
                 transfer_bytes_in=s["transfer_bytes_in"], transfer_bytes_out=s["transfer_bytes_out"], cpu_nodes=tuple(s["cpu_nodes"]),
+                int8_scheme=s["int8_scheme"],
             )
             for s in d["subgraphs"]
         )
@@ -133,10 +145,13 @@ class PlacementPlan:
         }
 
 
-def stage_tensors(split: SplitModel, images: Sequence[np.ndarray]) -> list[dict[str, np.ndarray]]:
-    """Every boundary tensor of every image from an FP32 CPU run of the stages in sequence."""
-    cpu = cpu_backend()
-    exes = [cpu.compile(sg.model, "fp32") for sg in split.subgraphs]
+def stage_tensors(split: SplitModel, images: Sequence[np.ndarray],
+                  exes: Sequence[Executable] | None = None) -> list[dict[str, np.ndarray]]:
+    """Every boundary tensor of every image from an FP32 CPU run of the stages in sequence (``exes``: the
+    subgraphs already compiled in FP32 on the CPU)."""
+    if exes is None:
+        cpu = cpu_backend()
+        exes = [cpu.compile(sg.model, "fp32") for sg in split.subgraphs]
     out = []
     for image in images:
         tensors = {split.input.name: image}
@@ -166,7 +181,7 @@ def op_level_groups(model: onnx.ModelProto, cpu_nodes: set[str]) -> tuple[list[l
 
 class Planner:
     def __init__(self, split: SplitModel, profile: DeviceProfile, cfg: DeployConfig,
-                 images: Sequence[np.ndarray], log: Log | None = None) -> None:
+                 images: Sequence[np.ndarray], log: Log | None = None, npu: Backend | None = None) -> None:
         if len(images) < 2:
             raise YoloEdgeError("planning needs at least 2 calibration images; pass --calib DIR with more images")
         self.split = split
@@ -176,21 +191,42 @@ class Planner:
         n_cal = min(cfg.calib_images, len(images) - 1)
         n_eval = min(cfg.checks.precision.images, len(images) - n_cal)
         self.log(f"running {len(images)} calibration images through the FP32 stages")
-        tensors = stage_tensors(split, images)
+        cpu = cpu_backend()
+        self.fp32 = [cpu.compile(sg.model, "fp32") for sg in split.subgraphs]
+        tensors = stage_tensors(split, images, self.fp32)
         self.calib, self.eval = tensors[:n_cal], tensors[n_cal:n_cal + n_eval]
-        self.checker = Checker(profile, cfg, create_backend(profile))
+        self.checker = Checker(profile, cfg, npu or create_backend(profile))
         self.output_name = split.output.name
 
     def _candidate(self, name: str, model: onnx.ModelProto, inputs: Sequence[str], outputs: Sequence[str],
                    cpu_inputs: int, cpu_outputs: int, transfers: int) -> Candidate:
+        """``name`` is ``whole_graph`` or a subgraph: the subgraphs after it run in FP32 for the end-to-end check."""
+        names = [sg.name for sg in self.split.subgraphs]
+        later = self.fp32[names.index(name) + 1:] if name in names else []
         return Candidate(
             name=name, model=model, info=GraphInfo.of(model),
             feeds_calib=[{n: t[n] for n in inputs} for t in self.calib],
             feeds_eval=[{n: t[n] for n in inputs} for t in self.eval],
             reference=[{n: t[n] for n in outputs} for t in self.eval],
-            final_output=self.output_name if self.output_name in outputs else None,
+            eval_tensors=self.eval, downstream=tuple(later), output_name=self.output_name,
             transfer_in_bytes=cpu_inputs, transfer_out_bytes=cpu_outputs, transfers=transfers,
         )
+
+    def _variants(self, cand: Candidate, precision: str) -> tuple[list[str | None], str]:
+        """What to try at ``precision``: the INT8 schemes fastest first (and how they were ordered), else one."""
+        if precision != "int8":
+            return [None], ""
+        schemes, how = self.checker.int8_schemes(cand)
+        return list(schemes), how
+
+    def _attempts(self, cand: Candidate) -> Iterator[tuple[str, str | None, str]]:
+        """(precision, INT8 scheme, how the schemes were ordered) in the order the placement tries them:
+        the profile's precisions, and within INT8 the schemes fastest first. Lazy: the schemes are timed
+        only when INT8 is reached."""
+        for precision in self.profile.precisions:
+            schemes, how = self._variants(cand, precision)
+            for scheme in schemes:
+                yield precision, scheme, how
 
     def cpu_ms(self, cand: Candidate) -> tuple[float, str]:
         seconds, kind = self.checker.cpu_s(cand)
@@ -203,9 +239,13 @@ class Planner:
         cand = self._candidate("whole_graph", model, [inp.name], [out.name], inp.bytes, out.bytes, 2)
         precision = self.profile.precisions[0]
         self.log(f"checking the whole graph on {self.profile.name} at {precision}")
-        results = self.checker.run_all(cand, precision)
-        failed = first_failure(results)
-        return {"passed": failed is None, "precision": precision, "failed_check": failed,
+        schemes, _ = self._variants(cand, precision)
+        for scheme in schemes:  # the first INT8 scheme that passes, else the last one's failure
+            results = self.checker.run_all(cand, precision, scheme)
+            failed = first_failure(results)
+            if failed is None:
+                break
+        return {"passed": failed is None, "precision": precision, "int8_scheme": scheme, "failed_check": failed,
                 "reason": results[failed].reason if failed else "all four checks pass",
                 "checks": {k: v.to_dict() for k, v in results.items()}}
 
@@ -256,25 +296,28 @@ class Planner:
             return SubgraphPlan(cand.name, "cpu", "fp32", "rule", rule, checks, None, cpu_ms, kind)
         reasons: list[str] = []
         results: dict[str, CheckResult] = {}
-        for precision in self.profile.precisions:
-            results = self.checker.run_all(cand, precision)
+        for precision, scheme, how in self._attempts(cand):
+            label = variant_label(precision, scheme)
+            results = self.checker.run_all(cand, precision, scheme)
             failed = first_failure(results)
             if failed is None:
                 perf = results["performance"].numbers
-                why = f"all four checks pass at {precision}" + (f" (after {'; '.join(reasons)})" if reasons else "")
-                return SubgraphPlan(cand.name, "npu", precision, "subgraph", why, results, float(perf["npu_ms"]), cpu_ms, kind)  # type: ignore[arg-type]
-            reasons.append(f"{precision} failed {failed}: {results[failed].reason}")
+                after = [*reasons, how] if how else reasons
+                why = f"all four checks pass at {label}" + (f" ({'; '.join(after)})" if after else "")
+                return SubgraphPlan(cand.name, "npu", precision, "subgraph", why, results, float(perf["npu_ms"]),  # type: ignore[arg-type]
+                                    cpu_ms, kind, int8_scheme=scheme)
+            reasons.append(f"{label} failed {failed}: {results[failed].reason.removeprefix(f'{label}: ')}")
             if failed == "op_support" and self.cfg.plan.op_level and self.profile.op_support.mode == "list" and self.profile.cpu:
-                op_plan = self._op_level(cand, precision, results, cpu_ms, kind)
+                op_plan = self._op_level(cand, precision, scheme, results, cpu_ms, kind)
                 if op_plan is not None:
                     return op_plan
                 reasons[-1] += " (op-level fallback does not pay)"
             if failed != "precision":
-                break
+                break  # no other precision or scheme changes op support, memory or speed enough to matter
         return SubgraphPlan(cand.name, "cpu", "fp32", "subgraph", "back to the CPU: " + "; ".join(reasons), results, None, cpu_ms, kind)
 
     # ---------------------------------------------------------------- op level
-    def _op_level(self, cand: Candidate, precision: str, results: dict[str, CheckResult],
+    def _op_level(self, cand: Candidate, precision: str, scheme: str | None, results: dict[str, CheckResult],
                   cpu_ms: float, kind: str) -> SubgraphPlan | None:
         """Op-level pieces, timed with the cost model (the board's CPU and the NPU both modelled)."""
         cpu_model = self.profile.cpu
@@ -298,7 +341,7 @@ class Planner:
                 if src is not None and devices[src] != devices[k]:
                     xfer_s += transfer_time(int(cand.info.tensor(name).bytes * width), self.profile.link)
         total_ms = (npu_s + cpu_s + xfer_s) * 1e3
-        precision_result = self._op_level_precision(cand, pieces, devices, precision)
+        precision_result = self._op_level_precision(cand, pieces, devices, precision, scheme)
         limit = self.cfg.checks.performance.max_ratio
         perf = CheckResult(
             "performance", total_ms < cpu_ms and total_ms <= limit * cpu_ms,
@@ -315,9 +358,11 @@ class Planner:
             return None
         reason = (f"op-level: {len(bad)} unsupported op(s) ({', '.join(sorted(bad))}) run on the CPU, "
                   f"the rest on the NPU at {precision}; {total_ms:.2f} ms beats all-CPU {cpu_ms:.2f} ms")
-        return SubgraphPlan(cand.name, "npu", precision, "op", reason, checks, total_ms, cpu_ms, kind, cpu_nodes=tuple(sorted(bad)))
+        return SubgraphPlan(cand.name, "npu", precision, "op", reason, checks, total_ms, cpu_ms, kind, cpu_nodes=tuple(sorted(bad)),
+                            int8_scheme=scheme)
 
-    def _op_level_precision(self, cand: Candidate, pieces: list[Piece], devices: list[str], precision: str) -> CheckResult:
+    def _op_level_precision(self, cand: Candidate, pieces: list[Piece], devices: list[str], precision: str,
+                            scheme: str | None) -> CheckResult:
         cpu = self.checker.cpu
         fp32 = [cpu.compile(p.model, "fp32") for p in pieces]
 
@@ -329,21 +374,12 @@ class Planner:
 
         calib_tensors = [chain(fp32, f) for f in cand.feeds_calib]
         try:
-            exes = [self.checker.npu.compile(p.model, precision, [{n: t[n] for n in p.inputs} for t in calib_tensors])
+            exes = [self.checker.npu.compile(p.model, precision, [{n: t[n] for n in p.inputs} for t in calib_tensors], scheme)
                     if d == "npu" else fp32[k] for k, (p, d) in enumerate(zip(pieces, devices))]
         except NpuCompileError as exc:
-            return CheckResult("precision", False, f"cannot compile a piece at {precision}: {exc}")
-        worst = 1.0
-        bad = 0
-        for feeds, ref in zip(cand.feeds_eval, cand.reference):
-            out = chain(exes, feeds)
-            for name, r in ref.items():
-                bad += int(np.count_nonzero(~np.isfinite(out[name])))
-                worst = min(worst, cosine(np.nan_to_num(out[name]), r))
-        limit = self.cfg.checks.precision.min_cosine
-        ok = worst >= limit and bad == 0
-        return CheckResult("precision", ok, f"op level at {precision}: cosine {worst:.4f} {'>=' if ok else '<'} {limit}, {bad} NaN/Inf",
-                           {"precision": precision, "min_cosine": round(worst, 5), "nan_inf": bad})
+            return CheckResult("precision", False, f"cannot compile a piece at {variant_label(precision, scheme)}: {exc}")
+        outputs = [{n: out[n] for n in ref} for out, ref in ((chain(exes, f), r) for f, r in zip(cand.feeds_eval, cand.reference))]
+        return self.checker.judge(cand, precision, scheme, outputs, what="op level at ")
 
     # ---------------------------------------------------------------- transfers
     def _with_transfers(self, placed: list[SubgraphPlan]) -> tuple[list[SubgraphPlan], float]:
@@ -376,9 +412,10 @@ class PlanRefused(YoloEdgeError):
 
 
 def make_plan(split: SplitModel, profile: DeviceProfile, cfg: DeployConfig, images: Sequence[np.ndarray],
-              strict: bool = False, log: Log | None = None) -> PlacementPlan:
-    """Place ``split`` on ``profile`` using letterboxed calibration ``images``; see the module docstring."""
+              strict: bool = False, log: Log | None = None, npu: Backend | None = None) -> PlacementPlan:
+    """Place ``split`` on ``profile`` using letterboxed calibration ``images``; see the module docstring.
+    ``npu``: the accelerator backend (default: the profile's)."""
     try:
-        return Planner(split, profile, cfg, images, log).place(strict)
+        return Planner(split, profile, cfg, images, log, npu).place(strict)
     except NpuCompileError as exc:  # a compile failure outside a check is still explained, not a traceback
         raise YoloEdgeError(f"{profile.name}: {exc}") from None

@@ -17,25 +17,40 @@ from pathlib import Path
 from typing import Any
 
 from yolo_edge.bundle import Bundle, load_bundle
-from yolo_edge.config import DeployConfig, load_deploy_config
-from yolo_edge.data.synthetic import demo_val_data
-from yolo_edge.deploy import DataSpec, detect_all, progress_bar, resolve_data
+from yolo_edge.data.dataset import Dataset, image_folder
+from yolo_edge.data.resolve import CALIB, DEMO, EvalData, resolve_eval_data
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.preprocess import read_image
+from yolo_edge.progress import progress_bar
 from yolo_edge.runtime import EventLog
-from yolo_edge.validate.accuracy import MapResult, agreement_map, coco_map
+from yolo_edge.validate.accuracy import MapResult, detect_all, score
 from yolo_edge.validate.latency import LatencyResult, measure_latency
+from yolo_edge.validate.verdict import Limits, explain, failures, status
 
 
-def _data(bundle: Bundle, data: str | Path | None) -> DataSpec:
-    return resolve_data(data if data is not None else bundle.meta.get("data") or demo_val_data())
+def bundle_eval_data(bundle: Bundle, data: str | Path | None = None, class_map: str | None = None) -> EvalData:
+    """``data`` if given, else what deploy validated the bundle on: the demo val split, the calibration
+    sample stored in the bundle (agreement), or the user's data set where it still is."""
+    names = bundle.exported.meta.names
+    if data is not None:
+        return resolve_eval_data(data, names, bundle.calib_dir, bundle.config.calib_images, class_map)
+    recorded = bundle.meta["data"]
+    origin = recorded["origin"]
+    if origin == DEMO:
+        return resolve_eval_data(None, names, bundle.calib_dir, 0)
+    if origin == CALIB:
+        return EvalData(Dataset(names, image_folder(bundle.calib_dir).records), f"calibration sample ({bundle.calib_dir})", CALIB, False)
+    if not Path(origin).exists():
+        raise YoloEdgeError(f"{bundle.path} was validated on {origin}, which is not on this machine; pass --data "
+                            "(the same data set, or a folder of images for agreement with the FP32 reference)")
+    return resolve_eval_data(origin, names, bundle.calib_dir, 0, recorded.get("class_map"))
 
 
 @dataclass(frozen=True)
 class ValResult:
     reference: MapResult
     deployed: MapResult
-    kind: str
+    kind: str  # "labels" or "agreement"
     images: int
 
     @property
@@ -47,59 +62,55 @@ class ValResult:
                 "kind": self.kind, "images": self.images}
 
 
-def val_bundle(bundle: Bundle, data: str | Path | None = None, cfg: DeployConfig | None = None, quiet: bool = True) -> ValResult:
-    """mAP of the bundle's plan and of the FP32 reference on ``data`` (default: what deploy used)."""
-    cfg = cfg or load_deploy_config()
-    spec = _data(bundle, data)
+def val_bundle(bundle: Bundle, data: str | Path | None = None, quiet: bool = True, class_map: str | None = None) -> ValResult:
+    """mAP (or agreement) of the bundle's plan and of the FP32 reference on ``data`` (default: what deploy used)."""
+    cfg = bundle.config
+    ev = bundle_eval_data(bundle, data, class_map)
     bar = progress_bar(not quiet)
-    ref = detect_all(bundle.reference_detector(cfg), spec.dataset, cfg.val_nms, bar, "reference")
-    dep = detect_all(bundle.detector(cfg), spec.dataset, cfg.val_nms, bar, "deployed")
-    if spec.labelled:
-        return ValResult(coco_map(spec.dataset, ref), coco_map(spec.dataset, dep), "mAP vs labels", len(spec.dataset))
-    return ValResult(MapResult(1.0, 1.0), agreement_map(spec.dataset, ref, dep), "agreement with the FP32 reference", len(spec.dataset))
+    ref = detect_all(bundle.reference_detector(), ev.dataset, cfg.val_nms, bar, "reference")
+    dep = detect_all(bundle.detector(), ev.dataset, cfg.val_nms, bar, "deployed")
+    return ValResult(score(ev, ref, ref, cfg.nms.conf), score(ev, ref, dep, cfg.nms.conf), ev.kind, len(ev.dataset))
 
 
-def bench_bundle(bundle: Bundle, data: str | Path | None = None, cfg: DeployConfig | None = None, runs: int | None = None,
+def bench_bundle(bundle: Bundle, data: str | Path | None = None, runs: int | None = None,
                  events: EventLog | None = None, progress: Callable[[int, int], None] | None = None) -> LatencyResult:
-    """End-to-end and per-stage latency of the bundle's plan on up to 16 images of ``data``."""
-    cfg = cfg or load_deploy_config()
-    spec = _data(bundle, data)
-    images = [read_image(r.path) for r in spec.dataset.records[:16]]
-    return measure_latency(bundle.detector(cfg, events), images, cfg.validate.latency_warmup, runs or cfg.validate.latency_runs, progress)
+    """End-to-end and per-phase latency of the bundle's plan on up to 16 images of ``data``."""
+    cfg = bundle.config
+    ev = bundle_eval_data(bundle, data)
+    images = [read_image(r.path) for r in ev.dataset.records[:16]]
+    return measure_latency(bundle.detector(events), images, cfg.validate.latency_warmup, runs or cfg.validate.latency_runs, progress)
 
 
 @dataclass
 class CheckResult:
     passed: bool
+    status: str  # the words deploy's table uses: ok, fails drift, fails SLA, ... (plus regression)
     failures: list[str] = field(default_factory=list)
     measured: dict[str, Any] = field(default_factory=dict)
 
 
 def check_bundle(bundle: str | Path | Bundle, baseline: str | Path | None = None, max_drift: float | None = None,
                  sla_ms: float | None = None, max_regression: float | None = None, data: str | Path | None = None,
-                 runs: int | None = None, quiet: bool = True) -> CheckResult:
-    """Re-measure drift and latency; one failure line per broken limit (drift, SLA, regression vs baseline)."""
+                 runs: int | None = None, quiet: bool = True, class_map: str | None = None) -> CheckResult:
+    """Re-measure drift and latency; one failure line per broken limit (drift, SLA, regression vs baseline).
+    Limits default to the ones the bundle was deployed with."""
     b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle)
-    cfg = load_deploy_config()
-    max_drift = cfg.validate.max_drift if max_drift is None else max_drift
-    sla_ms = float(b.meta.get("sla_ms") or cfg.validate.sla_ms) if sla_ms is None else sla_ms
+    cfg = b.config
+    limits = Limits(cfg.validate.max_drift if max_drift is None else max_drift, cfg.validate.sla_ms if sla_ms is None else sla_ms)
     max_regression = cfg.validate.max_regression if max_regression is None else max_regression
     base = read_baseline(baseline) if baseline else None
-    val = val_bundle(b, data, cfg, quiet)
-    lat = bench_bundle(b, data, cfg, runs)
+    val = val_bundle(b, data, quiet, class_map)
+    lat = bench_bundle(b, data, runs)
     p95 = lat.end_to_end["p95"]
-    failures = []
-    drift = val.drift
-    for name, value in (("mAP50", drift.map50), ("mAP50-95", drift.map50_95)):
-        if value < -max_drift:
-            failures.append(f"{name} drift {value:+.4f} exceeds the limit -{max_drift}")
-    if p95 > sla_ms:
-        failures.append(f"p95 latency {p95:.2f} ms exceeds the SLA {sla_ms} ms")
+    fails = failures(val.drift, p95, limits)
+    lines = explain(fails, val.drift, p95, limits)
     if base is not None and p95 > base["p95_ms"] * (1 + max_regression):
-        failures.append(f"p95 latency {p95:.2f} ms is {p95 / base['p95_ms'] - 1:+.1%} over the baseline {base['p95_ms']:.2f} ms (limit +{max_regression:.0%})")
+        fails.append("regression")
+        lines.append(f"p95 latency {p95:.2f} ms is {p95 / base['p95_ms'] - 1:+.1%} over the baseline {base['p95_ms']:.2f} ms "
+                     f"(limit +{max_regression:.0%})")
     measured = {"val": val.to_dict(), "latency": lat.to_dict(), "p95_ms": p95, "limits": {
-        "max_drift": max_drift, "sla_ms": sla_ms, "max_regression": max_regression, "baseline": base}}
-    return CheckResult(not failures, failures, measured)
+        "max_drift": limits.max_drift, "sla_ms": limits.sla_ms, "max_regression": max_regression, "baseline": base}}
+    return CheckResult(not fails, status(fails), lines, measured)
 
 
 def write_baseline(result: CheckResult, path: str | Path) -> None:

@@ -1,0 +1,57 @@
+"""One rule for whether a plan is acceptable, used by deploy's table, report.json, report.md and ``check``.
+
+A plan fails for the reasons, in this order: the planner's own verdict on it (``precision``,
+``op_support``, ``memory``, ``to compile``), ``drift`` (mAP50 or mAP50-95 below the reference by more
+than the limit), ``SLA`` (p95 end-to-end latency above it). A figure that is missing or not a number
+fails too: a verdict that cannot be computed is never ``ok``.
+
+Example:
+    >>> status(failures(MapResult(-0.03, -0.01), 12.0, Limits(max_drift=0.01, sla_ms=100.0)))
+    'fails drift'
+    >>> status(failures(MapResult(0.0, 0.0), 12.0, Limits(max_drift=0.01, sla_ms=100.0)))
+    'ok'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from yolo_edge.validate.accuracy import MapResult
+
+OK = "ok"
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_drift: float  # mAP50 and mAP50-95 may fall at most this far below the FP32 reference
+    sla_ms: float  # p95 end-to-end latency limit
+
+
+def failures(drift: MapResult | None, p95_ms: float | None, limits: Limits, planned: str | None = None) -> list[str]:
+    """Why a plan is not acceptable (empty: it is). ``planned`` is the planner's failed check, if any."""
+    out = [planned] if planned else []
+    if drift is None or not all(math.isfinite(d) and d >= -limits.max_drift for d in (drift.map50, drift.map50_95)):
+        out.append("drift")
+    if p95_ms is None or not (math.isfinite(p95_ms) and p95_ms <= limits.sla_ms):
+        out.append("SLA")
+    return out
+
+
+def status(fails: list[str]) -> str:
+    """``ok``, or ``fails drift, SLA``: the words the table, the reports and ``check`` show."""
+    return OK if not fails else "fails " + ", ".join(fails)
+
+
+def explain(fails: list[str], drift: MapResult | None, p95_ms: float | None, limits: Limits) -> list[str]:
+    """One line per failure with its numbers."""
+    lines = []
+    for f in fails:
+        if f == "drift":
+            shown = "not measured" if drift is None else f"mAP50 {drift.map50:+.4f}, mAP50-95 {drift.map50_95:+.4f}"
+            lines.append(f"drift {shown} beyond the limit -{limits.max_drift}")
+        elif f == "SLA":
+            lines.append(f"p95 {'not measured' if p95_ms is None else f'{p95_ms:.2f} ms'} over the SLA {limits.sla_ms} ms")
+        else:
+            lines.append(f"fails the {f} check" if f != "to compile" else "fails to compile")
+    return lines
