@@ -50,8 +50,10 @@ def run(args: argparse.Namespace) -> int:
 
 def format_plan(plan: PlacementPlan) -> str:
     w = plan.whole_graph_npu
+    at = f"{w['precision']}" + (f"/{w['int8_scheme']}" if w.get("int8_scheme") else "")
+    verdict = "PASS" if w["passed"] else f"FAIL ({w['failed_check']})"
     lines = [f"device {plan.device} ({plan.device_kind}, latency {plan.latency_kind}), imgsz {plan.imgsz[0]}x{plan.imgsz[1]}",
-             f"whole graph on the NPU at {w['precision']}{'/' + str(w['int8_scheme']) if w.get('int8_scheme') else ''}: {'PASS' if w['passed'] else 'FAIL (' + str(w['failed_check']) + ')'}: {w['reason']}", ""]
+             f"whole graph on the NPU at {at}: {verdict}: {w['reason']}", ""]
     mark = {True: "pass", False: "FAIL", None: "-"}
     rows = [(s.name, s.device, s.variant, s.granularity, *(mark[s.checks[c].passed] for c in ("op_support", "memory", "precision", "performance")),
              f"{s.latency_ms:.2f}", f"{(s.transfer_bytes_in + s.transfer_bytes_out) / 1e6:.2f}") for s in plan.subgraphs]
