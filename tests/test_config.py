@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from yolo_edge.backends import device_status, resolve_device
+from yolo_edge.backends import create_backend, device_status, resolve_device
 from yolo_edge.cli.main import main
 from yolo_edge.config import configs_dir, load_deploy_config, load_profile, profile_names
 from yolo_edge.errors import YoloEdgeError
@@ -82,9 +82,15 @@ def test_deploy_config_rejects_unknown_and_bad_values(tmp_path: Path) -> None:
 def test_device_availability_here() -> None:
     assert device_status(load_profile("cpu"))[0]
     assert device_status(load_profile("host-lowp"))[0]  # OpenVINO's CPU plugin is always present
-    ok, why = device_status(load_profile("cuda"))
+    ok, why, _ = device_status(load_profile("cuda"))
     if not ok:
         assert "CUDAExecutionProvider is not available" in why
+    # the truth per precision: what the simulated NPU's numerics backend really computes here
+    sim = load_profile("sim-edge-npu")
+    ok, why, usable = device_status(sim)
+    computes = create_backend(sim).precisions
+    assert ok and "int8" in usable and set(usable) == set(sim.precisions) & set(computes)
+    assert ("fp16: not computed" in why) == ("fp16" not in usable)
     assert resolve_device("auto").name in ("tensorrt", "cuda", "intel-npu", "host-lowp")
 
 

@@ -73,6 +73,17 @@ def test_labels_of_other_classes_are_refused_with_both_name_lists(shapes_val: Pa
         resolve_eval_data(shapes_val, tuple(reversed(CLASS_NAMES)), default_calib_dir(), 8)
 
 
+def test_deploy_refuses_labels_of_other_classes(second_model: Path, shapes_val: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bundle"
+    argv = ["deploy", "--model", str(second_model), "--imgsz", "256", "--data", str(shapes_val), "--out", str(out), "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("yolo-edge deploy: error:") and "\n" not in err
+    assert "[0=circle, 1=rectangle" in err and "[0=coin, 1=spark] (2)" in err
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
 def test_no_data_for_a_foreign_model_is_agreement_on_calibration_images() -> None:
     ev = resolve_eval_data(None, ("coin", "spark"), default_calib_dir(), 10)
     assert ev.kind == "agreement" and not ev.labelled and len(ev.dataset) == 10 and ev.dataset.names == ("coin", "spark")
@@ -176,8 +187,9 @@ class _OpenVino(OpenVinoBackend):
         super().__init__("CPU", schemes)
         self.slow, self.broken = slow, broken
 
-    def compile(self, model: onnx.ModelProto, precision: str, calib: list | None = None, scheme: str | None = None) -> Executable:  # type: ignore[type-arg, override]
-        exe = super().compile(model, precision, calib, scheme)
+    def compile(self, model: onnx.ModelProto, precision: str, calib: list | None = None, scheme: str | None = None,  # type: ignore[type-arg, override]
+                artifact: onnx.ModelProto | None = None) -> Executable:
+        exe = super().compile(model, precision, calib, scheme, artifact)
         scheme = scheme or self.int8_schemes[0]
         if precision == "int8" and scheme in (self.slow, self.broken):
             return _Tampered(exe, 0.05 if scheme == self.slow else 0.0, 0.3 if scheme == self.broken else 1.0)

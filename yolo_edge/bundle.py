@@ -41,7 +41,7 @@ from yolo_edge.export import ExportedModel, load_onnx
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import load_calibration
 from yolo_edge.plan.placement import PlacementPlan, stage_tensors
-from yolo_edge.runtime import EventLog, SplitExecutor, Stage, build_stages
+from yolo_edge.runtime import EventLog, SplitExecutor, Stage, build_stages, execution_units
 from yolo_edge.split import SplitModel, split_model
 
 FORMAT = 3  # 3: deploy.yaml, calib/, relative model path, INT8 schemes in plan.json
@@ -49,10 +49,29 @@ MODEL = "model.onnx"
 CALIB = "calib"
 
 
+def is_bundle(path: Path) -> bool:
+    """Whether ``path`` is a folder that yolo-edge wrote as a bundle (any format): its meta.json says so."""
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and "yolo_edge" in meta and (path / "plan.json").is_file()
+
+
 def check_writable(out: Path) -> None:
-    """Fail early, before any work, when ``out`` cannot be created (tried for real: root ignores modes)."""
+    """Fail early, before any work, when ``out`` cannot be created (tried for real: root ignores modes), or
+    when it exists and is anything but an empty folder or a bundle: deploy replaces a bundle, never a user's folder."""
     if out.exists() and not out.is_dir():
         raise YoloEdgeError(f"cannot write the bundle to {out}: it is a file; pick another --out")
+    here = Path.cwd()
+    if Path(os.path.abspath(out)) in (here, *here.parents):
+        raise YoloEdgeError(f"cannot write the bundle to {out}: it is the current folder or one above it; pick another --out")
+    if out.is_dir() and not is_bundle(out):
+        entries = sorted(p.name for p in out.iterdir())
+        if entries:
+            shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
+            raise YoloEdgeError(f"cannot write the bundle to {out}: it is a folder that is not a yolo-edge bundle ({shown}), "
+                                "and deploy only ever replaces a bundle; pick another --out")
     probe = out.absolute().parent
     while not probe.exists():
         probe = probe.parent
@@ -68,11 +87,12 @@ def check_writable(out: Path) -> None:
 def write_bundle(out: str | Path, files: Mapping[str, bytes]) -> Path:
     """Write ``files`` (relative path -> bytes) as the directory ``out``, atomically: into a temp dir beside
     it, then renamed over it. A crash leaves the old bundle (or none), never half a bundle."""
-    out = Path(out)
+    out = Path(os.path.abspath(out))
     check_writable(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700; a bundle is shared like any folder the user makes
         for rel, data in files.items():
             path = tmp / rel
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,6 +108,12 @@ def write_bundle(out: str | Path, files: Mapping[str, bytes]) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def stage_artifacts(stages: list[Stage]) -> dict[str, bytes]:
@@ -149,13 +175,24 @@ class Bundle:
         return self.path / CALIB
 
     def executor(self, plan: PlacementPlan | None = None, events: EventLog | None = None) -> SplitExecutor:
-        """Compile the bundle's stages (stored INT8 artifacts are used as they are, units fused as deployed) into an executor."""
+        """Compile the bundle's units (stored INT8 artifacts run as they are, units fused as deployed) into an
+        executor. Where a unit cannot be placed as the plan says, ``executor.placement_problems`` says so."""
         plan = plan or self.plan
         events = events or EventLog()
         sample = stage_tensors(self.split, load_calibration(self.calib_dir, self.exported.meta.imgsz, self.config.calib_images))
-        models = {p.name.removesuffix(".int8.onnx"): onnx.load(str(p)) for p in (self.path / "stages").glob("*.int8.onnx")}
-        stages = build_stages(self.split, plan, self.profile, sample, events, models=models, fuse=bool(self.meta["fuse_stages"]))
-        return SplitExecutor(stages, self.config.runtime, self.profile, events)
+        artifacts = {p.name.removesuffix(".int8.onnx"): onnx.load(str(p)) for p in (self.path / "stages").glob("*.int8.onnx")}
+        fuse = bool(self.meta["fuse_stages"])
+        stages = build_stages(self.split, plan, self.profile, sample, events, artifacts=artifacts, fuse=fuse)
+        executor = SplitExecutor(stages, self.config.runtime, self.profile, events)
+        built = {s.name: s for s in stages}
+        for unit in execution_units(self.split, plan, fuse):
+            stage = built.get(unit.name)
+            if unit.device == "npu" and (stage is None or stage.npu is None):
+                why = next((e.detail for e in events.events if e.stage == unit.name and e.action == "compile_on_cpu"),
+                           "the accelerator refused it as one graph")
+                executor.placement_problems.append(
+                    f"unit {unit.name} was proven on {self.profile.name} at {unit.precision} but cannot be placed there now ({why})")
+        return executor
 
     def detector(self, events: EventLog | None = None) -> Detector:
         return Detector(self.executor(events=events), self.exported.meta, self.config.nms)
@@ -184,7 +221,10 @@ def load_bundle(path: str | Path) -> Bundle:
     for rel in ("profile.yaml", "deploy.yaml", MODEL, CALIB):
         if not (path / rel).exists():
             raise YoloEdgeError(f"{path}: damaged bundle (no {rel}); deploy it again")
-    profile = build(DeviceProfile, yaml.safe_load((path / "profile.yaml").read_text()), str(path / "profile.yaml"))
-    config = load_deploy_config(path / "deploy.yaml")
-    exported = load_onnx(path / MODEL)
+    try:
+        profile = build(DeviceProfile, yaml.safe_load((path / "profile.yaml").read_text()), str(path / "profile.yaml"))
+        config = load_deploy_config(path / "deploy.yaml")
+        exported = load_onnx(path / MODEL)
+    except (YoloEdgeError, yaml.YAMLError) as exc:
+        raise YoloEdgeError(f"{path}: damaged bundle ({str(exc).replace('; re-export it', '')}); deploy it again") from None
     return Bundle(path, meta, plan, profile, config, exported, split_model(exported), report)

@@ -37,10 +37,13 @@ _META_KEY = "yolo_edge"
 _TASK_NAMES = {"segment": "segmentation", "pose": "pose", "classify": "classification", "obb": "oriented-box (OBB)"}
 
 
+MAX_IMGSZ = 4096  # per side
+
+
 def parse_imgsz(value: int | str | Sequence[int]) -> ImgSize:
     """``640`` or ``"640"`` -> (640, 640); ``"384,640"`` or ``(384, 640)`` -> (384, 640) as (height, width).
 
-    Both sides must be positive multiples of 32 (YOLOv8's largest stride).
+    Both sides must be positive multiples of 32 (YOLOv8's largest stride), at most ``MAX_IMGSZ``.
     """
     if isinstance(value, str):
         try:
@@ -55,6 +58,9 @@ def parse_imgsz(value: int | str | Sequence[int]) -> ImgSize:
         parts = parts * 2
     if len(parts) != 2 or any(p <= 0 or p % 32 for p in parts):
         raise YoloEdgeError(f"imgsz {value} is not valid: each side must be a positive multiple of 32 (e.g. 320, 640, 384,640)")
+    if max(parts) > MAX_IMGSZ:
+        raise YoloEdgeError(f"imgsz {value} is too large: at most {MAX_IMGSZ} per side (a YOLOv8n at that size already needs "
+                            "about 10 GB of activations)")
     return parts[0], parts[1]
 
 
@@ -160,22 +166,26 @@ def load_onnx(path: str | Path) -> ExportedModel:
     return ExportedModel(path=path, meta=meta, layout=layout)
 
 
-def _ultralytics_export(source: str, imgsz: ImgSize, opset: int, workdir: Path) -> Path:
-    """Export with ultralytics inside ``workdir``; returns the ONNX path."""
+def _ultralytics_export(source: str, shown: str, imgsz: ImgSize, opset: int, workdir: Path) -> Path:
+    """Export ``source`` with ultralytics inside ``workdir``; returns the ONNX path. Errors name ``shown``
+    (the user's file, not the private copy ``source``)."""
     try:
         from ultralytics import YOLO
         from ultralytics.utils import LOGGER
     except ImportError:
         raise YoloEdgeError(
-            f"exporting {source} needs ultralytics: pip install 'yolo-edge[export]', or pass an ONNX exported by ultralytics"
+            f"exporting {shown} needs ultralytics: pip install 'yolo-edge[export]', or pass an ONNX exported by ultralytics"
         ) from None
     try:
         yolo = YOLO(source)
     except Exception as exc:
-        raise YoloEdgeError(f"cannot load {source} as an ultralytics model ({type(exc).__name__}: {exc})") from None
+        why = str(exc).replace(source, shown).strip().splitlines()[0] if str(exc).strip() else ""
+        why = why.split(" See https://")[0].split(" Please ")[0].rstrip(". ")  # not ultralytics' online advice
+        raise YoloEdgeError(f"cannot load {shown} as an ultralytics YOLOv8 model ({type(exc).__name__}{': ' + why if why else ''}); "
+                            "pass a .pt checkpoint saved by ultralytics, a model .yaml or an ONNX it exported") from None
     task = str(yolo.task)
     if task != "detect":
-        raise YoloEdgeError(f"{source} is a {_TASK_NAMES.get(task, task)} model; yolo-edge deploys YOLOv8 detection models only")
+        raise YoloEdgeError(f"{shown} is a {_TASK_NAMES.get(task, task)} model; yolo-edge deploys YOLOv8 detection models only")
     level = LOGGER.level
     LOGGER.setLevel(logging.WARNING)
     try:
@@ -225,13 +235,12 @@ def export_model(
     size = size or (640, 640)
     source_sha = sha256_file(path) if path.exists() else hashlib.sha256(model_str.encode()).hexdigest()
     out = Path(out_dir) if out_dir is not None else Path.cwd()
-    out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="yolo-edge-export-") as tmp:
         src = model_str
         if path.exists():  # ultralytics writes the ONNX beside the weights: export a private copy
             src = str(Path(tmp, path.name))
             shutil.copyfile(path, src)
-        onnx_path = _ultralytics_export(src, size, opset, Path(tmp))
+        onnx_path = _ultralytics_export(src, model_str, size, opset, Path(tmp))
         exported = load_onnx(onnx_path)
         meta = ModelMeta(
             names=exported.meta.names, strides=exported.layout.strides, imgsz=exported.layout.imgsz,
@@ -240,6 +249,7 @@ def export_model(
         proto = onnx.load(str(onnx_path))
         onnx.helper.set_model_props(proto, {**{p.key: p.value for p in proto.metadata_props}, _META_KEY: json.dumps(meta.to_dict())})
         apply_rewrites(proto)
+        out.mkdir(parents=True, exist_ok=True)  # only now: a model that fails to load leaves no empty --out behind
         dst = out / f"{path.stem}.onnx"
         _save_atomic(proto, dst)
     return ExportedModel(path=dst, meta=meta, layout=yolov8_layout(GraphInfo.of(proto)))
@@ -247,5 +257,9 @@ def export_model(
 
 def _save_atomic(model: onnx.ModelProto, dst: Path) -> None:
     tmp_dst = dst.with_suffix(".onnx.tmp")
-    onnx.save(model, str(tmp_dst))
-    os.replace(tmp_dst, dst)
+    try:
+        onnx.save(model, str(tmp_dst))
+        os.replace(tmp_dst, dst)
+    except BaseException:
+        tmp_dst.unlink(missing_ok=True)
+        raise

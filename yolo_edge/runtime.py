@@ -191,6 +191,7 @@ class SplitExecutor:
         self.breaker = CircuitBreaker(cfg.breaker_failures, cfg.breaker_cooldown_s, self.events)
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="npu")
         self.output_name = self.stages[-1].output_names[-1]
+        self.placement_problems: list[str] = []  # units that could not be placed as the plan says (Bundle.executor)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -349,13 +350,13 @@ def execution_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -
 
 
 def build_stages(split: SplitModel, plan: PlacementPlan, profile: DeviceProfile, calib: Sequence[dict[str, np.ndarray]],
-                 events: EventLog, npu: Backend | None = None, models: Mapping[str, onnx.ModelProto] | None = None,
+                 events: EventLog, npu: Backend | None = None, artifacts: Mapping[str, onnx.ModelProto] | None = None,
                  fuse: bool = True) -> list[Stage]:
     """Compile the plan: NPU units at their precision (calibrated on ``calib``: boundary tensors of FP32
     runs), each with its FP32 CPU twin. A unit the NPU compiler refuses runs on the CPU (an event); a
     fused unit it refuses is first tried again as its separate subgraphs.
 
-    ``models`` (unit name -> ONNX) overrides the artifact to compile, e.g. the quantized ONNX of a bundle.
+    ``artifacts`` (unit name -> ONNX): a unit's compiled form to run as it is, e.g. the INT8 QDQ graph of a bundle.
     """
     cpu = cpu_backend()
     npu_backend = npu if npu is not None else (create_backend(profile) if plan.npu_subgraphs else None)
@@ -371,9 +372,9 @@ def build_stages(split: SplitModel, plan: PlacementPlan, profile: DeviceProfile,
                 t.update(cpu_exe.run({n: t[n] for n in ins}))
         npu_exe: Executable | None = None
         if unit.device == "npu" and npu_backend is not None:
-            artifact = (models or {}).get(name, model)
             try:
-                npu_exe = npu_backend.compile(artifact, unit.precision, [{n: t[n] for n in ins} for t in tensors], unit.int8_scheme)
+                npu_exe = npu_backend.compile(model, unit.precision, [{n: t[n] for n in ins} for t in tensors], unit.int8_scheme,
+                                              (artifacts or {}).get(name))
                 getattr(npu_exe, "inner", npu_exe).run({n: tensors[0][n] for n in ins})  # warm-up, no fault draw
             except NpuCompileError as exc:
                 if "+" in name:  # refused as one graph: the subgraphs one by one

@@ -53,15 +53,21 @@ def cpu_backend() -> Backend:
 AUTO_ORDER = ("tensorrt", "cuda", "intel-npu", "host-lowp")
 
 
-def device_status(profile: DeviceProfile) -> tuple[bool, str]:
-    """Whether ``profile`` can run on this machine, and why not."""
+def device_status(profile: DeviceProfile) -> tuple[bool, str, tuple[str, ...]]:
+    """Whether ``profile`` can run on this machine, why (not), and which of its precisions this host computes."""
     try:
-        create_backend(profile)
+        backend = create_backend(profile)
     except YoloEdgeError as exc:
-        return False, str(exc)
+        return False, str(exc), ()
+    usable = tuple(p for p in profile.precisions if p in backend.precisions)
+    missing = [p for p in profile.precisions if p not in usable]
+    lacks = f"; {', '.join(missing)}: not computed by {backend.name} on this host, skipped" if missing else ""
+    if not usable:
+        return False, f"{backend.name} computes none of {list(profile.precisions)} on this host", ()
+    where = profile.runtime_options.device if profile.runtime == "openvino" else "/".join(profile.runtime_options.providers) or "CPU"
     if profile.kind == "simulated":
-        return True, f"simulated: numerics on {profile.runtime} {profile.runtime_options.device if profile.runtime == 'openvino' else 'CPU'}, latency modelled"
-    return True, f"{profile.runtime} {'/'.join(profile.runtime_options.providers) or profile.runtime_options.device} present, latency measured"
+        return True, f"simulated: numerics on {profile.runtime} {where}, latency modelled{lacks}", usable
+    return True, f"{profile.runtime} {where} present, latency measured{lacks}", usable
 
 
 def resolve_device(name: str) -> DeviceProfile:

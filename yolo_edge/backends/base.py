@@ -98,9 +98,10 @@ class Backend(ABC):
 
     @abstractmethod
     def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None,
-                scheme: str | None = None) -> Executable:
+                scheme: str | None = None, artifact: onnx.ModelProto | None = None) -> Executable:
         """Compile ``model`` at ``precision``; INT8 needs ``calib`` (feeds of this subgraph) and uses the
-        activation ``scheme`` (default: the backend's first)."""
+        activation ``scheme`` (default: the backend's first). ``artifact`` is ``model`` already lowered to
+        ``precision`` (a bundle's INT8 QDQ graph): it is what runs, and ``model`` is what limits are checked on."""
 
     def _check_precision(self, precision: str, scheme: str | None = None) -> str:
         """Validate ``precision`` (and for INT8 the ``scheme``); returns the INT8 scheme to use."""

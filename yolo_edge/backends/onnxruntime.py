@@ -45,9 +45,9 @@ class OnnxRuntimeBackend(Backend):
         self.precisions = ("fp16",) if accel == "TensorrtExecutionProvider" else ("fp32", "int8") if accel == CPU_EP else ("fp32",)
 
     def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None,
-                scheme: str | None = None) -> Executable:
+                scheme: str | None = None, artifact: onnx.ModelProto | None = None) -> Executable:
         self._check_precision(precision, scheme)  # u8 only: onnxruntime's fast x86 path (U8S8)
-        graph = quantize_int8(model, calib or []) if precision == "int8" else model
+        graph = artifact or (quantize_int8(model, calib or []) if precision == "int8" else model)
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3

@@ -73,10 +73,10 @@ class OpenVinoBackend(Backend):
         return len(ops), [o for o in ops if o not in supported]
 
     def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None,
-                scheme: str | None = None) -> Executable:
+                scheme: str | None = None, artifact: onnx.ModelProto | None = None) -> Executable:
         scheme = self._check_precision(precision, scheme)
         recipe = "openvino-s8" if scheme == "s8" else "openvino"
-        graph = quantize_int8(model, calib or [], recipe=recipe) if precision == "int8" else model
+        graph = artifact or (quantize_int8(model, calib or [], recipe=recipe) if precision == "int8" else model)
         config = {"INFERENCE_PRECISION_HINT": _HINT[precision], "PERFORMANCE_HINT": "LATENCY"}
         compiled = core().compile_model(read_onnx(graph), self.device, config)
         return OpenVinoExecutable(compiled, graph, precision, self.device.lower())

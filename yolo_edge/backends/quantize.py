@@ -8,14 +8,12 @@ Where the Q/DQ pairs go depends on the runtime that will run the model (a *recip
   into QLinearConv and the SiLU into QLinearSigmoid/QLinearMul; it needs the Q on the Conv output.
 - ``openvino``: the inputs of Conv, Add, Concat, Split, MaxPool and Resize only, none on a Conv's
   output (the placement NNCF uses), uint8 asymmetric activations. A Q between a Conv and its SiLU
-  stops OpenVINO fusing the SiLU and the requantization into the convolution: the all-ops recipe runs
-  66 separate activation kernels on the demo model's backbone+neck, this one none.
-- ``openvino-s8``: the same placement with int8 symmetric activations (zero point 0), which OpenVINO's
-  INT8 3x3 convolutions run much faster here; SiLU outputs are lopsided (-0.28 .. +max), so symmetric
-  codes are twice as coarse. Measured on the demo model at 320 (backbone+neck vs onnxruntime FP32,
-  frame-interleaved): all-ops uint8 1.15x, ``openvino`` 1.16x, ``openvino-s8`` 1.57x. Output cosine
-  vs FP32 (minimum over 52 images, 12 calibration images): 0.9969 vs 0.9824 for the class scores;
-  mAP on 150 val images: FP32 0.8351/0.6742, ``openvino`` 0.8342/0.6736, ``openvino-s8`` 0.8348/0.6737.
+  stops OpenVINO fusing the SiLU and the requantization into the convolution; with this placement
+  every Conv runs INT8 with its SiLU fused (tests/test_runtime.py reads OpenVINO's runtime model).
+- ``openvino-s8``: the same placement with int8 symmetric activations (zero point 0). SiLU outputs are
+  lopsided (-0.28 .. +max), so symmetric codes are twice as coarse; whether OpenVINO's s8 kernels are
+  faster than u8, and whether their results are right, depends on the CPU (README: split vs all-CPU,
+  ``benchmarks/split_vs_cpu.py``). The planner therefore measures both and verifies the one it keeps.
 
 The calibration feeds are the subgraph's own inputs, produced by running calibration images through
 the preceding stages in FP32 (the neck is calibrated on real backbone outputs). Results are cached on

@@ -84,7 +84,7 @@ class SimulatedNpu(Backend):
         self.injector = FaultInjector(self.faults)
 
     def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None,
-                scheme: str | None = None) -> Executable:
+                scheme: str | None = None, artifact: onnx.ModelProto | None = None) -> Executable:
         self._check_precision(precision, scheme)
         info = GraphInfo.of(model)
         bad = unsupported_ops(info, self.profile)
@@ -93,6 +93,6 @@ class SimulatedNpu(Backend):
         why = memory_violation(memory_use(info, precision), self.profile)
         if why:
             raise NpuOutOfMemory(f"{self.profile.name}: {why}")
-        inner = self.numerics.compile(model, precision, calib, scheme)
+        inner = self.numerics.compile(model, precision, calib, scheme, artifact)
         modelled = npu_time(info, self.profile, precision).total_s
         return SimulatedExecutable(inner, modelled, self.injector, self.faults.hang_s, f"sim:{self.profile.name}")

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from yolo_edge.bundle import load_bundle
-from yolo_edge.cli.common import print_json, table
+from yolo_edge.cli.common import positive_int, print_json, table, warn_placement
 from yolo_edge.runtime import EventLog
 from yolo_edge.validate.gate import bench_bundle
 
@@ -15,16 +15,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser("bench", help="latency of a bundle", description=__doc__)
     p.add_argument("bundle", type=Path)
     p.add_argument("--data", default=None)
-    p.add_argument("--runs", type=int, default=None)
+    p.add_argument("--runs", type=positive_int, default=None, help="timed frames (default: the bundle's deploy config)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     events = EventLog()
-    lat = bench_bundle(load_bundle(args.bundle), args.data, runs=args.runs, events=events)
+    bundle = load_bundle(args.bundle)
+    detector = bundle.detector(events)
+    warn_placement(detector.executor.placement_problems, "bench")
+    lat = bench_bundle(bundle, args.data, runs=args.runs, detector=detector)
     if args.json:
-        print_json({**lat.to_dict(), "fallback_events": events.summary()})
+        print_json({**lat.to_dict(), "fallback_events": events.summary(), "placement_problems": detector.executor.placement_problems})
         return 0
     rows = [(name, p["p50"], p["p95"], p["p99"]) for name, p in lat.stages.items()]
     rows.append(("end to end", lat.end_to_end["p50"], lat.end_to_end["p95"], lat.end_to_end["p99"]))

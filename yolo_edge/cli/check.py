@@ -7,7 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from yolo_edge.cli.common import print_json
+from yolo_edge.cli.common import fraction, positive_float, positive_int, print_json
+from yolo_edge.files import check_can_write
 from yolo_edge.validate.gate import check_bundle, write_baseline
 
 
@@ -16,17 +17,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("bundle", type=Path)
     p.add_argument("--baseline", type=Path, default=None, help="a baseline JSON written by --write-baseline")
     p.add_argument("--write-baseline", type=Path, default=None, help="record the measured p95 and drift here")
-    p.add_argument("--max-drift", type=float, default=None, help="default: config (0.01)")
-    p.add_argument("--sla-ms", type=float, default=None, help="default: the bundle's SLA")
-    p.add_argument("--max-regression", type=float, default=None, help="default: config (0.10)")
+    p.add_argument("--max-drift", type=fraction, default=None, help="default: the bundle's deploy config (0.01)")
+    p.add_argument("--sla-ms", type=positive_float, default=None, help="default: the bundle's SLA")
+    p.add_argument("--max-regression", type=fraction, default=None, help="default: the bundle's deploy config (0.10)")
     p.add_argument("--data", default=None, help="default: the data the bundle was deployed with")
     p.add_argument("--class-map", default=None, help="with --data: DATA=MODEL,... (see yolo-edge deploy --help)")
-    p.add_argument("--runs", type=int, default=None)
+    p.add_argument("--runs", type=positive_int, default=None, help="timed frames (default: the bundle's deploy config)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.write_baseline:
+        check_can_write(args.write_baseline, "--write-baseline")
     result = check_bundle(args.bundle, args.baseline, args.max_drift, args.sla_ms, args.max_regression, args.data, args.runs,
                           class_map=args.class_map)
     if args.write_baseline:

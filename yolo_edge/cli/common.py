@@ -1,17 +1,62 @@
-"""Helpers shared by the subcommands: argument types and plain-text tables."""
+"""Helpers shared by the subcommands: argument types and plain-text tables.
+
+Argument types raise ``argparse.ArgumentTypeError``, never a library error, so a bad value ends as
+argparse's one-line ``error: argument --x: ...`` with exit code 2 (see ``cli.main.Parser``).
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
+import sys
 from collections.abc import Sequence
 from typing import Any
 
+from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ImgSize, parse_imgsz
 
 
 def imgsz_arg(value: str) -> ImgSize:
     """argparse type for --imgsz: ``640`` or ``384,640`` (height,width)."""
-    return parse_imgsz(value)
+    try:
+        return parse_imgsz(value)
+    except YoloEdgeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _number(value: str, kind: type[int] | type[float]) -> float:
+    try:
+        number = kind(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{value}' is not {'an integer' if kind is int else 'a number'}") from None
+    if not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"'{value}' is not a finite number")
+    return number
+
+
+def positive_int(value: str) -> int:
+    """argparse type: an integer > 0 (frames, runs, images)."""
+    number = int(_number(value, int))
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return number
+
+
+def positive_float(value: str) -> float:
+    """argparse type: a number > 0 (an SLA in ms)."""
+    number = _number(value, float)
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {value}")
+    return number
+
+
+def fraction(value: str) -> float:
+    """argparse type: a number >= 0 (a drift limit, a regression allowance)."""
+    number = _number(value, float)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must be zero or positive, got {value}")
+    return number
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -40,6 +85,13 @@ def placement_line(plan: dict[str, Any]) -> str:
     """``backbone=npu/int8/u8, neck=npu/bf16, head=cpu/fp32, ...`` from a plan's JSON."""
     return ", ".join(f"{s['name']}={s['device']}/{s['precision']}" + (f"/{s['int8_scheme']}" if s.get("int8_scheme") else "")
                      for s in plan["subgraphs"])
+
+
+def warn_placement(problems: Sequence[str], command: str) -> None:
+    """Say loudly, on stderr, that a bundle is not running the placement deploy proved."""
+    for line in problems:
+        print(f"yolo-edge {command}: WARNING: {line}; the unit runs on the CPU instead: this is not the deployment "
+              "that was proven (yolo-edge check fails on it)", file=sys.stderr)
 
 
 def mb(n_bytes: int) -> str:

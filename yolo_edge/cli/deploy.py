@@ -9,7 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
-from yolo_edge.cli.common import imgsz_arg, placement_line, table
+from yolo_edge.cli.common import imgsz_arg, placement_line, positive_float, table
 from yolo_edge.deploy import deploy
 
 
@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--model", default=None, help="default: the shipped demo model (YOLOv8n, 6 shape classes)")
     p.add_argument("--device", default="auto", help="device profile (yolo-edge devices); default auto")
     p.add_argument("--imgsz", type=imgsz_arg, default=None)
-    p.add_argument("--sla-ms", type=float, default=None, help="p95 end-to-end latency limit (default: config)")
+    p.add_argument("--sla-ms", type=positive_float, default=None, help="p95 end-to-end latency limit (default: config)")
     p.add_argument("--data", default=None, help="data.yaml or COCO JSON labelled with the model's classes, or an image folder "
                    "(agreement with the FP32 reference); default: the demo val split for the demo's classes, else agreement "
                    "on the calibration images")

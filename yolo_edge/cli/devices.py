@@ -16,13 +16,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run)
 
 
+def _precisions(listed: list[str], usable: list[str]) -> str:
+    """``int8,fp16(no)``: the profile's precisions, marking those this host cannot compute."""
+    return ",".join(p if p in usable else f"{p}(no)" for p in listed)
+
+
 def run(args: argparse.Namespace) -> int:
     rows = []
     for name in profile_names():
         profile = load_profile(name)
-        ok, why = device_status(profile)
+        ok, why, usable = device_status(profile)
         rows.append({"name": name, "kind": profile.kind, "runtime": profile.runtime, "precisions": list(profile.precisions),
-                     "latency": profile.latency, "usable": ok, "why": why, "description": profile.description})
+                     "usable_precisions": list(usable), "latency": profile.latency, "usable": ok, "why": why,
+                     "description": profile.description})
     try:
         auto = resolve_device("auto").name
     except YoloEdgeError as exc:
@@ -30,8 +36,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"devices": rows, "auto": auto})
         return 0
-    print(table(("device", "kind", "runtime", "precisions", "latency", "usable here"),
-                [(r["name"], r["kind"], r["runtime"], ",".join(r["precisions"]), r["latency"],  # type: ignore[arg-type]
-                  "yes" if r["usable"] else f"no: {r['why']}") for r in rows]))
+    print(table(("device", "kind", "runtime", "precisions here", "latency", "usable here"),
+                [(r["name"], r["kind"], r["runtime"], _precisions(r["precisions"], r["usable_precisions"]), r["latency"],  # type: ignore[arg-type]
+                  f"yes: {r['why']}" if r["usable"] else f"no: {r['why']}") for r in rows]))
     print(f"\nauto -> {auto}   (first usable of {', '.join(AUTO_ORDER)})")
     return 0

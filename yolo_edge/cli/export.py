@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from yolo_edge.cli.common import imgsz_arg, print_json
+from yolo_edge.cli.common import imgsz_arg, positive_int, print_json
 from yolo_edge.export import DEFAULT_OPSET, export_model
 
 
@@ -13,7 +13,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser("export", help="export a YOLOv8 detector to ONNX", description=__doc__)
     p.add_argument("--model", required=True, help=".pt checkpoint, ultralytics model .yaml, or ultralytics ONNX")
     p.add_argument("--imgsz", type=imgsz_arg, default=None, help="640 or H,W (multiples of 32; default 640)")
-    p.add_argument("--opset", type=int, default=DEFAULT_OPSET)
+    p.add_argument("--opset", type=positive_int, default=DEFAULT_OPSET)
     p.add_argument("--out", type=Path, default=Path("."), help="output folder (default: current)")
     p.add_argument("--json", action="store_true", help="print the metadata as JSON")
     p.set_defaults(func=run)

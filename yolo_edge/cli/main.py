@@ -1,10 +1,19 @@
-"""Entry point of the ``yolo-edge`` console script."""
+"""Entry point of the ``yolo-edge`` console script.
+
+Every way a command can end is one line on stderr and a documented exit code: 0 success, 1 a verdict
+that fails (deploy, check, plan --strict), 2 bad input (a :class:`YoloEdgeError` or a bad argument),
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM). An interrupt or SIGTERM unwinds the command like
+an exception, so temporary folders are removed and no half-written bundle is left.
+"""
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
+from typing import NoReturn
 
 from yolo_edge import __version__
 from yolo_edge.cli import bench, check, deploy, devices, export, plan, run, split, val
@@ -13,8 +22,23 @@ from yolo_edge.errors import YoloEdgeError
 SUBCOMMANDS = (export, split, plan, deploy, run, val, bench, check, devices)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with its usage errors on one line (``yolo-edge deploy: error: argument --imgsz: ...``), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that the command unwinds and cleans up."""
+
+
+def _terminate(signum: int, _frame: FrameType | None) -> None:
+    raise Terminated(signum)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="yolo-edge", description="Split, place, run and prove YOLOv8 on edge NPU + CPU.")
+    parser = Parser(prog="yolo-edge", description="Split, place, run and prove YOLOv8 on edge NPU + CPU.")
     parser.add_argument("--version", action="version", version=f"yolo-edge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in SUBCOMMANDS:
@@ -25,11 +49,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(args.func(args))
     except YoloEdgeError as exc:
         print(f"yolo-edge {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"yolo-edge {args.command}: interrupted; temporary files removed, nothing half-written left", file=sys.stderr)
+        return 130
+    except Terminated:
+        print(f"yolo-edge {args.command}: terminated (SIGTERM); temporary files removed, nothing half-written left", file=sys.stderr)
+        return 143
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

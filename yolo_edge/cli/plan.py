@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from yolo_edge.backends import resolve_device
-from yolo_edge.cli.common import imgsz_arg, print_json, table
+from yolo_edge.cli.common import imgsz_arg, positive_int, print_json, table
 from yolo_edge.config import load_deploy_config
 from yolo_edge.export import export_model
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--device", default="auto", help="device profile name or .yaml (see yolo-edge devices)")
     p.add_argument("--imgsz", type=imgsz_arg, default=None)
     p.add_argument("--calib", type=Path, default=None, help="folder of calibration images (default: the shipped calib_data)")
-    p.add_argument("--calib-images", type=int, default=None, help="calibration images to use (default: config)")
+    p.add_argument("--calib-images", type=positive_int, default=None, help="calibration images to use (default: config)")
     p.add_argument("--config", type=Path, default=None, help="deploy config YAML (default: configs/default.yaml)")
     p.add_argument("--strict", action="store_true", help="fail (exit 1) instead of falling back to the CPU")
     p.add_argument("--json", action="store_true")

@@ -7,12 +7,16 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import sys
+import tempfile
 from pathlib import Path
 
 import cv2
 import numpy as np
 
 from yolo_edge.bundle import load_bundle
+from yolo_edge.cli.common import warn_placement
+from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.stream import frames, is_video, video_fps
 from yolo_edge.runtime import EventLog
@@ -37,14 +41,28 @@ def draw(image: np.ndarray, dets: Detections) -> np.ndarray:
     return out
 
 
+def _check_save(save: Path) -> None:
+    if save.exists() and not save.is_dir():
+        raise YoloEdgeError(f"--save {save} is a file; name a folder for the annotated output")
+    try:
+        save.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=save):
+            pass
+    except OSError as exc:
+        raise YoloEdgeError(f"--save {save}: cannot write there ({exc.strerror}); pick another folder") from None
+
+
 def run(args: argparse.Namespace) -> int:
-    stream = frames(args.source)
+    if args.save:
+        _check_save(args.save)
+    problems: list[str] = []
+    stream = frames(args.source, problems)
     first = next(stream)  # a bad source fails before the bundle is compiled
     events = EventLog(args.events)
     detector = load_bundle(args.bundle).detector(events=events)
+    warn_placement(detector.executor.placement_problems, "run")
     writer = None
     if args.save:
-        args.save.mkdir(parents=True, exist_ok=True)
         if is_video(args.source):
             h, w = first.image.shape[:2]
             writer = cv2.VideoWriter(str(args.save / f"{args.source.stem}.avi"), cv2.VideoWriter.fourcc(*"MJPG"), video_fps(args.source), (w, h))
@@ -67,5 +85,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.json:
         ev = events.summary()
         print(f"{count} frames, {ev['total']} fallback events" + (f": {ev['by_trigger']}" if ev["total"] else ""))
-    return 0
+    for line in problems:
+        print(f"yolo-edge run: {line}", file=sys.stderr)
+    if problems:
+        print(f"yolo-edge run: {count} frames done, {len(problems)} problem(s) above: exit 1", file=sys.stderr)
+    return 1 if problems else 0
 

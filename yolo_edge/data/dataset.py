@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,8 +108,15 @@ def _from_coco(path: Path, images: Path | None) -> Dataset:
         anns = coco.get("annotations", [])
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise YoloEdgeError(f"{path} is not a COCO detection JSON ({exc.__class__.__name__}: {exc})") from None
+    try:
+        return _coco_records(path, cats, imgs, anns, images or path.parent)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise YoloEdgeError(f"{path} is not a COCO detection JSON ({exc.__class__.__name__}: {exc} missing or malformed)") from None
+
+
+def _coco_records(path: Path, cats: list[dict[str, Any]], imgs: list[dict[str, Any]], anns: list[dict[str, Any]],
+                  folder: Path) -> Dataset:
     contiguous = {c["id"]: i for i, c in enumerate(cats)}
-    folder = images or path.parent
     by_image: dict[int, list[dict[str, Any]]] = {}
     for a in anns:
         by_image.setdefault(int(a["image_id"]), []).append(a)
@@ -118,10 +126,29 @@ def _from_coco(path: Path, images: Path | None) -> Dataset:
         if not file.is_file():
             raise YoloEdgeError(f"{path} lists {im['file_name']} but {file} does not exist; pass the image folder with --images")
         rows = by_image.get(int(im["id"]), [])
-        boxes = np.array([[a["bbox"][0], a["bbox"][1], a["bbox"][0] + a["bbox"][2], a["bbox"][1] + a["bbox"][3]] for a in rows], np.float32).reshape(-1, 4)
-        classes = np.array([contiguous[int(a["category_id"])] for a in rows], np.int64)
+        boxes = np.array([_coco_box(a, path) for a in rows], np.float32).reshape(-1, 4)
+        classes = np.array([_coco_class(a, contiguous, path) for a in rows], np.int64)
         records.append(ImageRecord(file, int(im["width"]), int(im["height"]), boxes, classes))
     return Dataset(tuple(str(c["name"]) for c in cats), tuple(records))
+
+
+def _coco_box(ann: dict[str, Any], path: Path) -> list[float]:
+    """An annotation's ``bbox`` [x, y, w, h] as xyxy; a one-line error if it is missing or not a box."""
+    box = ann.get("bbox")
+    if not isinstance(box, list) or len(box) != 4 or not all(isinstance(v, int | float) and math.isfinite(v) for v in box):
+        raise YoloEdgeError(f"{path}: annotation {ann.get('id', '?')} has no bbox [x, y, width, height] (got {box!r})")
+    x, y, w, h = (float(v) for v in box)
+    if w < 0 or h < 0:
+        raise YoloEdgeError(f"{path}: annotation {ann.get('id', '?')} has a negative width or height (bbox {box})")
+    return [x, y, x + w, y + h]
+
+
+def _coco_class(ann: dict[str, Any], contiguous: dict[int, int], path: Path) -> int:
+    cat = ann.get("category_id")
+    if not isinstance(cat, int) or cat not in contiguous:
+        raise YoloEdgeError(f"{path}: annotation {ann.get('id', '?')} has category_id {cat!r}, which is not in 'categories' "
+                            f"(ids {sorted(contiguous)[:10]})")
+    return contiguous[cat]
 
 
 def _label_path(image: Path) -> Path:

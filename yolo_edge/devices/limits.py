@@ -20,6 +20,7 @@ TILEABLE = {
     "Tanh", "MaxPool", "AveragePool", "Resize", "BatchNormalization",
 }
 _CHANNEL_OPS = {"Concat", "Split", "Slice"}
+QDQ_OPS = {"Constant", "QuantizeLinear", "DequantizeLinear"}  # not compute: skipped by the op-list check
 
 
 @dataclass(frozen=True)
@@ -33,12 +34,14 @@ def unsupported_ops(info: GraphInfo, profile: DeviceProfile) -> list[OpViolation
     """Nodes the profile's op list rejects: unknown op type, or a dtype/shape limit exceeded.
 
     A profile in ``query`` or ``all`` mode accepts every op here; ``query`` is answered by the runtime.
+    Quantize/DequantizeLinear are not ops the NPU runs: they encode the INT8 scales of a QDQ graph (a
+    bundle's INT8 artifact), which the vendor compiler folds into the ops around them.
     """
     if profile.op_support.mode != "list":
         return []
     out = []
     for node in info.nodes:
-        if node.op_type == "Constant":
+        if node.op_type in QDQ_OPS:
             continue
         limit = profile.op_support.ops.get(node.op_type)
         if limit is None:
@@ -81,7 +84,7 @@ def memory_use(info: GraphInfo, precision: str) -> MemoryUse:
     width = PRECISION_BYTES[precision]
     worst, worst_node = 0, ""
     for node in info.nodes:
-        if node.op_type == "Constant" or _tileable(node, info):
+        if node.op_type in QDQ_OPS or _tileable(node, info):
             continue
         ws = sum(
             info.tensors[t].bytes_at(width) if info.tensors[t].elem_type == onnx.TensorProto.FLOAT else info.tensors[t].bytes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,16 +23,38 @@ class Frame:
     image: np.ndarray
 
 
+def _capture(path: Path) -> cv2.VideoCapture:
+    # FFmpeg's own log lines ("moov atom not found") name no file; the errors and problems here do.
+    # OpenCV reads the level when a capture opens; a user's own setting wins.
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
+    return cv2.VideoCapture(str(path))
+
+
 def is_video(path: Path) -> bool:
     return path.suffix.lower() in VIDEO_SUFFIXES
 
 
-def frames(source: str | Path) -> Iterator[Frame]:
-    """Frames of ``source`` in order; a one-line error if it cannot be read."""
+def frames(source: str | Path, problems: list[str] | None = None) -> Iterator[Frame]:
+    """Frames of ``source`` in order; a one-line error if it cannot be read at all.
+
+    What is lost on the way is appended to ``problems`` (one line each, naming the file) rather than
+    dropped silently: an unreadable image in a folder is skipped, a video that ends before the frame
+    count in its header is reported."""
     src = Path(source)
+    problems = problems if problems is not None else []
     if src.is_dir():
-        for i, p in enumerate(list_images(src, "source folder")):
-            yield Frame(p.name, i, read_image(p))
+        files = list_images(src, "source folder")
+        i = 0
+        for p in files:
+            try:
+                image = read_image(p)
+            except YoloEdgeError as exc:
+                problems.append(f"skipped {exc}")
+                continue
+            yield Frame(p.name, i, image)
+            i += 1
+        if i == 0:
+            raise YoloEdgeError(f"source folder {src}: none of its {len(files)} images is readable")
         return
     if not src.is_file():
         raise YoloEdgeError(f"source not found: {src}; pass an image, a folder of images or a video")
@@ -40,9 +63,10 @@ def frames(source: str | Path) -> Iterator[Frame]:
         return
     if not is_video(src):
         raise YoloEdgeError(f"{src} is neither an image ({', '.join(IMAGE_SUFFIXES)}) nor a video ({', '.join(VIDEO_SUFFIXES)})")
-    cap = cv2.VideoCapture(str(src))
+    cap = _capture(src)
     if not cap.isOpened():
         raise YoloEdgeError(f"{src} is not a readable video")
+    header = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
     try:
         i = 0
         while True:
@@ -55,10 +79,12 @@ def frames(source: str | Path) -> Iterator[Frame]:
         cap.release()
     if i == 0:
         raise YoloEdgeError(f"{src} has no readable frames")
+    if header > i:
+        problems.append(f"{src}: read {i} frames but its header says {header}: the file is truncated or damaged")
 
 
 def video_fps(path: Path) -> float:
-    cap = cv2.VideoCapture(str(path))
+    cap = _capture(path)
     fps = cap.get(cv2.CAP_PROP_FPS) if cap.isOpened() else 0.0
     cap.release()
     return fps if fps and fps > 0 else 25.0

@@ -219,11 +219,22 @@ class Planner:
         schemes, how = self.checker.int8_schemes(cand)
         return list(schemes), how
 
+    @property
+    def precisions(self) -> list[str]:
+        """The profile's precisions that the accelerator's backend can really compute on this host."""
+        return [p for p in self.profile.precisions if p in self.checker.npu.precisions]
+
+    @property
+    def skipped_precisions(self) -> list[str]:
+        """Why the profile's other precisions are not tried (e.g. no FP16 kernels in this CPU's OpenVINO)."""
+        return [f"{p} skipped: {self.checker.npu.name} cannot compute {p} on this host" for p in self.profile.precisions
+                if p not in self.checker.npu.precisions]
+
     def _attempts(self, cand: Candidate) -> Iterator[tuple[str, str | None, str]]:
         """(precision, INT8 scheme, how the schemes were ordered) in the order the placement tries them:
-        the profile's precisions, and within INT8 the schemes fastest first. Lazy: the schemes are timed
-        only when INT8 is reached."""
-        for precision in self.profile.precisions:
+        the profile's precisions this host computes, and within INT8 the schemes fastest first. Lazy: the
+        schemes are timed only when INT8 is reached."""
+        for precision in self.precisions:
             schemes, how = self._variants(cand, precision)
             for scheme in schemes:
                 yield precision, scheme, how
@@ -237,7 +248,10 @@ class Planner:
         model = self.split.exported.load()
         inp, out = self.split.input, self.split.output
         cand = self._candidate("whole_graph", model, [inp.name], [out.name], inp.bytes, out.bytes, 2)
-        precision = self.profile.precisions[0]
+        if not self.precisions:
+            raise YoloEdgeError(f"{self.profile.name}: this host computes none of its precisions ({'; '.join(self.skipped_precisions)}); "
+                                "pick another --device")
+        precision = self.precisions[0]
         self.log(f"checking the whole graph on {self.profile.name} at {precision}")
         schemes, _ = self._variants(cand, precision)
         for scheme in schemes:  # the first INT8 scheme that passes, else the last one's failure
@@ -278,7 +292,7 @@ class Planner:
 
     def _place_one(self, cand: Candidate) -> SubgraphPlan:
         cpu_ms, kind = self.cpu_ms(cand)
-        primary = self.profile.precisions[0]
+        primary = self.precisions[0]
         rule = None
         if cand.name == "decode":
             rule = "decode stays FP32 on the CPU: DFL softmax, dist2bbox and the box/score concat lose the class scores at low precision"
@@ -314,7 +328,8 @@ class Planner:
                 reasons[-1] += " (op-level fallback does not pay)"
             if failed != "precision":
                 break  # no other precision or scheme changes op support, memory or speed enough to matter
-        return SubgraphPlan(cand.name, "cpu", "fp32", "subgraph", "back to the CPU: " + "; ".join(reasons), results, None, cpu_ms, kind)
+        why = "back to the CPU: " + "; ".join(reasons + self.skipped_precisions)
+        return SubgraphPlan(cand.name, "cpu", "fp32", "subgraph", why, results, None, cpu_ms, kind)
 
     # ---------------------------------------------------------------- op level
     def _op_level(self, cand: Candidate, precision: str, scheme: str | None, results: dict[str, CheckResult],

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +21,10 @@ from yolo_edge.bundle import Bundle, load_bundle
 from yolo_edge.data.dataset import Dataset, image_folder
 from yolo_edge.data.resolve import CALIB, DEMO, EvalData, resolve_eval_data
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.files import atomic_write
+from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.progress import progress_bar
-from yolo_edge.runtime import EventLog
 from yolo_edge.validate.accuracy import MapResult, detect_all, score
 from yolo_edge.validate.latency import LatencyResult, measure_latency
 from yolo_edge.validate.verdict import Limits, explain, failures, status
@@ -62,23 +64,27 @@ class ValResult:
                 "kind": self.kind, "images": self.images}
 
 
-def val_bundle(bundle: Bundle, data: str | Path | None = None, quiet: bool = True, class_map: str | None = None) -> ValResult:
-    """mAP (or agreement) of the bundle's plan and of the FP32 reference on ``data`` (default: what deploy used)."""
+def val_bundle(bundle: Bundle, data: str | Path | None = None, quiet: bool = True, class_map: str | None = None,
+               detector: Detector | None = None) -> ValResult:
+    """mAP (or agreement) of the bundle's plan (``detector``, default: built from the bundle) and of the FP32
+    reference on ``data`` (default: what deploy used)."""
     cfg = bundle.config
     ev = bundle_eval_data(bundle, data, class_map)
     bar = progress_bar(not quiet)
     ref = detect_all(bundle.reference_detector(), ev.dataset, cfg.val_nms, bar, "reference")
-    dep = detect_all(bundle.detector(), ev.dataset, cfg.val_nms, bar, "deployed")
+    dep = detect_all(detector or bundle.detector(), ev.dataset, cfg.val_nms, bar, "deployed")
     return ValResult(score(ev, ref, ref, cfg.nms.conf), score(ev, ref, dep, cfg.nms.conf), ev.kind, len(ev.dataset))
 
 
 def bench_bundle(bundle: Bundle, data: str | Path | None = None, runs: int | None = None,
-                 events: EventLog | None = None, progress: Callable[[int, int], None] | None = None) -> LatencyResult:
-    """End-to-end and per-phase latency of the bundle's plan on up to 16 images of ``data``."""
+                 progress: Callable[[int, int], None] | None = None, detector: Detector | None = None) -> LatencyResult:
+    """End-to-end and per-phase latency of the bundle's plan (``detector``, default: built from the bundle) on
+    up to 16 images of ``data``."""
     cfg = bundle.config
     ev = bundle_eval_data(bundle, data)
     images = [read_image(r.path) for r in ev.dataset.records[:16]]
-    return measure_latency(bundle.detector(events), images, cfg.validate.latency_warmup, runs or cfg.validate.latency_runs, progress)
+    return measure_latency(detector or bundle.detector(), images, cfg.validate.latency_warmup, runs or cfg.validate.latency_runs,
+                           progress)
 
 
 @dataclass
@@ -99,11 +105,15 @@ def check_bundle(bundle: str | Path | Bundle, baseline: str | Path | None = None
     limits = Limits(cfg.validate.max_drift if max_drift is None else max_drift, cfg.validate.sla_ms if sla_ms is None else sla_ms)
     max_regression = cfg.validate.max_regression if max_regression is None else max_regression
     base = read_baseline(baseline) if baseline else None
-    val = val_bundle(b, data, quiet, class_map)
-    lat = bench_bundle(b, data, runs)
+    detector = b.detector()
+    val = val_bundle(b, data, quiet, class_map, detector)
+    lat = bench_bundle(b, data, runs, detector=detector)
     p95 = lat.end_to_end["p95"]
     fails = failures(val.drift, p95, limits)
     lines = explain(fails, val.drift, p95, limits)
+    if detector.executor.placement_problems:  # the bundle does not run what deploy proved
+        fails.insert(0, "placement")
+        lines[:0] = detector.executor.placement_problems
     if base is not None and p95 > base["p95_ms"] * (1 + max_regression):
         fails.append("regression")
         lines.append(f"p95 latency {p95:.2f} ms is {p95 / base['p95_ms'] - 1:+.1%} over the baseline {base['p95_ms']:.2f} ms "
@@ -114,16 +124,22 @@ def check_bundle(bundle: str | Path | Bundle, baseline: str | Path | None = None
 
 
 def write_baseline(result: CheckResult, path: str | Path) -> None:
-    Path(path).write_text(json.dumps({"p95_ms": result.measured["p95_ms"], "drift": result.measured["val"]["drift"]}, indent=2))
+    """Record the measured p95 and drift (atomically); ``check_can_write`` it before measuring."""
+    doc = {"p95_ms": result.measured["p95_ms"], "drift": result.measured["val"]["drift"]}
+    atomic_write(Path(path), json.dumps(doc, indent=2).encode())
 
 
 def read_baseline(path: str | Path) -> dict[str, Any]:
+    """A baseline written by ``write_baseline``; its p95 must be a positive, finite number of milliseconds."""
     p = Path(path)
     try:
         base = json.loads(p.read_text())
-        float(base["p95_ms"])
+        p95 = float(base["p95_ms"])
     except FileNotFoundError:
         raise YoloEdgeError(f"baseline not found: {p}; record one with yolo-edge check BUNDLE --write-baseline {p}") from None
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, UnicodeDecodeError, IsADirectoryError):
         raise YoloEdgeError(f"{p} is not a yolo-edge baseline (JSON with p95_ms)") from None
+    if not (math.isfinite(p95) and p95 > 0):
+        raise YoloEdgeError(f"{p}: p95_ms is {base['p95_ms']!r}, not a positive number of milliseconds; record it again with "
+                            f"yolo-edge check BUNDLE --write-baseline {p}")
     return base  # type: ignore[no-any-return]

@@ -1,0 +1,47 @@
+"""Writing user-visible files safely: check before the work, write atomically after it.
+
+Example:
+    >>> check_can_write(Path("perf/baseline.json"), "--write-baseline")  # doctest: +SKIP
+    >>> atomic_write(Path("perf/baseline.json"), b"{}")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from yolo_edge.errors import YoloEdgeError
+
+
+def check_can_write(path: Path, what: str) -> None:
+    """Fail now, before minutes of work, if the file ``path`` cannot be written (tried for real: root ignores modes)."""
+    if path.is_dir():
+        raise YoloEdgeError(f"{what} {path} is a folder; name a file")
+    folder = path.absolute().parent
+    if not folder.is_dir():
+        raise YoloEdgeError(f"{what} {path}: the folder {folder} does not exist")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise YoloEdgeError(f"{what} {path}: cannot write in {folder} ({exc.strerror})") from None
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file beside it: readers see the old file or the new, never half."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.absolute().parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
