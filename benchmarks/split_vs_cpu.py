@@ -16,18 +16,17 @@ scheme is faster, and whether symmetric s8 activations are accurate, differ betw
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import tempfile
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 
 from yolo_edge.backends import cpu_backend
 from yolo_edge.config import DeviceProfile, load_deploy_config, load_profile
 from yolo_edge.export import demo_model_path, export_model
+from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.checks import cosine
 from yolo_edge.plan.placement import PlacementPlan, stage_tensors
@@ -76,18 +75,6 @@ def measure(imgsz: int, precisions: list[str], profile: DeviceProfile, frames: i
             print(f"{imgsz:>5} {precision:>7} {c:9.2f} {sp:9.2f} {ratio:6.2f}x   boxes {cos_box:.5f} scores {cos_cls:.5f}   "
                   f"p90 ratio {np.percentile(cpu_ms, 90) / np.percentile(split_ms, 90):.2f}x   events {events}")
             print(f"{'':>12} split median ms: {where}")
-
-
-def cpu_name() -> str:
-    """The CPU model and its low-precision ISA flags, from /proc/cpuinfo (what every figure is measured on)."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or platform.machine()
-    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), platform.machine())
-    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
-    isa = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16") if f in flags]
-    return f"{name} ({', '.join(isa) or 'no AVX2'})"
 
 
 def main() -> None:

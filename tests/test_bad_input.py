@@ -159,6 +159,7 @@ CASES: list[Case] = [
     ("check --max-drift -1", lambda e: ["check", str(e.bundle), "--max-drift", "-1"], 2, "--max-drift: must be zero or positive"),
     ("check --sla-ms 0", lambda e: ["check", str(e.bundle), "--sla-ms", "0"], 2, "--sla-ms: must be a positive number"),
     ("deploy --sla-ms nan", lambda e: ["deploy", "--sla-ms", "nan"], 2, "not a finite number"),
+    ("deploy --sla-ms -5", lambda e: ["deploy", "--sla-ms", "-5"], 2, "--sla-ms: must be a positive number"),
     ("NaN baseline", lambda e: ["check", str(e.bundle), "--baseline", _baseline('{"p95_ms": NaN}')(e)], 2, "not a positive number"),
     ("zero baseline", lambda e: ["check", str(e.bundle), "--baseline", _baseline('{"p95_ms": 0}')(e)], 2, "not a positive number"),
     ("export of an unloadable .pt", lambda e: ["export", "--model", _garbage("bad.pt")(e), "--out", "exp"], 2,

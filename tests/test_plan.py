@@ -96,7 +96,7 @@ def test_whole_graph_int8_fails_precision_on_scores(demo: ExportedModel, fast_cf
     w = plan.whole_graph_npu
     assert w["passed"] is False and w["failed_check"] == "precision"
     numbers = w["checks"]["precision"]  # type: ignore[index]
-    assert numbers["score_max_error"] > 0.05
+    assert numbers["score_max_error"] > 0.5  # the class scores are gone, not noisy
     # the split passes precision where the whole graph fails; placement also depends on measured speed,
     # which a shared CI machine makes noisy, so it is asserted only as "explained" here
     for name in ("backbone", "neck"):

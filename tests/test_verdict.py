@@ -152,6 +152,7 @@ def test_status_rule_and_choice() -> None:
     assert status(failures(MapResult(0.0, 0.0), 60.0, limits, planned="precision")) == "fails precision, SLA"
     assert status(failures(MapResult(float("nan"), 0.0), float("nan"), limits)) == "fails drift, SLA"  # NaN never passes
     assert status(failures(None, 10.0, limits)) == "fails drift"
+    assert status(failures(None, None, limits, planned="op_support")) == "fails op_support"  # stopped before it ran
     ref = PlanRun("whole-cpu", latency=_latency(40.0), drift=MapResult(0.0, 0.0))
     fast_but_drifting = PlanRun("split", latency=_latency(10.0), drift=MapResult(-0.05, -0.03))
     for r in (ref, fast_but_drifting):

@@ -37,6 +37,7 @@ from yolo_edge.data.resolve import resolve_eval_data
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import demo_model_path, export_model
 from yolo_edge.graph import GraphInfo
+from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import default_calib_dir, list_images, load_calibration, read_image
@@ -197,7 +198,7 @@ def deploy(model: str | Path | None = None, device: str = "auto", imgsz: int | s
             chosen.fails, chosen.drift, chosen.latency.end_to_end["p95"], limits)
         report: dict[str, Any] = {
             "yolo_edge": __version__, "model": str(model), "model_names": list(exported.meta.names),
-            "device": profile.name, "device_kind": profile.kind,
+            "device": profile.name, "device_kind": profile.kind, "host_cpu": cpu_name(),
             "imgsz": list(exported.meta.imgsz), "sla_ms": cfg.validate.sla_ms, "max_drift": cfg.validate.max_drift,
             "verdict": "pass" if chosen.ok else "fail",
             "verdict_reasons": reasons,

@@ -29,7 +29,7 @@ def check_can_write(path: Path, what: str) -> None:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file beside it: readers see the old file or the new, never half."""
+    """Write ``data`` to ``path`` through a temporary file beside it: readers see the old file or the new one."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.absolute().parent)
     try:
         with os.fdopen(fd, "wb") as f:

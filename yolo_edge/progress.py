@@ -11,6 +11,7 @@ Bar = Callable[[Sequence[Any], str], Any]
 
 def progress_bar(enabled: bool) -> Bar:
     """``bar(items, desc)``: ``items`` wrapped in a tqdm bar when ``enabled`` and stderr is a terminal."""
+
     def wrap(items: Sequence[Any], desc: str) -> Any:
         if not enabled or not sys.stderr.isatty():
             return items

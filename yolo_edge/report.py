@@ -25,7 +25,8 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# yolo-edge deploy report: {report['model']}",
         "",
-        f"Device **{report['device']}** ({report['device_kind']}), imgsz {report['imgsz'][0]}x{report['imgsz'][1]}, "
+        f"Device **{report['device']}** ({report['device_kind']}), measured on {report['host_cpu']}, "
+        f"imgsz {report['imgsz'][0]}x{report['imgsz'][1]}, "
         f"SLA p95 <= {report['sla_ms']} ms, mAP drift limit {report['max_drift']}. "
         f"Chosen plan: **{report['chosen_plan']}**. Verdict: **{report['verdict'].upper()}**"
         + (f" ({'; '.join(report['verdict_reasons'])})." if report["verdict_reasons"] else "."),

@@ -48,10 +48,11 @@ def run(args: argparse.Namespace) -> int:
                      f"{p['memory_peak_bytes'] / 1e6:.1f}" if p["memory_peak_bytes"] else "-",
                      f"{d['map50']:+.4f}" if d else "-", f"{d['map50_95']:+.4f}" if d else "-"))
     what = "mAP" if r["map"]["kind"] == "labels" else "agreement"
+    print(f"latency measured on {r['host_cpu']}")
     print(table(("plan", "status", "p95 ms", "latency", "memory MB", f"drift {what}50", f"drift {what}50-95"), rows))
     ref, d = r["map"]["reference"], r["data"]
     print(f"\nreference {what}50 {ref['map50']:.4f}, {what}50-95 {ref['map50_95']:.4f} on {d['images']} images of {d['source']} "
-          f"({r['map']['text']})" + (f", classes mapped {d['class_map']}" if d["class_map"] else ""))
+          f"[{r['map']['text']}]" + (f", classes mapped {d['class_map']}" if d["class_map"] else ""))
     print("split plan: " + placement_line(r["split_plan"]))
     print("deployed:   " + placement_line(r["placement"]))
     ev = r["fallback_events"]

@@ -9,6 +9,7 @@ an exception, so temporary folders are removed and no half-written bundle is lef
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -56,14 +57,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"yolo-edge {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"yolo-edge {args.command}: interrupted; temporary files removed, nothing half-written left", file=sys.stderr)
+        print(
+            f"yolo-edge {args.command}: interrupted; temporary files removed, nothing half-written left",
+            file=sys.stderr,
+        )
         return 130
     except Terminated:
-        print(f"yolo-edge {args.command}: terminated (SIGTERM); temporary files removed, nothing half-written left", file=sys.stderr)
+        print(
+            f"yolo-edge {args.command}: terminated (SIGTERM); temporary files removed, nothing half-written left",
+            file=sys.stderr,
+        )
         return 143
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
+def entry() -> NoReturn:
+    """The console script: ``main()``'s exit code, 130 included. CPython kills itself with SIGINT at exit when a
+    KeyboardInterrupt ever passed through code that C extensions evaluate (torch's export does), even one that
+    was caught and handled; after an interrupt, everything is already cleaned up, so leave at once with 130."""
+    code = main()
+    if code == 130:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -60,7 +60,9 @@ def parse_class_map(text: str) -> dict[str, str]:
     for item in (p.strip() for p in text.split(",")):
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or not value.strip():
-            raise YoloEdgeError(f"--class-map: '{item}' is not DATA=MODEL; write e.g. --class-map car=vehicle,truck=vehicle or 0=1,2=0")
+            raise YoloEdgeError(
+                f"--class-map: '{item}' is not DATA=MODEL; write e.g. --class-map car=vehicle,truck=vehicle or 0=1,2=0"
+            )
         if key.strip() in pairs:
             raise YoloEdgeError(f"--class-map: data class '{key.strip()}' is mapped twice")
         pairs[key.strip()] = value.strip()
@@ -80,7 +82,9 @@ def _show(names: Sequence[str], limit: int = 12) -> str:
     return f"[{shown}{', ...' if len(names) > limit else ''}] ({len(names)})"
 
 
-def apply_class_map(dataset: Dataset, model_names: Sequence[str], class_map: Mapping[str, str]) -> tuple[Dataset, dict[str, str]]:
+def apply_class_map(
+    dataset: Dataset, model_names: Sequence[str], class_map: Mapping[str, str]
+) -> tuple[Dataset, dict[str, str]]:
     """``dataset`` relabelled into the model's class ids; objects of unmapped data classes are dropped.
     Returns it and the map by name."""
     ids = {_index(k, dataset.names, "data"): _index(v, model_names, "model") for k, v in class_map.items()}
@@ -95,8 +99,13 @@ def apply_class_map(dataset: Dataset, model_names: Sequence[str], class_map: Map
     return Dataset(tuple(model_names), tuple(records)), {dataset.names[s]: model_names[d] for s, d in ids.items()}
 
 
-def resolve_eval_data(data: str | Path | None, model_names: Sequence[str], calib_dir: Path, images: int,
-                      class_map: str | Mapping[str, str] | None = None) -> EvalData:
+def resolve_eval_data(
+    data: str | Path | None,
+    model_names: Sequence[str],
+    calib_dir: Path,
+    images: int,
+    class_map: str | Mapping[str, str] | None = None,
+) -> EvalData:
     """The evaluation images for a model with ``model_names``: see the module docstring. ``images``
     calibration images (the first, by name) are used when agreement falls back on them."""
     names = tuple(model_names)
@@ -109,27 +118,40 @@ def resolve_eval_data(data: str | Path | None, model_names: Sequence[str], calib
         if class_map:
             raise YoloEdgeError("--class-map maps the classes of a labelled --data set; pass --data too")
         folder = image_folder(calib_dir, limit=images)
-        warning = (f"no --data: the model's classes {_show(names, 6)} are not the demo's, so accuracy is its agreement with "
-                   f"the FP32 reference on {len(folder)} calibration images (no labels); pass --data with labelled images for mAP")
-        return EvalData(Dataset(names, folder.records), f"calibration images ({calib_dir})", CALIB, False, None, warning)
+        warning = (
+            f"no --data: the model's classes {_show(names, 6)} are not the demo's, so accuracy is its agreement "
+            f"with the FP32 reference on {len(folder)} calibration images (no labels); pass --data with labelled "
+            "images for mAP"
+        )
+        return EvalData(
+            Dataset(names, folder.records), f"calibration images ({calib_dir})", CALIB, False, None, warning
+        )
     path = Path(data)
     if path.is_dir():
         if class_map:
-            raise YoloEdgeError(f"--class-map maps the classes of a labelled data set, but {path} is a folder of unlabelled images")
+            raise YoloEdgeError(
+                f"--class-map maps the classes of a labelled data set, but {path} is a folder of unlabelled images"
+            )
         return EvalData(Dataset(names, image_folder(path).records), str(path), str(path.resolve()), False)
     return _labelled(load_dataset(path), names, str(path), str(path.resolve()), class_map)
 
 
-def _labelled(dataset: Dataset, names: tuple[str, ...], source: str, origin: str,
-              class_map: Mapping[str, str] | None) -> EvalData:
+def _labelled(
+    dataset: Dataset, names: tuple[str, ...], source: str, origin: str, class_map: Mapping[str, str] | None
+) -> EvalData:
     if class_map:
         mapped, by_name = apply_class_map(dataset, names, class_map)
         return EvalData(mapped, source, origin, True, by_name)
     if dataset.names != names:
         same = sorted(dataset.names) == sorted(names)
-        hint = ("--class-map " + ",".join(f"{n}={n}" for n in dataset.names) + " (the same names in another order)" if same else
-                "--class-map DATA=MODEL,... (names or indices; data classes left out are dropped)")
-        raise YoloEdgeError(f"{source} is labelled with classes {_show(dataset.names)} but the model has {_show(names)}: "
-                            f"a model is only scored on labels of its own classes; pass {hint}, or --data with a folder "
-                            "of images to measure agreement with the FP32 reference instead")
+        hint = (
+            "--class-map " + ",".join(f"{n}={n}" for n in dataset.names) + " (the same names in another order)"
+            if same
+            else "--class-map DATA=MODEL,... (names or indices; data classes left out are dropped)"
+        )
+        raise YoloEdgeError(
+            f"{source} is labelled with classes {_show(dataset.names)} but the model has {_show(names)}: "
+            f"a model is only scored on labels of its own classes; pass {hint}, or --data with a folder "
+            "of images to measure agreement with the FP32 reference instead"
+        )
     return EvalData(dataset, source, origin, True)

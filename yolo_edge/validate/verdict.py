@@ -29,8 +29,11 @@ class Limits:
 
 
 def failures(drift: MapResult | None, p95_ms: float | None, limits: Limits, planned: str | None = None) -> list[str]:
-    """Why a plan is not acceptable (empty: it is). ``planned`` is the planner's failed check, if any."""
+    """Why a plan is not acceptable (empty: it is). ``planned`` is the planner's failed check, if any; a plan
+    it stopped before anything ran (no figures) fails for that reason alone."""
     out = [planned] if planned else []
+    if drift is None and p95_ms is None and planned:
+        return out
     if drift is None or not all(math.isfinite(d) and d >= -limits.max_drift for d in (drift.map50, drift.map50_95)):
         out.append("drift")
     if p95_ms is None or not (math.isfinite(p95_ms) and p95_ms <= limits.sla_ms):
@@ -51,7 +54,9 @@ def explain(fails: list[str], drift: MapResult | None, p95_ms: float | None, lim
             shown = "not measured" if drift is None else f"mAP50 {drift.map50:+.4f}, mAP50-95 {drift.map50_95:+.4f}"
             lines.append(f"drift {shown} beyond the limit -{limits.max_drift}")
         elif f == "SLA":
-            lines.append(f"p95 {'not measured' if p95_ms is None else f'{p95_ms:.2f} ms'} over the SLA {limits.sla_ms} ms")
+            lines.append(
+                f"p95 {'not measured' if p95_ms is None else f'{p95_ms:.2f} ms'} over the SLA {limits.sla_ms} ms"
+            )
         else:
             lines.append(f"fails the {f} check" if f != "to compile" else "fails to compile")
     return lines

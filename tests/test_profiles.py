@@ -1,0 +1,61 @@
+"""Every shipped profile usable on this machine, end to end: deploy, then run and bench the bundle, and
+every unit runs on the device and at the precision the report says, with no fallback event (no fault is
+injected). A bundle that quietly ran its NPU units on the CPU (issue #11: QDQ artifacts refused by the
+simulated NPU's op list) fails here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from yolo_edge.backends import device_status
+from yolo_edge.bundle import load_bundle
+from yolo_edge.config import load_profile, profile_names
+from yolo_edge.deploy import deploy
+from yolo_edge.plan.placement import PlacementPlan
+from yolo_edge.runtime import execution_units
+
+USABLE = [name for name in profile_names() if device_status(load_profile(name))[0]]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "yolo_edge.cli.main", *args], capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("device", USABLE)
+def test_bundle_runs_the_placement_deploy_reported(device: str, small_cfg: Path, tmp_path: Path) -> None:
+    assert {"cpu", "host-lowp"} <= set(USABLE)  # present on every machine: the loop is never empty
+    result = deploy(device=device, config=small_cfg, quiet=True, out=tmp_path / "bundle")
+    bundle = load_bundle(result.bundle)
+    report = result.report
+    plan = PlacementPlan.from_dict(report["placement"])
+    units = execution_units(bundle.split, plan, bundle.config.runtime.fuse_stages)
+    want = {u.name: u.device for u in units}
+    if report["chosen_plan"] == "split":
+        assert "npu" in want.values()
+
+    ex = bundle.executor()
+    assert ex.placement_problems == []
+    assert [(s.name, s.npu is not None) for s in ex.stages] == [(u.name, u.device == "npu") for u in units]
+    assert all(s.npu.precision == u.precision for s, u in zip(ex.stages, units) if s.npu is not None)
+    ex.close()
+
+    images = bundle.calib_dir
+    run = _cli("run", str(result.bundle), "--source", str(images), "--json", "--events", str(tmp_path / "events.jsonl"))
+    assert run.returncode == 0, run.stderr
+    frames = [json.loads(line) for line in run.stdout.splitlines()]
+    assert len(frames) == len(list(images.iterdir())) and all(f["devices"] == want for f in frames)
+    assert not (tmp_path / "events.jsonl").exists() or not (tmp_path / "events.jsonl").read_text()
+    assert "WARNING" not in run.stderr
+
+    bench = _cli("bench", str(result.bundle), "--runs", "5", "--json")
+    assert bench.returncode == 0, bench.stderr
+    doc = json.loads(bench.stdout)
+    assert doc["fallback_events"]["total"] == 0 and doc["placement_problems"] == []
+    assert doc["npu_share"] == pytest.approx(sum(d == "npu" for d in want.values()) / len(want))
+    assert doc["kind"] == ("modelled NPU + measured CPU" if load_profile(device).latency == "modelled" and "npu" in want.values()
+                           else "measured")
