@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import statistics
 import tempfile
 import time
@@ -25,7 +26,9 @@ from yolo_edge.split import split_model
 
 def measure(imgsz: int, runs: int) -> None:
     from ultralytics import YOLO
+    from ultralytics.utils import LOGGER
 
+    LOGGER.setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
         with contextlib.chdir(tmp):  # ultralytics writes beside the weights: export a copy
             copy = Path(tmp, "demo.pt")
