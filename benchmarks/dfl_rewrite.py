@@ -20,7 +20,7 @@ from yolo_edge.backends import cpu_backend
 from yolo_edge.export import demo_model_path, export_model
 from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
-from yolo_edge.plan.placement import stage_tensors
+from yolo_edge.plan.placement import boundary_tensors
 from yolo_edge.split import split_model
 
 
@@ -36,7 +36,7 @@ def measure(imgsz: int, runs: int) -> None:
             original = Path(YOLO(str(copy)).export(format="onnx", imgsz=imgsz, simplify=True, opset=17))
         before = split_model(export_model(original))  # as ultralytics wrote it
         after = split_model(export_model(original, out_dir=Path(tmp, "rewritten")))  # with the rewrite
-        feeds = stage_tensors(before, load_calibration(default_calib_dir(), (imgsz, imgsz), 8))
+        feeds = boundary_tensors(before, load_calibration(default_calib_dir(), (imgsz, imgsz), 8))
         cpu = cpu_backend()
         exes = {"ultralytics": cpu.compile(before["decode"].model, "fp32"), "rewritten": cpu.compile(after["decode"].model, "fp32")}
         ms: dict[str, list[float]] = {k: [] for k in exes}

@@ -29,8 +29,8 @@ from yolo_edge.export import demo_model_path, export_model
 from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.checks import cosine
-from yolo_edge.plan.placement import PlacementPlan, stage_tensors
-from yolo_edge.runtime import EventLog, SplitExecutor, build_stages
+from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
+from yolo_edge.runtime import EventLog, SplitExecutor, build_units
 from yolo_edge.split import split_model
 
 
@@ -38,11 +38,11 @@ def measure(imgsz: int, precisions: list[str], profile: DeviceProfile, frames: i
     cfg = load_deploy_config()
     with tempfile.TemporaryDirectory() as tmp:
         split = split_model(export_model(demo_model_path(), imgsz=imgsz, out_dir=tmp))
-        tensors = stage_tensors(split, load_calibration(default_calib_dir(), (imgsz, imgsz), 64))
+        tensors = boundary_tensors(split, load_calibration(default_calib_dir(), (imgsz, imgsz), 64))
         full = cpu_backend().compile(split.exported.load(), "fp32")
         for precision in precisions:
             plan = PlacementPlan.manual(split, {"backbone": precision, "neck": precision}, profile.name)
-            ex = SplitExecutor(build_stages(split, plan, profile, tensors[:32], EventLog(), fuse=fuse), cfg.runtime, profile)
+            ex = SplitExecutor(build_units(split, plan, profile, tensors[:32], EventLog(), fuse=fuse), cfg.runtime, profile)
             held_out = tensors[32:]
             for t in held_out[:10]:  # warm-up
                 full.run({"images": t["images"]})
@@ -61,8 +61,8 @@ def measure(imgsz: int, precisions: list[str], profile: DeviceProfile, frames: i
                         continue
                     r = ex.run({"images": t["images"]}, i)
                     split_ms.append(r.model_ms)
-                    for s in r.stages:
-                        parts[f"{s.stage} ({s.device})"].append(s.ms)
+                    for s in r.units:
+                        parts[f"{s.unit} ({s.device})"].append(s.ms)
                     parts["copies"].append(r.transfer_ms)
                     outs.append((r.outputs["output0"], t["output0"]))
             events = ex.events.summary()["total"]
@@ -84,7 +84,7 @@ def main() -> None:
                     help="backbone+neck precision; int8/u8 and int8/s8 name the INT8 activation scheme")
     ap.add_argument("--device", default="host-lowp", help="profile name or .yaml whose runtime runs backbone+neck (rk3588: onnxruntime INT8 kernels)")
     ap.add_argument("--imgsz", type=int, nargs="+", default=[320, 640], help="the demo model was trained at 320")
-    ap.add_argument("--no-fuse", action="store_true", help="run backbone, neck, head, decode as four units (runtime.fuse_stages: false)")
+    ap.add_argument("--no-fuse", action="store_true", help="run backbone, neck, head, decode as four units (runtime.fuse_units: false)")
     args = ap.parse_args()
     profile = load_profile(args.device)
     schemes = profile.runtime_options.int8_schemes if profile.runtime == "openvino" else ("u8",)

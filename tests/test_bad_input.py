@@ -149,7 +149,7 @@ CASES: list[Case] = [
     ("bundle without profile.yaml", lambda e: ["run", _no_bundle_file("profile.yaml")(e), "--source", str(e.image)], 2,
      "damaged bundle (no profile.yaml)"),
     ("bundle without deploy.yaml", lambda e: ["check", _no_bundle_file("deploy.yaml")(e)], 2, "damaged bundle (no deploy.yaml)"),
-    ("meta.json without fuse_stages", lambda e: ["bench", _meta_without("fuse_stages")(e)], 2, "meta.json has no fuse_stages"),
+    ("meta.json without fuse_units", lambda e: ["bench", _meta_without("fuse_units")(e)], 2, "meta.json has no fuse_units"),
     ("damaged model.onnx in a bundle", lambda e: ["run", _damaged("model.onnx", b"\x00junk")(e), "--source", str(e.image)], 2,
      "deploy it again"),
     ("--write-baseline into a missing folder", lambda e: ["check", str(e.bundle), "--write-baseline", "nowhere/base.json"], 2,

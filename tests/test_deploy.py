@@ -12,13 +12,13 @@ import pytest
 
 from tests.test_torch_free import BLOCKER
 from yolo_edge.bundle import load_bundle, write_bundle
+from yolo_edge.check import check_bundle
 from yolo_edge.cli.main import main
 from yolo_edge.data.synthetic import write_dataset
 from yolo_edge.deploy import DeployResult, deploy
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.runtime import execution_units
-from yolo_edge.validate.gate import check_bundle
+from yolo_edge.runtime import plan_units
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +51,9 @@ def test_deploy_compares_three_plans(deployed: DeployResult) -> None:
     assert r["map"]["kind"] == "labels" and r["map"]["reference"]["map50"] > 0.3 and r["data"]["warning"] is None
     # the phases of the split are its execution units, whatever precisions (and so fusions) this CPU's numerics allowed
     split = load_bundle(deployed.bundle).split
-    units = [u.name for u in execution_units(split, PlacementPlan.from_dict(r["split_plan"]))]
-    assert list(plans["split"]["latency"]["stages"]) == ["preprocess", *units, "transfers", "nms"]
-    assert all({"p50", "p95", "p99"} <= set(plans["split"]["latency"]["stages"][u]) for u in units)
+    units = [u.name for u in plan_units(split, PlacementPlan.from_dict(r["split_plan"]))]
+    assert list(plans["split"]["latency"]["phases"]) == ["preprocess", *units, "transfers", "nms"]
+    assert all({"p50", "p95", "p99"} <= set(plans["split"]["latency"]["phases"][u]) for u in units)
     for s in r["split_plan"]["subgraphs"]:  # an INT8 subgraph names the activation scheme its numerics were verified with
         assert (s["int8_scheme"] in ("u8", "s8")) == (s["precision"] == "int8")
 
@@ -61,9 +61,9 @@ def test_deploy_compares_three_plans(deployed: DeployResult) -> None:
 def test_bundle_contents_and_plots(deployed: DeployResult) -> None:
     b = deployed.bundle
     for rel in ("meta.json", "plan.json", "model.onnx", "profile.yaml", "report.json", "report.md", "events.jsonl",
-                "stages/backbone.onnx", "stages/decode.onnx", "plots/latency_cdf.png", "plots/stages.png"):
+                "subgraphs/backbone.onnx", "subgraphs/decode.onnx", "plots/latency_cdf.png", "plots/phases.png"):
         assert (b / rel).is_file(), rel
-    for png in ("latency_cdf.png", "stages.png"):
+    for png in ("latency_cdf.png", "phases.png"):
         image = cv2.imread(str(b / "plots" / png))
         assert image is not None and image.shape[0] > 200 and image.shape[1] > 300 and image.std() > 10
     md = (b / "report.md").read_text()
@@ -71,8 +71,8 @@ def test_bundle_contents_and_plots(deployed: DeployResult) -> None:
     assert not [p for p in b.parent.iterdir() if p.name.startswith(".bundle")]  # no temp dirs left
     if deployed.report["chosen_plan"] == "split":  # one INT8 artifact per NPU unit (backbone+neck fused by default)
         bundle = load_bundle(b)
-        units = [u.name for u in execution_units(bundle.split, bundle.plan, bundle.meta["fuse_stages"]) if u.device == "npu" and u.precision == "int8"]
-        assert sorted(p.name for p in (b / "stages").glob("*.int8.onnx")) == sorted(f"{n}.int8.onnx" for n in units)
+        units = [u.name for u in plan_units(bundle.split, bundle.plan, bundle.meta["fuse_units"]) if u.device == "npu" and u.precision == "int8"]
+        assert sorted(p.name for p in (b / "units").glob("*.int8.onnx")) == sorted(f"{n}.int8.onnx" for n in units)
 
 
 def test_check_passes_then_fails_on_sla_and_regression(deployed: DeployResult, small: tuple[Path, Path], tmp_path: Path,

@@ -117,8 +117,8 @@ def test_plans_are_timed_frame_by_frame_in_turn(demo: ExportedModel, calib_image
     """measure_latencies interleaves the detectors (rotating the order), so machine noise hits all alike."""
     from yolo_edge.config import load_deploy_config, load_profile
     from yolo_edge.pipeline.detector import Detector
-    from yolo_edge.plan.placement import PlacementPlan, stage_tensors
-    from yolo_edge.runtime import EventLog, SplitExecutor, build_stages
+    from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
+    from yolo_edge.runtime import EventLog, SplitExecutor, build_units
     from yolo_edge.split import split_model
     from yolo_edge.validate.latency import measure_latencies
 
@@ -135,12 +135,12 @@ def test_plans_are_timed_frame_by_frame_in_turn(demo: ExportedModel, calib_image
 
     detectors = {}
     for name, fuse in (("fused", True), ("four", False)):
-        stages = build_stages(split, PlacementPlan.manual(split, {}, "cpu"), load_profile("cpu"), stage_tensors(split, calib_images[:1]), EventLog(), fuse=fuse)
-        detectors[name] = Recording(SplitExecutor(stages, cfg.runtime), demo.meta, cfg.nms)
+        units = build_units(split, PlacementPlan.manual(split, {}, "cpu"), load_profile("cpu"), boundary_tensors(split, calib_images[:1]), EventLog(), fuse=fuse)
+        detectors[name] = Recording(SplitExecutor(units, cfg.runtime), demo.meta, cfg.nms)
         detectors[name].name = name
     images = [(x[0].transpose(1, 2, 0) * 255).astype(np.uint8) for x in calib_images[:3]]
     result = measure_latencies(detectors, images, warmup=1, runs=4)
     assert calls == ["fused", "four"] + ["fused", "four", "four", "fused"] * 2
-    assert list(result["fused"].stages) == ["preprocess", "backbone+neck+head+decode", "transfers", "nms"]
-    assert list(result["four"].stages) == ["preprocess", "backbone", "neck", "head", "decode", "transfers", "nms"]
+    assert list(result["fused"].phases) == ["preprocess", "backbone+neck+head+decode", "transfers", "nms"]
+    assert list(result["four"].phases) == ["preprocess", "backbone", "neck", "head", "decode", "transfers", "nms"]
     assert all(len(r.samples_ms) == 4 and r.end_to_end["p50"] > 0 for r in result.values())

@@ -17,7 +17,7 @@ from yolo_edge.bundle import load_bundle
 from yolo_edge.config import load_profile, profile_names
 from yolo_edge.deploy import deploy
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.runtime import execution_units
+from yolo_edge.runtime import plan_units
 
 USABLE = [name for name in profile_names() if device_status(load_profile(name))[0]]
 
@@ -33,15 +33,15 @@ def test_bundle_runs_the_placement_deploy_reported(device: str, small_cfg: Path,
     bundle = load_bundle(result.bundle)
     report = result.report
     plan = PlacementPlan.from_dict(report["placement"])
-    units = execution_units(bundle.split, plan, bundle.config.runtime.fuse_stages)
+    units = plan_units(bundle.split, plan, bundle.config.runtime.fuse_units)
     want = {u.name: u.device for u in units}
     if report["chosen_plan"] == "split":
         assert "npu" in want.values()
 
     ex = bundle.executor()
     assert ex.placement_problems == []
-    assert [(s.name, s.npu is not None) for s in ex.stages] == [(u.name, u.device == "npu") for u in units]
-    assert all(s.npu.precision == u.precision for s, u in zip(ex.stages, units) if s.npu is not None)
+    assert [(s.name, s.npu is not None) for s in ex.units] == [(u.name, u.device == "npu") for u in units]
+    assert all(s.npu.precision == u.precision for s, u in zip(ex.units, units) if s.npu is not None)
     ex.close()
 
     images = bundle.calib_dir

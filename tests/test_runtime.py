@@ -10,6 +10,7 @@ import onnx
 import pytest
 
 from yolo_edge.backends import RUNTIMES, cpu_backend, runtime_backend
+from yolo_edge.backends.base import Executable
 from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
 from yolo_edge.backends.quantize import cache_dir, quantize_int8
 from yolo_edge.backends.simulated import SimulatedNpu
@@ -17,8 +18,8 @@ from yolo_edge.config import DeployConfig, Faults, load_profile
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel
 from yolo_edge.plan.checks import cosine
-from yolo_edge.plan.placement import PlacementPlan, stage_tensors
-from yolo_edge.runtime import EventLog, SplitExecutor, build_stages, execution_units
+from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
+from yolo_edge.runtime import CircuitBreaker, EventLog, SplitExecutor, Unit, build_units, plan_units
 from yolo_edge.split import SplitModel, split_model
 
 
@@ -33,18 +34,18 @@ def demo_split(demo: ExportedModel) -> SplitModel:
 
 @pytest.fixture(scope="module")
 def tensors(demo_split: SplitModel, calib_images: list) -> list:  # type: ignore[type-arg]
-    return stage_tensors(demo_split, calib_images)
+    return boundary_tensors(demo_split, calib_images)
 
 
 def test_all_cpu_split_execution_equals_monolithic(demo: ExportedModel, demo_split: SplitModel, calib_images: list, fast_cfg: DeployConfig) -> None:  # type: ignore[type-arg]
     full = cpu_backend().compile(demo.load(), "fp32")
-    for fuse, units in ((False, ["backbone", "neck", "head", "decode"]), (True, ["backbone+neck+head+decode"])):
-        stages = build_stages(demo_split, hand_plan(demo_split, {}), load_profile("cpu"), stage_tensors(demo_split, calib_images[:2]), EventLog(), fuse=fuse)
-        ex = SplitExecutor(stages, fast_cfg.runtime)
+    for fuse, names in ((False, ["backbone", "neck", "head", "decode"]), (True, ["backbone+neck+head+decode"])):
+        units = build_units(demo_split, hand_plan(demo_split, {}), load_profile("cpu"), boundary_tensors(demo_split, calib_images[:2]), EventLog(), fuse=fuse)
+        ex = SplitExecutor(units, fast_cfg.runtime)
         for i, image in enumerate(calib_images[:4]):
             got = ex.run({"images": image}, i)
             assert np.abs(got.outputs["output0"] - full.run({"images": image})["output0"]).max() <= 1e-4
-            assert [s.stage for s in got.stages] == units and {s.device for s in got.stages} == {"cpu"} and got.transfer_bytes == 0
+            assert [s.unit for s in got.units] == names and {s.device for s in got.units} == {"cpu"} and got.transfer_bytes == 0
         ex.close()
 
 
@@ -53,13 +54,13 @@ def test_int8_backbone_neck_on_host_lowp_keeps_output(demo_split: SplitModel, te
     profile = load_profile("host-lowp")
     plan = hand_plan(demo_split, {"backbone": "int8", "neck": "int8"}, "host-lowp")
     for fuse in (True, False):
-        ex = SplitExecutor(build_stages(demo_split, plan, profile, tensors[:12], EventLog(), fuse=fuse), fast_cfg.runtime, profile)
+        ex = SplitExecutor(build_units(demo_split, plan, profile, tensors[:12], EventLog(), fuse=fuse), fast_cfg.runtime, profile)
         for t in tensors[12:16]:
             got = ex.run({"images": t["images"]})
             out, ref = got.outputs["output0"], t["output0"]
             assert cosine(out[:, :4], ref[:, :4]) >= 0.99 and cosine(out[:, 4:], ref[:, 4:]) >= 0.99
             units = [("backbone+neck", "npu"), ("head+decode", "cpu")] if fuse else [("backbone", "npu"), ("neck", "npu"), ("head", "cpu"), ("decode", "cpu")]
-            assert [(s.stage, s.device) for s in got.stages] == units
+            assert [(s.unit, s.device) for s in got.units] == units
             by_boundary = {x.boundary: x.bytes for x in got.transfers}
             last_npu, first_cpu = ("backbone+neck", "head+decode") if fuse else ("neck", "head")
             assert by_boundary == {f"input->{units[0][0]}": t["images"].nbytes,
@@ -73,13 +74,13 @@ def test_fused_units_and_the_unfused_retry_when_the_npu_refuses_one_graph(demo_s
     from yolo_edge.graph import GraphInfo
 
     plan = hand_plan(demo_split, {"backbone": "int8", "neck": "int8"}, "rk3588")
-    units = execution_units(demo_split, plan)
+    units = plan_units(demo_split, plan)
     assert [(u.name, u.device, u.precision) for u in units] == [("backbone+neck", "npu", "int8"), ("head+decode", "cpu", "fp32")]
-    assert [u.name for u in execution_units(demo_split, plan, fuse=False)] == ["backbone", "neck", "head", "decode"]
-    assert [u.name for u in execution_units(demo_split, hand_plan(demo_split, {"backbone": "int8", "neck": "fp16"}))] == ["backbone", "neck", "head+decode"]
-    assert [u.name for u in execution_units(demo_split, hand_plan(demo_split, {"neck": "int8"}))] == ["backbone", "neck", "head+decode"]
+    assert [u.name for u in plan_units(demo_split, plan, fuse=False)] == ["backbone", "neck", "head", "decode"]
+    assert [u.name for u in plan_units(demo_split, hand_plan(demo_split, {"backbone": "int8", "neck": "fp16"}))] == ["backbone", "neck", "head+decode"]
+    assert [u.name for u in plan_units(demo_split, hand_plan(demo_split, {"neck": "int8"}))] == ["backbone", "neck", "head+decode"]
     # two INT8 activation schemes are two graphs: no fusion across them
-    assert [u.name for u in execution_units(demo_split, hand_plan(demo_split, {"backbone": "int8/s8", "neck": "int8/u8"}))] == ["backbone", "neck", "head+decode"]
+    assert [u.name for u in plan_units(demo_split, hand_plan(demo_split, {"backbone": "int8/s8", "neck": "int8/u8"}))] == ["backbone", "neck", "head+decode"]
 
     def need_mb(model: onnx.ModelProto) -> float:
         return memory_use(GraphInfo.of(model), "int8").dram_bytes / 2**20
@@ -88,8 +89,8 @@ def test_fused_units_and_the_unfused_retry_when_the_npu_refuses_one_graph(demo_s
     assert parts < fused
     profile = replace(load_profile("rk3588"), memory_mb=(parts + fused) / 2)  # each fits, the two as one graph do not
     events = EventLog()
-    stages = build_stages(demo_split, plan, profile, tensors[:4], events, npu=SimulatedNpu(profile, OnnxRuntimeBackend()))
-    assert [(s.name, s.npu is not None) for s in stages] == [("backbone", True), ("neck", True), ("head+decode", False)]
+    units = build_units(demo_split, plan, profile, tensors[:4], events, npu=SimulatedNpu(profile, OnnxRuntimeBackend()))
+    assert [(s.name, s.npu is not None) for s in units] == [("backbone", True), ("neck", True), ("head+decode", False)]
     assert events.events == []
 
 
@@ -122,7 +123,7 @@ def test_executable_validates_feeds(demo_split: SplitModel, feeds: dict, message
         exe.run(feeds)
 
 
-def test_int8_is_calibrated_on_real_stage_outputs_and_cached(demo_split: SplitModel, tensors: list) -> None:  # type: ignore[type-arg]
+def test_int8_is_calibrated_on_real_subgraph_outputs_and_cached(demo_split: SplitModel, tensors: list) -> None:  # type: ignore[type-arg]
     neck = demo_split["neck"]
     calib = [{t.name: x[t.name] for t in neck.inputs} for x in tensors[:4]]
     q = quantize_int8(neck.model, calib)
@@ -171,15 +172,15 @@ def test_fault_injection_1000_frames(demo_split: SplitModel, tensors: list, fast
     faults = Faults(error_rate=0.10, nan_rate=0.02, hang_rate=0.005, hang_s=0.8, seed=7, burst_start=300, burst_len=12)
     profile = replace(load_profile("rk3588"), faults=faults)
     npu = SimulatedNpu(profile, OnnxRuntimeBackend())
-    cfg = replace(fast_cfg.runtime, stage_timeout_s=0.4, breaker_failures=5, breaker_cooldown_s=0.05, slow_ratio=50.0)
+    cfg = replace(fast_cfg.runtime, unit_timeout_s=0.4, breaker_failures=5, breaker_cooldown_s=0.05, slow_ratio=50.0)
     plan = hand_plan(demo_split, {"backbone": "int8", "neck": "int8"}, "rk3588")
     events = EventLog()
-    ex = SplitExecutor(build_stages(demo_split, plan, profile, tensors[:8], events, npu=npu), cfg, profile, events)
+    ex = SplitExecutor(build_units(demo_split, plan, profile, tensors[:8], events, npu=npu), cfg, profile, events)
     refs = tensors[8:12]
     npu_only = []
     for t in refs:  # the pure-NPU result of each image, for the tolerance
         x = dict(t)
-        for st in ex.stages:
+        for st in ex.units:
             x.update((st.npu or st.cpu).__class__.run(getattr(st.npu, "inner", st.cpu), {n: x[n] for n in st.input_names}))
         npu_only.append(x["output0"])
     results = [ex.run({"images": refs[i % 4]["images"]}, i) for i in range(1000)]
@@ -188,7 +189,7 @@ def test_fault_injection_1000_frames(demo_split: SplitModel, tensors: list, fast
     for i, r in enumerate(results):
         out, cpu_ref = r.outputs["output0"], refs[i % 4]["output0"]
         assert np.isfinite(out).all()
-        if all(s.device == "cpu" for s in r.stages):
+        if all(s.device == "cpu" for s in r.units):
             assert np.abs(out - cpu_ref).max() <= 1e-4
         else:
             assert cosine(out[:, 4:], cpu_ref[:, 4:]) >= 0.99 and cosine(out[:, :4], cpu_ref[:, :4]) >= 0.99
@@ -205,25 +206,75 @@ def test_fault_injection_1000_frames(demo_split: SplitModel, tensors: list, fast
     assert summary["total"] == len(events.events) and summary["by_action"]["retry_cpu"] == len(retries)  # type: ignore[index]
 
 
+class _Clock:
+    """A fake monotonic clock, advanced by the fake accelerator below: no sleeping, no wall-clock noise."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _TimedNpu(Executable):
+    """Test double for an accelerator: the real FP32 graph's results, taking ``durations[i]`` fake seconds on call i."""
+
+    def __init__(self, inner: Executable, clock: _Clock, durations: list[float]) -> None:
+        super().__init__(inner.inputs, inner.outputs, "int8", "fake-npu", inner.model)
+        self.inner, self.clock, self.durations, self.calls = inner, clock, durations, 0
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.clock.now += self.durations[min(self.calls, len(self.durations) - 1)]
+        self.calls += 1
+        return self.inner.run(feeds)
+
+
 def test_performance_hysteresis_moves_and_returns(demo_split: SplitModel, tensors: list, fast_cfg: DeployConfig, tmp_path) -> None:  # type: ignore[type-arg, no-untyped-def]
-    """Ten slow NPU calls in a row (hangs under the timeout): the stage moves to the CPU after N=5, then
-    returns after M=3 good probes; no flapping in between."""
-    faults = Faults(seed=1, hang_s=0.3, burst_start=0, burst_len=10, burst_kind="hang")
-    profile = replace(load_profile("rk3588"), faults=faults)
-    npu = SimulatedNpu(profile, OnnxRuntimeBackend())
-    cfg = replace(fast_cfg.runtime, stage_timeout_s=5.0, slow_frames=5, recover_probes=3, probe_every=2, slow_ratio=5.0)
-    plan = hand_plan(demo_split, {"backbone": "int8"}, "rk3588")
+    """Ten slow accelerator calls in a row (0.3 s against a 10 ms CPU estimate, on an injected clock): the
+    unit moves to the CPU after N=5, then returns after M=3 good probes; no flapping in between."""
+    clock = _Clock()
+    cpu = cpu_backend().compile(demo_split["backbone"].model, "fp32")
+    npu = _TimedNpu(cpu_backend().compile(demo_split["backbone"].model, "fp32"), clock, [0.3] * 10 + [0.002])
+    cfg = replace(fast_cfg.runtime, slow_frames=5, recover_probes=3, probe_every=2, slow_ratio=5.0)
     events = EventLog(tmp_path / "events.jsonl")
-    ex = SplitExecutor(build_stages(demo_split, plan, profile, tensors[:8], events, npu=npu), cfg, profile, events)
-    devices = [ex.run({"images": tensors[i % 8]["images"]}, i).stages[0].device for i in range(40)]
+    ex = SplitExecutor([Unit("backbone", cpu, npu, cpu_estimate_s=0.01)], cfg, None, events, clock=clock)
+    devices = [ex.run({"images": tensors[i % 8]["images"]}, i).units[0].device for i in range(40)]
     ex.close()
-    moves = [(e.frame, e.action) for e in events.events if e.stage == "backbone"]
+    moves = [(e.frame, e.action) for e in events.events if e.unit == "backbone"]
     assert [a for _, a in moves] == ["move_to_cpu", "move_to_npu"]
     (park, _), (back, _) = moves
     assert park == 4  # the fifth slow frame in a row
-    assert back == park + 2 * (5 + 3)  # probes every 2nd frame: 5 still in the hang burst, then 3 good ones
+    assert back == park + 2 * (5 + 3)  # probes every 2nd frame: 5 still slow, then 3 good ones
     assert set(devices[park + 1:back + 1:2]) == {"cpu"} and set(devices[park + 2:back + 1:2]) == {"npu"}
     assert set(devices[back:]) == {"npu"}
+    assert npu.calls == 5 + 8 + (40 - back - 1)  # no call to the accelerator while parked, except the probes
     logged = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
-    assert [(e["frame"], e["stage"], e["trigger"], e["action"]) for e in logged] == [
+    assert [(e["frame"], e["unit"], e["trigger"], e["action"]) for e in logged] == [
         (park, "backbone", "performance", "move_to_cpu"), (back, "backbone", "recovered", "move_to_npu")]
+
+
+def test_circuit_breaker_on_an_injected_clock() -> None:
+    """closed -> K failures -> open; no probe before the cool-down; a failed half-open probe re-opens, a good one
+    closes; a success in between resets the count."""
+    clock = _Clock()
+    events = EventLog()
+    b = CircuitBreaker(failures=3, cooldown_s=1.0, events=events, clock=clock)
+    b.record(False, 0, "u", "nan")
+    b.record(False, 1, "u", "nan")
+    b.record(True, 2, "u", "")  # resets
+    b.record(False, 3, "u", "nan")
+    b.record(False, 4, "u", "nan")
+    assert b.state == "closed" and b.allow()
+    b.record(False, 5, "u", "timeout")
+    assert b.state == "open" and not b.allow()
+    clock.now = 0.999
+    assert not b.allow()
+    clock.now = 1.0
+    assert b.allow() and b.state == "half_open"
+    b.record(False, 6, "u", "runtime_error")
+    assert b.state == "open" and not b.allow()
+    clock.now = 2.0
+    assert b.allow()
+    b.record(True, 7, "u", "")
+    assert b.state == "closed"
+    assert [(e.frame, e.action) for e in events.events] == [(5, "open_breaker"), (6, "reopen_breaker"), (7, "close_breaker")]

@@ -32,9 +32,9 @@ from yolo_edge.export import ExportedModel, export_model
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.checks import Checker
-from yolo_edge.plan.placement import PlacementPlan, Planner, make_plan, stage_tensors
+from yolo_edge.plan.placement import PlacementPlan, Planner, boundary_tensors, plan_model
 from yolo_edge.progress import progress_bar
-from yolo_edge.runtime import EventLog, SplitExecutor, build_stages, whole_graph_stage
+from yolo_edge.runtime import EventLog, SplitExecutor, build_units, whole_graph_unit
 from yolo_edge.split import split_model
 from yolo_edge.validate.accuracy import MapResult, agreement_map, coco_map, detect_all
 from yolo_edge.validate.latency import LatencyResult
@@ -57,9 +57,9 @@ def shapes_val(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _cpu_detector(model: ExportedModel, cfg: DeployConfig, fuse: bool = True) -> Detector:
     """All-CPU FP32: the four subgraphs fused into one unit (the monolithic model) or run in sequence."""
     split = split_model(model)
-    sample = stage_tensors(split, load_calibration(default_calib_dir(), model.meta.imgsz, 1))
-    stages = build_stages(split, PlacementPlan.manual(split, {}, "cpu"), load_profile("cpu"), sample, EventLog(), fuse=fuse)
-    return Detector(SplitExecutor(stages, cfg.runtime), model.meta, cfg.nms)
+    sample = boundary_tensors(split, load_calibration(default_calib_dir(), model.meta.imgsz, 1))
+    units = build_units(split, PlacementPlan.manual(split, {}, "cpu"), load_profile("cpu"), sample, EventLog(), fuse=fuse)
+    return Detector(SplitExecutor(units, cfg.runtime), model.meta, cfg.nms)
 
 
 # ---------------------------------------------------------------- which data scores a model
@@ -124,7 +124,7 @@ def test_agreement_of_the_fp32_split_with_the_monolithic_model(second: ExportedM
     ev = resolve_eval_data(folder / "images" / "val", second.meta.names, default_calib_dir(), 8)
     assert ev.kind == "agreement" and ev.dataset.names == second.meta.names
     sample = [{"images": load_calibration(default_calib_dir(), second.meta.imgsz, 1)[0]}]
-    whole = Detector(SplitExecutor([whole_graph_stage(second.load(), cpu_backend(), "fp32", sample)], fast_cfg.runtime),
+    whole = Detector(SplitExecutor([whole_graph_unit(second.load(), cpu_backend(), "fp32", sample)], fast_cfg.runtime),
                      second.meta, fast_cfg.nms)
     ref = detect_all(whole, ev.dataset, fast_cfg.val_nms, NO_BAR, "")
     four = detect_all(_cpu_detector(second, fast_cfg, fuse=False), ev.dataset, fast_cfg.val_nms, NO_BAR, "")
@@ -216,7 +216,7 @@ def test_int8_scheme_falls_back_when_the_first_fails_its_numerics(demo: Exported
 
     npu = SimulatedNpu(profile, _OpenVino(("s8", "u8"), broken="s8"))
     images = load_calibration(default_calib_dir(), demo.meta.imgsz, fast_cfg.calib_images + fast_cfg.checks.precision.images)
-    plan = make_plan(split_model(demo), profile, fast_cfg, images, npu=npu)
+    plan = plan_model(split_model(demo), profile, fast_cfg, images, npu=npu)
     neck = plan["neck"]
     assert (neck.device, neck.precision, neck.int8_scheme) == ("npu", "int8", "u8")
     assert "int8/s8 failed precision" in neck.reason and "all four checks pass at int8/u8" in neck.reason

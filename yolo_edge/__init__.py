@@ -1,10 +1,72 @@
-"""yolo-edge: split, place, run and prove YOLOv8 detectors on edge NPU + CPU."""
+"""yolo-edge: split, place, run and prove YOLOv8 detectors on edge NPU + CPU.
+
+The public API, in the order of the data flow (``docs/ARCHITECTURE.md``): export a model, split it,
+place it on a device profile, deploy it (plan, build, validate, bundle), load the bundle and detect,
+and gate on it in CI. Every user error is a :class:`YoloEdgeError` with a one-line message.
+
+A walk through all of it on the shipped demo model (it runs as a test, ``tests/test_api.py``):
+
+    >>> import shutil, tempfile
+    >>> from dataclasses import replace
+    >>> from pathlib import Path
+    >>> import cv2
+    >>> from yolo_edge import (Detections, YoloEdgeError, check_bundle, default_calib_dir, demo_model_path, deploy,
+    ...                        export_model, load_bundle, load_calibration, load_deploy_config, load_profile, plan_model,
+    ...                        split_model)
+    >>> work = Path(tempfile.mkdtemp())
+    >>> exported = export_model(demo_model_path(), imgsz=320, out_dir=work)
+    >>> exported.meta.names
+    ('circle', 'rectangle', 'triangle', 'star', 'cross', 'ring')
+    >>> split = split_model(exported)
+    >>> [s.name for s in split.subgraphs]
+    ['backbone', 'neck', 'head', 'decode']
+    >>> cfg = load_deploy_config()
+    >>> quick = replace(cfg, calib_images=4, checks=replace(cfg.checks, precision=replace(cfg.checks.precision, images=2)),
+    ...                 validate=replace(cfg.validate, latency_warmup=1, latency_runs=5))
+    >>> images = load_calibration(default_calib_dir(), exported.meta.imgsz, 6)
+    >>> plan = plan_model(split, load_profile("sim-edge-npu"), quick, images)
+    >>> plan["decode"].device, plan["decode"].precision, plan.whole_graph_npu.failed_check
+    ('cpu', 'fp32', 'precision')
+    >>> photos = work / "photos"
+    >>> photos.mkdir()
+    >>> for p in sorted(default_calib_dir().glob("*.jpg"))[40:48]:
+    ...     _ = shutil.copy(p, photos)
+    >>> result = deploy(device="sim-edge-npu", data=photos, config=quick, out=work / "bundle", quiet=True)
+    >>> result.report["map"]["kind"], [p["name"] for p in result.report["plans"]], result.exit_code
+    ('agreement', ['whole-npu', 'whole-cpu', 'split'], 0)
+    >>> bundle = load_bundle(result.bundle)
+    >>> with bundle.detector() as detector:
+    ...     detections, timing = detector.detect(cv2.imread(str(photos / "calib_00040.jpg")))
+    >>> isinstance(detections, Detections) and len(detections) > 0 and timing.end_to_end_ms > 0
+    True
+    >>> check_bundle(result.bundle, runs=5).status
+    'ok'
+    >>> try:
+    ...     load_bundle(photos)
+    ... except YoloEdgeError as exc:
+    ...     print(str(exc).split(";")[0].endswith("is not a yolo-edge bundle (no meta.json/plan.json)"))
+    True
+    >>> shutil.rmtree(work)
+"""
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from yolo_edge.bundle import Bundle, load_bundle
+from yolo_edge.check import GateResult, check_bundle
+from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config, load_profile
+from yolo_edge.deploy import DeployResult, deploy
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.export import ExportedModel, demo_model_path, export_model
+from yolo_edge.pipeline.detector import Detector
+from yolo_edge.pipeline.postprocess import Detections
+from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
+from yolo_edge.plan.placement import PlacementPlan, plan_model
+from yolo_edge.split import SplitModel, split_model
+from yolo_edge.version import __version__
 
-try:
-    __version__ = version("yolo-edge")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0.0.0+source"
+__all__ = [
+    "Bundle", "DeployConfig", "DeployResult", "Detections", "Detector", "DeviceProfile", "ExportedModel", "GateResult",
+    "PlacementPlan", "SplitModel", "YoloEdgeError", "__version__", "check_bundle", "default_calib_dir", "demo_model_path",
+    "deploy", "export_model", "load_bundle", "load_calibration", "load_deploy_config", "load_profile", "plan_model",
+    "split_model",
+]

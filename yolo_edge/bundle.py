@@ -3,12 +3,12 @@
 Layout::
 
     bundle/
-      meta.json          model metadata, device, yolo-edge version, chosen plan, data used, stage fusion
+      meta.json          model metadata, device, yolo-edge version, chosen plan, data used, unit fusion
       plan.json          the chosen PlacementPlan (devices, precisions, INT8 schemes, every check's numbers)
       deploy.yaml        the deploy settings it was proven with (thresholds, NMS, runtime): check/val/bench/run use them
       calib/*            the calibration sample deploy used (the images; agreement data when no labels were given)
       model.onnx         the monolithic FP32 model: the reference for val/check
-      stages/<s>.onnx    each subgraph in FP32 (the CPU twin); <unit>.int8.onnx the INT8 artifact of each
+      subgraphs/<s>.onnx each subgraph in FP32 (the CPU twin); units/<unit>.int8.onnx the INT8 artifact of each
                          NPU unit (a subgraph, or fused ones: backbone+neck.int8.onnx)
       profile.yaml       the device profile used
       events.jsonl       the runtime fallback events of the deployed plan's validation and benchmark runs
@@ -40,8 +40,8 @@ from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, load_onnx
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import load_calibration
-from yolo_edge.plan.placement import PlacementPlan, stage_tensors
-from yolo_edge.runtime import EventLog, SplitExecutor, Stage, build_stages, execution_units
+from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
+from yolo_edge.runtime import EventLog, SplitExecutor, Unit, build_units, plan_units
 from yolo_edge.split import SplitModel, split_model
 
 FORMAT = 3  # 3: deploy.yaml, calib/, relative model path, INT8 schemes in plan.json
@@ -116,17 +116,17 @@ def _umask() -> int:
     return mask
 
 
-def stage_artifacts(stages: list[Stage]) -> dict[str, bytes]:
+def unit_artifacts(units: list[Unit]) -> dict[str, bytes]:
     """The compiled NPU artifacts that differ from the FP32 subgraph (INT8 QDQ graphs)."""
     files = {}
-    for st in stages:
+    for st in units:
         if st.npu is not None and st.npu.model is not None and st.npu.precision == "int8":
-            files[f"stages/{st.name}.int8.onnx"] = st.npu.model.SerializeToString()
+            files[f"units/{st.name}.int8.onnx"] = st.npu.model.SerializeToString()
     return files
 
 
 def bundle_files(exported: ExportedModel, split: SplitModel, plan: PlacementPlan, profile: DeviceProfile, cfg: DeployConfig,
-                 calib_files: Sequence[Path], stages: list[Stage], meta: dict[str, Any], report_json: dict[str, Any],
+                 calib_files: Sequence[Path], units: list[Unit], meta: dict[str, Any], report_json: dict[str, Any],
                  report_md: str, plots: Mapping[str, bytes], events: EventLog) -> dict[str, bytes]:
     files: dict[str, bytes] = {
         "meta.json": json.dumps({"format": FORMAT, **meta, "calib": [p.name for p in calib_files]}, indent=2).encode(),
@@ -141,8 +141,8 @@ def bundle_files(exported: ExportedModel, split: SplitModel, plan: PlacementPlan
     for p in calib_files:
         files[f"{CALIB}/{p.name}"] = p.read_bytes()
     for sg in split.subgraphs:
-        files[f"stages/{sg.name}.onnx"] = sg.model.SerializeToString()
-    files.update(stage_artifacts(stages))
+        files[f"subgraphs/{sg.name}.onnx"] = sg.model.SerializeToString()
+    files.update(unit_artifacts(units))
     files.update({f"plots/{name}": data for name, data in plots.items()})
     return files
 
@@ -179,19 +179,19 @@ class Bundle:
         executor. Where a unit cannot be placed as the plan says, ``executor.placement_problems`` says so."""
         plan = plan or self.plan
         events = events or EventLog()
-        sample = stage_tensors(self.split, load_calibration(self.calib_dir, self.exported.meta.imgsz, self.config.calib_images))
-        artifacts = {p.name.removesuffix(".int8.onnx"): onnx.load(str(p)) for p in (self.path / "stages").glob("*.int8.onnx")}
-        fuse = bool(self.meta["fuse_stages"])
-        stages = build_stages(self.split, plan, self.profile, sample, events, artifacts=artifacts, fuse=fuse)
-        executor = SplitExecutor(stages, self.config.runtime, self.profile, events)
-        built = {s.name: s for s in stages}
-        for unit in execution_units(self.split, plan, fuse):
-            stage = built.get(unit.name)
-            if unit.device == "npu" and (stage is None or stage.npu is None):
-                why = next((e.detail for e in events.events if e.stage == unit.name and e.action == "compile_on_cpu"),
+        sample = boundary_tensors(self.split, load_calibration(self.calib_dir, self.exported.meta.imgsz, self.config.calib_images))
+        artifacts = {p.name.removesuffix(".int8.onnx"): onnx.load(str(p)) for p in (self.path / "units").glob("*.int8.onnx")}
+        fuse = bool(self.meta["fuse_units"])
+        units = build_units(self.split, plan, self.profile, sample, events, artifacts=artifacts, fuse=fuse)
+        executor = SplitExecutor(units, self.config.runtime, self.profile, events)
+        built = {u.name: u for u in units}
+        for planned in plan_units(self.split, plan, fuse):
+            unit = built.get(planned.name)
+            if planned.device == "npu" and (unit is None or unit.npu is None):
+                why = next((e.detail for e in events.events if e.unit == planned.name and e.action == "compile_on_cpu"),
                            "the accelerator refused it as one graph")
-                executor.placement_problems.append(
-                    f"unit {unit.name} was proven on {self.profile.name} at {unit.precision} but cannot be placed there now ({why})")
+                executor.placement_problems.append(f"unit {planned.name} was proven on {self.profile.name} at {planned.precision} "
+                                                   f"but cannot be placed there now ({why})")
         return executor
 
     def detector(self, events: EventLog | None = None) -> Detector:
@@ -203,6 +203,8 @@ class Bundle:
 
 
 def load_bundle(path: str | Path) -> Bundle:
+    """Open the bundle at ``path`` (any folder or machine: its paths are relative); a one-line error if it
+    is not a bundle, is damaged, or was written by a yolo-edge with another bundle format."""
     path = Path(path)
     if not (path / "meta.json").is_file() or not (path / "plan.json").is_file():
         raise YoloEdgeError(f"{path} is not a yolo-edge bundle (no meta.json/plan.json); make one with yolo-edge deploy --out {path}")
@@ -214,7 +216,7 @@ def load_bundle(path: str | Path) -> Bundle:
         report = json.loads((path / "report.json").read_text()) if (path / "report.json").is_file() else {}
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise YoloEdgeError(f"{path}: damaged bundle ({type(exc).__name__}: {exc}); deploy it again") from None
-    missing = [k for k in ("fuse_stages", "data", "model") if k not in meta] + (
+    missing = [k for k in ("fuse_units", "data", "model") if k not in meta] + (
         [] if isinstance(meta.get("data"), dict) and "origin" in meta["data"] else ["data.origin"])
     if missing:
         raise YoloEdgeError(f"{path}: damaged bundle (meta.json has no {', '.join(missing)}); deploy it again")

@@ -74,14 +74,14 @@ class PlanConfig:
 
 @dataclass(frozen=True)
 class RuntimeConfig:
-    stage_timeout_s: float
+    unit_timeout_s: float
     breaker_failures: int  # K consecutive NPU failures open the breaker
     breaker_cooldown_s: float  # then a half-open probe after this long
-    slow_frames: int  # N consecutive slow frames move a stage to the CPU
+    slow_frames: int  # N consecutive slow frames move a unit to the CPU
     recover_probes: int  # M consecutive good probes move it back
-    probe_every: int  # frames between probes of a stage parked on the CPU
-    slow_ratio: float  # "slow" = stage time above this times its CPU estimate
-    fuse_stages: bool  # consecutive subgraphs on one device at one precision run as one compiled unit
+    probe_every: int  # frames between probes of a unit parked on the CPU
+    slow_ratio: float  # "slow" = unit time above this times its CPU estimate
+    fuse_units: bool  # consecutive subgraphs on one device at one precision run as one compiled unit
 
 
 @dataclass(frozen=True)
@@ -302,6 +302,7 @@ def configs_dir() -> Path:
 
 
 def load_deploy_config(path: str | Path | None = None) -> DeployConfig:
+    """The deploy settings from ``path`` (default: the shipped ``configs/default.yaml``), strictly validated."""
     p = Path(path) if path else configs_dir() / "default.yaml"
     return build(DeployConfig, _read_yaml(p), str(p))
 

@@ -22,18 +22,18 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from yolo_edge import __version__
 from yolo_edge.backends import create_backend, resolve_device
 from yolo_edge.backends.base import NpuCompileError
 from yolo_edge.bundle import bundle_files, check_writable, write_bundle
 from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config
-from yolo_edge.data.resolve import resolve_eval_data
+from yolo_edge.data.resolve import EvalData, resolve_eval_data
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import demo_model_path, export_model
 from yolo_edge.graph import GraphInfo
@@ -41,14 +41,15 @@ from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import default_calib_dir, list_images, load_calibration, read_image
-from yolo_edge.plan.placement import PlacementPlan, make_plan, stage_tensors
-from yolo_edge.progress import progress_bar
+from yolo_edge.plan.placement import PlacementPlan, boundary_tensors, plan_model
+from yolo_edge.progress import Bar, progress_bar
 from yolo_edge.report import markdown, plots
-from yolo_edge.runtime import EventLog, SplitExecutor, build_stages, whole_graph_stage
+from yolo_edge.runtime import EventLog, SplitExecutor, Unit, build_units, whole_graph_unit
 from yolo_edge.split import SplitModel, split_model
 from yolo_edge.validate.accuracy import MapResult, detect_all, score
 from yolo_edge.validate.latency import LatencyResult, measure_latencies
 from yolo_edge.validate.verdict import OK, Limits, explain, failures, status
+from yolo_edge.version import __version__
 
 Log = Callable[[str], None]
 DEMO_IMGSZ = 320
@@ -94,7 +95,7 @@ def _memory(plan: PlacementPlan, split: SplitModel, which: str) -> int:
         info = GraphInfo.of(split.exported.load())
         return info.peak_activation_bytes() + info.weight_bytes()
     if which == "whole-npu":
-        return int(plan.whole_graph_npu["checks"]["memory"].get("required_bytes") or 0)  # type: ignore[index, union-attr]
+        return plan.whole_graph_npu.required_bytes
     return max((int(s.checks["memory"].numbers.get("required_bytes") or 0) for s in plan.subgraphs if s.device == "npu"), default=0)  # type: ignore[arg-type]
 
 
@@ -116,20 +117,32 @@ def choose(runs: list[PlanRun]) -> tuple[PlanRun, list[str]]:
     return chosen, [f"{r.name} {r.status}" for r in runs]
 
 
+@dataclass
+class _Plans:
+    """The three plans built for one deploy: their runs, their detectors, and the split's compiled units."""
+
+    whole: PlanRun
+    reference: PlanRun
+    split: PlanRun
+    detectors: dict[str, Detector]
+    split_units: list[Unit]
+    events: EventLog  # the split's fallback events
+
+    @property
+    def runs(self) -> list[PlanRun]:
+        return [self.whole, self.reference, self.split]
+
+
 def deploy(model: str | Path | None = None, device: str = "auto", imgsz: int | str | None = None, sla_ms: float | None = None,
            data: str | Path | None = None, calib: str | Path | None = None, out: str | Path = "out/bundle",
-           strict: bool = False, config: str | Path | None = None, quiet: bool = False, log: Log | None = None,
+           strict: bool = False, config: str | Path | DeployConfig | None = None, quiet: bool = False, log: Log | None = None,
            class_map: str | None = None) -> DeployResult:
-    """Deploy ``model`` (default: the shipped demo) to ``device`` and prove it; see the module docstring."""
+    """Deploy ``model`` (default: the shipped demo) to ``device`` and prove it; see the module docstring.
+    ``config`` is a deploy config (a YAML path or a :class:`DeployConfig`; default: the shipped one)."""
     say: Log = log or ((lambda _m: None) if quiet else (lambda m: print(m, file=sys.stderr)))
     bar = progress_bar(not quiet)
     out = Path(out)
-    cfg = load_deploy_config(config)
-    if sla_ms is not None:
-        if sla_ms <= 0:
-            raise YoloEdgeError(f"--sla-ms must be positive, got {sla_ms}")
-        cfg = replace(cfg, validate=replace(cfg.validate, sla_ms=float(sla_ms)))
-    limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
+    cfg = _settings(config, sla_ms)
     check_writable(out)
     profile = resolve_device(device)
     calib_dir = Path(calib) if calib else default_calib_dir()
@@ -139,7 +152,7 @@ def deploy(model: str | Path | None = None, device: str = "auto", imgsz: int | s
     if imgsz is None and Path(str(model)) == demo_model_path():
         imgsz = DEMO_IMGSZ
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="yolo-edge-deploy-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="yolo-edge-deploy-") as tmp, ExitStack() as stack:
         say(f"exporting {model}")
         exported = export_model(model, imgsz=imgsz, out_dir=tmp)
         evaldata = resolve_eval_data(data, exported.meta.names, calib_dir, n_calib, class_map)
@@ -148,96 +161,109 @@ def deploy(model: str | Path | None = None, device: str = "auto", imgsz: int | s
         split = split_model(exported)
         images = load_calibration(calib_dir, exported.meta.imgsz, n_calib)
         say(f"planning on {profile.name} ({profile.kind}, latency {profile.latency})")
-        plan = make_plan(split, profile, cfg, images, strict=strict, log=say)
-        calib_tensors = stage_tensors(split, images[:cfg.calib_images])
-        bench_images = [read_image(r.path) for r in evaldata.dataset.records[:16]]
-        events = EventLog()
-
-        say("whole-cpu: the FP32 reference")
-        cpu_exec = SplitExecutor(build_stages(split, plan.all_cpu(), profile, calib_tensors, EventLog(), fuse=cfg.runtime.fuse_stages), cfg.runtime, profile)
-        detectors = {"whole-cpu": Detector(cpu_exec, exported.meta, cfg.nms)}
-        ref = PlanRun("whole-cpu", detections=detect_all(detectors["whole-cpu"], evaldata.dataset, cfg.val_nms, bar, "whole-cpu: validate"),
-                      memory_peak_bytes=_memory(plan, split, "whole-cpu"))
-        assert ref.detections is not None
-
-        def evaluate(run: PlanRun, detector: Detector) -> PlanRun:
-            run.detections = detect_all(detector, evaldata.dataset, cfg.val_nms, bar, f"{run.name}: validate")
-            return run
-
-        say("split: the planned placement")
-        stages = build_stages(split, plan, profile, calib_tensors, events, fuse=cfg.runtime.fuse_stages) if plan.npu_subgraphs else list(cpu_exec.stages)
-        split_exec = SplitExecutor(stages, cfg.runtime, profile, events)
-        detectors["split"] = Detector(split_exec, exported.meta, cfg.nms)
-        split_run = evaluate(PlanRun("split", memory_peak_bytes=_memory(plan, split, "split"), same_as_cpu=not plan.npu_subgraphs),
-                             detectors["split"])
-
-        whole, whole_detector = _whole_npu(plan, split, profile, cfg, calib_tensors, say)
-        if whole_detector is not None:
-            detectors["whole-npu"] = whole_detector
-            evaluate(whole, whole_detector)
-        say(f"latency: {', '.join(detectors)}, frame by frame in turn")
-        ticks = iter(bar(range(cfg.validate.latency_runs), "latency"))  # advanced once per timed frame
-        latencies = measure_latencies(detectors, bench_images, cfg.validate.latency_warmup, cfg.validate.latency_runs,
-                                      progress=lambda _i, _n: next(ticks, None))
-        if whole_detector is not None:
-            whole_detector.executor.close()
-        runs = [whole, ref, split_run]
-        for r in runs:
-            r.latency = latencies.get(r.name)
-            if r.detections is not None:  # the reference is scored like every plan: its agreement with itself is computed
-                r.map = score(evaldata, ref.detections, r.detections, cfg.nms.conf)
-        assert ref.map is not None
-        for r in runs:
-            r.drift = None if r.map is None else r.map.minus(ref.map)
-            r.judge(limits)
+        plan = plan_model(split, profile, cfg, images, strict=strict, log=say)
+        plans = _build_plans(split, plan, profile, cfg, boundary_tensors(split, images[:cfg.calib_images]), stack, say)
+        _evaluate(plans, evaldata, cfg, bar, say)
         # whole-npu is a comparison row, never the deployment: decode must stay FP32 on the CPU
-        chosen, none_ok = choose([ref, split_run])
+        chosen, none_ok = choose([plans.reference, plans.split])
         chosen_plan = plan if chosen.name == "split" else plan.all_cpu()
-        assert chosen.latency is not None
-        reasons = (["no plan passes: " + "; ".join(none_ok)] if none_ok else []) + explain(
-            chosen.fails, chosen.drift, chosen.latency.end_to_end["p95"], limits)
-        report: dict[str, Any] = {
-            "yolo_edge": __version__, "model": str(model), "model_names": list(exported.meta.names),
-            "device": profile.name, "device_kind": profile.kind, "host_cpu": cpu_name(),
-            "imgsz": list(exported.meta.imgsz), "sla_ms": cfg.validate.sla_ms, "max_drift": cfg.validate.max_drift,
-            "verdict": "pass" if chosen.ok else "fail",
-            "verdict_reasons": reasons,
-            "chosen_plan": chosen.name,
-            "plans": [r.to_dict() for r in runs],
-            "map": {"reference": ref.map.to_dict(), "deployed": chosen.map.to_dict() if chosen.map else None,
-                    "kind": evaldata.kind, "text": evaldata.kind_text},
-            "data": {"source": evaldata.source, "images": len(evaldata.dataset), "kind": evaldata.kind,
-                     "class_map": evaldata.class_map, "warning": evaldata.warning},
-            "placement": chosen_plan.to_dict(),
-            "split_plan": plan.to_dict(),
-            "fallback_events": events.summary(),
-            "wall_s": round(time.perf_counter() - t0, 1),
-        }
-        samples = {r.name: list(r.latency.samples_ms) for r in runs if r.latency is not None}
+        report = _report(str(model), exported.meta.names, profile, cfg, plan, chosen_plan, plans, chosen, none_ok, evaldata)
+        report["wall_s"] = round(time.perf_counter() - t0, 1)
+        samples = {r.name: list(r.latency.samples_ms) for r in plans.runs if r.latency is not None}
         meta = {"yolo_edge": __version__, "model": exported.meta.to_dict(), "device": profile.name, "chosen_plan": chosen.name,
                 "data": {"origin": evaldata.origin, "kind": evaldata.kind, "class_map": evaldata.class_map},
-                "sla_ms": cfg.validate.sla_ms, "fuse_stages": cfg.runtime.fuse_stages}
-        chosen_stages = stages if chosen.name == "split" else []
-        files = bundle_files(exported, split, chosen_plan, profile, cfg, calib_files, chosen_stages, meta, report, markdown(report),
-                             plots(report, samples), events if chosen.name == "split" else EventLog())
-        for ex in (cpu_exec, split_exec):
-            ex.close()
+                "sla_ms": cfg.validate.sla_ms, "fuse_units": cfg.runtime.fuse_units}
+        on_split = chosen.name == "split"
+        files = bundle_files(exported, split, chosen_plan, profile, cfg, calib_files, plans.split_units if on_split else [], meta,
+                             report, markdown(report), plots(report, samples), plans.events if on_split else EventLog())
     bundle = write_bundle(out, files)
     return DeployResult(report, bundle, 0 if chosen.ok else 1)
+
+
+def _settings(config: str | Path | DeployConfig | None, sla_ms: float | None) -> DeployConfig:
+    cfg = config if isinstance(config, DeployConfig) else load_deploy_config(config)
+    if sla_ms is None:
+        return cfg
+    if sla_ms <= 0:
+        raise YoloEdgeError(f"--sla-ms must be positive, got {sla_ms}")
+    return replace(cfg, validate=replace(cfg.validate, sla_ms=float(sla_ms)))
+
+
+def _build_plans(split: SplitModel, plan: PlacementPlan, profile: DeviceProfile, cfg: DeployConfig,
+                 calib: list[dict[str, np.ndarray]], stack: ExitStack, say: Log) -> _Plans:
+    """Compile whole-cpu (the FP32 reference), the split and, where it can run, whole-npu; ``stack`` closes them."""
+    meta, fuse = split.exported.meta, cfg.runtime.fuse_units
+    say("whole-cpu: the FP32 reference")
+    cpu_units = build_units(split, plan.all_cpu(), profile, calib, EventLog(), fuse=fuse)
+    detectors = {"whole-cpu": stack.enter_context(Detector(SplitExecutor(cpu_units, cfg.runtime, profile), meta, cfg.nms))}
+    say("split: the planned placement")
+    events = EventLog()
+    units = build_units(split, plan, profile, calib, events, fuse=fuse) if plan.npu_subgraphs else cpu_units
+    detectors["split"] = stack.enter_context(Detector(SplitExecutor(units, cfg.runtime, profile, events), meta, cfg.nms))
+    whole, whole_detector = _whole_npu(plan, split, profile, cfg, calib, say)
+    if whole_detector is not None:
+        detectors["whole-npu"] = stack.enter_context(whole_detector)
+    reference = PlanRun("whole-cpu", memory_peak_bytes=_memory(plan, split, "whole-cpu"))
+    split_run = PlanRun("split", memory_peak_bytes=_memory(plan, split, "split"), same_as_cpu=not plan.npu_subgraphs)
+    return _Plans(whole, reference, split_run, detectors, units, events)
+
+
+def _evaluate(plans: _Plans, evaldata: EvalData, cfg: DeployConfig, bar: Bar, say: Log) -> None:
+    """Every plan that runs: detections on the evaluation images, latency measured together frame by frame
+    in turn, accuracy scored like the reference's (whose agreement with itself is computed), status judged."""
+    for run in plans.runs:
+        if run.name in plans.detectors:
+            run.detections = detect_all(plans.detectors[run.name], evaldata.dataset, cfg.val_nms, bar, f"{run.name}: validate")
+    say(f"latency: {', '.join(plans.detectors)}, frame by frame in turn")
+    bench_images = [read_image(r.path) for r in evaldata.dataset.records[:16]]
+    ticks = iter(bar(range(cfg.validate.latency_runs), "latency"))  # advanced once per timed frame
+    latencies = measure_latencies(plans.detectors, bench_images, cfg.validate.latency_warmup, cfg.validate.latency_runs,
+                                  progress=lambda _i, _n: next(ticks, None))
+    reference = plans.reference.detections
+    assert reference is not None
+    limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
+    for run in plans.runs:
+        run.latency = latencies.get(run.name)
+        run.map = None if run.detections is None else score(evaldata, reference, run.detections, cfg.nms.conf)
+    for run in plans.runs:
+        run.drift = None if run.map is None or plans.reference.map is None else run.map.minus(plans.reference.map)
+        run.judge(limits)
+
+
+def _report(model: str, names: tuple[str, ...], profile: DeviceProfile, cfg: DeployConfig, plan: PlacementPlan,
+            chosen_plan: PlacementPlan, plans: _Plans, chosen: PlanRun, none_ok: list[str], evaldata: EvalData) -> dict[str, Any]:
+    """report.json: the plans, the verdict and why, the data it was proven on, both placements, fallback events."""
+    ref = plans.reference.map
+    assert ref is not None and chosen.latency is not None
+    limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
+    reasons = (["no plan passes: " + "; ".join(none_ok)] if none_ok else []) + explain(
+        chosen.fails, chosen.drift, chosen.latency.end_to_end["p95"], limits)
+    return {
+        "yolo_edge": __version__, "model": model, "model_names": list(names),
+        "device": profile.name, "device_kind": profile.kind, "host_cpu": cpu_name(),
+        "imgsz": list(plan.imgsz), "sla_ms": cfg.validate.sla_ms, "max_drift": cfg.validate.max_drift,
+        "verdict": "pass" if chosen.ok else "fail", "verdict_reasons": reasons, "chosen_plan": chosen.name,
+        "plans": [r.to_dict() for r in plans.runs],
+        "map": {"reference": ref.to_dict(), "deployed": chosen.map.to_dict() if chosen.map else None,
+                "kind": evaldata.kind, "text": evaldata.kind_text},
+        "data": {"source": evaldata.source, "images": len(evaldata.dataset), "kind": evaldata.kind,
+                 "class_map": evaldata.class_map, "warning": evaldata.warning},
+        "placement": chosen_plan.to_dict(), "split_plan": plan.to_dict(), "fallback_events": plans.events.summary(),
+    }
 
 
 def _whole_npu(plan: PlacementPlan, split: SplitModel, profile: DeviceProfile, cfg: DeployConfig,
                calib: list[dict[str, np.ndarray]], say: Log) -> tuple[PlanRun, Detector | None]:
     """The whole-graph plan, and its detector for accuracy and the joint latency run (None if it cannot run)."""
     w = plan.whole_graph_npu
-    run = PlanRun("whole-npu", planned=w["failed_check"] or None, memory_peak_bytes=_memory(plan, split, "whole-npu"))  # type: ignore[arg-type]
-    if w["failed_check"] in ("op_support", "memory"):
+    run = PlanRun("whole-npu", planned=w.failed_check, memory_peak_bytes=_memory(plan, split, "whole-npu"))
+    if w.failed_check in ("op_support", "memory") or w.precision is None:
         return run, None
-    say(f"whole-npu: the whole graph at {w['precision']}")
+    say(f"whole-npu: the whole graph at {w.precision}")
     try:
-        stage = whole_graph_stage(split.exported.load(), create_backend(profile), str(w["precision"]),
-                                  [{"images": c["images"]} for c in calib], w.get("int8_scheme"))  # type: ignore[arg-type]
+        unit = whole_graph_unit(split.exported.load(), create_backend(profile), w.precision,
+                                  [{"images": c["images"]} for c in calib], w.int8_scheme)
     except NpuCompileError:
         run.planned = "to compile"
         return run, None
-    return run, Detector(SplitExecutor([stage], cfg.runtime, profile), split.exported.meta, cfg.nms)
+    return run, Detector(SplitExecutor([unit], cfg.runtime, profile), split.exported.meta, cfg.nms)

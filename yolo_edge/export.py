@@ -99,7 +99,7 @@ class ModelMeta:
 
 @dataclass(frozen=True)
 class ExportedModel:
-    """A validated YOLOv8 detect ONNX on disk, with its metadata and stage layout."""
+    """A validated YOLOv8 detect ONNX on disk, with its metadata and subgraph layout."""
 
     path: Path
     meta: ModelMeta

@@ -19,7 +19,7 @@ import onnx
 
 from yolo_edge.errors import YoloEdgeError
 
-STAGES: tuple[str, ...] = ("backbone", "neck", "head", "decode")
+SUBGRAPHS: tuple[str, ...] = ("backbone", "neck", "head", "decode")
 
 _ELEM_BYTES: dict[int, int] = {
     onnx.TensorProto.FLOAT: 4, onnx.TensorProto.FLOAT16: 2, onnx.TensorProto.BFLOAT16: 2,
@@ -193,14 +193,14 @@ class GraphInfo:
 
 @dataclass(frozen=True)
 class DetectLayout:
-    """Where the YOLOv8 stages are in an ultralytics-exported detect graph, found from node names and edges.
+    """Where the YOLOv8 subgraphs are in an ultralytics-exported detect graph, found from node names and edges.
 
-    ``stage_of[i]`` is the stage index (0 backbone ... 3 decode) of ``graph.node[i]``.
+    ``subgraph_of[i]`` is the subgraph index (0 backbone ... 3 decode) of ``graph.node[i]``.
     """
 
     sppf_layer: int
     detect_layer: int
-    stage_of: tuple[int, ...]
+    subgraph_of: tuple[int, ...]
     nc: int
     reg_max: int
     strides: tuple[int, ...]
@@ -217,7 +217,7 @@ def yolov8_layout(info: GraphInfo) -> DetectLayout:
 
     Backbone: layers up to the SPPF (the last layer with MaxPool before Detect); neck: up to Detect;
     head: Detect's ``cv2.*``/``cv3.*`` conv branches; decode: the rest of Detect (DFL, dist2bbox, sigmoid,
-    concat). Nodes without a layer name (unnamed constants) join their producers' or consumers' stage.
+    concat). Nodes without a layer name (unnamed constants) join their producers' or consumers' subgraph.
     Raises YoloEdgeError when the graph is not a YOLOv8 detect graph.
     """
     g = info.model.graph
@@ -240,46 +240,46 @@ def yolov8_layout(info: GraphInfo) -> DetectLayout:
     sppf = max(pools)
     head_re = re.compile(rf"^/model\.{detect}/cv[23]\.\d+/")
 
-    stage: list[int | None] = []
+    subgraph: list[int | None] = []
     for node, layer in zip(g.node, layers):
         if layer is None:
-            stage.append(None)
+            subgraph.append(None)
         elif layer <= sppf:
-            stage.append(0)
+            subgraph.append(0)
         elif layer < detect:
-            stage.append(1)
+            subgraph.append(1)
         else:
-            stage.append(2 if head_re.match(node.name) else 3)
+            subgraph.append(2 if head_re.match(node.name) else 3)
     producer = {o: i for i, n in enumerate(g.node) for o in n.output}
     consumers: dict[str, list[int]] = {}
     for i, n in enumerate(g.node):
         for name in n.input:
             consumers.setdefault(name, []).append(i)
     changed = True
-    while changed and None in stage:
+    while changed and None in subgraph:
         changed = False
         for i, n in enumerate(g.node):
-            if stage[i] is not None:
+            if subgraph[i] is not None:
                 continue
-            ups = [stage[producer[x]] for x in n.input if x in producer]
-            downs = [stage[c] for o in n.output for c in consumers.get(o, [])]
+            ups = [subgraph[producer[x]] for x in n.input if x in producer]
+            downs = [subgraph[c] for o in n.output for c in consumers.get(o, [])]
             if ups and all(s is not None for s in ups):
-                stage[i] = max(s for s in ups if s is not None)
+                subgraph[i] = max(s for s in ups if s is not None)
             elif not ups and downs and all(s is not None for s in downs):
-                stage[i] = min(s for s in downs if s is not None)
+                subgraph[i] = min(s for s in downs if s is not None)
             else:
                 continue
             changed = True
-    if None in stage:
-        raise YoloEdgeError(f"could not place every node in a stage; the ONNX {not_yolo}")
-    final = tuple(int(s) for s in stage if s is not None)
+    if None in subgraph:
+        raise YoloEdgeError(f"could not place every node in a subgraph; the ONNX {not_yolo}")
+    final = tuple(int(s) for s in subgraph if s is not None)
     for i, n in enumerate(g.node):
         for x in n.input:
             if x in producer and final[producer[x]] > final[i]:
-                raise YoloEdgeError(f"node {n.name} in {STAGES[final[i]]} reads {x} from a later stage; the ONNX {not_yolo}")
-    for k, name in enumerate(STAGES):
+                raise YoloEdgeError(f"node {n.name} in {SUBGRAPHS[final[i]]} reads {x} from a later subgraph; the ONNX {not_yolo}")
+    for k, name in enumerate(SUBGRAPHS):
         if k not in final:
-            raise YoloEdgeError(f"the {name} stage is empty; the ONNX {not_yolo}")
+            raise YoloEdgeError(f"the {name} subgraph is empty; the ONNX {not_yolo}")
 
     head_out = [o for i, n in enumerate(g.node) if final[i] == 2 for o in n.output
                 if any(final[c] == 3 for c in consumers.get(o, []))]
@@ -292,6 +292,6 @@ def yolov8_layout(info: GraphInfo) -> DetectLayout:
     h, w = image.shape[2], image.shape[3]
     strides = tuple(h // t.shape[2] for t in box_out)
     return DetectLayout(
-        sppf_layer=sppf, detect_layer=detect, stage_of=final, nc=cls_out[0].shape[1],
+        sppf_layer=sppf, detect_layer=detect, subgraph_of=final, nc=cls_out[0].shape[1],
         reg_max=box_out[0].shape[1] // 4, strides=strides, imgsz=(h, w),
     )

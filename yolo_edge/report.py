@@ -1,4 +1,4 @@
-"""Report: the deploy result as Markdown and PNG plots (latency CDF with the SLA line, per-stage bars).
+"""Report: the deploy result as Markdown and PNG plots (latency CDF with the SLA line, per-phase bars).
 
 The JSON report is built by :mod:`yolo_edge.deploy`; this module only renders it.
 """
@@ -62,21 +62,21 @@ def markdown(report: dict[str, Any]) -> str:
     w = report["placement"]["whole_graph_npu"]
     lines += ["", f"Whole graph on the NPU at {w['precision']}: {'passes' if w['passed'] else 'fails ' + str(w['failed_check'])}: {w['reason']}"]
     chosen = next(p for p in report["plans"] if p["name"] == report["chosen_plan"])
-    stages = (chosen.get("latency") or {}).get("stages", {})
-    if stages:
-        lines += ["", "## Per-stage latency (chosen plan)", "", "| stage | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|"]
-        for name, pct in stages.items():
+    phases = (chosen.get("latency") or {}).get("phases", {})
+    if phases:
+        lines += ["", "## Per-phase latency (chosen plan)", "", "| phase | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|"]
+        for name, pct in phases.items():
             lines.append(f"| {name} | {_fmt(pct['p50'])} | {_fmt(pct['p95'])} | {_fmt(pct['p99'])} |")
     ev = report["fallback_events"]
     lines += ["", "## Runtime fallback", "", f"{ev['total']} events."]
     if ev["total"]:
         lines += ["", "| trigger | count |", "|---|---|"] + [f"| {k} | {v} |" for k, v in ev["by_trigger"].items()]
-    lines += ["", "Plots: `plots/latency_cdf.png`, `plots/stages.png`.", ""]
+    lines += ["", "Plots: `plots/latency_cdf.png`, `plots/phases.png`.", ""]
     return "\n".join(lines)
 
 
 def plots(report: dict[str, Any], samples: dict[str, list[float]]) -> dict[str, bytes]:
-    """PNG bytes: ``latency_cdf.png`` (each plan's end-to-end CDF and the SLA) and ``stages.png`` (p50 per stage)."""
+    """PNG bytes: ``latency_cdf.png`` (each plan's end-to-end CDF and the SLA) and ``phases.png`` (p50 per phase)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -98,21 +98,21 @@ def plots(report: dict[str, Any], samples: dict[str, list[float]]) -> dict[str, 
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
     plans = [p for p in report["plans"] if p.get("latency")]
-    names = sorted({s for p in plans for s in p["latency"]["stages"]}, key=lambda s: _stage_order(s))
+    names = sorted({s for p in plans for s in p["latency"]["phases"]}, key=lambda s: _phase_order(s))
     bottom = np.zeros(len(plans))
-    for stage in names:
-        vals = np.array([p["latency"]["stages"].get(stage, {}).get("p50", 0.0) for p in plans])
-        ax.bar([p["name"] for p in plans], vals, bottom=bottom, label=stage)
+    for phase in names:
+        vals = np.array([p["latency"]["phases"].get(phase, {}).get("p50", 0.0) for p in plans])
+        ax.bar([p["name"] for p in plans], vals, bottom=bottom, label=phase)
         bottom += vals
     ax.set_ylabel("p50 latency (ms)")
-    ax.set_title("Per-stage latency")
+    ax.set_title("Per-phase latency")
     ax.legend(fontsize=8)
-    out["stages.png"] = _png(fig)
+    out["phases.png"] = _png(fig)
     plt.close(fig)
     return out
 
 
-def _stage_order(name: str) -> tuple[int, str]:
+def _phase_order(name: str) -> tuple[int, str]:
     order = ["preprocess", "whole", "backbone", "neck", "head", "decode", "transfers", "nms"]
     base = name.split(".")[0]
     return (order.index(base) if base in order else len(order), name)

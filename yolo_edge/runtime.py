@@ -1,15 +1,16 @@
-"""SplitExecutor: runs the placed stages, hands boundary tensors over, times everything, and absorbs
+"""SplitExecutor: runs the placed units, hands boundary tensors over, times everything, and absorbs
 the NPU's failures so that no frame is lost.
 
-Per frame, an NPU stage that raises, exceeds ``stage_timeout_s`` or returns NaN/Inf is re-run on the
+Per frame, an NPU unit that raises, exceeds ``unit_timeout_s`` or returns NaN/Inf is re-run on the
 CPU in FP32 for that frame. A circuit breaker moves the whole graph to the CPU after K consecutive
 NPU failures and lets one half-open probe through after a cool-down; a successful probe closes it.
-Performance fallback uses hysteresis: a stage moves to the CPU after N consecutive frames slower
-than ``slow_ratio`` times its CPU estimate and moves back after M consecutive good probes. Every
+Performance fallback uses hysteresis: a unit moves to the CPU after N consecutive frames slower
+than ``slow_ratio`` times its CPU estimate, confirmed by timing the CPU twin on the Nth frame (a busy
+machine slows both; the estimate is refreshed instead), and moves back after M consecutive good probes. Every
 decision is a :class:`FallbackEvent` in a JSONL log.
 
-Stages are independently callable and thread-safe (``run_stage``), so a pipelined stream can run
-different stages of different frames in different threads.
+Units are independently callable and thread-safe (``run_unit``), so a pipelined stream can run
+different units of different frames in different threads.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from yolo_edge.backends import cpu_backend, create_backend
 from yolo_edge.backends.base import Backend, Executable, NpuCompileError, NpuOutOfMemory
 from yolo_edge.config import DeviceProfile, RuntimeConfig
 from yolo_edge.devices.cost import transfer_time
-from yolo_edge.graph import STAGES
+from yolo_edge.graph import SUBGRAPHS
 from yolo_edge.plan.placement import PlacementPlan, op_level_groups
 from yolo_edge.split import SplitModel, cut
 
@@ -43,7 +44,7 @@ TRIGGERS = ("unsupported_op", "memory", "precision", "performance", "runtime_err
 class FallbackEvent:
     time: float
     frame: int
-    stage: str
+    unit: str
     trigger: str
     action: str  # retry_cpu, open_breaker, close_breaker, reopen_breaker, move_to_cpu, move_to_npu, compile_on_cpu
     detail: str = ""
@@ -57,8 +58,8 @@ class EventLog:
         self.events: list[FallbackEvent] = []
         self._lock = threading.Lock()
 
-    def add(self, frame: int, stage: str, trigger: str, action: str, detail: str = "") -> None:
-        ev = FallbackEvent(time.time(), frame, stage, trigger, action, detail)
+    def add(self, frame: int, unit: str, trigger: str, action: str, detail: str = "") -> None:
+        ev = FallbackEvent(time.time(), frame, unit, trigger, action, detail)
         with self._lock:
             self.events.append(ev)
             if self.path:
@@ -75,7 +76,7 @@ class EventLog:
         return {
             "total": len(events),
             "by_trigger": dict(Counter(e.trigger for e in events)),
-            "by_stage": dict(Counter(e.stage for e in events)),
+            "by_unit": dict(Counter(e.unit for e in events)),
             "by_action": dict(Counter(e.action for e in events)),
         }
 
@@ -99,25 +100,25 @@ class CircuitBreaker:
                 self.state = "half_open"
             return self.state != "open"
 
-    def record(self, ok: bool, frame: int, stage: str, trigger: str) -> None:
+    def record(self, ok: bool, frame: int, unit: str, trigger: str) -> None:
         with self._lock:
             if ok:
                 self.consecutive = 0
                 if self.state == "half_open":
                     self.state = "closed"
-                    self.events.add(frame, stage, "recovered", "close_breaker", "half-open probe succeeded")
+                    self.events.add(frame, unit, "recovered", "close_breaker", "half-open probe succeeded")
                 return
             self.consecutive += 1
             if self.state == "half_open":
                 self.state, self.opened_at = "open", self.clock()
-                self.events.add(frame, stage, trigger, "reopen_breaker", "half-open probe failed")
+                self.events.add(frame, unit, trigger, "reopen_breaker", "half-open probe failed")
             elif self.state == "closed" and self.consecutive >= self.failures:
                 self.state, self.opened_at = "open", self.clock()
-                self.events.add(frame, stage, trigger, "open_breaker", f"{self.consecutive} consecutive NPU failures: whole graph to the CPU")
+                self.events.add(frame, unit, trigger, "open_breaker", f"{self.consecutive} consecutive NPU failures: whole graph to the CPU")
 
 
 @dataclass
-class Stage:
+class Unit:
     """One executable unit (a subgraph, or an op-level piece) with its CPU twin."""
 
     name: str
@@ -141,8 +142,8 @@ class Stage:
 
 
 @dataclass(frozen=True)
-class StageRun:
-    stage: str
+class UnitRun:
+    unit: str
     device: str  # "npu" or "cpu"
     ms: float  # measured wall time of the run that produced the result (plus a failed NPU try, if any)
     modelled_ms: float | None
@@ -161,7 +162,7 @@ class Transfer:
 @dataclass(frozen=True)
 class FrameResult:
     outputs: dict[str, np.ndarray]
-    stages: tuple[StageRun, ...]
+    units: tuple[UnitRun, ...]
     transfers: tuple[Transfer, ...]
 
     @property
@@ -178,90 +179,111 @@ class FrameResult:
 
     @property
     def model_ms(self) -> float:
-        return sum(s.ms for s in self.stages) + self.transfer_ms
+        return sum(s.ms for s in self.units) + self.transfer_ms
 
 
 class SplitExecutor:
-    def __init__(self, stages: Sequence[Stage], cfg: RuntimeConfig, profile: DeviceProfile | None = None,
-                 events: EventLog | None = None) -> None:
-        self.stages = list(stages)
+    """Runs the units of a plan frame by frame with the fallbacks above. ``clock`` (seconds, monotonic) times
+    the accelerator calls for the hysteresis and the breaker's cool-down; tests inject a fake one."""
+
+    def __init__(self, units: Sequence[Unit], cfg: RuntimeConfig, profile: DeviceProfile | None = None,
+                 events: EventLog | None = None, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.units = list(units)
         self.cfg = cfg
         self.profile = profile
         self.events = events or EventLog()
-        self.breaker = CircuitBreaker(cfg.breaker_failures, cfg.breaker_cooldown_s, self.events)
+        self.clock = clock
+        self.breaker = CircuitBreaker(cfg.breaker_failures, cfg.breaker_cooldown_s, self.events, clock)
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="npu")
-        self.output_name = self.stages[-1].output_names[-1]
+        self.output_name = self.units[-1].output_names[-1]
         self.placement_problems: list[str] = []  # units that could not be placed as the plan says (Bundle.executor)
 
     def close(self) -> None:
+        """Stop the accelerator call pool; the executor is not used after this."""
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    # ---------------------------------------------------------------- one stage
-    def _npu_call(self, stage: Stage, feeds: dict[str, np.ndarray], frame: int) -> tuple[dict[str, np.ndarray] | None, float]:
+    def __enter__(self) -> SplitExecutor:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- one unit
+    def _npu_call(self, unit: Unit, feeds: dict[str, np.ndarray], frame: int) -> tuple[dict[str, np.ndarray] | None, float]:
         """Run the NPU twin with a timeout; returns (outputs or None on failure, seconds spent)."""
-        assert stage.npu is not None
-        npu = stage.npu
-        t0 = time.perf_counter()
+        assert unit.npu is not None
+        npu = unit.npu
+        t0 = self.clock()
         future = self._pool.submit(npu.run, feeds)
         try:
-            outs = future.result(timeout=self.cfg.stage_timeout_s)
+            outs = future.result(timeout=self.cfg.unit_timeout_s)
         except FutureTimeout:
-            self.events.add(frame, stage.name, "timeout", "retry_cpu", f"no answer in {self.cfg.stage_timeout_s} s")
-            self.breaker.record(False, frame, stage.name, "timeout")
-            return None, time.perf_counter() - t0
+            self.events.add(frame, unit.name, "timeout", "retry_cpu", f"no answer in {self.cfg.unit_timeout_s} s")
+            self.breaker.record(False, frame, unit.name, "timeout")
+            return None, self.clock() - t0
         except Exception as exc:  # any NPU runtime failure: this frame re-runs on the CPU
-            self.events.add(frame, stage.name, "runtime_error", "retry_cpu", f"{type(exc).__name__}: {exc}")
-            self.breaker.record(False, frame, stage.name, "runtime_error")
-            return None, time.perf_counter() - t0
-        elapsed = time.perf_counter() - t0
+            self.events.add(frame, unit.name, "runtime_error", "retry_cpu", f"{type(exc).__name__}: {exc}")
+            self.breaker.record(False, frame, unit.name, "runtime_error")
+            return None, self.clock() - t0
+        elapsed = self.clock() - t0
         if not all(np.isfinite(a).all() for a in outs.values()):
-            self.events.add(frame, stage.name, "nan", "retry_cpu", "NaN/Inf in the NPU output")
-            self.breaker.record(False, frame, stage.name, "nan")
+            self.events.add(frame, unit.name, "nan", "retry_cpu", "NaN/Inf in the NPU output")
+            self.breaker.record(False, frame, unit.name, "nan")
             return None, elapsed
-        self.breaker.record(True, frame, stage.name, "")
+        self.breaker.record(True, frame, unit.name, "")
         return outs, elapsed
 
-    def _hysteresis(self, stage: Stage, elapsed: float, probing: bool, frame: int) -> None:
-        slow = elapsed > self.cfg.slow_ratio * stage.cpu_estimate_s
-        with stage.lock:
+    def _hysteresis(self, unit: Unit, elapsed: float, probing: bool, frame: int, feeds: dict[str, np.ndarray]) -> None:
+        slow = elapsed > self.cfg.slow_ratio * unit.cpu_estimate_s
+        with unit.lock:
             if probing:
-                stage.good_probes = 0 if slow else stage.good_probes + 1
-                if stage.good_probes >= self.cfg.recover_probes:
-                    stage.parked, stage.good_probes, stage.slow_run = False, 0, 0
-                    self.events.add(frame, stage.name, "recovered", "move_to_npu", f"{self.cfg.recover_probes} good probes in a row")
+                unit.good_probes = 0 if slow else unit.good_probes + 1
+                if unit.good_probes >= self.cfg.recover_probes:
+                    unit.parked, unit.good_probes, unit.slow_run = False, 0, 0
+                    self.events.add(frame, unit.name, "recovered", "move_to_npu", f"{self.cfg.recover_probes} good probes in a row")
                 return
-            stage.slow_run = stage.slow_run + 1 if slow else 0
-            if stage.slow_run >= self.cfg.slow_frames:
-                stage.parked, stage.slow_run, stage.since_probe = True, 0, 0
-                self.events.add(frame, stage.name, "performance", "move_to_cpu",
-                                f"{self.cfg.slow_frames} frames over {self.cfg.slow_ratio}x the CPU estimate ({stage.cpu_estimate_s * 1e3:.2f} ms)")
+            unit.slow_run = unit.slow_run + 1 if slow else 0
+            if unit.slow_run < self.cfg.slow_frames:
+                return
+            unit.slow_run = 0
+            # Before moving: time the CPU twin now on this frame. A busy machine slows the CPU as much as the
+            # accelerator; measured against an estimate from a quiet minute, that would move the unit for nothing.
+            unit.cpu.run(feeds)
+            now_s = unit.cpu.last_run_s
+            if elapsed <= self.cfg.slow_ratio * now_s:
+                unit.cpu_estimate_s = now_s
+                return
+            unit.parked, unit.since_probe = True, 0
+            self.events.add(frame, unit.name, "performance", "move_to_cpu",
+                            f"{self.cfg.slow_frames} frames over {self.cfg.slow_ratio}x the CPU estimate; the CPU took "
+                            f"{now_s * 1e3:.2f} ms on this frame, the accelerator {elapsed * 1e3:.2f} ms")
 
-    def run_stage(self, stage: Stage, tensors: dict[str, np.ndarray], frame: int) -> tuple[dict[str, np.ndarray], StageRun]:
-        """Run one stage for one frame (NPU with fallback, or CPU); thread-safe."""
-        feeds = {n: tensors[n] for n in stage.input_names}
+    def run_unit(self, unit: Unit, tensors: dict[str, np.ndarray], frame: int) -> tuple[dict[str, np.ndarray], UnitRun]:
+        """Run one unit for one frame (NPU with fallback, or CPU); thread-safe."""
+        feeds = {n: tensors[n] for n in unit.input_names}
         spent = 0.0
-        if stage.npu is not None:
-            with stage.lock:
-                probing = stage.parked
+        if unit.npu is not None:
+            with unit.lock:
+                probing = unit.parked
                 if probing:
-                    stage.since_probe += 1
-                    due = stage.since_probe >= self.cfg.probe_every
+                    unit.since_probe += 1
+                    due = unit.since_probe >= self.cfg.probe_every
                     if due:
-                        stage.since_probe = 0
+                        unit.since_probe = 0
             if (not probing or due) and self.breaker.allow():
-                outs, spent = self._npu_call(stage, feeds, frame)
+                outs, spent = self._npu_call(unit, feeds, frame)
                 if outs is not None:
-                    self._hysteresis(stage, spent, probing, frame)
-                    modelled = None if stage.modelled_s is None else stage.modelled_s * 1e3
-                    return outs, StageRun(stage.name, "npu", spent * 1e3, modelled)
-        outs = stage.cpu.run(feeds)
-        return outs, StageRun(stage.name, "cpu", (spent + stage.cpu.last_run_s) * 1e3, None)
+                    self._hysteresis(unit, spent, probing, frame, feeds)
+                    modelled = None if unit.modelled_s is None else unit.modelled_s * 1e3
+                    return outs, UnitRun(unit.name, "npu", spent * 1e3, modelled)
+        outs = unit.cpu.run(feeds)
+        return outs, UnitRun(unit.name, "cpu", (spent + unit.cpu.last_run_s) * 1e3, None)
 
     # ---------------------------------------------------------------- one frame
     def run(self, feeds: dict[str, np.ndarray], frame: int = 0) -> FrameResult:
         tensors = dict(feeds)
         where = {n: "cpu" for n in feeds}  # device holding each tensor
-        owner = {n: "input" for n in feeds}  # stage that produced it
+        owner = {n: "input" for n in feeds}  # unit that produced it
         runs = []
         moved: dict[str, list[float]] = {}  # boundary -> [bytes, copy seconds, modelled seconds]
 
@@ -276,15 +298,15 @@ class SplitExecutor:
             acc[1] += spent
             acc[2] += transfer_time(n_bytes, self.profile.link) if self.profile is not None else 0.0
 
-        for stage in self.stages:
-            outs, run = self.run_stage(stage, tensors, frame)
-            for name in stage.input_names:  # a tensor changing device is copied across the boundary
+        for unit in self.units:
+            outs, run = self.run_unit(unit, tensors, frame)
+            for name in unit.input_names:  # a tensor changing device is copied across the boundary
                 if where[name] != run.device:
-                    hand_over(name, f"{owner[name]}->{stage.name}", copy=True)
+                    hand_over(name, f"{owner[name]}->{unit.name}", copy=True)
                     where[name] = run.device
             tensors.update(outs)
             where.update({n: run.device for n in outs})
-            owner.update({n: stage.name for n in outs})
+            owner.update({n: unit.name for n in outs})
             runs.append(run)
         if where[self.output_name] != "cpu":  # NMS runs on the CPU
             hand_over(self.output_name, f"{owner[self.output_name]}->nms", copy=False)
@@ -303,7 +325,7 @@ def _median_s(exe: Executable, feeds: dict[str, np.ndarray], runs: int = 3) -> f
 
 
 @dataclass(frozen=True)
-class ExecutionUnit:
+class UnitPlan:
     """What the executor runs as one step: one or more consecutive subgraphs on one device at one precision."""
 
     name: str  # "backbone", "backbone+neck", or "neck.1" for an op-level piece
@@ -313,7 +335,7 @@ class ExecutionUnit:
     int8_scheme: str | None = None  # INT8 activations on the accelerator (u8, s8); None: the backend's default
 
 
-def execution_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -> list[ExecutionUnit]:
+def plan_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -> list[UnitPlan]:
     """The units the executor runs, in order.
 
     A subgraph with op-level CPU nodes is cut into its maximal same-device pieces (``neck.0``, ...).
@@ -332,26 +354,26 @@ def execution_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -
             runs.append((key, [sg.name]))
     pieces = []
     if any(len(names) > 1 for _, names in runs):
-        stage_of = split.exported.layout.stage_of
-        pieces = cut(split.exported.load(), [[i for i, st in enumerate(stage_of) if STAGES[st] in names] for _, names in runs], str(split.exported.path))
-    units: list[ExecutionUnit] = []
+        subgraph_of = split.exported.layout.subgraph_of
+        pieces = cut(split.exported.load(), [[i for i, st in enumerate(subgraph_of) if SUBGRAPHS[st] in names] for _, names in runs], str(split.exported.path))
+    units: list[UnitPlan] = []
     for k, (_, names) in enumerate(runs):
         sp = plan[names[0]]
         if len(names) > 1:
-            units.append(ExecutionUnit("+".join(names), pieces[k].model, sp.device, sp.precision, sp.int8_scheme))
+            units.append(UnitPlan("+".join(names), pieces[k].model, sp.device, sp.precision, sp.int8_scheme))
         elif sp.cpu_nodes:
             model = split[names[0]].model
             groups, devices = op_level_groups(model, set(sp.cpu_nodes))
-            units += [ExecutionUnit(f"{names[0]}.{j}", piece.model, dev, sp.precision, sp.int8_scheme)
+            units += [UnitPlan(f"{names[0]}.{j}", piece.model, dev, sp.precision, sp.int8_scheme)
                       for j, (piece, dev) in enumerate(zip(cut(model, groups, names[0]), devices))]
         else:
-            units.append(ExecutionUnit(names[0], split[names[0]].model, sp.device, sp.precision, sp.int8_scheme))
+            units.append(UnitPlan(names[0], split[names[0]].model, sp.device, sp.precision, sp.int8_scheme))
     return units
 
 
-def build_stages(split: SplitModel, plan: PlacementPlan, profile: DeviceProfile, calib: Sequence[dict[str, np.ndarray]],
+def build_units(split: SplitModel, plan: PlacementPlan, profile: DeviceProfile, calib: Sequence[dict[str, np.ndarray]],
                  events: EventLog, npu: Backend | None = None, artifacts: Mapping[str, onnx.ModelProto] | None = None,
-                 fuse: bool = True) -> list[Stage]:
+                 fuse: bool = True) -> list[Unit]:
     """Compile the plan: NPU units at their precision (calibrated on ``calib``: boundary tensors of FP32
     runs), each with its FP32 CPU twin. A unit the NPU compiler refuses runs on the CPU (an event); a
     fused unit it refuses is first tried again as its separate subgraphs.
@@ -361,9 +383,9 @@ def build_stages(split: SplitModel, plan: PlacementPlan, profile: DeviceProfile,
     cpu = cpu_backend()
     npu_backend = npu if npu is not None else (create_backend(profile) if plan.npu_subgraphs else None)
     tensors = [dict(c) for c in calib]  # grows with op-level pieces' intermediate tensors
-    stages: list[Stage] = []
+    units: list[Unit] = []
 
-    def add(unit: ExecutionUnit) -> None:
+    def add(unit: UnitPlan) -> None:
         name, model = unit.name, unit.model
         cpu_exe = cpu.compile(model, "fp32")
         ins = [t.name for t in cpu_exe.inputs]
@@ -384,17 +406,17 @@ def build_stages(split: SplitModel, plan: PlacementPlan, profile: DeviceProfile,
                 trigger = "memory" if isinstance(exc, NpuOutOfMemory) else "unsupported_op"
                 events.add(-1, name, trigger, "compile_on_cpu", str(exc))
         est = _median_s(cpu_exe, {n: tensors[0][n] for n in ins})
-        stages.append(Stage(name, cpu_exe, npu_exe, est, getattr(npu_exe, "modelled_s", None)))
+        units.append(Unit(name, cpu_exe, npu_exe, est, getattr(npu_exe, "modelled_s", None)))
 
-    for unit in execution_units(split, plan, fuse):
+    for unit in plan_units(split, plan, fuse):
         add(unit)
-    return stages
+    return units
 
 
-def whole_graph_stage(model: onnx.ModelProto, npu: Backend, precision: str, calib: Sequence[dict[str, np.ndarray]],
-                      scheme: str | None = None) -> Stage:
-    """The whole model as one stage on the NPU (with its FP32 CPU twin): the whole-graph plan."""
+def whole_graph_unit(model: onnx.ModelProto, npu: Backend, precision: str, calib: Sequence[dict[str, np.ndarray]],
+                      scheme: str | None = None) -> Unit:
+    """The whole model as one unit on the NPU (with its FP32 CPU twin): the whole-graph plan."""
     cpu_exe = cpu_backend().compile(model, "fp32")
     npu_exe = npu.compile(model, precision, calib, scheme)
     getattr(npu_exe, "inner", npu_exe).run(calib[0])
-    return Stage("whole", cpu_exe, npu_exe, _median_s(cpu_exe, calib[0]), getattr(npu_exe, "modelled_s", None))
+    return Unit("whole", cpu_exe, npu_exe, _median_s(cpu_exe, calib[0]), getattr(npu_exe, "modelled_s", None))

@@ -1,9 +1,9 @@
 """Cut an exported YOLOv8 detector into backbone, neck, head and decode subgraphs.
 
-The cut points come from the graph: every node gets a stage from :func:`yolo_edge.graph.yolov8_layout`,
-and a boundary tensor is one produced in an earlier stage and consumed in a later one. Each subgraph
+The cut points come from the graph: every node gets a subgraph from :func:`yolo_edge.graph.yolov8_layout`,
+and a boundary tensor is one produced in an earlier subgraph and consumed in a later one. Each subgraph
 is extracted with ``onnx.utils.Extractor`` and checked with ``onnx.checker`` (full check); the
-extracted node set must equal the stage's own nodes, so a wrong cut fails loudly instead of silently
+extracted node set must equal the subgraph's own nodes, so a wrong cut fails loudly instead of silently
 recomputing a neighbour's work.
 
 Example:
@@ -25,12 +25,12 @@ from onnx.utils import Extractor
 
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel
-from yolo_edge.graph import STAGES, GraphInfo, TensorInfo
+from yolo_edge.graph import SUBGRAPHS, GraphInfo, TensorInfo
 
 
 @dataclass(frozen=True)
 class Subgraph:
-    """One stage of the split model, a standalone ONNX with its boundary tensors."""
+    """One subgraph of the split model, a standalone ONNX with its boundary tensors."""
 
     name: str
     model: onnx.ModelProto
@@ -74,7 +74,7 @@ class SplitModel:
         return self.subgraphs[-1].outputs[0]
 
     def boundaries(self) -> list[tuple[str, str, tuple[TensorInfo, ...]]]:
-        """(producer stage, consumer stage, tensors) for every pair of stages that exchange tensors."""
+        """(producer subgraph, consumer subgraph, tensors) for every pair of subgraphs that exchange tensors."""
         out = []
         for i, src in enumerate(self.subgraphs):
             produced = {t.name for t in src.outputs}
@@ -85,7 +85,7 @@ class SplitModel:
         return out
 
     def save(self, out_dir: str | Path) -> SplitModel:
-        """Write ``<stage>.onnx`` per subgraph and ``split.json`` into ``out_dir``; returns a copy with paths."""
+        """Write ``<subgraph>.onnx`` per subgraph and ``split.json`` into ``out_dir``; returns a copy with paths."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         saved = []
@@ -170,14 +170,14 @@ def cut(model: onnx.ModelProto, groups: Sequence[Sequence[int]], label: str) -> 
 def split_model(exported: ExportedModel) -> SplitModel:
     """Split ``exported`` into backbone, neck, head and decode subgraphs (see module docstring)."""
     model = exported.load()
-    stage_of = exported.layout.stage_of
-    if len(model.graph.node) != len(stage_of):
+    subgraph_of = exported.layout.subgraph_of
+    if len(model.graph.node) != len(subgraph_of):
         raise YoloEdgeError(f"{exported.path} changed since it was loaded; load it again")
-    groups = [[i for i, s in enumerate(stage_of) if s == k] for k in range(len(STAGES))]
+    groups = [[i for i, s in enumerate(subgraph_of) if s == k] for k in range(len(SUBGRAPHS))]
     subgraphs = []
-    for name, piece in zip(STAGES, cut(model, groups, str(exported.path))):
+    for name, piece in zip(SUBGRAPHS, cut(model, groups, str(exported.path))):
         sub = piece.model
-        onnx.helper.set_model_props(sub, {**{p.key: p.value for p in sub.metadata_props}, "yolo_edge.stage": name})
+        onnx.helper.set_model_props(sub, {**{p.key: p.value for p in sub.metadata_props}, "yolo_edge.subgraph": name})
         sub.graph.name = f"{model.graph.name or 'yolov8'}_{name}"
         info = GraphInfo.of(sub)
         subgraphs.append(Subgraph(

@@ -2,7 +2,7 @@
 
 ``Backend.compile(model, precision, calib)`` returns an :class:`Executable`. ``Executable.run(feeds)``
 validates the feeds (names, shapes, dtypes), times the call and returns the outputs by name; a backend
-implements only ``_run``. Executables are thread-safe: a pipelined stream calls different stages of
+implements only ``_run``. Executables are thread-safe: a pipelined stream calls different units of
 different frames from different threads.
 """
 
@@ -76,7 +76,7 @@ class Executable(ABC):
         expected = {t.name for t in self.inputs}
         missing = sorted(expected - set(feeds))
         if missing:
-            raise YoloEdgeError(f"missing input tensor(s) {missing}; this stage takes {sorted(expected)}")
+            raise YoloEdgeError(f"missing input tensor(s) {missing}; this graph takes {sorted(expected)}")
         for t in self.inputs:
             a = feeds[t.name]
             if tuple(a.shape) != t.shape:

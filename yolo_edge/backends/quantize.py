@@ -16,7 +16,7 @@ Where the Q/DQ pairs go depends on the runtime that will run the model (a *recip
   ``benchmarks/split_vs_cpu.py``). The planner therefore measures both and verifies the one it keeps.
 
 The calibration feeds are the subgraph's own inputs, produced by running calibration images through
-the preceding stages in FP32 (the neck is calibrated on real backbone outputs). Results are cached on
+the preceding subgraphs in FP32 (the neck is calibrated on real backbone outputs). Results are cached on
 disk by a hash of the model, the calibration data and the options, so a subgraph + calibration set is
 quantized once.
 """

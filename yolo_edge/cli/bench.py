@@ -1,4 +1,4 @@
-"""``yolo-edge bench BUNDLE``: end-to-end and per-stage latency (p50/p95/p99) of a bundle."""
+"""``yolo-edge bench BUNDLE``: end-to-end and per-phase latency (p50/p95/p99) of a bundle."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 
 from yolo_edge.bundle import load_bundle
+from yolo_edge.check import bench_bundle
 from yolo_edge.cli.common import positive_int, print_json, table, warn_placement
 from yolo_edge.runtime import EventLog
-from yolo_edge.validate.gate import bench_bundle
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -29,8 +29,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**lat.to_dict(), "fallback_events": events.summary(), "placement_problems": detector.executor.placement_problems})
         return 0
-    rows = [(name, p["p50"], p["p95"], p["p99"]) for name, p in lat.stages.items()]
+    rows = [(name, p["p50"], p["p95"], p["p99"]) for name, p in lat.phases.items()]
     rows.append(("end to end", lat.end_to_end["p50"], lat.end_to_end["p95"], lat.end_to_end["p99"]))
-    print(table(("stage", "p50 ms", "p95 ms", "p99 ms"), rows))
-    print(f"{lat.runs} runs, latency {lat.kind}, {lat.npu_share:.0%} of stage runs on the NPU, peak RSS {lat.peak_rss_bytes / 2**20:.0f} MiB")
+    print(table(("phase", "p50 ms", "p95 ms", "p99 ms"), rows))
+    print(f"{lat.runs} runs, latency {lat.kind}, {lat.npu_share:.0%} of phase runs on the NPU, peak RSS {lat.peak_rss_bytes / 2**20:.0f} MiB")
     return 0

@@ -7,9 +7,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from yolo_edge.check import check_bundle, write_baseline
 from yolo_edge.cli.common import fraction, positive_float, positive_int, print_json
 from yolo_edge.files import check_can_write
-from yolo_edge.validate.gate import check_bundle, write_baseline
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

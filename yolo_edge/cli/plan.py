@@ -13,7 +13,7 @@ from yolo_edge.cli.common import imgsz_arg, positive_int, print_json, table
 from yolo_edge.config import load_deploy_config
 from yolo_edge.export import export_model
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
-from yolo_edge.plan.placement import PlacementPlan, make_plan
+from yolo_edge.plan.placement import PlacementPlan, plan_model
 from yolo_edge.split import split_model
 
 
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         n = cfg.calib_images + cfg.checks.precision.images
         images = load_calibration(args.calib or default_calib_dir(), split.exported.meta.imgsz, n)
         log = None if args.json else (lambda msg: print(f"  .. {msg}", file=sys.stderr))
-        plan = make_plan(split, profile, cfg, images, strict=args.strict, log=log)
+        plan = plan_model(split, profile, cfg, images, strict=args.strict, log=log)
     if args.json:
         print_json(plan.to_dict())
     else:
@@ -50,10 +50,10 @@ def run(args: argparse.Namespace) -> int:
 
 def format_plan(plan: PlacementPlan) -> str:
     w = plan.whole_graph_npu
-    at = f"{w['precision']}" + (f"/{w['int8_scheme']}" if w.get("int8_scheme") else "")
-    verdict = "PASS" if w["passed"] else f"FAIL ({w['failed_check']})"
+    at = f"{w.precision}" + (f"/{w.int8_scheme}" if w.int8_scheme else "")
+    verdict = "PASS" if w.passed else f"FAIL ({w.failed_check})"
     lines = [f"device {plan.device} ({plan.device_kind}, latency {plan.latency_kind}), imgsz {plan.imgsz[0]}x{plan.imgsz[1]}",
-             f"whole graph on the NPU at {at}: {verdict}: {w['reason']}", ""]
+             f"whole graph on the NPU at {at}: {verdict}: {w.reason}", ""]
     mark = {True: "pass", False: "FAIL", None: "-"}
     rows = [(s.name, s.device, s.variant, s.granularity, *(mark[s.checks[c].passed] for c in ("op_support", "memory", "precision", "performance")),
              f"{s.latency_ms:.2f}", f"{(s.transfer_bytes_in + s.transfer_bytes_out) / 1e6:.2f}") for s in plan.subgraphs]

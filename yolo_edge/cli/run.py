@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         count += 1
         if args.json:
             print(json.dumps({"frame": frame.index, "source": frame.name, "detections": dets.to_list(),
-                              "ms": round(timing.end_to_end_ms, 2), "devices": timing.stage_device}))
+                              "ms": round(timing.end_to_end_ms, 2), "devices": timing.unit_device}))
         else:
             summary = ", ".join(f"{n} {c:.2f}" for n, c in zip(dets.class_names, dets.confidence)) or "nothing"
             print(f"{frame.name}: {len(dets)} detections in {timing.end_to_end_ms:.1f} ms: {summary}")

@@ -15,7 +15,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser("split", help="split a YOLOv8 detector into four subgraphs", description=__doc__)
     p.add_argument("--model", required=True, help=".pt checkpoint, ultralytics model .yaml, or ultralytics ONNX")
     p.add_argument("--imgsz", type=imgsz_arg, default=None, help="640 or H,W (for .pt/.yaml; an ONNX keeps its own)")
-    p.add_argument("--out", type=Path, default=None, help="write <stage>.onnx and split.json here")
+    p.add_argument("--out", type=Path, default=None, help="write <subgraph>.onnx and split.json here")
     p.add_argument("--json", action="store_true", help="print the split as JSON")
     p.set_defaults(func=run)
 

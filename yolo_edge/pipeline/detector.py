@@ -25,23 +25,34 @@ class FrameTiming:
     devices (``modelled`` is then True) and measured times everywhere else."""
 
     preprocess_ms: float
-    stage_ms: dict[str, float]
-    stage_device: dict[str, str]
+    unit_ms: dict[str, float]
+    unit_device: dict[str, str]
     transfer_ms: float
     nms_ms: float
     modelled: bool
 
     @property
     def end_to_end_ms(self) -> float:
-        return self.preprocess_ms + sum(self.stage_ms.values()) + self.transfer_ms + self.nms_ms
+        return self.preprocess_ms + sum(self.unit_ms.values()) + self.transfer_ms + self.nms_ms
 
 
 class Detector:
+    """Owns its executor: ``with detector:`` (or ``close()``) releases it."""
+
     def __init__(self, executor: SplitExecutor, meta: ModelMeta, nms: NmsConfig) -> None:
         self.executor = executor
         self.meta = meta
         self.nms = nms
         self._frame = 0
+
+    def close(self) -> None:
+        self.executor.close()
+
+    def __enter__(self) -> Detector:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
     def detect(self, image: np.ndarray, nms: NmsConfig | None = None) -> tuple[Detections, FrameTiming]:
         """Detect objects in one BGR image; no frame is lost: NPU failures are retried on the CPU."""
@@ -54,10 +65,10 @@ class Detector:
         t2 = time.perf_counter()
         dets = postprocess(result.outputs[self.executor.output_name], lb, self.meta.names, cfg.conf, cfg.iou, cfg.max_det, cfg.multi_label)
         t3 = time.perf_counter()
-        modelled = any(s.modelled_ms is not None for s in result.stages)
-        stage_ms = {s.stage: (s.modelled_ms if s.modelled_ms is not None else s.ms) for s in result.stages}
+        modelled = any(s.modelled_ms is not None for s in result.units)
+        unit_ms = {s.unit: (s.modelled_ms if s.modelled_ms is not None else s.ms) for s in result.units}
         timing = FrameTiming(
-            preprocess_ms=(t1 - t0) * 1e3, stage_ms=stage_ms, stage_device={s.stage: s.device for s in result.stages},
+            preprocess_ms=(t1 - t0) * 1e3, unit_ms=unit_ms, unit_device={s.unit: s.device for s in result.units},
             transfer_ms=result.transfer_modelled_ms if modelled else result.transfer_ms, nms_ms=(t3 - t2) * 1e3,
             modelled=modelled,
         )

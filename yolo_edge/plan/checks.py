@@ -3,7 +3,7 @@
 1. op_support (compile time): the profile's op list with dtype/shape limits, or the runtime's own query.
 2. memory: peak live activations + weights vs the DRAM budget; non-tileable working sets vs SRAM.
 3. precision: statically, precision-sensitive ops at low precision; empirically, the graph compiled at
-   NPU precision on calibration images fed through the preceding stages, judged end to end: its outputs
+   NPU precision on calibration images fed through the preceding subgraphs, judged end to end: its outputs
    run through every later subgraph in FP32 and the detector output is compared with the FP32 model's
    (box cosine, class-score cosine, largest class-score error). The subgraph's own outputs against FP32
    (local cosine) are reported too, and below their threshold only warn: a local error may vanish in
@@ -70,7 +70,7 @@ class Candidate:
     name: str
     model: onnx.ModelProto
     info: GraphInfo
-    feeds_calib: list[dict[str, np.ndarray]]  # this graph's inputs, from FP32 runs of the preceding stages
+    feeds_calib: list[dict[str, np.ndarray]]  # this graph's inputs, from FP32 runs of the preceding subgraphs
     feeds_eval: list[dict[str, np.ndarray]]
     reference: list[dict[str, np.ndarray]]  # FP32 outputs on feeds_eval
     eval_tensors: list[dict[str, np.ndarray]]  # every boundary tensor of the FP32 run on each eval image

@@ -10,7 +10,7 @@
   the pieces plus their transfers beat running the subgraph on the CPU.
 
 Example:
-    >>> plan = make_plan(split, load_profile("sim-edge-npu"), load_deploy_config(), images)  # doctest: +SKIP
+    >>> plan = plan_model(split, load_profile("sim-edge-npu"), load_deploy_config(), images)  # doctest: +SKIP
     >>> [(s.name, s.device, s.precision) for s in plan.subgraphs]  # doctest: +SKIP
 """
 
@@ -74,6 +74,40 @@ class SubgraphPlan:
 
 
 @dataclass(frozen=True)
+class WholeGraphVerdict:
+    """The whole model on the accelerator at its first precision: the safety-net comparison row."""
+
+    passed: bool | None  # None: not evaluated (a hand-written plan)
+    precision: str | None
+    int8_scheme: str | None
+    failed_check: str | None
+    reason: str
+    checks: dict[str, CheckResult]
+
+    @property
+    def required_bytes(self) -> int:
+        """Device memory the whole graph needs (0 when the memory check did not run)."""
+        mem = self.checks.get("memory")
+        return int(mem.numbers.get("required_bytes") or 0) if mem else 0  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"passed": self.passed, "precision": self.precision, "int8_scheme": self.int8_scheme,
+                "failed_check": self.failed_check, "reason": self.reason, "checks": {k: v.to_dict() for k, v in self.checks.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WholeGraphVerdict:
+        return cls(d["passed"], d["precision"], d["int8_scheme"], d["failed_check"], d["reason"], _checks(d["checks"]))
+
+
+NOT_EVALUATED = WholeGraphVerdict(None, None, None, None, "not evaluated", {})
+
+
+def _checks(d: dict[str, Any]) -> dict[str, CheckResult]:
+    return {k: CheckResult(k, c["passed"], c["reason"], {n: v for n, v in c.items() if n not in ("passed", "reason")})
+            for k, c in d.items()}
+
+
+@dataclass(frozen=True)
 class PlacementPlan:
     model: str
     device: str
@@ -81,7 +115,7 @@ class PlacementPlan:
     latency_kind: str
     imgsz: tuple[int, int]
     strict: bool
-    whole_graph_npu: dict[str, object]
+    whole_graph_npu: WholeGraphVerdict
     subgraphs: tuple[SubgraphPlan, ...]
     transfer_ms: float
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -108,7 +142,7 @@ class PlacementPlan:
             subs.append(SubgraphPlan(sg.name, "npu" if sg.name in npu else "cpu", precision, "subgraph", "hand-written", checks,
                                      None, 0.0, latency_kind, int8_scheme=scheme or None))
         return cls(str(split.exported.path), device, "manual", latency_kind, split.exported.meta.imgsz, False,
-                   {"passed": None, "precision": None, "failed_check": None, "reason": "not evaluated", "checks": {}}, tuple(subs), 0.0)
+                   NOT_EVALUATED, tuple(subs), 0.0)
 
     def all_cpu(self) -> PlacementPlan:
         """This plan with every subgraph on the CPU in FP32 (the whole-CPU reference and safety net)."""
@@ -122,8 +156,7 @@ class PlacementPlan:
         subs = tuple(
             SubgraphPlan(
                 name=s["name"], device=s["device"], precision=s["precision"], granularity=s["granularity"], reason=s["reason"],
-                checks={k: CheckResult(k, c["passed"], c["reason"], {n: v for n, v in c.items() if n not in ("passed", "reason")})
-                        for k, c in s["checks"].items()},
+                checks=_checks(s["checks"]),
                 npu_ms=s["latency_ms"]["npu"], cpu_ms=s["latency_ms"]["cpu"], latency_kind=s["latency_ms"]["kind"],
                 transfer_bytes_in=s["transfer_bytes_in"], transfer_bytes_out=s["transfer_bytes_out"], cpu_nodes=tuple(s["cpu_nodes"]),
                 int8_scheme=s["int8_scheme"],
@@ -131,23 +164,24 @@ class PlacementPlan:
             for s in d["subgraphs"]
         )
         return cls(model=d["model"], device=d["device"], device_kind=d["device_kind"], latency_kind=d["latency_kind"],
-                   imgsz=(int(d["imgsz"][0]), int(d["imgsz"][1])), strict=d["strict"], whole_graph_npu=d["whole_graph_npu"],
+                   imgsz=(int(d["imgsz"][0]), int(d["imgsz"][1])), strict=d["strict"],
+                   whole_graph_npu=WholeGraphVerdict.from_dict(d["whole_graph_npu"]),
                    subgraphs=subs, transfer_ms=d["transfer_ms"], notes=tuple(d["notes"]))
 
     def to_dict(self) -> dict[str, object]:
         return {
             "model": self.model, "device": self.device, "device_kind": self.device_kind,
             "latency_kind": self.latency_kind, "imgsz": list(self.imgsz), "strict": self.strict,
-            "whole_graph_npu": self.whole_graph_npu,
+            "whole_graph_npu": self.whole_graph_npu.to_dict(),
             "subgraphs": [s.to_dict() for s in self.subgraphs],
             "estimated_latency_ms": round(self.estimated_ms, 3), "transfer_ms": round(self.transfer_ms, 3),
             "notes": list(self.notes),
         }
 
 
-def stage_tensors(split: SplitModel, images: Sequence[np.ndarray],
+def boundary_tensors(split: SplitModel, images: Sequence[np.ndarray],
                   exes: Sequence[Executable] | None = None) -> list[dict[str, np.ndarray]]:
-    """Every boundary tensor of every image from an FP32 CPU run of the stages in sequence (``exes``: the
+    """Every boundary tensor of every image from an FP32 CPU run of the subgraphs in sequence (``exes``: the
     subgraphs already compiled in FP32 on the CPU)."""
     if exes is None:
         cpu = cpu_backend()
@@ -190,10 +224,10 @@ class Planner:
         self.log = log or (lambda _msg: None)
         n_cal = min(cfg.calib_images, len(images) - 1)
         n_eval = min(cfg.checks.precision.images, len(images) - n_cal)
-        self.log(f"running {len(images)} calibration images through the FP32 stages")
+        self.log(f"running {len(images)} calibration images through the FP32 subgraphs")
         cpu = cpu_backend()
         self.fp32 = [cpu.compile(sg.model, "fp32") for sg in split.subgraphs]
-        tensors = stage_tensors(split, images, self.fp32)
+        tensors = boundary_tensors(split, images, self.fp32)
         self.calib, self.eval = tensors[:n_cal], tensors[n_cal:n_cal + n_eval]
         self.checker = Checker(profile, cfg, npu or create_backend(profile))
         self.output_name = split.output.name
@@ -244,7 +278,7 @@ class Planner:
         return seconds * 1e3, kind
 
     # ---------------------------------------------------------------- whole graph
-    def whole_graph(self) -> dict[str, object]:
+    def whole_graph(self) -> WholeGraphVerdict:
         model = self.split.exported.load()
         inp, out = self.split.input, self.split.output
         cand = self._candidate("whole_graph", model, [inp.name], [out.name], inp.bytes, out.bytes, 2)
@@ -259,9 +293,8 @@ class Planner:
             failed = first_failure(results)
             if failed is None:
                 break
-        return {"passed": failed is None, "precision": precision, "int8_scheme": scheme, "failed_check": failed,
-                "reason": results[failed].reason if failed else "all four checks pass",
-                "checks": {k: v.to_dict() for k, v in results.items()}}
+        return WholeGraphVerdict(failed is None, precision, scheme, failed,
+                                 results[failed].reason if failed else "all four checks pass", results)
 
     # ---------------------------------------------------------------- subgraphs
     def place(self, strict: bool) -> PlacementPlan:
@@ -413,7 +446,7 @@ class Planner:
             ins = [t for t in sg.inputs if device_of[t.name] != p.device]
             outs = [t for t in sg.outputs if any(d != p.device for d in consumers.get(t.name, []))]
             b_in = b_out = 0
-            if p.device == "npu":  # the NPU side moves the data; a CPU stage's inputs are counted by its producer
+            if p.device == "npu":  # the NPU side moves the data; a CPU subgraph's inputs are counted by its producer
                 b_in, b_out = int(sum(t.bytes for t in ins) * width), int(sum(t.bytes for t in outs) * width)
                 total += transfer_time(b_in, self.profile.link, len(ins)) + transfer_time(b_out, self.profile.link, len(outs))
             out.append(replace(p, transfer_bytes_in=b_in, transfer_bytes_out=b_out))
@@ -426,7 +459,7 @@ class PlanRefused(YoloEdgeError):
     exit_code = 1
 
 
-def make_plan(split: SplitModel, profile: DeviceProfile, cfg: DeployConfig, images: Sequence[np.ndarray],
+def plan_model(split: SplitModel, profile: DeviceProfile, cfg: DeployConfig, images: Sequence[np.ndarray],
               strict: bool = False, log: Log | None = None, npu: Backend | None = None) -> PlacementPlan:
     """Place ``split`` on ``profile`` using letterboxed calibration ``images``; see the module docstring.
     ``npu``: the accelerator backend (default: the profile's)."""

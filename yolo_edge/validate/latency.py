@@ -1,4 +1,4 @@
-"""Latency: warm-up, then N timed frames; end to end and per stage; p50/p95/p99; peak RSS; SLA verdict."""
+"""Latency: warm-up, then N timed frames; end to end and per phase; p50/p95/p99; peak RSS; SLA verdict."""
 
 from __future__ import annotations
 
@@ -28,10 +28,10 @@ def peak_rss_bytes() -> int:
 @dataclass(frozen=True)
 class LatencyResult:
     end_to_end: dict[str, float]
-    stages: dict[str, dict[str, float]]  # preprocess, each stage, transfers, nms
+    phases: dict[str, dict[str, float]]  # preprocess, each phase, transfers, nms
     kind: str  # "measured", or "modelled NPU + measured CPU" for simulated devices
     runs: int
-    npu_share: float  # fraction of stage runs that ran on the NPU
+    npu_share: float  # fraction of phase runs that ran on the NPU
     peak_rss_bytes: int
     samples_ms: tuple[float, ...]
 
@@ -39,7 +39,7 @@ class LatencyResult:
         return self.end_to_end["p95"] <= sla_ms
 
     def to_dict(self) -> dict[str, object]:
-        return {"end_to_end": self.end_to_end, "stages": self.stages, "kind": self.kind, "runs": self.runs,
+        return {"end_to_end": self.end_to_end, "phases": self.phases, "kind": self.kind, "runs": self.runs,
                 "npu_share": round(self.npu_share, 4), "peak_rss_bytes": self.peak_rss_bytes}
 
 
@@ -70,13 +70,13 @@ def measure_latencies(detectors: Mapping[str, Detector], images: Sequence[np.nda
 
 def _summarise(timings: list[FrameTiming], runs: int) -> LatencyResult:
     parts: dict[str, list[float]] = {"preprocess": [t.preprocess_ms for t in timings]}
-    for name in timings[0].stage_ms:
-        parts[name] = [t.stage_ms[name] for t in timings]
+    for name in timings[0].unit_ms:
+        parts[name] = [t.unit_ms[name] for t in timings]
     parts["transfers"] = [t.transfer_ms for t in timings]
     parts["nms"] = [t.nms_ms for t in timings]
     e2e = [t.end_to_end_ms for t in timings]
-    on_npu = sum(d == "npu" for t in timings for d in t.stage_device.values())
-    total = sum(len(t.stage_device) for t in timings)
+    on_npu = sum(d == "npu" for t in timings for d in t.unit_device.values())
+    total = sum(len(t.unit_device) for t in timings)
     kind = "modelled NPU + measured CPU" if any(t.modelled for t in timings) else "measured"
     return LatencyResult(percentiles(e2e), {k: percentiles(v) for k, v in parts.items()}, kind, runs,
                          on_npu / total if total else 0.0, peak_rss_bytes(), tuple(e2e))

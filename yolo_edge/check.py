@@ -1,7 +1,7 @@
 """Re-measure a bundle and gate on it: ``val_bundle`` (mAP drift), ``bench_bundle`` (latency) and
 ``check_bundle`` (both, against limits and an optional baseline), usable from pytest:
 
-    from yolo_edge.validate.gate import check_bundle
+    from yolo_edge import check_bundle
 
     def test_deployed_model_still_good():
         result = check_bundle("out/bundle", baseline="perf/baseline.json", max_drift=0.01)
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,8 +72,10 @@ def val_bundle(bundle: Bundle, data: str | Path | None = None, quiet: bool = Tru
     cfg = bundle.config
     ev = bundle_eval_data(bundle, data, class_map)
     bar = progress_bar(not quiet)
-    ref = detect_all(bundle.reference_detector(), ev.dataset, cfg.val_nms, bar, "reference")
-    dep = detect_all(detector or bundle.detector(), ev.dataset, cfg.val_nms, bar, "deployed")
+    with bundle.reference_detector() as reference:
+        ref = detect_all(reference, ev.dataset, cfg.val_nms, bar, "reference")
+    with nullcontext(detector) if detector else bundle.detector() as deployed:
+        dep = detect_all(deployed, ev.dataset, cfg.val_nms, bar, "deployed")
     return ValResult(score(ev, ref, ref, cfg.nms.conf), score(ev, ref, dep, cfg.nms.conf), ev.kind, len(ev.dataset))
 
 
@@ -83,12 +86,12 @@ def bench_bundle(bundle: Bundle, data: str | Path | None = None, runs: int | Non
     cfg = bundle.config
     ev = bundle_eval_data(bundle, data)
     images = [read_image(r.path) for r in ev.dataset.records[:16]]
-    return measure_latency(detector or bundle.detector(), images, cfg.validate.latency_warmup, runs or cfg.validate.latency_runs,
-                           progress)
+    with nullcontext(detector) if detector else bundle.detector() as deployed:
+        return measure_latency(deployed, images, cfg.validate.latency_warmup, runs or cfg.validate.latency_runs, progress)
 
 
 @dataclass
-class CheckResult:
+class GateResult:
     passed: bool
     status: str  # the words deploy's table uses: ok, fails drift, fails SLA, ... (plus regression)
     failures: list[str] = field(default_factory=list)
@@ -97,7 +100,7 @@ class CheckResult:
 
 def check_bundle(bundle: str | Path | Bundle, baseline: str | Path | None = None, max_drift: float | None = None,
                  sla_ms: float | None = None, max_regression: float | None = None, data: str | Path | None = None,
-                 runs: int | None = None, quiet: bool = True, class_map: str | None = None) -> CheckResult:
+                 runs: int | None = None, quiet: bool = True, class_map: str | None = None) -> GateResult:
     """Re-measure drift and latency; one failure line per broken limit (drift, SLA, regression vs baseline).
     Limits default to the ones the bundle was deployed with."""
     b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle)
@@ -105,9 +108,9 @@ def check_bundle(bundle: str | Path | Bundle, baseline: str | Path | None = None
     limits = Limits(cfg.validate.max_drift if max_drift is None else max_drift, cfg.validate.sla_ms if sla_ms is None else sla_ms)
     max_regression = cfg.validate.max_regression if max_regression is None else max_regression
     base = read_baseline(baseline) if baseline else None
-    detector = b.detector()
-    val = val_bundle(b, data, quiet, class_map, detector)
-    lat = bench_bundle(b, data, runs, detector=detector)
+    with b.detector() as detector:
+        val = val_bundle(b, data, quiet, class_map, detector)
+        lat = bench_bundle(b, data, runs, detector=detector)
     p95 = lat.end_to_end["p95"]
     fails = failures(val.drift, p95, limits)
     lines = explain(fails, val.drift, p95, limits)
@@ -120,10 +123,10 @@ def check_bundle(bundle: str | Path | Bundle, baseline: str | Path | None = None
                      f"(limit +{max_regression:.0%})")
     measured = {"val": val.to_dict(), "latency": lat.to_dict(), "p95_ms": p95, "limits": {
         "max_drift": limits.max_drift, "sla_ms": limits.sla_ms, "max_regression": max_regression, "baseline": base}}
-    return CheckResult(not fails, status(fails), lines, measured)
+    return GateResult(not fails, status(fails), lines, measured)
 
 
-def write_baseline(result: CheckResult, path: str | Path) -> None:
+def write_baseline(result: GateResult, path: str | Path) -> None:
     """Record the measured p95 and drift (atomically); ``check_can_write`` it before measuring."""
     doc = {"p95_ms": result.measured["p95_ms"], "drift": result.measured["val"]["drift"]}
     atomic_write(Path(path), json.dumps(doc, indent=2).encode())

@@ -1,0 +1,80 @@
+"""The layering of docs/ARCHITECTURE.md holds: no module imports from a layer below its own; every module
+has a layer; and the public API is what the document lists, with its walk-through running as a doctest."""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import re
+from pathlib import Path
+
+import yolo_edge
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "yolo_edge"
+
+
+def _layers() -> list[list[str]]:
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (\d+) \| (.+) \|$", section, re.M)
+    assert [int(n) for n, _ in rows] == list(range(1, len(rows) + 1))
+    return [re.findall(r"`([\w.]+)`", cells) for _, cells in rows]
+
+
+def _layer_of(module: str, layers: list[list[str]]) -> int:
+    matches = [(len(name), i) for i, names in enumerate(layers) for name in names
+               if module == name.rstrip(".") or (name.endswith(".") and module.startswith(name))]
+    assert matches, f"{module} has no layer in docs/ARCHITECTURE.md"
+    return max(matches)[1]
+
+
+def _name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, set[str]]:
+    """Every module of the package and the yolo_edge modules it imports (``from pkg import mod`` counts as mod)."""
+    files = {_name(p): p for p in PACKAGE.rglob("*.py")}
+    out = {}
+    for name, path in files.items():
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("yolo_edge"):
+                imported |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in files else node.module for a in node.names}
+            elif isinstance(node, ast.Import):
+                imported |= {a.name for a in node.names if a.name.startswith("yolo_edge")}
+        out[name] = imported
+    return out
+
+
+def test_no_module_imports_from_a_lower_layer() -> None:
+    layers = _layers()
+    wrong = []
+    for module, imported in sorted(_modules().items()):
+        own = _layer_of(module, layers)
+        for target in sorted(imported):
+            if _layer_of(target, layers) > own:
+                wrong.append(f"{module} (layer {own + 1}) imports {target} (layer {_layer_of(target, layers) + 1})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_rule_catches_a_wrong_import() -> None:
+    """The check itself can fail: a backend importing the deploy step is caught."""
+    layers = _layers()
+    assert _layer_of("yolo_edge.deploy", layers) > _layer_of("yolo_edge.backends.openvino", layers)
+    assert _layer_of("yolo_edge.validate.verdict", layers) == _layer_of("yolo_edge.validate.accuracy", layers)
+
+
+def test_public_api_is_the_documented_one() -> None:
+    documented = {"export_model", "split_model", "plan_model", "deploy", "load_bundle", "Detector", "Detections",
+                  "check_bundle", "YoloEdgeError"}
+    assert documented <= set(yolo_edge.__all__)
+    assert all(hasattr(yolo_edge, name) for name in yolo_edge.__all__)
+    assert all(getattr(yolo_edge, name).__doc__ for name in yolo_edge.__all__ if name != "__version__")
+
+
+def test_public_api_walk_through_runs() -> None:
+    result = doctest.testmod(yolo_edge, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, raise_on_error=False)
+    assert result.attempted >= 20 and result.failed == 0
