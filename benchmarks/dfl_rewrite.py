@@ -38,13 +38,16 @@ def measure(imgsz: int, runs: int) -> None:
         after = split_model(export_model(original, out_dir=Path(tmp, "rewritten")))  # with the rewrite
         feeds = boundary_tensors(before, load_calibration(default_calib_dir(), (imgsz, imgsz), 8))
         cpu = cpu_backend()
-        exes = {"ultralytics": cpu.compile(before["decode"].model, "fp32"), "rewritten": cpu.compile(after["decode"].model, "fp32")}
+        exes = {
+            "ultralytics": cpu.compile(before["decode"].model, "fp32"),
+            "rewritten": cpu.compile(after["decode"].model, "fp32"),
+        }
         ms: dict[str, list[float]] = {k: [] for k in exes}
         diff = 0.0
         for i in range(runs):
             f = feeds[i % len(feeds)]
             outs = {}
-            for name in (list(exes) if i % 2 else list(exes)[::-1]):
+            for name in list(exes) if i % 2 else list(exes)[::-1]:
                 t0 = time.perf_counter()
                 outs[name] = exes[name].run(f)["output0"]
                 ms[name].append((time.perf_counter() - t0) * 1e3)

@@ -34,12 +34,17 @@ def main() -> None:
     if args.fit:
         best = None
         for util, bw, ovh in itertools.product([x / 100 for x in range(30, 91, 5)], range(4, 21), range(5, 61, 5)):
-            worst = max(abs(math.log(estimate(g, 2e12 * util, bw * 1e9, ovh * 1e-6, 1).total_s * 1e3 / PUBLISHED_MS[m]))
-                        for m, g in graphs.items())
+            worst = max(
+                abs(math.log(estimate(g, 2e12 * util, bw * 1e9, ovh * 1e-6, 1).total_s * 1e3 / PUBLISHED_MS[m]))
+                for m, g in graphs.items()
+            )
             if best is None or worst < best[0]:
                 best = (worst, util, bw, ovh)
         assert best is not None
-        print(f"fit: utilization {best[1]:.2f}, dram_gbps {best[2]}, op_overhead_us {best[3]} (worst ratio {math.exp(best[0]):.3f})")
+        print(
+            f"fit: utilization {best[1]:.2f}, dram_gbps {best[2]}, op_overhead_us {best[3]} (worst ratio "
+            f"{math.exp(best[0]):.3f})"
+        )
     print(f"{'model':8} {'modelled ms':>12} {'published ms':>13} {'ratio':>6}")
     for m, g in graphs.items():
         t = npu_time(g, profile, "int8")

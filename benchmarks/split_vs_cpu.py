@@ -42,7 +42,9 @@ def measure(imgsz: int, precisions: list[str], profile: DeviceProfile, frames: i
         full = cpu_backend().compile(split.exported.load(), "fp32")
         for precision in precisions:
             plan = PlacementPlan.manual(split, {"backbone": precision, "neck": precision}, profile.name)
-            ex = SplitExecutor(build_units(split, plan, profile, tensors[:32], EventLog(), fuse=fuse), cfg.runtime, profile)
+            ex = SplitExecutor(
+                build_units(split, plan, profile, tensors[:32], EventLog(), fuse=fuse), cfg.runtime, profile
+            )
             held_out = tensors[32:]
             for t in held_out[:10]:  # warm-up
                 full.run({"images": t["images"]})
@@ -67,32 +69,56 @@ def measure(imgsz: int, precisions: list[str], profile: DeviceProfile, frames: i
                     outs.append((r.outputs["output0"], t["output0"]))
             events = ex.events.summary()["total"]
             ex.close()
-            cos_box = min(cosine(o[:, :4], ref[:, :4]) for o, ref in outs)  # after the timing: nothing runs between frames
+            cos_box = min(
+                cosine(o[:, :4], ref[:, :4]) for o, ref in outs
+            )  # after the timing: nothing runs between frames
             cos_cls = min(cosine(o[:, 4:], ref[:, 4:]) for o, ref in outs)
             c, sp = statistics.median(cpu_ms), statistics.median(split_ms)
             ratio = statistics.median(np.array(cpu_ms) / np.array(split_ms))
             where = ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in parts.items())
-            print(f"{imgsz:>5} {precision:>7} {c:9.2f} {sp:9.2f} {ratio:6.2f}x   boxes {cos_box:.5f} scores {cos_cls:.5f}   "
-                  f"p90 ratio {np.percentile(cpu_ms, 90) / np.percentile(split_ms, 90):.2f}x   events {events}")
+            print(
+                f"{imgsz:>5} {precision:>7} {c:9.2f} {sp:9.2f} {ratio:6.2f}x   boxes {cos_box:.5f} scores "
+                f"{cos_cls:.5f}   "
+                f"p90 ratio {np.percentile(cpu_ms, 90) / np.percentile(split_ms, 90):.2f}x   events {events}"
+            )
             print(f"{'':>12} split median ms: {where}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--frames", type=int, default=200)
-    ap.add_argument("--precision", nargs="+", default=["int8/u8", "int8/s8", "bf16"], choices=("int8/u8", "int8/s8", "bf16"),
-                    help="backbone+neck precision; int8/u8 and int8/s8 name the INT8 activation scheme")
-    ap.add_argument("--device", default="host-lowp", help="profile name or .yaml whose runtime runs backbone+neck (rk3588: onnxruntime INT8 kernels)")
+    ap.add_argument(
+        "--precision",
+        nargs="+",
+        default=["int8/u8", "int8/s8", "bf16"],
+        choices=("int8/u8", "int8/s8", "bf16"),
+        help="backbone+neck precision; int8/u8 and int8/s8 name the INT8 activation scheme",
+    )
+    ap.add_argument(
+        "--device",
+        default="host-lowp",
+        help="profile name or .yaml whose runtime runs backbone+neck (rk3588: onnxruntime INT8 kernels)",
+    )
     ap.add_argument("--imgsz", type=int, nargs="+", default=[320, 640], help="the demo model was trained at 320")
-    ap.add_argument("--no-fuse", action="store_true", help="run backbone, neck, head, decode as four units (runtime.fuse_units: false)")
+    ap.add_argument(
+        "--no-fuse",
+        action="store_true",
+        help="run backbone, neck, head, decode as four units (runtime.fuse_units: false)",
+    )
     args = ap.parse_args()
     profile = load_profile(args.device)
     schemes = profile.runtime_options.int8_schemes if profile.runtime == "openvino" else ("u8",)
-    precisions = [p for p in args.precision if p.split("/")[0] in profile.precisions and p.partition("/")[2] in ("", *schemes)]
+    precisions = [
+        p for p in args.precision if p.split("/")[0] in profile.precisions and p.partition("/")[2] in ("", *schemes)
+    ]
     print(f"CPU: {cpu_name()}")
-    print(f"backbone+neck on {profile.name} ({profile.runtime}), head+decode FP32 on the CPU (onnxruntime); "
-          f"all-CPU = the monolithic FP32 model on onnxruntime; medians over {args.frames} frames")
-    print(f"{'imgsz':>5} {'prec':>7} {'all-CPU':>9} {'split':>9} {'ratio':>7}   output cosine vs FP32 (min over frames)")
+    print(
+        f"backbone+neck on {profile.name} ({profile.runtime}), head+decode FP32 on the CPU (onnxruntime); "
+        f"all-CPU = the monolithic FP32 model on onnxruntime; medians over {args.frames} frames"
+    )
+    print(
+        f"{'imgsz':>5} {'prec':>7} {'all-CPU':>9} {'split':>9} {'ratio':>7}   output cosine vs FP32 (min over frames)"
+    )
     for imgsz in args.imgsz:
         measure(imgsz, precisions, profile, args.frames, not args.no_fuse)
 

@@ -1,7 +1,7 @@
 """Write the synthetic shapes dataset (train/val) and refresh calib_data/.
 
-    python scripts/make_dataset.py --out datasets/shapes            # train 2000, val 300, seed 0
-    python scripts/make_dataset.py --calib-only                      # only calib_data/ (64 images)
+python scripts/make_dataset.py --out datasets/shapes            # train 2000, val 300, seed 0
+python scripts/make_dataset.py --calib-only                      # only calib_data/ (64 images)
 """
 
 from __future__ import annotations

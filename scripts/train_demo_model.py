@@ -53,9 +53,25 @@ def main() -> None:
     model = YOLO("yolov8n.yaml")
     ul_trainer.autocast = _cpu_autocast
     model.train(
-        trainer=CpuTrainer, data=str(args.data.resolve()), imgsz=args.imgsz, epochs=args.epochs, batch=args.batch, device="cpu",
-        workers=2, seed=args.seed, deterministic=True, pretrained=False, amp="bf16", plots=False,
-        cache="ram", val=False, project=str(args.project), name="demo", exist_ok=True, close_mosaic=5, patience=0,
+        trainer=CpuTrainer,
+        data=str(args.data.resolve()),
+        imgsz=args.imgsz,
+        epochs=args.epochs,
+        batch=args.batch,
+        device="cpu",
+        workers=2,
+        seed=args.seed,
+        deterministic=True,
+        pretrained=False,
+        amp="bf16",
+        plots=False,
+        cache="ram",
+        val=False,
+        project=str(args.project),
+        name="demo",
+        exist_ok=True,
+        close_mosaic=5,
+        patience=0,
     )
     best = args.project / "demo" / "weights" / "best.pt"
     print(f"trained in {time.perf_counter() - t0:.0f} s -> {best}")

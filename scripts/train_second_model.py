@@ -46,9 +46,23 @@ def main() -> None:
     data = write_dataset(args.data_dir, SEED, {"train": args.train, "val": args.val}, classes=CLASSES)
     model = YOLO(str(demo_model_path()))
     model.train(
-        data=str(data.resolve()), imgsz=args.imgsz, epochs=args.epochs, batch=16, device="cpu", workers=1, seed=0,
-        deterministic=True, plots=False, cache="ram", val=True, project=str(args.project), name="second",
-        exist_ok=True, close_mosaic=2, patience=0, amp=False,
+        data=str(data.resolve()),
+        imgsz=args.imgsz,
+        epochs=args.epochs,
+        batch=16,
+        device="cpu",
+        workers=1,
+        seed=0,
+        deterministic=True,
+        plots=False,
+        cache="ram",
+        val=True,
+        project=str(args.project),
+        name="second",
+        exist_ok=True,
+        close_mosaic=2,
+        patience=0,
+        amp=False,
     )
     best = args.project / "second" / "weights" / "best.pt"
     print(f"trained in {time.perf_counter() - t0:.0f} s -> {best}")

@@ -60,8 +60,11 @@ def fast_cfg():  # type: ignore[no-untyped-def]
     from yolo_edge.config import load_deploy_config
 
     cfg = load_deploy_config()
-    checks = replace(cfg.checks, precision=replace(cfg.checks.precision, images=4),
-                     performance=replace(cfg.checks.performance, warmup=1, runs=3))
+    checks = replace(
+        cfg.checks,
+        precision=replace(cfg.checks.precision, images=4),
+        performance=replace(cfg.checks.performance, warmup=1, runs=3),
+    )
     return replace(cfg, calib_images=12, checks=checks)
 
 
@@ -79,7 +82,10 @@ def _quant_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 
 SECOND_MODEL = Path(__file__).parent / "data" / "coins_sparks_yolov8n.pt"
-SECOND_CLASSES = {0: "coin", 3: "spark"}  # shape class id -> the second model's class name (scripts/train_second_model.py)
+SECOND_CLASSES = {
+    0: "coin",
+    3: "spark",
+}  # shape class id -> the second model's class name (scripts/train_second_model.py)
 
 
 @pytest.fixture(scope="session")

@@ -23,8 +23,12 @@ def _layers() -> list[list[str]]:
 
 
 def _layer_of(module: str, layers: list[list[str]]) -> int:
-    matches = [(len(name), i) for i, names in enumerate(layers) for name in names
-               if module == name.rstrip(".") or (name.endswith(".") and module.startswith(name))]
+    matches = [
+        (len(name), i)
+        for i, names in enumerate(layers)
+        for name in names
+        if module == name.rstrip(".") or (name.endswith(".") and module.startswith(name))
+    ]
     assert matches, f"{module} has no layer in docs/ARCHITECTURE.md"
     return max(matches)[1]
 
@@ -42,7 +46,9 @@ def _modules() -> dict[str, set[str]]:
         imported = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("yolo_edge"):
-                imported |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in files else node.module for a in node.names}
+                imported |= {
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in files else node.module for a in node.names
+                }
             elif isinstance(node, ast.Import):
                 imported |= {a.name for a in node.names if a.name.startswith("yolo_edge")}
         out[name] = imported
@@ -68,13 +74,24 @@ def test_the_rule_catches_a_wrong_import() -> None:
 
 
 def test_public_api_is_the_documented_one() -> None:
-    documented = {"export_model", "split_model", "plan_model", "deploy", "load_bundle", "Detector", "Detections",
-                  "check_bundle", "YoloEdgeError"}
+    documented = {
+        "export_model",
+        "split_model",
+        "plan_model",
+        "deploy",
+        "load_bundle",
+        "Detector",
+        "Detections",
+        "check_bundle",
+        "YoloEdgeError",
+    }
     assert documented <= set(yolo_edge.__all__)
     assert all(hasattr(yolo_edge, name) for name in yolo_edge.__all__)
     assert all(getattr(yolo_edge, name).__doc__ for name in yolo_edge.__all__ if name != "__version__")
 
 
 def test_public_api_walk_through_runs() -> None:
-    result = doctest.testmod(yolo_edge, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, raise_on_error=False)
+    result = doctest.testmod(
+        yolo_edge, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, raise_on_error=False
+    )
     assert result.attempted >= 20 and result.failed == 0

@@ -35,15 +35,23 @@ class Env:
 
 def _cli(env: Env, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     child = {**os.environ, "TMPDIR": str(env.tmp), "YOLO_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "yolo_edge.cli.main", *args], cwd=env.root, env=child,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "yolo_edge.cli.main", *args],
+        cwd=env.root,
+        env=child,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory, small_cfg: Path) -> Env:
     root = tmp_path_factory.mktemp("bad")
     (root / "tmp").mkdir()
-    bundle = deploy(device="host-lowp", config=small_cfg, quiet=True, out=tmp_path_factory.mktemp("b") / "bundle").bundle
+    bundle = deploy(
+        device="host-lowp", config=small_cfg, quiet=True, out=tmp_path_factory.mktemp("b") / "bundle"
+    ).bundle
     return Env(root, root / "tmp", bundle, sorted(default_calib_dir().glob("*.jpg"))[0])
 
 
@@ -63,8 +71,11 @@ def _coco(env: Env, ann: dict[str, object], cats: int = 1) -> str:
     folder = env.root / "coco"
     folder.mkdir(exist_ok=True)
     shutil.copy(env.image, folder / "a.jpg")
-    doc = {"images": [{"id": 1, "file_name": "a.jpg", "width": 320, "height": 320}],
-           "categories": [{"id": i + 1, "name": f"c{i}"} for i in range(cats)], "annotations": [ann]}
+    doc = {
+        "images": [{"id": 1, "file_name": "a.jpg", "width": 320, "height": 320}],
+        "categories": [{"id": i + 1, "name": f"c{i}"} for i in range(cats)],
+        "annotations": [ann],
+    }
     (folder / "ann.json").write_text(json.dumps(doc))
     return str(folder / "ann.json")
 
@@ -81,6 +92,7 @@ def _no_bundle_file(name: str) -> Callable[[Env], str]:
         b = _copy_bundle(env, f"broken-{name.replace('/', '-')}")
         (b / name).unlink()
         return str(b)
+
     return make
 
 
@@ -91,6 +103,7 @@ def _meta_without(key: str) -> Callable[[Env], str]:
         del meta[key]
         (b / "meta.json").write_text(json.dumps(meta))
         return str(b)
+
     return make
 
 
@@ -99,6 +112,7 @@ def _damaged(name: str, data: bytes) -> Callable[[Env], str]:
         b = _copy_bundle(env, f"damaged-{name}")
         (b / name).write_bytes(data)
         return str(b)
+
     return make
 
 
@@ -106,6 +120,7 @@ def _baseline(text: str) -> Callable[[Env], str]:
     def make(env: Env) -> str:
         (env.root / "base.json").write_text(text)
         return str(env.root / "base.json")
+
     return make
 
 
@@ -113,6 +128,7 @@ def _garbage(name: str) -> Callable[[Env], str]:
     def make(env: Env) -> str:
         (env.root / name).write_bytes(b"\x00garbage" * 40)
         return str(env.root / name)
+
     return make
 
 
@@ -130,49 +146,155 @@ def _a_file(env: Env) -> str:
 Case = tuple[str, Callable[[Env], list[str]], int, str]
 CASES: list[Case] = [
     # defects of issue #11
-    ("deploy --out a user's folder", lambda e: ["deploy", "--quiet", "--out", _user_folder(e)], 2, "not a yolo-edge bundle"),
+    (
+        "deploy --out a user's folder",
+        lambda e: ["deploy", "--quiet", "--out", _user_folder(e)],
+        2,
+        "not a yolo-edge bundle",
+    ),
     ("deploy --out .", lambda e: ["deploy", "--quiet", "--out", "."], 2, "current folder"),
     ("export --imgsz 33", lambda e: ["export", "--model", "yolov8n.yaml", "--imgsz", "33"], 2, "multiple of 32"),
     ("split --imgsz 33", lambda e: ["split", "--model", "yolov8n.yaml", "--imgsz", "33"], 2, "multiple of 32"),
     ("plan --imgsz 33", lambda e: ["plan", "--model", "yolov8n.yaml", "--imgsz", "33"], 2, "multiple of 32"),
     ("deploy --imgsz 33", lambda e: ["deploy", "--imgsz", "33"], 2, "multiple of 32"),
     ("deploy --imgsz 100000", lambda e: ["deploy", "--imgsz", "100000", "--out", "o"], 2, "too large: at most 4096"),
-    ("COCO annotation without bbox", lambda e: ["deploy", "--quiet", "--out", "o", "--data", _coco(
-        e, {"id": 7, "image_id": 1, "category_id": 1})], 2, "annotation 7 has no bbox"),
-    ("COCO unknown category_id", lambda e: ["deploy", "--quiet", "--out", "o", "--data", _coco(
-        e, {"id": 7, "image_id": 1, "category_id": 9, "bbox": [1, 1, 5, 5]})], 2, "category_id 9"),
-    ("COCO negative width", lambda e: ["deploy", "--quiet", "--out", "o", "--data", _coco(
-        e, {"id": 7, "image_id": 1, "category_id": 1, "bbox": [10, 10, -5, 5]})], 2, "negative width"),
-    ("run --save an existing file", lambda e: ["run", str(e.bundle), "--source", str(e.image), "--save", _a_file(e)], 2, "is a file"),
-    ("run --save an unwritable folder", lambda e: ["run", str(e.bundle), "--source", str(e.image), "--save", _a_file(e) + "/sub"], 2,
-     "cannot write there"),
-    ("bundle without profile.yaml", lambda e: ["run", _no_bundle_file("profile.yaml")(e), "--source", str(e.image)], 2,
-     "damaged bundle (no profile.yaml)"),
-    ("bundle without deploy.yaml", lambda e: ["check", _no_bundle_file("deploy.yaml")(e)], 2, "damaged bundle (no deploy.yaml)"),
-    ("meta.json without fuse_units", lambda e: ["bench", _meta_without("fuse_units")(e)], 2, "meta.json has no fuse_units"),
-    ("damaged model.onnx in a bundle", lambda e: ["run", _damaged("model.onnx", b"\x00junk")(e), "--source", str(e.image)], 2,
-     "deploy it again"),
-    ("--write-baseline into a missing folder", lambda e: ["check", str(e.bundle), "--write-baseline", "nowhere/base.json"], 2,
-     "does not exist"),
+    (
+        "COCO annotation without bbox",
+        lambda e: ["deploy", "--quiet", "--out", "o", "--data", _coco(e, {"id": 7, "image_id": 1, "category_id": 1})],
+        2,
+        "annotation 7 has no bbox",
+    ),
+    (
+        "COCO unknown category_id",
+        lambda e: [
+            "deploy",
+            "--quiet",
+            "--out",
+            "o",
+            "--data",
+            _coco(e, {"id": 7, "image_id": 1, "category_id": 9, "bbox": [1, 1, 5, 5]}),
+        ],
+        2,
+        "category_id 9",
+    ),
+    (
+        "COCO negative width",
+        lambda e: [
+            "deploy",
+            "--quiet",
+            "--out",
+            "o",
+            "--data",
+            _coco(e, {"id": 7, "image_id": 1, "category_id": 1, "bbox": [10, 10, -5, 5]}),
+        ],
+        2,
+        "negative width",
+    ),
+    (
+        "run --save an existing file",
+        lambda e: ["run", str(e.bundle), "--source", str(e.image), "--save", _a_file(e)],
+        2,
+        "is a file",
+    ),
+    (
+        "run --save an unwritable folder",
+        lambda e: ["run", str(e.bundle), "--source", str(e.image), "--save", _a_file(e) + "/sub"],
+        2,
+        "cannot write there",
+    ),
+    (
+        "bundle without profile.yaml",
+        lambda e: ["run", _no_bundle_file("profile.yaml")(e), "--source", str(e.image)],
+        2,
+        "damaged bundle (no profile.yaml)",
+    ),
+    (
+        "bundle without deploy.yaml",
+        lambda e: ["check", _no_bundle_file("deploy.yaml")(e)],
+        2,
+        "damaged bundle (no deploy.yaml)",
+    ),
+    (
+        "meta.json without fuse_units",
+        lambda e: ["bench", _meta_without("fuse_units")(e)],
+        2,
+        "meta.json has no fuse_units",
+    ),
+    (
+        "damaged model.onnx in a bundle",
+        lambda e: ["run", _damaged("model.onnx", b"\x00junk")(e), "--source", str(e.image)],
+        2,
+        "deploy it again",
+    ),
+    (
+        "--write-baseline into a missing folder",
+        lambda e: ["check", str(e.bundle), "--write-baseline", "nowhere/base.json"],
+        2,
+        "does not exist",
+    ),
     ("bench --runs -3", lambda e: ["bench", str(e.bundle), "--runs", "-3"], 2, "--runs: must be a positive integer"),
     ("bench --runs 0", lambda e: ["bench", str(e.bundle), "--runs", "0"], 2, "--runs: must be a positive integer"),
-    ("check --max-drift -1", lambda e: ["check", str(e.bundle), "--max-drift", "-1"], 2, "--max-drift: must be zero or positive"),
+    (
+        "check --max-drift -1",
+        lambda e: ["check", str(e.bundle), "--max-drift", "-1"],
+        2,
+        "--max-drift: must be zero or positive",
+    ),
     ("check --sla-ms 0", lambda e: ["check", str(e.bundle), "--sla-ms", "0"], 2, "--sla-ms: must be a positive number"),
     ("deploy --sla-ms nan", lambda e: ["deploy", "--sla-ms", "nan"], 2, "not a finite number"),
     ("deploy --sla-ms -5", lambda e: ["deploy", "--sla-ms", "-5"], 2, "--sla-ms: must be a positive number"),
-    ("NaN baseline", lambda e: ["check", str(e.bundle), "--baseline", _baseline('{"p95_ms": NaN}')(e)], 2, "not a positive number"),
-    ("zero baseline", lambda e: ["check", str(e.bundle), "--baseline", _baseline('{"p95_ms": 0}')(e)], 2, "not a positive number"),
-    ("export of an unloadable .pt", lambda e: ["export", "--model", _garbage("bad.pt")(e), "--out", "exp"], 2,
-     "cannot load"),
-    ("split of an unloadable .pt", lambda e: ["split", "--model", _garbage("bad2.pt")(e), "--out", "spl"], 2, "cannot load"),
+    (
+        "NaN baseline",
+        lambda e: ["check", str(e.bundle), "--baseline", _baseline('{"p95_ms": NaN}')(e)],
+        2,
+        "not a positive number",
+    ),
+    (
+        "zero baseline",
+        lambda e: ["check", str(e.bundle), "--baseline", _baseline('{"p95_ms": 0}')(e)],
+        2,
+        "not a positive number",
+    ),
+    (
+        "export of an unloadable .pt",
+        lambda e: ["export", "--model", _garbage("bad.pt")(e), "--out", "exp"],
+        2,
+        "cannot load",
+    ),
+    (
+        "split of an unloadable .pt",
+        lambda e: ["split", "--model", _garbage("bad2.pt")(e), "--out", "spl"],
+        2,
+        "cannot load",
+    ),
     # the sound cases of the sweep, kept sound
     ("missing model", lambda e: ["deploy", "--quiet", "--model", "nope.pt", "--out", "o"], 2, "model not found"),
-    ("corrupt onnx", lambda e: ["deploy", "--quiet", "--model", _garbage("c.onnx")(e), "--out", "o"], 2, "not a readable ONNX"),
-    ("unknown device", lambda e: ["deploy", "--quiet", "--device", "npu9000", "--out", "o"], 2, "unknown device 'npu9000'"),
+    (
+        "corrupt onnx",
+        lambda e: ["deploy", "--quiet", "--model", _garbage("c.onnx")(e), "--out", "o"],
+        2,
+        "not a readable ONNX",
+    ),
+    (
+        "unknown device",
+        lambda e: ["deploy", "--quiet", "--device", "npu9000", "--out", "o"],
+        2,
+        "unknown device 'npu9000'",
+    ),
     ("empty data folder", lambda e: ["deploy", "--quiet", "--data", _empty_dir(e), "--out", "o"], 2, "has no images"),
     ("damaged plan.json", lambda e: ["bench", _damaged("plan.json", b"{not json")(e)], 2, "damaged bundle"),
-    ("garbage baseline", lambda e: ["check", str(e.bundle), "--baseline", _baseline("]]")(e)], 2, "is not a yolo-edge baseline"),
-    ("unreadable video", lambda e: ["run", str(e.bundle), "--source", _garbage("clip.mp4")(e)], 2, "not a readable video"),
+    (
+        "garbage baseline",
+        lambda e: ["check", str(e.bundle), "--baseline", _baseline("]]")(e)],
+        2,
+        "is not a yolo-edge baseline",
+    ),
+    (
+        "unreadable video",
+        lambda e: ["run", str(e.bundle), "--source", _garbage("clip.mp4")(e)],
+        2,
+        "not a readable video",
+    ),
     ("not a bundle", lambda e: ["check", _empty_dir(e)], 2, "is not a yolo-edge bundle"),
 ]
 
@@ -189,7 +311,9 @@ def test_bad_input(env: Env, case: str) -> None:
     assert err.startswith("yolo-edge ") and words in err, err
     assert not _leftovers(env), "temporary files left behind"
     made = {p.relative_to(env.root) for p in env.root.rglob("*")} - before
-    assert not [p for p in made if p.parts[0] != "tmp"], made  # no --out (not even empty), no temporary sibling, nothing beside the inputs
+    assert not [p for p in made if p.parts[0] != "tmp"], (
+        made
+    )  # no --out (not even empty), no temporary sibling, nothing beside the inputs
     if (env.root / "mine").is_dir():
         assert (env.root / "mine" / "notes.txt").read_text() == "my notes"  # the user's folder survives
 
@@ -198,7 +322,9 @@ def test_deploy_replaces_a_bundle_and_an_empty_folder_but_reports_in_one_line_ea
     """The other side of the --out rule, and bundles a person can read: not 0700, no progress bars in logs."""
     target = _copy_bundle(env, "replace-me")
     old = (target / "report.json").read_text()
-    proc = _cli(env, "deploy", "--device", "host-lowp", "--out", str(target), "--config", str(env.bundle / "deploy.yaml"))
+    proc = _cli(
+        env, "deploy", "--device", "host-lowp", "--out", str(target), "--config", str(env.bundle / "deploy.yaml")
+    )
     assert proc.returncode == 0, proc.stderr
     assert (target / "report.json").read_text() != old and (target / "report.md").is_file()
     assert (target.stat().st_mode & 0o777) == 0o777 & ~_umask()
@@ -212,12 +338,30 @@ def _umask() -> int:
     return mask
 
 
-@pytest.mark.parametrize(("sig", "code", "word"), [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
+@pytest.mark.parametrize(
+    ("sig", "code", "word"), [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")]
+)
 def test_signal_during_deploy_cleans_up(env: Env, sig: signal.Signals, code: int, word: str) -> None:
     out = env.root / f"sig-{code}"
     child = {**os.environ, "TMPDIR": str(env.tmp), "YOLO_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "yolo_edge.cli.main", "deploy", "--device", "host-lowp", "--out", str(out),
-                             "--config", str(env.bundle / "deploy.yaml")], cwd=env.root, env=child, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "yolo_edge.cli.main",
+            "deploy",
+            "--device",
+            "host-lowp",
+            "--out",
+            str(out),
+            "--config",
+            str(env.bundle / "deploy.yaml"),
+        ],
+        cwd=env.root,
+        env=child,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not any(p.name.startswith("yolo-edge-deploy-") for p in env.tmp.iterdir()):  # deploy's work folder exists
         assert proc.poll() is None and time.monotonic() < deadline

@@ -20,7 +20,11 @@ from yolo_edge.validate.accuracy import coco_map
 
 
 def _digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_dataset_regenerates_byte_for_byte(tmp_path: Path) -> None:
@@ -59,13 +63,16 @@ def test_yaml_and_coco_load_the_same(tmp_path: Path) -> None:
         assert np.allclose(ra.boxes, rb.boxes, atol=0.05)
 
 
-@pytest.mark.parametrize(("name", "content", "message"), [
-    ("nope.yaml", None, "dataset not found"),
-    ("bad.yaml", "val: [unclosed", "not valid YAML"),
-    ("nosplit.yaml", "train: images/train\nnames: [a]\n", "has no 'val' entry"),
-    ("bad.json", "{}", "not a COCO detection JSON"),
-    ("data.txt", "x", "unsupported dataset file"),
-])
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("nope.yaml", None, "dataset not found"),
+        ("bad.yaml", "val: [unclosed", "not valid YAML"),
+        ("nosplit.yaml", "train: images/train\nnames: [a]\n", "has no 'val' entry"),
+        ("bad.json", "{}", "not a COCO detection JSON"),
+        ("data.txt", "x", "unsupported dataset file"),
+    ],
+)
 def test_dataset_errors(tmp_path: Path, name: str, content: str | None, message: str) -> None:
     if content is not None:
         (tmp_path / name).write_text(content)
@@ -79,7 +86,11 @@ def _map(model: ExportedModel, n: int = 100) -> float:
     dets = []
     for r in ds.records:
         lb = letterbox(read_image(r.path), model.meta.imgsz)
-        dets.append(postprocess(exe.run({"images": lb.tensor})["output0"], lb, model.meta.names, conf=0.001, iou=0.7, multi_label=True))
+        dets.append(
+            postprocess(
+                exe.run({"images": lb.tensor})["output0"], lb, model.meta.names, conf=0.001, iou=0.7, multi_label=True
+            )
+        )
     return coco_map(ds, dets).map50
 
 

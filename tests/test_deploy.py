@@ -54,14 +54,27 @@ def test_deploy_compares_three_plans(deployed: DeployResult) -> None:
     units = [u.name for u in plan_units(split, PlacementPlan.from_dict(r["split_plan"]))]
     assert list(plans["split"]["latency"]["phases"]) == ["preprocess", *units, "transfers", "nms"]
     assert all({"p50", "p95", "p99"} <= set(plans["split"]["latency"]["phases"][u]) for u in units)
-    for s in r["split_plan"]["subgraphs"]:  # an INT8 subgraph names the activation scheme its numerics were verified with
+    for s in r["split_plan"][
+        "subgraphs"
+    ]:  # an INT8 subgraph names the activation scheme its numerics were verified with
         assert (s["int8_scheme"] in ("u8", "s8")) == (s["precision"] == "int8")
 
 
 def test_bundle_contents_and_plots(deployed: DeployResult) -> None:
     b = deployed.bundle
-    for rel in ("meta.json", "plan.json", "model.onnx", "profile.yaml", "report.json", "report.md", "events.jsonl",
-                "subgraphs/backbone.onnx", "subgraphs/decode.onnx", "plots/latency_cdf.png", "plots/phases.png"):
+    for rel in (
+        "meta.json",
+        "plan.json",
+        "model.onnx",
+        "profile.yaml",
+        "report.json",
+        "report.md",
+        "events.jsonl",
+        "subgraphs/backbone.onnx",
+        "subgraphs/decode.onnx",
+        "plots/latency_cdf.png",
+        "plots/phases.png",
+    ):
         assert (b / rel).is_file(), rel
     for png in ("latency_cdf.png", "phases.png"):
         image = cv2.imread(str(b / "plots" / png))
@@ -71,12 +84,17 @@ def test_bundle_contents_and_plots(deployed: DeployResult) -> None:
     assert not [p for p in b.parent.iterdir() if p.name.startswith(".bundle")]  # no temp dirs left
     if deployed.report["chosen_plan"] == "split":  # one INT8 artifact per NPU unit (backbone+neck fused by default)
         bundle = load_bundle(b)
-        units = [u.name for u in plan_units(bundle.split, bundle.plan, bundle.meta["fuse_units"]) if u.device == "npu" and u.precision == "int8"]
+        units = [
+            u.name
+            for u in plan_units(bundle.split, bundle.plan, bundle.meta["fuse_units"])
+            if u.device == "npu" and u.precision == "int8"
+        ]
         assert sorted(p.name for p in (b / "units").glob("*.int8.onnx")) == sorted(f"{n}.int8.onnx" for n in units)
 
 
-def test_check_passes_then_fails_on_sla_and_regression(deployed: DeployResult, small: tuple[Path, Path], tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_passes_then_fails_on_sla_and_regression(
+    deployed: DeployResult, small: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = str(small[0])
     base = tmp_path / "base.json"
     assert main(["check", str(deployed.bundle), "--data", data, "--runs", "8", "--write-baseline", str(base)]) == 0
@@ -89,8 +107,9 @@ def test_check_passes_then_fails_on_sla_and_regression(deployed: DeployResult, s
     assert not result.passed and any("over the baseline" in f for f in result.failures)
 
 
-def test_run_val_bench_on_bundle(deployed: DeployResult, small: tuple[Path, Path], tmp_path: Path,
-                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_val_bench_on_bundle(
+    deployed: DeployResult, small: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     images = small[0].parent / "images" / "val"
     assert main(["run", str(deployed.bundle), "--source", str(images), "--save", str(tmp_path / "ann"), "--json"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -105,7 +124,10 @@ def test_run_val_bench_on_bundle(deployed: DeployResult, small: tuple[Path, Path
 
 def test_bundle_runs_without_torch(deployed: DeployResult, small: tuple[Path, Path]) -> None:
     image = next((small[0].parent / "images" / "val").glob("*.jpg"))
-    code = f"from yolo_edge.cli.main import main\nraise SystemExit(main(['run', {str(deployed.bundle)!r}, '--source', {str(image)!r}, '--json']))"
+    code = (
+        "from yolo_edge.cli.main import main\n"
+        f"raise SystemExit(main(['run', {str(deployed.bundle)!r}, '--source', {str(image)!r}, '--json']))"
+    )
     proc = subprocess.run([sys.executable, "-c", BLOCKER + code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["detections"]
@@ -157,8 +179,9 @@ def test_not_a_bundle(tmp_path: Path) -> None:
         load_bundle(tmp_path)
 
 
-def test_run_on_a_video_keeps_every_frame(deployed: DeployResult, small: tuple[Path, Path], tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_on_a_video_keeps_every_frame(
+    deployed: DeployResult, small: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     images = sorted((small[0].parent / "images" / "val").glob("*.jpg"))[:12]
     video = tmp_path / "clip.avi"
     writer = cv2.VideoWriter(str(video), cv2.VideoWriter.fourcc(*"MJPG"), 10.0, (320, 320))

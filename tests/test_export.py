@@ -68,13 +68,21 @@ REFUSALS = [
     ("missing onnx", lambda p: str(p / "nope.onnx"), "model not found"),
     ("corrupt pt", lambda p: (p / "bad.pt").write_bytes(b"not a checkpoint" * 10) and str(p / "bad.pt"), "cannot load"),
     ("empty pt", lambda p: (p / "empty.pt").write_bytes(b"") is not None and str(p / "empty.pt"), "is empty"),
-    ("corrupt onnx", lambda p: (p / "bad.onnx").write_bytes(b"\x08\x07garbage" * 50) and str(p / "bad.onnx"), "not a readable ONNX"),
+    (
+        "corrupt onnx",
+        lambda p: (p / "bad.onnx").write_bytes(b"\x08\x07garbage" * 50) and str(p / "bad.onnx"),
+        "not a readable ONNX",
+    ),
     ("segmentation yaml", lambda p: "yolov8n-seg.yaml", "segmentation model"),
     ("pose yaml", lambda p: "yolov8n-pose.yaml", "pose model"),
     ("classify yaml", lambda p: "yolov8n-cls.yaml", "classification model"),
     ("obb yaml", lambda p: "yolov8n-obb.yaml", "OBB"),
     ("not yolov8 onnx", lambda p: str(_tiny_onnx(p / "relu.onnx")), "not a YOLOv8 detect graph"),
-    ("unsupported suffix", lambda p: (p / "m.tflite").write_bytes(b"x") and str(p / "m.tflite"), "unsupported model file"),
+    (
+        "unsupported suffix",
+        lambda p: (p / "m.tflite").write_bytes(b"x") and str(p / "m.tflite"),
+        "unsupported model file",
+    ),
 ]
 
 

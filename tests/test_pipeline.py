@@ -135,7 +135,14 @@ def test_plans_are_timed_frame_by_frame_in_turn(demo: ExportedModel, calib_image
 
     detectors = {}
     for name, fuse in (("fused", True), ("four", False)):
-        units = build_units(split, PlacementPlan.manual(split, {}, "cpu"), load_profile("cpu"), boundary_tensors(split, calib_images[:1]), EventLog(), fuse=fuse)
+        units = build_units(
+            split,
+            PlacementPlan.manual(split, {}, "cpu"),
+            load_profile("cpu"),
+            boundary_tensors(split, calib_images[:1]),
+            EventLog(),
+            fuse=fuse,
+        )
         detectors[name] = Recording(SplitExecutor(units, cfg.runtime), demo.meta, cfg.nms)
         detectors[name].name = name
     images = [(x[0].transpose(1, 2, 0) * 255).astype(np.uint8) for x in calib_images[:3]]

@@ -50,7 +50,11 @@ def test_sim_plan_passes_every_check_for_backbone_and_neck(sim_plan: PlacementPl
 def test_op_support_fails_on_missing_op(v8n: ExportedModel, fast_cfg: DeployConfig) -> None:
     ops = dict(SIM.op_support.ops)
     del ops["MaxPool"]
-    plan = _plan(v8n, replace(SIM, op_support=OpSupport("list", ops)), replace(fast_cfg, plan=replace(fast_cfg.plan, op_level=False)))
+    plan = _plan(
+        v8n,
+        replace(SIM, op_support=OpSupport("list", ops)),
+        replace(fast_cfg, plan=replace(fast_cfg.plan, op_level=False)),
+    )
     check = plan["backbone"].checks["op_support"]
     assert check.passed is False and "MaxPool is not in" in check.reason
     assert plan["backbone"].device == "cpu" and plan["neck"].device == "npu"
@@ -149,10 +153,19 @@ def test_plan_cli_table_explains(v8n: ExportedModel, capsys: pytest.CaptureFixtu
 @pytest.mark.slow
 def test_case_study_yolov8s_1280_on_sim_edge_npu(exported: ExportFn, fast_cfg: DeployConfig) -> None:
     """The reference's case: whole graph fails memory on the 4 MB-SRAM NPU; backbone+neck NPU, head+decode CPU FP32."""
-    cfg = replace(fast_cfg, calib_images=4, checks=replace(fast_cfg.checks, precision=replace(fast_cfg.checks.precision, images=2)))
+    cfg = replace(
+        fast_cfg,
+        calib_images=4,
+        checks=replace(fast_cfg.checks, precision=replace(fast_cfg.checks.precision, images=2)),
+    )
     plan = _plan(exported("yolov8s.yaml", (1280, 1280)), SIM, cfg)
     assert plan.whole_graph_npu.passed is False and plan.whole_graph_npu.failed_check == "memory"
-    assert [(s.name, s.device) for s in plan.subgraphs] == [("backbone", "npu"), ("neck", "npu"), ("head", "cpu"), ("decode", "cpu")]
+    assert [(s.name, s.device) for s in plan.subgraphs] == [
+        ("backbone", "npu"),
+        ("neck", "npu"),
+        ("head", "cpu"),
+        ("decode", "cpu"),
+    ]
     assert plan["head"].precision == plan["decode"].precision == "fp32"
 
 

@@ -23,7 +23,9 @@ USABLE = [name for name in profile_names() if device_status(load_profile(name))[
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "yolo_edge.cli.main", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "yolo_edge.cli.main", *args], capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.mark.parametrize("device", USABLE)
@@ -57,5 +59,8 @@ def test_bundle_runs_the_placement_deploy_reported(device: str, small_cfg: Path,
     doc = json.loads(bench.stdout)
     assert doc["fallback_events"]["total"] == 0 and doc["placement_problems"] == []
     assert doc["npu_share"] == pytest.approx(sum(d == "npu" for d in want.values()) / len(want))
-    assert doc["kind"] == ("modelled NPU + measured CPU" if load_profile(device).latency == "modelled" and "npu" in want.values()
-                           else "measured")
+    assert doc["kind"] == (
+        "modelled NPU + measured CPU"
+        if load_profile(device).latency == "modelled" and "npu" in want.values()
+        else "measured"
+    )

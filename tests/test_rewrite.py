@@ -28,7 +28,13 @@ def _run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
 
 
 def _dfl_softmax_axes(model: onnx.ModelProto) -> list[int]:
-    return [a.i for n in model.graph.node if n.op_type == "Softmax" and "/dfl/" in n.name for a in n.attribute if a.name == "axis"]
+    return [
+        a.i
+        for n in model.graph.node
+        if n.op_type == "Softmax" and "/dfl/" in n.name
+        for a in n.attribute
+        if a.name == "axis"
+    ]
 
 
 @pytest.mark.parametrize("imgsz", [320, 640])
@@ -61,7 +67,12 @@ def test_rewrite_on_other_models_and_idempotent(exported, tmp_path: Path, yaml_n
         x = rng.random((1, 3, 320, 320), dtype=np.float32)
         assert float(np.abs(_run(original, x) - _run(model, x)).max()) <= 1e-4
     split = split_model(exported("yolov8n.yaml", (320, 320)))
-    assert [n.op_type for n in split["decode"].model.graph.node if "/dfl/" in n.name][:4] == ["Reshape", "Transpose", "Softmax", "MatMul"]
+    assert [n.op_type for n in split["decode"].model.graph.node if "/dfl/" in n.name][:4] == [
+        "Reshape",
+        "Transpose",
+        "Softmax",
+        "MatMul",
+    ]
 
 
 def test_foreign_onnx_is_rewritten_into_out_dir_and_left_alone_without(tmp_path: Path) -> None:

@@ -37,55 +37,96 @@ def tensors(demo_split: SplitModel, calib_images: list) -> list:  # type: ignore
     return boundary_tensors(demo_split, calib_images)
 
 
-def test_all_cpu_split_execution_equals_monolithic(demo: ExportedModel, demo_split: SplitModel, calib_images: list, fast_cfg: DeployConfig) -> None:  # type: ignore[type-arg]
+def test_all_cpu_split_execution_equals_monolithic(
+    demo: ExportedModel, demo_split: SplitModel, calib_images: list, fast_cfg: DeployConfig
+) -> None:  # type: ignore[type-arg]
     full = cpu_backend().compile(demo.load(), "fp32")
     for fuse, names in ((False, ["backbone", "neck", "head", "decode"]), (True, ["backbone+neck+head+decode"])):
-        units = build_units(demo_split, hand_plan(demo_split, {}), load_profile("cpu"), boundary_tensors(demo_split, calib_images[:2]), EventLog(), fuse=fuse)
+        units = build_units(
+            demo_split,
+            hand_plan(demo_split, {}),
+            load_profile("cpu"),
+            boundary_tensors(demo_split, calib_images[:2]),
+            EventLog(),
+            fuse=fuse,
+        )
         ex = SplitExecutor(units, fast_cfg.runtime)
         for i, image in enumerate(calib_images[:4]):
             got = ex.run({"images": image}, i)
             assert np.abs(got.outputs["output0"] - full.run({"images": image})["output0"]).max() <= 1e-4
-            assert [s.unit for s in got.units] == names and {s.device for s in got.units} == {"cpu"} and got.transfer_bytes == 0
+            assert (
+                [s.unit for s in got.units] == names
+                and {s.device for s in got.units} == {"cpu"}
+                and got.transfer_bytes == 0
+            )
         ex.close()
 
 
-def test_int8_backbone_neck_on_host_lowp_keeps_output(demo_split: SplitModel, tensors: list, fast_cfg: DeployConfig) -> None:  # type: ignore[type-arg]
+def test_int8_backbone_neck_on_host_lowp_keeps_output(
+    demo_split: SplitModel, tensors: list, fast_cfg: DeployConfig
+) -> None:  # type: ignore[type-arg]
     """Backbone+neck INT8 on OpenVINO (VNNI/AMX), head+decode FP32 on the CPU: output cosine >= 0.99."""
     profile = load_profile("host-lowp")
     plan = hand_plan(demo_split, {"backbone": "int8", "neck": "int8"}, "host-lowp")
     for fuse in (True, False):
-        ex = SplitExecutor(build_units(demo_split, plan, profile, tensors[:12], EventLog(), fuse=fuse), fast_cfg.runtime, profile)
+        ex = SplitExecutor(
+            build_units(demo_split, plan, profile, tensors[:12], EventLog(), fuse=fuse), fast_cfg.runtime, profile
+        )
         for t in tensors[12:16]:
             got = ex.run({"images": t["images"]})
             out, ref = got.outputs["output0"], t["output0"]
             assert cosine(out[:, :4], ref[:, :4]) >= 0.99 and cosine(out[:, 4:], ref[:, 4:]) >= 0.99
-            units = [("backbone+neck", "npu"), ("head+decode", "cpu")] if fuse else [("backbone", "npu"), ("neck", "npu"), ("head", "cpu"), ("decode", "cpu")]
+            units = (
+                [("backbone+neck", "npu"), ("head+decode", "cpu")]
+                if fuse
+                else [("backbone", "npu"), ("neck", "npu"), ("head", "cpu"), ("decode", "cpu")]
+            )
             assert [(s.unit, s.device) for s in got.units] == units
             by_boundary = {x.boundary: x.bytes for x in got.transfers}
             last_npu, first_cpu = ("backbone+neck", "head+decode") if fuse else ("neck", "head")
-            assert by_boundary == {f"input->{units[0][0]}": t["images"].nbytes,
-                                   f"{last_npu}->{first_cpu}": sum(t[x.name].nbytes for x in demo_split["head"].inputs)}
+            assert by_boundary == {
+                f"input->{units[0][0]}": t["images"].nbytes,
+                f"{last_npu}->{first_cpu}": sum(t[x.name].nbytes for x in demo_split["head"].inputs),
+            }
             assert got.transfer_bytes == sum(by_boundary.values()) and got.transfer_modelled_ms > 0
         ex.close()
 
 
-def test_fused_units_and_the_unfused_retry_when_the_npu_refuses_one_graph(demo_split: SplitModel, tensors: list) -> None:  # type: ignore[type-arg]
+def test_fused_units_and_the_unfused_retry_when_the_npu_refuses_one_graph(
+    demo_split: SplitModel, tensors: list
+) -> None:  # type: ignore[type-arg]
     from yolo_edge.devices.limits import memory_use
     from yolo_edge.graph import GraphInfo
 
     plan = hand_plan(demo_split, {"backbone": "int8", "neck": "int8"}, "rk3588")
     units = plan_units(demo_split, plan)
-    assert [(u.name, u.device, u.precision) for u in units] == [("backbone+neck", "npu", "int8"), ("head+decode", "cpu", "fp32")]
+    assert [(u.name, u.device, u.precision) for u in units] == [
+        ("backbone+neck", "npu", "int8"),
+        ("head+decode", "cpu", "fp32"),
+    ]
     assert [u.name for u in plan_units(demo_split, plan, fuse=False)] == ["backbone", "neck", "head", "decode"]
-    assert [u.name for u in plan_units(demo_split, hand_plan(demo_split, {"backbone": "int8", "neck": "fp16"}))] == ["backbone", "neck", "head+decode"]
-    assert [u.name for u in plan_units(demo_split, hand_plan(demo_split, {"neck": "int8"}))] == ["backbone", "neck", "head+decode"]
+    assert [u.name for u in plan_units(demo_split, hand_plan(demo_split, {"backbone": "int8", "neck": "fp16"}))] == [
+        "backbone",
+        "neck",
+        "head+decode",
+    ]
+    assert [u.name for u in plan_units(demo_split, hand_plan(demo_split, {"neck": "int8"}))] == [
+        "backbone",
+        "neck",
+        "head+decode",
+    ]
     # two INT8 activation schemes are two graphs: no fusion across them
-    assert [u.name for u in plan_units(demo_split, hand_plan(demo_split, {"backbone": "int8/s8", "neck": "int8/u8"}))] == ["backbone", "neck", "head+decode"]
+    assert [
+        u.name for u in plan_units(demo_split, hand_plan(demo_split, {"backbone": "int8/s8", "neck": "int8/u8"}))
+    ] == ["backbone", "neck", "head+decode"]
 
     def need_mb(model: onnx.ModelProto) -> float:
         return memory_use(GraphInfo.of(model), "int8").dram_bytes / 2**20
 
-    parts, fused = max(need_mb(demo_split["backbone"].model), need_mb(demo_split["neck"].model)), need_mb(units[0].model)
+    parts, fused = (
+        max(need_mb(demo_split["backbone"].model), need_mb(demo_split["neck"].model)),
+        need_mb(units[0].model),
+    )
     assert parts < fused
     profile = replace(load_profile("rk3588"), memory_mb=(parts + fused) / 2)  # each fits, the two as one graph do not
     events = EventLog()
@@ -137,7 +178,9 @@ def test_int8_is_calibrated_on_real_subgraph_outputs_and_cached(demo_split: Spli
     assert quantize_int8(q, []) is q  # an already-quantized artifact (from a bundle) is used as is
 
 
-def test_openvino_recipe_lets_openvino_fuse_silu_and_requantize_into_each_conv(demo_split: SplitModel, tensors: list) -> None:  # type: ignore[type-arg]
+def test_openvino_recipe_lets_openvino_fuse_silu_and_requantize_into_each_conv(
+    demo_split: SplitModel, tensors: list
+) -> None:  # type: ignore[type-arg]
     from yolo_edge.backends.openvino import OpenVinoBackend
 
     backbone = demo_split["backbone"]
@@ -146,10 +189,16 @@ def test_openvino_recipe_lets_openvino_fuse_silu_and_requantize_into_each_conv(d
     q_inputs = {n.input[0] for m in (for_ort, for_ov) for n in m.graph.node if n.op_type == "QuantizeLinear"}
     conv_outs = {n.output[0] for n in backbone.model.graph.node if n.op_type == "Conv"}
     assert conv_outs <= q_inputs  # onnxruntime's recipe quantizes every Conv output (QLinearConv)...
-    assert not conv_outs & {n.input[0] for n in for_ov.graph.node if n.op_type == "QuantizeLinear"}  # ...OpenVINO's none
+    assert not conv_outs & {
+        n.input[0] for n in for_ov.graph.node if n.op_type == "QuantizeLinear"
+    }  # ...OpenVINO's none
     exe = OpenVinoBackend().compile(backbone.model, "int8", calib)
     runtime = exe.compiled.get_runtime_model()  # type: ignore[attr-defined]
-    convs = [op.get_rt_info() for op in runtime.get_ordered_ops() if op.get_rt_info()["layerType"].astype(str) == "Convolution"]
+    convs = [
+        op.get_rt_info()
+        for op in runtime.get_ordered_ops()
+        if op.get_rt_info()["layerType"].astype(str) == "Convolution"
+    ]
     assert len(convs) == sum(n.op_type == "Conv" for n in backbone.model.graph.node)
     fused = [ri for ri in convs if "/act/Mul" in ri["originalLayersNames"].astype(str)]
     int8 = [ri for ri in convs if ri["runtimePrecision"].astype(str) in ("u8", "i8")]
@@ -181,7 +230,9 @@ def test_fault_injection_1000_frames(demo_split: SplitModel, tensors: list, fast
     for t in refs:  # the pure-NPU result of each image, for the tolerance
         x = dict(t)
         for st in ex.units:
-            x.update((st.npu or st.cpu).__class__.run(getattr(st.npu, "inner", st.cpu), {n: x[n] for n in st.input_names}))
+            x.update(
+                (st.npu or st.cpu).__class__.run(getattr(st.npu, "inner", st.cpu), {n: x[n] for n in st.input_names})
+            )
         npu_only.append(x["output0"])
     results = [ex.run({"images": refs[i % 4]["images"]}, i) for i in range(1000)]
     ex.close()
@@ -229,7 +280,9 @@ class _TimedNpu(Executable):
         return self.inner.run(feeds)
 
 
-def test_performance_hysteresis_moves_and_returns(demo_split: SplitModel, tensors: list, fast_cfg: DeployConfig, tmp_path) -> None:  # type: ignore[type-arg, no-untyped-def]
+def test_performance_hysteresis_moves_and_returns(
+    demo_split: SplitModel, tensors: list, fast_cfg: DeployConfig, tmp_path
+) -> None:  # type: ignore[type-arg, no-untyped-def]
     """Ten slow accelerator calls in a row (0.3 s against a 10 ms CPU estimate, on an injected clock): the
     unit moves to the CPU after N=5, then returns after M=3 good probes; no flapping in between."""
     clock = _Clock()
@@ -245,12 +298,14 @@ def test_performance_hysteresis_moves_and_returns(demo_split: SplitModel, tensor
     (park, _), (back, _) = moves
     assert park == 4  # the fifth slow frame in a row
     assert back == park + 2 * (5 + 3)  # probes every 2nd frame: 5 still slow, then 3 good ones
-    assert set(devices[park + 1:back + 1:2]) == {"cpu"} and set(devices[park + 2:back + 1:2]) == {"npu"}
+    assert set(devices[park + 1 : back + 1 : 2]) == {"cpu"} and set(devices[park + 2 : back + 1 : 2]) == {"npu"}
     assert set(devices[back:]) == {"npu"}
     assert npu.calls == 5 + 8 + (40 - back - 1)  # no call to the accelerator while parked, except the probes
     logged = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert [(e["frame"], e["unit"], e["trigger"], e["action"]) for e in logged] == [
-        (park, "backbone", "performance", "move_to_cpu"), (back, "backbone", "recovered", "move_to_npu")]
+        (park, "backbone", "performance", "move_to_cpu"),
+        (back, "backbone", "recovered", "move_to_npu"),
+    ]
 
 
 def test_circuit_breaker_on_an_injected_clock() -> None:
@@ -277,4 +332,8 @@ def test_circuit_breaker_on_an_injected_clock() -> None:
     assert b.allow()
     b.record(True, 7, "u", "")
     assert b.state == "closed"
-    assert [(e.frame, e.action) for e in events.events] == [(5, "open_breaker"), (6, "reopen_breaker"), (7, "close_breaker")]
+    assert [(e.frame, e.action) for e in events.events] == [
+        (5, "open_breaker"),
+        (6, "reopen_breaker"),
+        (7, "close_breaker"),
+    ]

@@ -50,7 +50,9 @@ def test_split_reproduces_monolithic_output(exported: ExportFn, cfg: str, imgsz:
     image = np.random.default_rng(0).random((1, 3, *imgsz), dtype=np.float32)
     full = _session(str(model.path)).run(None, {split.input.name: image})[0]
     got = _run_split(split, image)
-    assert got.shape == full.shape == (1, 4 + model.meta.nc, sum((imgsz[0] // s) * (imgsz[1] // s) for s in (8, 16, 32)))
+    assert (
+        got.shape == full.shape == (1, 4 + model.meta.nc, sum((imgsz[0] // s) * (imgsz[1] // s) for s in (8, 16, 32)))
+    )
     assert np.abs(got - full).max() <= 1e-4
 
 
@@ -81,7 +83,8 @@ def test_boundaries_are_found_from_the_graph(exported: ExportFn) -> None:
 
 
 def test_flops_match_ultralytics(exported: ExportFn) -> None:
-    """Conv FLOPs counted from the graph agree with ultralytics' own GFLOPs figure (8.7 for v8n, 28.6 for v8s at 640)."""
+    """Conv FLOPs counted from the graph agree with ultralytics' own GFLOPs figure (8.7 for v8n, 28.6 for v8s
+    at 640)."""
     for cfg, ref in (("yolov8n.yaml", 8.7), ("yolov8s.yaml", 28.6)):
         split = split_model(exported(cfg, (640, 640)))
         total = sum(sg.flops for sg in split.subgraphs) / 1e9

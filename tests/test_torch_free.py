@@ -21,7 +21,9 @@ BLOCKER = textwrap.dedent("""
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", BLOCKER + textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKER + textwrap.dedent(code)], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_every_module_imports_without_torch() -> None:

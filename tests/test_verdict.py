@@ -58,25 +58,43 @@ def _cpu_detector(model: ExportedModel, cfg: DeployConfig, fuse: bool = True) ->
     """All-CPU FP32: the four subgraphs fused into one unit (the monolithic model) or run in sequence."""
     split = split_model(model)
     sample = boundary_tensors(split, load_calibration(default_calib_dir(), model.meta.imgsz, 1))
-    units = build_units(split, PlacementPlan.manual(split, {}, "cpu"), load_profile("cpu"), sample, EventLog(), fuse=fuse)
+    units = build_units(
+        split, PlacementPlan.manual(split, {}, "cpu"), load_profile("cpu"), sample, EventLog(), fuse=fuse
+    )
     return Detector(SplitExecutor(units, cfg.runtime), model.meta, cfg.nms)
 
 
 # ---------------------------------------------------------------- which data scores a model
+
 
 def test_labels_of_other_classes_are_refused_with_both_name_lists(shapes_val: Path) -> None:
     with pytest.raises(YoloEdgeError) as err:
         resolve_eval_data(shapes_val, ("coin", "spark"), default_calib_dir(), 8)
     msg = str(err.value)
     assert "circle" in msg and "coin" in msg and "--class-map" in msg and "\n" not in msg
-    with pytest.raises(YoloEdgeError, match="--class-map circle=circle,rectangle=rectangle,.*ring=ring \\(the same names in another order\\)"):
+    with pytest.raises(
+        YoloEdgeError,
+        match="--class-map circle=circle,rectangle=rectangle,.*ring=ring \\(the same names in another order\\)",
+    ):
         resolve_eval_data(shapes_val, tuple(reversed(CLASS_NAMES)), default_calib_dir(), 8)
 
 
-def test_deploy_refuses_labels_of_other_classes(second_model: Path, shapes_val: Path, tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_deploy_refuses_labels_of_other_classes(
+    second_model: Path, shapes_val: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "bundle"
-    argv = ["deploy", "--model", str(second_model), "--imgsz", "256", "--data", str(shapes_val), "--out", str(out), "--quiet"]
+    argv = [
+        "deploy",
+        "--model",
+        str(second_model),
+        "--imgsz",
+        "256",
+        "--data",
+        str(shapes_val),
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("yolo-edge deploy: error:") and "\n" not in err
@@ -86,7 +104,9 @@ def test_deploy_refuses_labels_of_other_classes(second_model: Path, shapes_val: 
 
 def test_no_data_for_a_foreign_model_is_agreement_on_calibration_images() -> None:
     ev = resolve_eval_data(None, ("coin", "spark"), default_calib_dir(), 10)
-    assert ev.kind == "agreement" and not ev.labelled and len(ev.dataset) == 10 and ev.dataset.names == ("coin", "spark")
+    assert (
+        ev.kind == "agreement" and not ev.labelled and len(ev.dataset) == 10 and ev.dataset.names == ("coin", "spark")
+    )
     assert ev.warning and "no --data" in ev.warning and "agreement" in ev.warning
     demo = resolve_eval_data(None, CLASS_NAMES, default_calib_dir(), 10)
     assert demo.kind == "labels" and demo.warning is None and len(demo.dataset) == 300
@@ -98,13 +118,19 @@ def test_class_map_by_name_and_by_index(shapes_val: Path) -> None:
     assert by_name == {"circle": "coin", "star": "spark"} and mapped.names == ("coin", "spark")
     for before, after in zip(ds.records, mapped.records):  # circles -> 0, stars -> 1, every other shape dropped
         assert np.array_equal(after.classes, np.where(before.classes == 0, 0, 1)[np.isin(before.classes, (0, 3))])
-    for bad, message in (("circle", "is not DATA=MODEL"), ("hexagon=coin", "'hexagon' is not a data class"),
-                         ("circle=7", "'7' is not a model class"), ("circle=coin,circle=spark", "mapped twice")):
+    for bad, message in (
+        ("circle", "is not DATA=MODEL"),
+        ("hexagon=coin", "'hexagon' is not a data class"),
+        ("circle=7", "'7' is not a model class"),
+        ("circle=coin,circle=spark", "mapped twice"),
+    ):
         with pytest.raises(YoloEdgeError, match=message):
             apply_class_map(ds, ("coin", "spark"), parse_class_map(bad))
 
 
-def test_class_map_scores_the_second_model_on_relabelled_shapes(second: ExportedModel, shapes_val: Path, fast_cfg: DeployConfig) -> None:
+def test_class_map_scores_the_second_model_on_relabelled_shapes(
+    second: ExportedModel, shapes_val: Path, fast_cfg: DeployConfig
+) -> None:
     """Real weights on real labels: mapped right, the coin/spark model scores well; mapped wrong, it scores nothing."""
     detector = _cpu_detector(second, fast_cfg)
     ds = load_dataset(shapes_val)
@@ -116,7 +142,10 @@ def test_class_map_scores_the_second_model_on_relabelled_shapes(second: Exported
 
 # ---------------------------------------------------------------- agreement
 
-def test_agreement_of_the_fp32_split_with_the_monolithic_model(second: ExportedModel, fast_cfg: DeployConfig, tmp_path: Path) -> None:
+
+def test_agreement_of_the_fp32_split_with_the_monolithic_model(
+    second: ExportedModel, fast_cfg: DeployConfig, tmp_path: Path
+) -> None:
     """Four FP32 subgraphs in sequence vs the one-graph model on an unlabelled folder: agreement >= 0.99;
     the reference against itself is 1.0 from the computation, and an empty reference is refused."""
     folder = tmp_path / "photos"
@@ -124,8 +153,11 @@ def test_agreement_of_the_fp32_split_with_the_monolithic_model(second: ExportedM
     ev = resolve_eval_data(folder / "images" / "val", second.meta.names, default_calib_dir(), 8)
     assert ev.kind == "agreement" and ev.dataset.names == second.meta.names
     sample = [{"images": load_calibration(default_calib_dir(), second.meta.imgsz, 1)[0]}]
-    whole = Detector(SplitExecutor([whole_graph_unit(second.load(), cpu_backend(), "fp32", sample)], fast_cfg.runtime),
-                     second.meta, fast_cfg.nms)
+    whole = Detector(
+        SplitExecutor([whole_graph_unit(second.load(), cpu_backend(), "fp32", sample)], fast_cfg.runtime),
+        second.meta,
+        fast_cfg.nms,
+    )
     ref = detect_all(whole, ev.dataset, fast_cfg.val_nms, NO_BAR, "")
     four = detect_all(_cpu_detector(second, fast_cfg, fuse=False), ev.dataset, fast_cfg.val_nms, NO_BAR, "")
     assert sum(int((d.confidence >= fast_cfg.nms.conf).sum()) for d in ref) >= 20  # the reference sees coins and sparks
@@ -141,6 +173,7 @@ def test_agreement_of_the_fp32_split_with_the_monolithic_model(second: ExportedM
 
 # ---------------------------------------------------------------- one status rule
 
+
 def _latency(p95: float) -> LatencyResult:
     e2e = {"p50": p95 / 2, "p95": p95, "p99": p95, "mean": p95 / 2}
     return LatencyResult(e2e, {}, "measured", 1, 0.0, 0, (p95,))
@@ -150,7 +183,9 @@ def test_status_rule_and_choice() -> None:
     limits = Limits(max_drift=0.01, sla_ms=50.0)
     assert status(failures(MapResult(-0.02, 0.0), 10.0, limits)) == "fails drift"
     assert status(failures(MapResult(0.0, 0.0), 60.0, limits, planned="precision")) == "fails precision, SLA"
-    assert status(failures(MapResult(float("nan"), 0.0), float("nan"), limits)) == "fails drift, SLA"  # NaN never passes
+    assert (
+        status(failures(MapResult(float("nan"), 0.0), float("nan"), limits)) == "fails drift, SLA"
+    )  # NaN never passes
     assert status(failures(None, 10.0, limits)) == "fails drift"
     assert status(failures(None, None, limits, planned="op_support")) == "fails op_support"  # stopped before it ran
     ref = PlanRun("whole-cpu", latency=_latency(40.0), drift=MapResult(0.0, 0.0))
@@ -166,6 +201,7 @@ def test_status_rule_and_choice() -> None:
 
 
 # ---------------------------------------------------------------- INT8 scheme per machine
+
 
 class _Tampered(Executable):
     """A test double around a real executable: a fixed delay, or outputs scaled so their numerics fail."""
@@ -188,8 +224,14 @@ class _OpenVino(OpenVinoBackend):
         super().__init__("CPU", schemes)
         self.slow, self.broken = slow, broken
 
-    def compile(self, model: onnx.ModelProto, precision: str, calib: list | None = None, scheme: str | None = None,  # type: ignore[type-arg, override]
-                artifact: onnx.ModelProto | None = None) -> Executable:
+    def compile(
+        self,
+        model: onnx.ModelProto,
+        precision: str,
+        calib: list | None = None,
+        scheme: str | None = None,  # type: ignore[type-arg, override]
+        artifact: onnx.ModelProto | None = None,
+    ) -> Executable:
         exe = super().compile(model, precision, calib, scheme, artifact)
         scheme = scheme or self.int8_schemes[0]
         if precision == "int8" and scheme in (self.slow, self.broken):
@@ -200,8 +242,15 @@ class _OpenVino(OpenVinoBackend):
 def test_int8_schemes_are_ordered_by_measured_speed(demo: ExportedModel, fast_cfg: DeployConfig) -> None:
     images = load_calibration(default_calib_dir(), demo.meta.imgsz, 8)
     planner = Planner(split_model(demo), load_profile("host-lowp"), fast_cfg, images)
-    neck = planner._candidate("neck", planner.split["neck"].model, [t.name for t in planner.split["neck"].inputs],
-                              [t.name for t in planner.split["neck"].outputs], 0, 0, 1)
+    neck = planner._candidate(
+        "neck",
+        planner.split["neck"].model,
+        [t.name for t in planner.split["neck"].inputs],
+        [t.name for t in planner.split["neck"].outputs],
+        0,
+        0,
+        1,
+    )
     for slow, first in (("s8", "u8"), ("u8", "s8")):
         checker = Checker(planner.profile, fast_cfg, _OpenVino(("u8", "s8"), slow=slow))
         order, how = checker.int8_schemes(neck)
@@ -215,7 +264,9 @@ def test_int8_scheme_falls_back_when_the_first_fails_its_numerics(demo: Exported
     from yolo_edge.backends.simulated import SimulatedNpu
 
     npu = SimulatedNpu(profile, _OpenVino(("s8", "u8"), broken="s8"))
-    images = load_calibration(default_calib_dir(), demo.meta.imgsz, fast_cfg.calib_images + fast_cfg.checks.precision.images)
+    images = load_calibration(
+        default_calib_dir(), demo.meta.imgsz, fast_cfg.calib_images + fast_cfg.checks.precision.images
+    )
     plan = plan_model(split_model(demo), profile, fast_cfg, images, npu=npu)
     neck = plan["neck"]
     assert (neck.device, neck.precision, neck.int8_scheme) == ("npu", "int8", "u8")
@@ -241,10 +292,17 @@ def test_demo_neck_at_int8_accepted_end_to_end_though_its_own_output_drifts(demo
 
 # ---------------------------------------------------------------- a foreign model deployed, its bundle copied
 
+
 @pytest.fixture(scope="module")
 def foreign(second_model: Path, small_cfg: Path, tmp_path_factory: pytest.TempPathFactory) -> DeployResult:
-    return deploy(model=second_model, device="host-lowp", imgsz=256, config=small_cfg, quiet=True,
-                  out=tmp_path_factory.mktemp("foreign") / "bundle")
+    return deploy(
+        model=second_model,
+        device="host-lowp",
+        imgsz=256,
+        config=small_cfg,
+        quiet=True,
+        out=tmp_path_factory.mktemp("foreign") / "bundle",
+    )
 
 
 def test_foreign_model_without_data_is_proven_by_agreement(foreign: DeployResult) -> None:
@@ -258,19 +316,26 @@ def test_foreign_model_without_data_is_proven_by_agreement(foreign: DeployResult
         d = p["map_drift"]
         drift = MapResult(d["map50"], d["map50_95"]) if d else None
         planned = p["fails"][0] if p["fails"] and p["fails"][0] not in ("drift", "SLA") else None
-        assert p["status"] == status(failures(drift, (p["latency_ms"] or {}).get("p95"), Limits(r["max_drift"], r["sla_ms"]), planned))
+        assert p["status"] == status(
+            failures(drift, (p["latency_ms"] or {}).get("p95"), Limits(r["max_drift"], r["sla_ms"]), planned)
+        )
     md = (foreign.bundle / "report.md").read_text()
     assert "agreement with the FP32 reference" in md and "Warning:" in md
     assert all(f"| {p['name']} | {p['status']} |" in md for p in r["plans"])
 
 
-def test_copied_bundle_passes_check_with_the_settings_it_was_deployed_with(foreign: DeployResult, tmp_path: Path,
-                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_copied_bundle_passes_check_with_the_settings_it_was_deployed_with(
+    foreign: DeployResult, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     copy = tmp_path / "elsewhere" / "bundle"
     shutil.copytree(foreign.bundle, copy)
     shutil.rmtree(foreign.bundle)
     plan = json.loads((copy / "plan.json").read_text())
-    assert plan["model"] == "model.onnx" and (copy / "deploy.yaml").is_file() and len(list((copy / "calib").iterdir())) == 16
+    assert (
+        plan["model"] == "model.onnx"
+        and (copy / "deploy.yaml").is_file()
+        and len(list((copy / "calib").iterdir())) == 16
+    )
     assert main(["check", str(copy), "--runs", "5"]) == 0
     out = capsys.readouterr().out
     assert "agreement" in out and "status ok" in out and "(16 images)" in out

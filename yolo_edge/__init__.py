@@ -11,8 +11,7 @@ A walk through all of it on the shipped demo model (it runs as a test, ``tests/t
     >>> from pathlib import Path
     >>> import cv2
     >>> from yolo_edge import (Detections, YoloEdgeError, check_bundle, default_calib_dir, demo_model_path, deploy,
-    ...                        export_model, load_bundle, load_calibration, load_deploy_config, load_profile, plan_model,
-    ...                        split_model)
+    ...     export_model, load_bundle, load_calibration, load_deploy_config, load_profile, plan_model, split_model)
     >>> work = Path(tempfile.mkdtemp())
     >>> exported = export_model(demo_model_path(), imgsz=320, out_dir=work)
     >>> exported.meta.names
@@ -21,8 +20,9 @@ A walk through all of it on the shipped demo model (it runs as a test, ``tests/t
     >>> [s.name for s in split.subgraphs]
     ['backbone', 'neck', 'head', 'decode']
     >>> cfg = load_deploy_config()
-    >>> quick = replace(cfg, calib_images=4, checks=replace(cfg.checks, precision=replace(cfg.checks.precision, images=2)),
-    ...                 validate=replace(cfg.validate, latency_warmup=1, latency_runs=5))
+    >>> checks = replace(cfg.checks, precision=replace(cfg.checks.precision, images=2))
+    >>> timing = replace(cfg.validate, latency_warmup=1, latency_runs=5)
+    >>> quick = replace(cfg, calib_images=4, checks=checks, validate=timing)
     >>> images = load_calibration(default_calib_dir(), exported.meta.imgsz, 6)
     >>> plan = plan_model(split, load_profile("sim-edge-npu"), quick, images)
     >>> plan["decode"].device, plan["decode"].precision, plan.whole_graph_npu.failed_check
@@ -65,8 +65,27 @@ from yolo_edge.split import SplitModel, split_model
 from yolo_edge.version import __version__
 
 __all__ = [
-    "Bundle", "DeployConfig", "DeployResult", "Detections", "Detector", "DeviceProfile", "ExportedModel", "GateResult",
-    "PlacementPlan", "SplitModel", "YoloEdgeError", "__version__", "check_bundle", "default_calib_dir", "demo_model_path",
-    "deploy", "export_model", "load_bundle", "load_calibration", "load_deploy_config", "load_profile", "plan_model",
+    "Bundle",
+    "DeployConfig",
+    "DeployResult",
+    "Detections",
+    "Detector",
+    "DeviceProfile",
+    "ExportedModel",
+    "GateResult",
+    "PlacementPlan",
+    "SplitModel",
+    "YoloEdgeError",
+    "__version__",
+    "check_bundle",
+    "default_calib_dir",
+    "demo_model_path",
+    "deploy",
+    "export_model",
+    "load_bundle",
+    "load_calibration",
+    "load_deploy_config",
+    "load_profile",
+    "plan_model",
     "split_model",
 ]

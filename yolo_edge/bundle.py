@@ -65,13 +65,17 @@ def check_writable(out: Path) -> None:
         raise YoloEdgeError(f"cannot write the bundle to {out}: it is a file; pick another --out")
     here = Path.cwd()
     if Path(os.path.abspath(out)) in (here, *here.parents):
-        raise YoloEdgeError(f"cannot write the bundle to {out}: it is the current folder or one above it; pick another --out")
+        raise YoloEdgeError(
+            f"cannot write the bundle to {out}: it is the current folder or one above it; pick another --out"
+        )
     if out.is_dir() and not is_bundle(out):
         entries = sorted(p.name for p in out.iterdir())
         if entries:
             shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
-            raise YoloEdgeError(f"cannot write the bundle to {out}: it is a folder that is not a yolo-edge bundle ({shown}), "
-                                "and deploy only ever replaces a bundle; pick another --out")
+            raise YoloEdgeError(
+                f"cannot write the bundle to {out}: it is a folder that is not a yolo-edge bundle ({shown}), "
+                "and deploy only ever replaces a bundle; pick another --out"
+            )
     probe = out.absolute().parent
     while not probe.exists():
         probe = probe.parent
@@ -81,7 +85,9 @@ def check_writable(out: Path) -> None:
         with tempfile.TemporaryDirectory(dir=probe):
             pass
     except OSError:
-        raise YoloEdgeError(f"cannot write the bundle to {out}: {probe} is not a writable folder; pick another --out") from None
+        raise YoloEdgeError(
+            f"cannot write the bundle to {out}: {probe} is not a writable folder; pick another --out"
+        ) from None
 
 
 def write_bundle(out: str | Path, files: Mapping[str, bytes]) -> Path:
@@ -125,9 +131,20 @@ def unit_artifacts(units: list[Unit]) -> dict[str, bytes]:
     return files
 
 
-def bundle_files(exported: ExportedModel, split: SplitModel, plan: PlacementPlan, profile: DeviceProfile, cfg: DeployConfig,
-                 calib_files: Sequence[Path], units: list[Unit], meta: dict[str, Any], report_json: dict[str, Any],
-                 report_md: str, plots: Mapping[str, bytes], events: EventLog) -> dict[str, bytes]:
+def bundle_files(
+    exported: ExportedModel,
+    split: SplitModel,
+    plan: PlacementPlan,
+    profile: DeviceProfile,
+    cfg: DeployConfig,
+    calib_files: Sequence[Path],
+    units: list[Unit],
+    meta: dict[str, Any],
+    report_json: dict[str, Any],
+    report_md: str,
+    plots: Mapping[str, bytes],
+    events: EventLog,
+) -> dict[str, bytes]:
     files: dict[str, bytes] = {
         "meta.json": json.dumps({"format": FORMAT, **meta, "calib": [p.name for p in calib_files]}, indent=2).encode(),
         "plan.json": json.dumps(replace(plan, model=MODEL).to_dict(), indent=2).encode(),
@@ -179,8 +196,12 @@ class Bundle:
         executor. Where a unit cannot be placed as the plan says, ``executor.placement_problems`` says so."""
         plan = plan or self.plan
         events = events or EventLog()
-        sample = boundary_tensors(self.split, load_calibration(self.calib_dir, self.exported.meta.imgsz, self.config.calib_images))
-        artifacts = {p.name.removesuffix(".int8.onnx"): onnx.load(str(p)) for p in (self.path / "units").glob("*.int8.onnx")}
+        sample = boundary_tensors(
+            self.split, load_calibration(self.calib_dir, self.exported.meta.imgsz, self.config.calib_images)
+        )
+        artifacts = {
+            p.name.removesuffix(".int8.onnx"): onnx.load(str(p)) for p in (self.path / "units").glob("*.int8.onnx")
+        }
         fuse = bool(self.meta["fuse_units"])
         units = build_units(self.split, plan, self.profile, sample, events, artifacts=artifacts, fuse=fuse)
         executor = SplitExecutor(units, self.config.runtime, self.profile, events)
@@ -188,10 +209,14 @@ class Bundle:
         for planned in plan_units(self.split, plan, fuse):
             unit = built.get(planned.name)
             if planned.device == "npu" and (unit is None or unit.npu is None):
-                why = next((e.detail for e in events.events if e.unit == planned.name and e.action == "compile_on_cpu"),
-                           "the accelerator refused it as one graph")
-                executor.placement_problems.append(f"unit {planned.name} was proven on {self.profile.name} at {planned.precision} "
-                                                   f"but cannot be placed there now ({why})")
+                why = next(
+                    (e.detail for e in events.events if e.unit == planned.name and e.action == "compile_on_cpu"),
+                    "the accelerator refused it as one graph",
+                )
+                executor.placement_problems.append(
+                    f"unit {planned.name} was proven on {self.profile.name} at {planned.precision} "
+                    f"but cannot be placed there now ({why})"
+                )
         return executor
 
     def detector(self, events: EventLog | None = None) -> Detector:
@@ -207,17 +232,22 @@ def load_bundle(path: str | Path) -> Bundle:
     is not a bundle, is damaged, or was written by a yolo-edge with another bundle format."""
     path = Path(path)
     if not (path / "meta.json").is_file() or not (path / "plan.json").is_file():
-        raise YoloEdgeError(f"{path} is not a yolo-edge bundle (no meta.json/plan.json); make one with yolo-edge deploy --out {path}")
+        raise YoloEdgeError(
+            f"{path} is not a yolo-edge bundle (no meta.json/plan.json); make one with yolo-edge deploy --out {path}"
+        )
     try:
         meta = json.loads((path / "meta.json").read_text())
         if meta.get("format") != FORMAT:
-            raise YoloEdgeError(f"{path}: bundle format {meta.get('format')} is not {FORMAT}; deploy it again with this yolo-edge")
+            raise YoloEdgeError(
+                f"{path}: bundle format {meta.get('format')} is not {FORMAT}; deploy it again with this yolo-edge"
+            )
         plan = PlacementPlan.from_dict(json.loads((path / "plan.json").read_text()))
         report = json.loads((path / "report.json").read_text()) if (path / "report.json").is_file() else {}
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise YoloEdgeError(f"{path}: damaged bundle ({type(exc).__name__}: {exc}); deploy it again") from None
     missing = [k for k in ("fuse_units", "data", "model") if k not in meta] + (
-        [] if isinstance(meta.get("data"), dict) and "origin" in meta["data"] else ["data.origin"])
+        [] if isinstance(meta.get("data"), dict) and "origin" in meta["data"] else ["data.origin"]
+    )
     if missing:
         raise YoloEdgeError(f"{path}: damaged bundle (meta.json has no {', '.join(missing)}); deploy it again")
     for rel in ("profile.yaml", "deploy.yaml", MODEL, CALIB):
@@ -228,5 +258,7 @@ def load_bundle(path: str | Path) -> Bundle:
         config = load_deploy_config(path / "deploy.yaml")
         exported = load_onnx(path / MODEL)
     except (YoloEdgeError, yaml.YAMLError) as exc:
-        raise YoloEdgeError(f"{path}: damaged bundle ({str(exc).replace('; re-export it', '')}); deploy it again") from None
+        raise YoloEdgeError(
+            f"{path}: damaged bundle ({str(exc).replace('; re-export it', '')}); deploy it again"
+        ) from None
     return Bundle(path, meta, plan, profile, config, exported, split_model(exported), report)

@@ -42,10 +42,17 @@ def bundle_eval_data(bundle: Bundle, data: str | Path | None = None, class_map: 
     if origin == DEMO:
         return resolve_eval_data(None, names, bundle.calib_dir, 0)
     if origin == CALIB:
-        return EvalData(Dataset(names, image_folder(bundle.calib_dir).records), f"calibration sample ({bundle.calib_dir})", CALIB, False)
+        return EvalData(
+            Dataset(names, image_folder(bundle.calib_dir).records),
+            f"calibration sample ({bundle.calib_dir})",
+            CALIB,
+            False,
+        )
     if not Path(origin).exists():
-        raise YoloEdgeError(f"{bundle.path} was validated on {origin}, which is not on this machine; pass --data "
-                            "(the same data set, or a folder of images for agreement with the FP32 reference)")
+        raise YoloEdgeError(
+            f"{bundle.path} was validated on {origin}, which is not on this machine; pass --data "
+            "(the same data set, or a folder of images for agreement with the FP32 reference)"
+        )
     return resolve_eval_data(origin, names, bundle.calib_dir, 0, recorded.get("class_map"))
 
 
@@ -61,12 +68,22 @@ class ValResult:
         return self.deployed.minus(self.reference)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"reference": self.reference.to_dict(), "deployed": self.deployed.to_dict(), "drift": self.drift.to_dict(),
-                "kind": self.kind, "images": self.images}
+        return {
+            "reference": self.reference.to_dict(),
+            "deployed": self.deployed.to_dict(),
+            "drift": self.drift.to_dict(),
+            "kind": self.kind,
+            "images": self.images,
+        }
 
 
-def val_bundle(bundle: Bundle, data: str | Path | None = None, quiet: bool = True, class_map: str | None = None,
-               detector: Detector | None = None) -> ValResult:
+def val_bundle(
+    bundle: Bundle,
+    data: str | Path | None = None,
+    quiet: bool = True,
+    class_map: str | None = None,
+    detector: Detector | None = None,
+) -> ValResult:
     """mAP (or agreement) of the bundle's plan (``detector``, default: built from the bundle) and of the FP32
     reference on ``data`` (default: what deploy used)."""
     cfg = bundle.config
@@ -79,15 +96,22 @@ def val_bundle(bundle: Bundle, data: str | Path | None = None, quiet: bool = Tru
     return ValResult(score(ev, ref, ref, cfg.nms.conf), score(ev, ref, dep, cfg.nms.conf), ev.kind, len(ev.dataset))
 
 
-def bench_bundle(bundle: Bundle, data: str | Path | None = None, runs: int | None = None,
-                 progress: Callable[[int, int], None] | None = None, detector: Detector | None = None) -> LatencyResult:
+def bench_bundle(
+    bundle: Bundle,
+    data: str | Path | None = None,
+    runs: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    detector: Detector | None = None,
+) -> LatencyResult:
     """End-to-end and per-phase latency of the bundle's plan (``detector``, default: built from the bundle) on
     up to 16 images of ``data``."""
     cfg = bundle.config
     ev = bundle_eval_data(bundle, data)
     images = [read_image(r.path) for r in ev.dataset.records[:16]]
     with nullcontext(detector) if detector else bundle.detector() as deployed:
-        return measure_latency(deployed, images, cfg.validate.latency_warmup, runs or cfg.validate.latency_runs, progress)
+        return measure_latency(
+            deployed, images, cfg.validate.latency_warmup, runs or cfg.validate.latency_runs, progress
+        )
 
 
 @dataclass
@@ -98,14 +122,24 @@ class GateResult:
     measured: dict[str, Any] = field(default_factory=dict)
 
 
-def check_bundle(bundle: str | Path | Bundle, baseline: str | Path | None = None, max_drift: float | None = None,
-                 sla_ms: float | None = None, max_regression: float | None = None, data: str | Path | None = None,
-                 runs: int | None = None, quiet: bool = True, class_map: str | None = None) -> GateResult:
+def check_bundle(
+    bundle: str | Path | Bundle,
+    baseline: str | Path | None = None,
+    max_drift: float | None = None,
+    sla_ms: float | None = None,
+    max_regression: float | None = None,
+    data: str | Path | None = None,
+    runs: int | None = None,
+    quiet: bool = True,
+    class_map: str | None = None,
+) -> GateResult:
     """Re-measure drift and latency; one failure line per broken limit (drift, SLA, regression vs baseline).
     Limits default to the ones the bundle was deployed with."""
     b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle)
     cfg = b.config
-    limits = Limits(cfg.validate.max_drift if max_drift is None else max_drift, cfg.validate.sla_ms if sla_ms is None else sla_ms)
+    limits = Limits(
+        cfg.validate.max_drift if max_drift is None else max_drift, cfg.validate.sla_ms if sla_ms is None else sla_ms
+    )
     max_regression = cfg.validate.max_regression if max_regression is None else max_regression
     base = read_baseline(baseline) if baseline else None
     with b.detector() as detector:
@@ -119,10 +153,21 @@ def check_bundle(bundle: str | Path | Bundle, baseline: str | Path | None = None
         lines[:0] = detector.executor.placement_problems
     if base is not None and p95 > base["p95_ms"] * (1 + max_regression):
         fails.append("regression")
-        lines.append(f"p95 latency {p95:.2f} ms is {p95 / base['p95_ms'] - 1:+.1%} over the baseline {base['p95_ms']:.2f} ms "
-                     f"(limit +{max_regression:.0%})")
-    measured = {"val": val.to_dict(), "latency": lat.to_dict(), "p95_ms": p95, "limits": {
-        "max_drift": limits.max_drift, "sla_ms": limits.sla_ms, "max_regression": max_regression, "baseline": base}}
+        lines.append(
+            f"p95 latency {p95:.2f} ms is {p95 / base['p95_ms'] - 1:+.1%} over the baseline {base['p95_ms']:.2f} ms "
+            f"(limit +{max_regression:.0%})"
+        )
+    measured = {
+        "val": val.to_dict(),
+        "latency": lat.to_dict(),
+        "p95_ms": p95,
+        "limits": {
+            "max_drift": limits.max_drift,
+            "sla_ms": limits.sla_ms,
+            "max_regression": max_regression,
+            "baseline": base,
+        },
+    }
     return GateResult(not fails, status(fails), lines, measured)
 
 
@@ -139,10 +184,14 @@ def read_baseline(path: str | Path) -> dict[str, Any]:
         base = json.loads(p.read_text())
         p95 = float(base["p95_ms"])
     except FileNotFoundError:
-        raise YoloEdgeError(f"baseline not found: {p}; record one with yolo-edge check BUNDLE --write-baseline {p}") from None
+        raise YoloEdgeError(
+            f"baseline not found: {p}; record one with yolo-edge check BUNDLE --write-baseline {p}"
+        ) from None
     except (json.JSONDecodeError, KeyError, TypeError, ValueError, UnicodeDecodeError, IsADirectoryError):
         raise YoloEdgeError(f"{p} is not a yolo-edge baseline (JSON with p95_ms)") from None
     if not (math.isfinite(p95) and p95 > 0):
-        raise YoloEdgeError(f"{p}: p95_ms is {base['p95_ms']!r}, not a positive number of milliseconds; record it again with "
-                            f"yolo-edge check BUNDLE --write-baseline {p}")
-    return base  # type: ignore[no-any-return]
+        raise YoloEdgeError(
+            f"{p}: p95_ms is {base['p95_ms']!r}, not a positive number of milliseconds; record it again with "
+            f"yolo-edge check BUNDLE --write-baseline {p}"
+        )
+    return base

@@ -36,6 +36,7 @@ T = TypeVar("T")
 
 # ---------------------------------------------------------------- deploy settings (configs/default.yaml)
 
+
 @dataclass(frozen=True)
 class NmsConfig:
     conf: float
@@ -113,6 +114,7 @@ class DeployConfig:
 
 # ---------------------------------------------------------------- device profiles (configs/devices/*.yaml)
 
+
 @dataclass(frozen=True)
 class OpLimit:
     """Limits on one op type; ``None`` means no limit."""
@@ -173,13 +175,16 @@ class RuntimeOptions:
     providers: tuple[str, ...] = ()  # onnxruntime execution providers, in priority order
     device: str = "CPU"  # openvino device
     # openvino INT8 activations: u8 (asymmetric), s8 (symmetric) or auto (the planner measures both, tries the
-    # faster first and keeps it only if its numerics pass; which one wins, and whether s8 is accurate, depends on the CPU)
+    # faster first and keeps it only if its numerics pass; which one wins, and whether s8 is accurate, depends
+    # on the CPU)
     int8_activations: str = "auto"
 
     def __post_init__(self) -> None:
         if self.int8_activations not in INT8_SCHEME_CHOICES:
-            raise YoloEdgeError(f"runtime_options.int8_activations must be one of {', '.join(INT8_SCHEME_CHOICES)}, "
-                                f"got '{self.int8_activations}'")
+            raise YoloEdgeError(
+                f"runtime_options.int8_activations must be one of {', '.join(INT8_SCHEME_CHOICES)}, "
+                f"got '{self.int8_activations}'"
+            )
 
     @property
     def int8_schemes(self) -> tuple[str, ...]:
@@ -217,15 +222,20 @@ class DeviceProfile:
             raise YoloEdgeError(f"{where}: latency must be measured or modelled, got '{self.latency}'")
         bad = [p for p in self.precisions if p not in PRECISIONS]
         if bad or not self.precisions:
-            raise YoloEdgeError(f"{where}: precisions must be a non-empty list of {list(PRECISIONS)}, got {list(self.precisions)}")
+            raise YoloEdgeError(
+                f"{where}: precisions must be a non-empty list of {list(PRECISIONS)}, got {list(self.precisions)}"
+            )
         missing = [p for p in self.precisions if p not in self.peak_tops]
         if missing:
             raise YoloEdgeError(f"{where}: peak_tops has no figure for {missing}")
         if self.latency == "modelled" and self.cpu is None:
-            raise YoloEdgeError(f"{where}: a modelled profile needs a 'cpu' section (the board's CPU) to compare against")
+            raise YoloEdgeError(
+                f"{where}: a modelled profile needs a 'cpu' section (the board's CPU) to compare against"
+            )
 
 
 # ---------------------------------------------------------------- strict YAML -> dataclass
+
 
 def _fail(where: str, msg: str) -> typing.NoReturn:
     raise YoloEdgeError(f"{where}: {msg}")
@@ -317,5 +327,7 @@ def load_profile(name_or_path: str | Path) -> DeviceProfile:
     if p.suffix not in (".yaml", ".yml"):
         p = configs_dir() / "devices" / f"{name_or_path}.yaml"
         if not p.is_file():
-            raise YoloEdgeError(f"unknown device '{name_or_path}'; valid: {', '.join(['auto', *profile_names()])} or a profile .yaml")
+            raise YoloEdgeError(
+                f"unknown device '{name_or_path}'; valid: {', '.join(['auto', *profile_names()])} or a profile .yaml"
+            )
     return build(DeviceProfile, _read_yaml(p), str(p))

@@ -68,7 +68,9 @@ class PlanRun:
     fails: list[str] = field(default_factory=list)
 
     def judge(self, limits: Limits) -> None:
-        self.fails = failures(self.drift, None if self.latency is None else self.latency.end_to_end["p95"], limits, self.planned)
+        self.fails = failures(
+            self.drift, None if self.latency is None else self.latency.end_to_end["p95"], limits, self.planned
+        )
 
     @property
     def status(self) -> str:
@@ -80,8 +82,12 @@ class PlanRun:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name, "status": self.status, "fails": list(self.fails),
-            "latency_ms": None if self.latency is None else {k: self.latency.end_to_end[k] for k in ("p50", "p95", "p99")},
+            "name": self.name,
+            "status": self.status,
+            "fails": list(self.fails),
+            "latency_ms": None
+            if self.latency is None
+            else {k: self.latency.end_to_end[k] for k in ("p50", "p95", "p99")},
             "latency_kind": None if self.latency is None else self.latency.kind,
             "latency": None if self.latency is None else self.latency.to_dict(),
             "memory_peak_bytes": self.memory_peak_bytes,
@@ -96,7 +102,10 @@ def _memory(plan: PlacementPlan, split: SplitModel, which: str) -> int:
         return info.peak_activation_bytes() + info.weight_bytes()
     if which == "whole-npu":
         return plan.whole_graph_npu.required_bytes
-    return max((int(s.checks["memory"].numbers.get("required_bytes") or 0) for s in plan.subgraphs if s.device == "npu"), default=0)  # type: ignore[arg-type]
+    return max(
+        (int(s.checks["memory"].numbers.get("required_bytes") or 0) for s in plan.subgraphs if s.device == "npu"),
+        default=0,
+    )
 
 
 @dataclass
@@ -133,10 +142,20 @@ class _Plans:
         return [self.whole, self.reference, self.split]
 
 
-def deploy(model: str | Path | None = None, device: str = "auto", imgsz: int | str | None = None, sla_ms: float | None = None,
-           data: str | Path | None = None, calib: str | Path | None = None, out: str | Path = "out/bundle",
-           strict: bool = False, config: str | Path | DeployConfig | None = None, quiet: bool = False, log: Log | None = None,
-           class_map: str | None = None) -> DeployResult:
+def deploy(
+    model: str | Path | None = None,
+    device: str = "auto",
+    imgsz: int | str | None = None,
+    sla_ms: float | None = None,
+    data: str | Path | None = None,
+    calib: str | Path | None = None,
+    out: str | Path = "out/bundle",
+    strict: bool = False,
+    config: str | Path | DeployConfig | None = None,
+    quiet: bool = False,
+    log: Log | None = None,
+    class_map: str | None = None,
+) -> DeployResult:
     """Deploy ``model`` (default: the shipped demo) to ``device`` and prove it; see the module docstring.
     ``config`` is a deploy config (a YAML path or a :class:`DeployConfig`; default: the shipped one)."""
     say: Log = log or ((lambda _m: None) if quiet else (lambda m: print(m, file=sys.stderr)))
@@ -162,20 +181,40 @@ def deploy(model: str | Path | None = None, device: str = "auto", imgsz: int | s
         images = load_calibration(calib_dir, exported.meta.imgsz, n_calib)
         say(f"planning on {profile.name} ({profile.kind}, latency {profile.latency})")
         plan = plan_model(split, profile, cfg, images, strict=strict, log=say)
-        plans = _build_plans(split, plan, profile, cfg, boundary_tensors(split, images[:cfg.calib_images]), stack, say)
+        plans = _build_plans(split, plan, profile, cfg, boundary_tensors(split, images[: cfg.calib_images]), stack, say)
         _evaluate(plans, evaldata, cfg, bar, say)
         # whole-npu is a comparison row, never the deployment: decode must stay FP32 on the CPU
         chosen, none_ok = choose([plans.reference, plans.split])
         chosen_plan = plan if chosen.name == "split" else plan.all_cpu()
-        report = _report(str(model), exported.meta.names, profile, cfg, plan, chosen_plan, plans, chosen, none_ok, evaldata)
+        report = _report(
+            str(model), exported.meta.names, profile, cfg, plan, chosen_plan, plans, chosen, none_ok, evaldata
+        )
         report["wall_s"] = round(time.perf_counter() - t0, 1)
         samples = {r.name: list(r.latency.samples_ms) for r in plans.runs if r.latency is not None}
-        meta = {"yolo_edge": __version__, "model": exported.meta.to_dict(), "device": profile.name, "chosen_plan": chosen.name,
-                "data": {"origin": evaldata.origin, "kind": evaldata.kind, "class_map": evaldata.class_map},
-                "sla_ms": cfg.validate.sla_ms, "fuse_units": cfg.runtime.fuse_units}
+        meta = {
+            "yolo_edge": __version__,
+            "model": exported.meta.to_dict(),
+            "device": profile.name,
+            "chosen_plan": chosen.name,
+            "data": {"origin": evaldata.origin, "kind": evaldata.kind, "class_map": evaldata.class_map},
+            "sla_ms": cfg.validate.sla_ms,
+            "fuse_units": cfg.runtime.fuse_units,
+        }
         on_split = chosen.name == "split"
-        files = bundle_files(exported, split, chosen_plan, profile, cfg, calib_files, plans.split_units if on_split else [], meta,
-                             report, markdown(report), plots(report, samples), plans.events if on_split else EventLog())
+        files = bundle_files(
+            exported,
+            split,
+            chosen_plan,
+            profile,
+            cfg,
+            calib_files,
+            plans.split_units if on_split else [],
+            meta,
+            report,
+            markdown(report),
+            plots(report, samples),
+            plans.events if on_split else EventLog(),
+        )
     bundle = write_bundle(out, files)
     return DeployResult(report, bundle, 0 if chosen.ok else 1)
 
@@ -189,17 +228,28 @@ def _settings(config: str | Path | DeployConfig | None, sla_ms: float | None) ->
     return replace(cfg, validate=replace(cfg.validate, sla_ms=float(sla_ms)))
 
 
-def _build_plans(split: SplitModel, plan: PlacementPlan, profile: DeviceProfile, cfg: DeployConfig,
-                 calib: list[dict[str, np.ndarray]], stack: ExitStack, say: Log) -> _Plans:
+def _build_plans(
+    split: SplitModel,
+    plan: PlacementPlan,
+    profile: DeviceProfile,
+    cfg: DeployConfig,
+    calib: list[dict[str, np.ndarray]],
+    stack: ExitStack,
+    say: Log,
+) -> _Plans:
     """Compile whole-cpu (the FP32 reference), the split and, where it can run, whole-npu; ``stack`` closes them."""
     meta, fuse = split.exported.meta, cfg.runtime.fuse_units
     say("whole-cpu: the FP32 reference")
     cpu_units = build_units(split, plan.all_cpu(), profile, calib, EventLog(), fuse=fuse)
-    detectors = {"whole-cpu": stack.enter_context(Detector(SplitExecutor(cpu_units, cfg.runtime, profile), meta, cfg.nms))}
+    detectors = {
+        "whole-cpu": stack.enter_context(Detector(SplitExecutor(cpu_units, cfg.runtime, profile), meta, cfg.nms))
+    }
     say("split: the planned placement")
     events = EventLog()
     units = build_units(split, plan, profile, calib, events, fuse=fuse) if plan.npu_subgraphs else cpu_units
-    detectors["split"] = stack.enter_context(Detector(SplitExecutor(units, cfg.runtime, profile, events), meta, cfg.nms))
+    detectors["split"] = stack.enter_context(
+        Detector(SplitExecutor(units, cfg.runtime, profile, events), meta, cfg.nms)
+    )
     whole, whole_detector = _whole_npu(plan, split, profile, cfg, calib, say)
     if whole_detector is not None:
         detectors["whole-npu"] = stack.enter_context(whole_detector)
@@ -213,12 +263,19 @@ def _evaluate(plans: _Plans, evaldata: EvalData, cfg: DeployConfig, bar: Bar, sa
     in turn, accuracy scored like the reference's (whose agreement with itself is computed), status judged."""
     for run in plans.runs:
         if run.name in plans.detectors:
-            run.detections = detect_all(plans.detectors[run.name], evaldata.dataset, cfg.val_nms, bar, f"{run.name}: validate")
+            run.detections = detect_all(
+                plans.detectors[run.name], evaldata.dataset, cfg.val_nms, bar, f"{run.name}: validate"
+            )
     say(f"latency: {', '.join(plans.detectors)}, frame by frame in turn")
     bench_images = [read_image(r.path) for r in evaldata.dataset.records[:16]]
     ticks = iter(bar(range(cfg.validate.latency_runs), "latency"))  # advanced once per timed frame
-    latencies = measure_latencies(plans.detectors, bench_images, cfg.validate.latency_warmup, cfg.validate.latency_runs,
-                                  progress=lambda _i, _n: next(ticks, None))
+    latencies = measure_latencies(
+        plans.detectors,
+        bench_images,
+        cfg.validate.latency_warmup,
+        cfg.validate.latency_runs,
+        progress=lambda _i, _n: next(ticks, None),
+    )
     reference = plans.reference.detections
     assert reference is not None
     limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
@@ -230,30 +287,66 @@ def _evaluate(plans: _Plans, evaldata: EvalData, cfg: DeployConfig, bar: Bar, sa
         run.judge(limits)
 
 
-def _report(model: str, names: tuple[str, ...], profile: DeviceProfile, cfg: DeployConfig, plan: PlacementPlan,
-            chosen_plan: PlacementPlan, plans: _Plans, chosen: PlanRun, none_ok: list[str], evaldata: EvalData) -> dict[str, Any]:
+def _report(
+    model: str,
+    names: tuple[str, ...],
+    profile: DeviceProfile,
+    cfg: DeployConfig,
+    plan: PlacementPlan,
+    chosen_plan: PlacementPlan,
+    plans: _Plans,
+    chosen: PlanRun,
+    none_ok: list[str],
+    evaldata: EvalData,
+) -> dict[str, Any]:
     """report.json: the plans, the verdict and why, the data it was proven on, both placements, fallback events."""
     ref = plans.reference.map
     assert ref is not None and chosen.latency is not None
     limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
     reasons = (["no plan passes: " + "; ".join(none_ok)] if none_ok else []) + explain(
-        chosen.fails, chosen.drift, chosen.latency.end_to_end["p95"], limits)
+        chosen.fails, chosen.drift, chosen.latency.end_to_end["p95"], limits
+    )
     return {
-        "yolo_edge": __version__, "model": model, "model_names": list(names),
-        "device": profile.name, "device_kind": profile.kind, "host_cpu": cpu_name(),
-        "imgsz": list(plan.imgsz), "sla_ms": cfg.validate.sla_ms, "max_drift": cfg.validate.max_drift,
-        "verdict": "pass" if chosen.ok else "fail", "verdict_reasons": reasons, "chosen_plan": chosen.name,
+        "yolo_edge": __version__,
+        "model": model,
+        "model_names": list(names),
+        "device": profile.name,
+        "device_kind": profile.kind,
+        "host_cpu": cpu_name(),
+        "imgsz": list(plan.imgsz),
+        "sla_ms": cfg.validate.sla_ms,
+        "max_drift": cfg.validate.max_drift,
+        "verdict": "pass" if chosen.ok else "fail",
+        "verdict_reasons": reasons,
+        "chosen_plan": chosen.name,
         "plans": [r.to_dict() for r in plans.runs],
-        "map": {"reference": ref.to_dict(), "deployed": chosen.map.to_dict() if chosen.map else None,
-                "kind": evaldata.kind, "text": evaldata.kind_text},
-        "data": {"source": evaldata.source, "images": len(evaldata.dataset), "kind": evaldata.kind,
-                 "class_map": evaldata.class_map, "warning": evaldata.warning},
-        "placement": chosen_plan.to_dict(), "split_plan": plan.to_dict(), "fallback_events": plans.events.summary(),
+        "map": {
+            "reference": ref.to_dict(),
+            "deployed": chosen.map.to_dict() if chosen.map else None,
+            "kind": evaldata.kind,
+            "text": evaldata.kind_text,
+        },
+        "data": {
+            "source": evaldata.source,
+            "images": len(evaldata.dataset),
+            "kind": evaldata.kind,
+            "class_map": evaldata.class_map,
+            "warning": evaldata.warning,
+        },
+        "placement": chosen_plan.to_dict(),
+        "split_plan": plan.to_dict(),
+        "fallback_events": plans.events.summary(),
     }
 
 
-def _whole_npu(plan: PlacementPlan, split: SplitModel, profile: DeviceProfile, cfg: DeployConfig,
-               calib: list[dict[str, np.ndarray]], say: Log) -> tuple[PlanRun, Detector | None]:
+def _whole_npu(
+    plan: PlacementPlan,
+    split: SplitModel,
+    profile: DeviceProfile,
+    cfg: DeployConfig,
+    calib: list[dict[str, np.ndarray]],
+    say: Log,
+) -> tuple[PlanRun, Detector | None]:
     """The whole-graph plan, and its detector for accuracy and the joint latency run (None if it cannot run)."""
     w = plan.whole_graph_npu
     run = PlanRun("whole-npu", planned=w.failed_check, memory_peak_bytes=_memory(plan, split, "whole-npu"))
@@ -261,8 +354,13 @@ def _whole_npu(plan: PlacementPlan, split: SplitModel, profile: DeviceProfile, c
         return run, None
     say(f"whole-npu: the whole graph at {w.precision}")
     try:
-        unit = whole_graph_unit(split.exported.load(), create_backend(profile), w.precision,
-                                  [{"images": c["images"]} for c in calib], w.int8_scheme)
+        unit = whole_graph_unit(
+            split.exported.load(),
+            create_backend(profile),
+            w.precision,
+            [{"images": c["images"]} for c in calib],
+            w.int8_scheme,
+        )
     except NpuCompileError:
         run.planned = "to compile"
         return run, None

@@ -57,10 +57,14 @@ def parse_imgsz(value: int | str | Sequence[int]) -> ImgSize:
     if len(parts) == 1:
         parts = parts * 2
     if len(parts) != 2 or any(p <= 0 or p % 32 for p in parts):
-        raise YoloEdgeError(f"imgsz {value} is not valid: each side must be a positive multiple of 32 (e.g. 320, 640, 384,640)")
+        raise YoloEdgeError(
+            f"imgsz {value} is not valid: each side must be a positive multiple of 32 (e.g. 320, 640, 384,640)"
+        )
     if max(parts) > MAX_IMGSZ:
-        raise YoloEdgeError(f"imgsz {value} is too large: at most {MAX_IMGSZ} per side (a YOLOv8n at that size already needs "
-                            "about 10 GB of activations)")
+        raise YoloEdgeError(
+            f"imgsz {value} is too large: at most {MAX_IMGSZ} per side (a YOLOv8n at that size already needs "
+            "about 10 GB of activations)"
+        )
     return parts[0], parts[1]
 
 
@@ -81,8 +85,13 @@ class ModelMeta:
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "names": list(self.names), "nc": self.nc, "strides": list(self.strides), "imgsz": list(self.imgsz),
-            "reg_max": self.reg_max, "source": self.source, "source_sha256": self.source_sha256,
+            "names": list(self.names),
+            "nc": self.nc,
+            "strides": list(self.strides),
+            "imgsz": list(self.imgsz),
+            "reg_max": self.reg_max,
+            "source": self.source,
+            "source_sha256": self.source_sha256,
         }
 
     @classmethod
@@ -151,18 +160,27 @@ def load_onnx(path: str | Path) -> ExportedModel:
     props = {p.key: p.value for p in model.metadata_props}
     task = props.get("task", "detect")
     if task != "detect":
-        raise YoloEdgeError(f"{path} is a {_TASK_NAMES.get(task, task)} model; yolo-edge deploys YOLOv8 detection models only")
+        raise YoloEdgeError(
+            f"{path} is a {_TASK_NAMES.get(task, task)} model; yolo-edge deploys YOLOv8 detection models only"
+        )
     info = GraphInfo.of(model)
     layout = yolov8_layout(info)
     if _META_KEY in props:
         meta = ModelMeta.from_dict(json.loads(props[_META_KEY]))
     else:
         meta = ModelMeta(
-            names=_names_from_props(props, layout.nc), strides=layout.strides, imgsz=layout.imgsz,
-            reg_max=layout.reg_max, source=str(path), source_sha256=sha256_file(path),
+            names=_names_from_props(props, layout.nc),
+            strides=layout.strides,
+            imgsz=layout.imgsz,
+            reg_max=layout.reg_max,
+            source=str(path),
+            source_sha256=sha256_file(path),
         )
     if meta.nc != layout.nc or meta.imgsz != layout.imgsz:
-        raise YoloEdgeError(f"{path}: metadata says {meta.nc} classes at {meta.imgsz} but the graph has {layout.nc} at {layout.imgsz}; re-export it")
+        raise YoloEdgeError(
+            f"{path}: metadata says {meta.nc} classes at {meta.imgsz} but the graph has {layout.nc} at "
+            f"{layout.imgsz}; re-export it"
+        )
     return ExportedModel(path=path, meta=meta, layout=layout)
 
 
@@ -174,18 +192,23 @@ def _ultralytics_export(source: str, shown: str, imgsz: ImgSize, opset: int, wor
         from ultralytics.utils import LOGGER
     except ImportError:
         raise YoloEdgeError(
-            f"exporting {shown} needs ultralytics: pip install 'yolo-edge[export]', or pass an ONNX exported by ultralytics"
+            f"exporting {shown} needs ultralytics: pip install 'yolo-edge[export]', or pass an ONNX exported by "
+            "ultralytics"
         ) from None
     try:
         yolo = YOLO(source)
     except Exception as exc:
         why = str(exc).replace(source, shown).strip().splitlines()[0] if str(exc).strip() else ""
         why = why.split(" See https://")[0].split(" Please ")[0].rstrip(". ")  # not ultralytics' online advice
-        raise YoloEdgeError(f"cannot load {shown} as an ultralytics YOLOv8 model ({type(exc).__name__}{': ' + why if why else ''}); "
-                            "pass a .pt checkpoint saved by ultralytics, a model .yaml or an ONNX it exported") from None
+        raise YoloEdgeError(
+            f"cannot load {shown} as an ultralytics YOLOv8 model ({type(exc).__name__}{': ' + why if why else ''}); "
+            "pass a .pt checkpoint saved by ultralytics, a model .yaml or an ONNX it exported"
+        ) from None
     task = str(yolo.task)
     if task != "detect":
-        raise YoloEdgeError(f"{shown} is a {_TASK_NAMES.get(task, task)} model; yolo-edge deploys YOLOv8 detection models only")
+        raise YoloEdgeError(
+            f"{shown} is a {_TASK_NAMES.get(task, task)} model; yolo-edge deploys YOLOv8 detection models only"
+        )
     level = LOGGER.level
     LOGGER.setLevel(logging.WARNING)
     try:
@@ -216,7 +239,10 @@ def export_model(
     if path.suffix.lower() == ".onnx":
         exported = load_onnx(path)
         if size is not None and size != exported.meta.imgsz:
-            raise YoloEdgeError(f"{path} was exported at imgsz {exported.meta.imgsz}, not {size}; re-export the .pt at that size or drop --imgsz")
+            raise YoloEdgeError(
+                f"{path} was exported at imgsz {exported.meta.imgsz}, not {size}; re-export the .pt at that size or "
+                "drop --imgsz"
+            )
         if out_dir is None:
             return exported
         dst = Path(out_dir) / path.name
@@ -229,7 +255,9 @@ def export_model(
         raise YoloEdgeError(f"unsupported model file '{model_str}': pass a .pt checkpoint, a model .yaml or an .onnx")
     is_builtin_yaml = path.suffix.lower() in (".yaml", ".yml") and not path.exists()
     if not path.exists() and not is_builtin_yaml:
-        raise YoloEdgeError(f"model not found: {model_str}; pass a .pt checkpoint, a model .yaml or an ultralytics ONNX")
+        raise YoloEdgeError(
+            f"model not found: {model_str}; pass a .pt checkpoint, a model .yaml or an ultralytics ONNX"
+        )
     if path.exists() and path.stat().st_size == 0:
         raise YoloEdgeError(f"{model_str} is empty; pass a valid checkpoint")
     size = size or (640, 640)
@@ -243,11 +271,17 @@ def export_model(
         onnx_path = _ultralytics_export(src, model_str, size, opset, Path(tmp))
         exported = load_onnx(onnx_path)
         meta = ModelMeta(
-            names=exported.meta.names, strides=exported.layout.strides, imgsz=exported.layout.imgsz,
-            reg_max=exported.layout.reg_max, source=model_str, source_sha256=source_sha,
+            names=exported.meta.names,
+            strides=exported.layout.strides,
+            imgsz=exported.layout.imgsz,
+            reg_max=exported.layout.reg_max,
+            source=model_str,
+            source_sha256=source_sha,
         )
         proto = onnx.load(str(onnx_path))
-        onnx.helper.set_model_props(proto, {**{p.key: p.value for p in proto.metadata_props}, _META_KEY: json.dumps(meta.to_dict())})
+        onnx.helper.set_model_props(
+            proto, {**{p.key: p.value for p in proto.metadata_props}, _META_KEY: json.dumps(meta.to_dict())}
+        )
         apply_rewrites(proto)
         out.mkdir(parents=True, exist_ok=True)  # only now: a model that fails to load leaves no empty --out behind
         dst = out / f"{path.stem}.onnx"

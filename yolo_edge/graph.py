@@ -22,14 +22,36 @@ from yolo_edge.errors import YoloEdgeError
 SUBGRAPHS: tuple[str, ...] = ("backbone", "neck", "head", "decode")
 
 _ELEM_BYTES: dict[int, int] = {
-    onnx.TensorProto.FLOAT: 4, onnx.TensorProto.FLOAT16: 2, onnx.TensorProto.BFLOAT16: 2,
-    onnx.TensorProto.DOUBLE: 8, onnx.TensorProto.INT8: 1, onnx.TensorProto.UINT8: 1,
-    onnx.TensorProto.INT16: 2, onnx.TensorProto.INT32: 4, onnx.TensorProto.INT64: 8, onnx.TensorProto.BOOL: 1,
+    onnx.TensorProto.FLOAT: 4,
+    onnx.TensorProto.FLOAT16: 2,
+    onnx.TensorProto.BFLOAT16: 2,
+    onnx.TensorProto.DOUBLE: 8,
+    onnx.TensorProto.INT8: 1,
+    onnx.TensorProto.UINT8: 1,
+    onnx.TensorProto.INT16: 2,
+    onnx.TensorProto.INT32: 4,
+    onnx.TensorProto.INT64: 8,
+    onnx.TensorProto.BOOL: 1,
 }
 _TRANSCENDENTAL = {"Sigmoid", "Exp", "Tanh", "Log", "Softmax", "HardSigmoid", "Erf"}
 _DATA_MOVEMENT = {
-    "Reshape", "Transpose", "Concat", "Slice", "Split", "Gather", "Squeeze", "Unsqueeze", "Flatten",
-    "Identity", "Shape", "Constant", "Cast", "Expand", "Tile", "Resize", "Pad",
+    "Reshape",
+    "Transpose",
+    "Concat",
+    "Slice",
+    "Split",
+    "Gather",
+    "Squeeze",
+    "Unsqueeze",
+    "Flatten",
+    "Identity",
+    "Shape",
+    "Constant",
+    "Cast",
+    "Expand",
+    "Tile",
+    "Resize",
+    "Pad",
 }
 _LAYER_RE = re.compile(r"^/model\.(\d+)/")
 
@@ -140,7 +162,8 @@ class GraphInfo:
         """Elements of float initializers used by ``nodes`` (all nodes by default)."""
         used = {i for n in (self.nodes if nodes is None else nodes) for i in n.input}
         return sum(
-            math.prod(t.dims) for name, t in self.initializers.items()
+            math.prod(t.dims)
+            for name, t in self.initializers.items()
             if name in used and t.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16)
         )
 
@@ -212,6 +235,9 @@ def _layer(node: onnx.NodeProto) -> int | None:
     return int(m.group(1)) if m else None
 
 
+_NOT_YOLO = "is not a YOLOv8 detect graph exported by ultralytics"
+
+
 def yolov8_layout(info: GraphInfo) -> DetectLayout:
     """Find the backbone/neck/head/decode partition of a YOLOv8 detect graph.
 
@@ -221,40 +247,90 @@ def yolov8_layout(info: GraphInfo) -> DetectLayout:
     Raises YoloEdgeError when the graph is not a YOLOv8 detect graph.
     """
     g = info.model.graph
-    not_yolo = "is not a YOLOv8 detect graph exported by ultralytics"
-    real_inputs = [i for i in g.input if i.name not in info.initializers]
-    if len(real_inputs) != 1 or len(g.output) != 1:
-        raise YoloEdgeError(f"the ONNX has {len(real_inputs)} inputs and {len(g.output)} outputs; it {not_yolo} (expected 1 image input and output0)")
-    image = info.tensor(real_inputs[0].name)
-    if len(image.shape) != 4 or image.shape[0] != 1 or image.shape[1] != 3:
-        raise YoloEdgeError(f"input '{image.name}' has shape {list(image.shape)}; expected [1, 3, H, W] with a static batch of 1: re-export with batch=1 and a fixed imgsz")
+    image = _image_input(info)
     layers = [_layer(n) for n in g.node]
     dfl_layers = {layers[i] for i, n in enumerate(g.node) if "/dfl/" in n.name}
     if len(dfl_layers) != 1 or None in dfl_layers:
-        raise YoloEdgeError(f"no Detect layer with a DFL found: the ONNX {not_yolo} (segment/pose/OBB heads and NMS-free exports are not supported)")
+        raise YoloEdgeError(
+            f"no Detect layer with a DFL found: the ONNX {_NOT_YOLO} (segment/pose/OBB heads and NMS-free "
+            "exports are not supported)"
+        )
     detect = dfl_layers.pop()
     assert detect is not None
-    pools = [layer for n, layer in zip(g.node, layers) if n.op_type == "MaxPool" and layer is not None and layer < detect]
+    pools = [
+        layer for n, layer in zip(g.node, layers) if n.op_type == "MaxPool" and layer is not None and layer < detect
+    ]
     if not pools:
-        raise YoloEdgeError(f"no SPPF (MaxPool) layer before Detect: the ONNX {not_yolo}")
+        raise YoloEdgeError(f"no SPPF (MaxPool) layer before Detect: the ONNX {_NOT_YOLO}")
     sppf = max(pools)
     head_re = re.compile(rf"^/model\.{detect}/cv[23]\.\d+/")
 
-    subgraph: list[int | None] = []
-    for node, layer in zip(g.node, layers):
+    def by_name(node: onnx.NodeProto, layer: int | None) -> int | None:
         if layer is None:
-            subgraph.append(None)
-        elif layer <= sppf:
-            subgraph.append(0)
-        elif layer < detect:
-            subgraph.append(1)
-        else:
-            subgraph.append(2 if head_re.match(node.name) else 3)
+            return None  # placed from its neighbours below
+        if layer <= sppf:
+            return 0
+        if layer < detect:
+            return 1
+        return 2 if head_re.match(node.name) else 3
+
+    named = [by_name(node, layer) for node, layer in zip(g.node, layers)]
     producer = {o: i for i, n in enumerate(g.node) for o in n.output}
     consumers: dict[str, list[int]] = {}
     for i, n in enumerate(g.node):
         for name in n.input:
             consumers.setdefault(name, []).append(i)
+    final = _place_unnamed(g, named, producer, consumers)
+    head_out = [
+        o
+        for i, n in enumerate(g.node)
+        if final[i] == 2
+        for o in n.output
+        if any(final[c] == 3 for c in consumers.get(o, []))
+    ]
+    box_out = [info.tensor(o) for o in head_out if re.search(rf"/model\.{detect}/cv2\.\d+/", o)]
+    cls_out = [info.tensor(o) for o in head_out if re.search(rf"/model\.{detect}/cv3\.\d+/", o)]
+    if not box_out or len(box_out) != len(cls_out):
+        raise YoloEdgeError(f"Detect's box and class branches do not pair up; the ONNX {_NOT_YOLO}")
+    box_out.sort(key=lambda t: -t.shape[2])
+    cls_out.sort(key=lambda t: -t.shape[2])
+    h, w = image.shape[2], image.shape[3]
+    strides = tuple(h // t.shape[2] for t in box_out)
+    return DetectLayout(
+        sppf_layer=sppf,
+        detect_layer=detect,
+        subgraph_of=final,
+        nc=cls_out[0].shape[1],
+        reg_max=box_out[0].shape[1] // 4,
+        strides=strides,
+        imgsz=(h, w),
+    )
+
+
+def _image_input(info: GraphInfo) -> TensorInfo:
+    """The single [1, 3, H, W] image input of a one-output detect graph."""
+    g = info.model.graph
+    real_inputs = [i for i in g.input if i.name not in info.initializers]
+    if len(real_inputs) != 1 or len(g.output) != 1:
+        raise YoloEdgeError(
+            f"the ONNX has {len(real_inputs)} inputs and {len(g.output)} outputs; it {_NOT_YOLO} "
+            "(expected 1 image input and output0)"
+        )
+    image = info.tensor(real_inputs[0].name)
+    if len(image.shape) != 4 or image.shape[0] != 1 or image.shape[1] != 3:
+        raise YoloEdgeError(
+            f"input '{image.name}' has shape {list(image.shape)}; expected [1, 3, H, W] with a static batch "
+            "of 1: re-export with batch=1 and a fixed imgsz"
+        )
+    return image
+
+
+def _place_unnamed(
+    g: onnx.GraphProto, named: list[int | None], producer: dict[str, int], consumers: dict[str, list[int]]
+) -> tuple[int, ...]:
+    """Give nodes without a layer name (None) their producers' subgraph, or for sources their consumers';
+    then check that no node reads from a later subgraph and that none of the four is empty."""
+    subgraph = list(named)
     changed = True
     while changed and None in subgraph:
         changed = False
@@ -271,27 +347,15 @@ def yolov8_layout(info: GraphInfo) -> DetectLayout:
                 continue
             changed = True
     if None in subgraph:
-        raise YoloEdgeError(f"could not place every node in a subgraph; the ONNX {not_yolo}")
+        raise YoloEdgeError(f"could not place every node in a subgraph; the ONNX {_NOT_YOLO}")
     final = tuple(int(s) for s in subgraph if s is not None)
     for i, n in enumerate(g.node):
         for x in n.input:
             if x in producer and final[producer[x]] > final[i]:
-                raise YoloEdgeError(f"node {n.name} in {SUBGRAPHS[final[i]]} reads {x} from a later subgraph; the ONNX {not_yolo}")
+                raise YoloEdgeError(
+                    f"node {n.name} in {SUBGRAPHS[final[i]]} reads {x} from a later subgraph; the ONNX {_NOT_YOLO}"
+                )
     for k, name in enumerate(SUBGRAPHS):
         if k not in final:
-            raise YoloEdgeError(f"the {name} subgraph is empty; the ONNX {not_yolo}")
-
-    head_out = [o for i, n in enumerate(g.node) if final[i] == 2 for o in n.output
-                if any(final[c] == 3 for c in consumers.get(o, []))]
-    box_out = [info.tensor(o) for o in head_out if re.search(rf"/model\.{detect}/cv2\.\d+/", o)]
-    cls_out = [info.tensor(o) for o in head_out if re.search(rf"/model\.{detect}/cv3\.\d+/", o)]
-    if not box_out or len(box_out) != len(cls_out):
-        raise YoloEdgeError(f"Detect's box and class branches do not pair up; the ONNX {not_yolo}")
-    box_out.sort(key=lambda t: -t.shape[2])
-    cls_out.sort(key=lambda t: -t.shape[2])
-    h, w = image.shape[2], image.shape[3]
-    strides = tuple(h // t.shape[2] for t in box_out)
-    return DetectLayout(
-        sppf_layer=sppf, detect_layer=detect, subgraph_of=final, nc=cls_out[0].shape[1],
-        reg_max=box_out[0].shape[1] // 4, strides=strides, imgsz=(h, w),
-    )
+            raise YoloEdgeError(f"the {name} subgraph is empty; the ONNX {_NOT_YOLO}")
+    return final

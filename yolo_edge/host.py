@@ -12,7 +12,18 @@ import platform
 from functools import cache
 from pathlib import Path
 
-ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16", "asimddp", "i8mm", "bf16")
+ISA_FLAGS = (
+    "avx2",
+    "avx512f",
+    "avx512_vnni",
+    "avx_vnni",
+    "avx512_bf16",
+    "amx_int8",
+    "amx_bf16",
+    "asimddp",
+    "i8mm",
+    "bf16",
+)
 
 
 @cache
@@ -22,7 +33,9 @@ def cpu_name() -> str:
         info = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
         return platform.processor() or platform.machine()
-    name = next((line.split(":", 1)[1].strip() for line in info if line.startswith(("model name", "Model"))), platform.machine())
+    name = next(
+        (line.split(":", 1)[1].strip() for line in info if line.startswith(("model name", "Model"))), platform.machine()
+    )
     flags = set(next((line.split(":", 1)[1].split() for line in info if line.startswith(("flags", "Features"))), []))
     isa = [f for f in ISA_FLAGS if f in flags]
     return f"{name} ({', '.join(isa) or 'none of ' + '/'.join(ISA_FLAGS[:3])})"

@@ -37,7 +37,8 @@ def markdown(report: dict[str, Any]) -> str:
     lines += [
         "## Plans",
         "",
-        f"| plan | status | p50 ms | p95 ms | p99 ms | latency | memory peak MB | {what}50 | {what}50-95 | drift {what}50 | drift {what}50-95 |",
+        f"| plan | status | p50 ms | p95 ms | p99 ms | latency | memory peak MB | {what}50 | {what}50-95 | drift "
+        f"{what}50 | drift {what}50-95 |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in report["plans"]:
@@ -46,25 +47,47 @@ def markdown(report: dict[str, Any]) -> str:
         d = p.get("map_drift") or {}
         mem = p.get("memory_peak_bytes")
         lines.append(
-            f"| {p['name']} | {p['status']} | {_fmt(lat.get('p50'))} | {_fmt(lat.get('p95'))} | {_fmt(lat.get('p99'))} | "
+            f"| {p['name']} | {p['status']} | {_fmt(lat.get('p50'))} | {_fmt(lat.get('p95'))} | "
+            f"{_fmt(lat.get('p99'))} | "
             f"{p.get('latency_kind') or '-'} | {_fmt(mem / 1e6 if mem else None, 1)} | {_fmt(m.get('map50'), 4)} | "
             f"{_fmt(m.get('map50_95'), 4)} | {_fmt(d.get('map50'), 4)} | {_fmt(d.get('map50_95'), 4)} |"
         )
     ref = report["map"]["reference"]
-    lines += ["", f"Reference (FP32, CPU): {what}50 {ref['map50']:.4f}, {what}50-95 {ref['map50_95']:.4f} "
-              f"on {data['images']} images of {data['source']} ({report['map']['text']})"
-              + (f", data classes mapped to the model's: {data['class_map']}." if data["class_map"] else ".")]
-    lines += ["", "## Placement (chosen plan)", "", "| subgraph | device | precision | granularity | ms | kind | reason |", "|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"Reference (FP32, CPU): {what}50 {ref['map50']:.4f}, {what}50-95 {ref['map50_95']:.4f} "
+        f"on {data['images']} images of {data['source']} ({report['map']['text']})"
+        + (f", data classes mapped to the model's: {data['class_map']}." if data["class_map"] else "."),
+    ]
+    lines += [
+        "",
+        "## Placement (chosen plan)",
+        "",
+        "| subgraph | device | precision | granularity | ms | kind | reason |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for s in report["placement"]["subgraphs"]:
         precision = s["precision"] + (f" ({s['int8_scheme']})" if s.get("int8_scheme") else "")
-        lines.append(f"| {s['name']} | {s['device']} | {precision} | {s['granularity']} | {_fmt(s['latency_ms']['chosen'])} | "
-                     f"{s['latency_ms']['kind']} | {s['reason']} |")
+        lines.append(
+            f"| {s['name']} | {s['device']} | {precision} | {s['granularity']} | {_fmt(s['latency_ms']['chosen'])} | "
+            f"{s['latency_ms']['kind']} | {s['reason']} |"
+        )
     w = report["placement"]["whole_graph_npu"]
-    lines += ["", f"Whole graph on the NPU at {w['precision']}: {'passes' if w['passed'] else 'fails ' + str(w['failed_check'])}: {w['reason']}"]
+    lines += [
+        "",
+        f"Whole graph on the NPU at {w['precision']}: "
+        f"{'passes' if w['passed'] else 'fails ' + str(w['failed_check'])}: {w['reason']}",
+    ]
     chosen = next(p for p in report["plans"] if p["name"] == report["chosen_plan"])
     phases = (chosen.get("latency") or {}).get("phases", {})
     if phases:
-        lines += ["", "## Per-phase latency (chosen plan)", "", "| phase | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "## Per-phase latency (chosen plan)",
+            "",
+            "| phase | p50 ms | p95 ms | p99 ms |",
+            "|---|---|---|---|",
+        ]
         for name, pct in phases.items():
             lines.append(f"| {name} | {_fmt(pct['p50'])} | {_fmt(pct['p95'])} | {_fmt(pct['p99'])} |")
     ev = report["fallback_events"]

@@ -42,7 +42,12 @@ def dfl_softmax_last_axis(model: onnx.ModelProto) -> bool:
             return False
         perm = _attr(transpose, "perm")
         conv = conv_users[0]
-        if perm is None or list(perm.ints) != [0, 2, 1, 3] or conv.op_type != "Conv" or len(users.get(transpose.output[0], [])) != 1:
+        if (
+            perm is None
+            or list(perm.ints) != [0, 2, 1, 3]
+            or conv.op_type != "Conv"
+            or len(users.get(transpose.output[0], [])) != 1
+        ):
             return False
         weight = inits.get(conv.input[1])
         if weight is None or len(conv.input) > 2 and conv.input[2]:
@@ -51,14 +56,22 @@ def dfl_softmax_last_axis(model: onnx.ModelProto) -> bool:
         if w.ndim != 4 or w.shape[0] != 1 or w.shape[2:] != (1, 1):
             return False
         prefix = softmax.name.rsplit("/", 1)[0]
-        t_out, s_out, m_out = f"{prefix}/TransposeLast_output_0", f"{prefix}/SoftmaxLast_output_0", f"{prefix}/conv/MatMul_output_0"
+        t_out, s_out, m_out = (
+            f"{prefix}/TransposeLast_output_0",
+            f"{prefix}/SoftmaxLast_output_0",
+            f"{prefix}/conv/MatMul_output_0",
+        )
         w_name, shape_name = f"{prefix}/conv/MatMul_weight", f"{prefix}/conv/Reshape_shape"
-        g.initializer.extend([
-            numpy_helper.from_array(w.reshape(w.shape[1], 1).astype(w.dtype), w_name),
-            numpy_helper.from_array(np.array([1, 1, 4, -1], dtype=np.int64), shape_name),
-        ])
+        g.initializer.extend(
+            [
+                numpy_helper.from_array(w.reshape(w.shape[1], 1).astype(w.dtype), w_name),
+                numpy_helper.from_array(np.array([1, 1, 4, -1], dtype=np.int64), shape_name),
+            ]
+        )
         new = [
-            helper.make_node("Transpose", [transpose.input[0]], [t_out], name=f"{prefix}/TransposeLast", perm=[0, 1, 3, 2]),
+            helper.make_node(
+                "Transpose", [transpose.input[0]], [t_out], name=f"{prefix}/TransposeLast", perm=[0, 1, 3, 2]
+            ),
             helper.make_node("Softmax", [t_out], [s_out], name=f"{prefix}/SoftmaxLast", axis=-1),
             helper.make_node("MatMul", [s_out, w_name], [m_out], name=f"{prefix}/conv/MatMul"),
             helper.make_node("Reshape", [m_out, shape_name], [conv.output[0]], name=f"{prefix}/conv/Reshape"),

@@ -34,7 +34,8 @@ from yolo_edge.backends.base import Backend, Executable, NpuCompileError, NpuOut
 from yolo_edge.config import DeviceProfile, RuntimeConfig
 from yolo_edge.devices.cost import transfer_time
 from yolo_edge.graph import SUBGRAPHS
-from yolo_edge.plan.placement import PlacementPlan, op_level_groups
+from yolo_edge.plan.op_level import op_level_groups
+from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.split import SplitModel, cut
 
 TRIGGERS = ("unsupported_op", "memory", "precision", "performance", "runtime_error", "timeout", "nan", "recovered")
@@ -84,7 +85,9 @@ class EventLog:
 class CircuitBreaker:
     """closed -> (K consecutive failures) -> open -> (cool-down) -> half_open probe -> closed | open."""
 
-    def __init__(self, failures: int, cooldown_s: float, events: EventLog, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, failures: int, cooldown_s: float, events: EventLog, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.failures = failures
         self.cooldown_s = cooldown_s
         self.events = events
@@ -114,7 +117,13 @@ class CircuitBreaker:
                 self.events.add(frame, unit, trigger, "reopen_breaker", "half-open probe failed")
             elif self.state == "closed" and self.consecutive >= self.failures:
                 self.state, self.opened_at = "open", self.clock()
-                self.events.add(frame, unit, trigger, "open_breaker", f"{self.consecutive} consecutive NPU failures: whole graph to the CPU")
+                self.events.add(
+                    frame,
+                    unit,
+                    trigger,
+                    "open_breaker",
+                    f"{self.consecutive} consecutive NPU failures: whole graph to the CPU",
+                )
 
 
 @dataclass
@@ -186,8 +195,14 @@ class SplitExecutor:
     """Runs the units of a plan frame by frame with the fallbacks above. ``clock`` (seconds, monotonic) times
     the accelerator calls for the hysteresis and the breaker's cool-down; tests inject a fake one."""
 
-    def __init__(self, units: Sequence[Unit], cfg: RuntimeConfig, profile: DeviceProfile | None = None,
-                 events: EventLog | None = None, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self,
+        units: Sequence[Unit],
+        cfg: RuntimeConfig,
+        profile: DeviceProfile | None = None,
+        events: EventLog | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.units = list(units)
         self.cfg = cfg
         self.profile = profile
@@ -209,7 +224,9 @@ class SplitExecutor:
         self.close()
 
     # ---------------------------------------------------------------- one unit
-    def _npu_call(self, unit: Unit, feeds: dict[str, np.ndarray], frame: int) -> tuple[dict[str, np.ndarray] | None, float]:
+    def _npu_call(
+        self, unit: Unit, feeds: dict[str, np.ndarray], frame: int
+    ) -> tuple[dict[str, np.ndarray] | None, float]:
         """Run the NPU twin with a timeout; returns (outputs or None on failure, seconds spent)."""
         assert unit.npu is not None
         npu = unit.npu
@@ -240,7 +257,9 @@ class SplitExecutor:
                 unit.good_probes = 0 if slow else unit.good_probes + 1
                 if unit.good_probes >= self.cfg.recover_probes:
                     unit.parked, unit.good_probes, unit.slow_run = False, 0, 0
-                    self.events.add(frame, unit.name, "recovered", "move_to_npu", f"{self.cfg.recover_probes} good probes in a row")
+                    self.events.add(
+                        frame, unit.name, "recovered", "move_to_npu", f"{self.cfg.recover_probes} good probes in a row"
+                    )
                 return
             unit.slow_run = unit.slow_run + 1 if slow else 0
             if unit.slow_run < self.cfg.slow_frames:
@@ -254,9 +273,14 @@ class SplitExecutor:
                 unit.cpu_estimate_s = now_s
                 return
             unit.parked, unit.since_probe = True, 0
-            self.events.add(frame, unit.name, "performance", "move_to_cpu",
-                            f"{self.cfg.slow_frames} frames over {self.cfg.slow_ratio}x the CPU estimate; the CPU took "
-                            f"{now_s * 1e3:.2f} ms on this frame, the accelerator {elapsed * 1e3:.2f} ms")
+            self.events.add(
+                frame,
+                unit.name,
+                "performance",
+                "move_to_cpu",
+                f"{self.cfg.slow_frames} frames over {self.cfg.slow_ratio}x the CPU estimate; the CPU took "
+                f"{now_s * 1e3:.2f} ms on this frame, the accelerator {elapsed * 1e3:.2f} ms",
+            )
 
     def run_unit(self, unit: Unit, tensors: dict[str, np.ndarray], frame: int) -> tuple[dict[str, np.ndarray], UnitRun]:
         """Run one unit for one frame (NPU with fallback, or CPU); thread-safe."""
@@ -316,6 +340,7 @@ class SplitExecutor:
 
 # ---------------------------------------------------------------- building from a plan
 
+
 def _median_s(exe: Executable, feeds: dict[str, np.ndarray], runs: int = 3) -> float:
     times = []
     for _ in range(runs + 1):
@@ -344,7 +369,9 @@ def plan_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -> lis
     toolchain compiles it; no tensor crosses a device between them, so only per-subgraph timing is lost.
     ``benchmarks/split_vs_cpu.py --no-fuse`` measures what fusion gains.
     """
-    runs: list[tuple[tuple[str, str, str | None] | None, list[str]]] = []  # (device, precision, scheme) or None (op level)
+    runs: list[
+        tuple[tuple[str, str, str | None] | None, list[str]]
+    ] = []  # (device, precision, scheme) or None (op level)
     for sg in split.subgraphs:
         sp = plan[sg.name]
         key = None if sp.cpu_nodes else (sp.device, sp.precision, sp.int8_scheme)
@@ -355,7 +382,11 @@ def plan_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -> lis
     pieces = []
     if any(len(names) > 1 for _, names in runs):
         subgraph_of = split.exported.layout.subgraph_of
-        pieces = cut(split.exported.load(), [[i for i, st in enumerate(subgraph_of) if SUBGRAPHS[st] in names] for _, names in runs], str(split.exported.path))
+        pieces = cut(
+            split.exported.load(),
+            [[i for i, st in enumerate(subgraph_of) if SUBGRAPHS[st] in names] for _, names in runs],
+            str(split.exported.path),
+        )
     units: list[UnitPlan] = []
     for k, (_, names) in enumerate(runs):
         sp = plan[names[0]]
@@ -364,16 +395,25 @@ def plan_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -> lis
         elif sp.cpu_nodes:
             model = split[names[0]].model
             groups, devices = op_level_groups(model, set(sp.cpu_nodes))
-            units += [UnitPlan(f"{names[0]}.{j}", piece.model, dev, sp.precision, sp.int8_scheme)
-                      for j, (piece, dev) in enumerate(zip(cut(model, groups, names[0]), devices))]
+            units += [
+                UnitPlan(f"{names[0]}.{j}", piece.model, dev, sp.precision, sp.int8_scheme)
+                for j, (piece, dev) in enumerate(zip(cut(model, groups, names[0]), devices))
+            ]
         else:
             units.append(UnitPlan(names[0], split[names[0]].model, sp.device, sp.precision, sp.int8_scheme))
     return units
 
 
-def build_units(split: SplitModel, plan: PlacementPlan, profile: DeviceProfile, calib: Sequence[dict[str, np.ndarray]],
-                 events: EventLog, npu: Backend | None = None, artifacts: Mapping[str, onnx.ModelProto] | None = None,
-                 fuse: bool = True) -> list[Unit]:
+def build_units(
+    split: SplitModel,
+    plan: PlacementPlan,
+    profile: DeviceProfile,
+    calib: Sequence[dict[str, np.ndarray]],
+    events: EventLog,
+    npu: Backend | None = None,
+    artifacts: Mapping[str, onnx.ModelProto] | None = None,
+    fuse: bool = True,
+) -> list[Unit]:
     """Compile the plan: NPU units at their precision (calibrated on ``calib``: boundary tensors of FP32
     runs), each with its FP32 CPU twin. A unit the NPU compiler refuses runs on the CPU (an event); a
     fused unit it refuses is first tried again as its separate subgraphs.
@@ -395,8 +435,13 @@ def build_units(split: SplitModel, plan: PlacementPlan, profile: DeviceProfile, 
         npu_exe: Executable | None = None
         if unit.device == "npu" and npu_backend is not None:
             try:
-                npu_exe = npu_backend.compile(model, unit.precision, [{n: t[n] for n in ins} for t in tensors], unit.int8_scheme,
-                                              (artifacts or {}).get(name))
+                npu_exe = npu_backend.compile(
+                    model,
+                    unit.precision,
+                    [{n: t[n] for n in ins} for t in tensors],
+                    unit.int8_scheme,
+                    (artifacts or {}).get(name),
+                )
                 getattr(npu_exe, "inner", npu_exe).run({n: tensors[0][n] for n in ins})  # warm-up, no fault draw
             except NpuCompileError as exc:
                 if "+" in name:  # refused as one graph: the subgraphs one by one
@@ -413,8 +458,13 @@ def build_units(split: SplitModel, plan: PlacementPlan, profile: DeviceProfile, 
     return units
 
 
-def whole_graph_unit(model: onnx.ModelProto, npu: Backend, precision: str, calib: Sequence[dict[str, np.ndarray]],
-                      scheme: str | None = None) -> Unit:
+def whole_graph_unit(
+    model: onnx.ModelProto,
+    npu: Backend,
+    precision: str,
+    calib: Sequence[dict[str, np.ndarray]],
+    scheme: str | None = None,
+) -> Unit:
     """The whole model as one unit on the NPU (with its FP32 CPU twin): the whole-graph plan."""
     cpu_exe = cpu_backend().compile(model, "fp32")
     npu_exe = npu.compile(model, precision, calib, scheme)

@@ -45,10 +45,15 @@ class Subgraph:
         d: dict[str, object] = {"name": self.name}
         if self.path is not None:
             d["path"] = str(self.path)
-        d.update({
-            "nodes": self.nodes, "params": self.params, "flops": self.flops,
-            "inputs": [t.to_dict() for t in self.inputs], "outputs": [t.to_dict() for t in self.outputs],
-        })
+        d.update(
+            {
+                "nodes": self.nodes,
+                "params": self.params,
+                "flops": self.flops,
+                "inputs": [t.to_dict() for t in self.inputs],
+                "outputs": [t.to_dict() for t in self.outputs],
+            }
+        )
         return d
 
 
@@ -78,7 +83,7 @@ class SplitModel:
         out = []
         for i, src in enumerate(self.subgraphs):
             produced = {t.name for t in src.outputs}
-            for dst in self.subgraphs[i + 1:]:
+            for dst in self.subgraphs[i + 1 :]:
                 crossing = tuple(t for t in dst.inputs if t.name in produced)
                 if crossing:
                     out.append((src.name, dst.name, crossing))
@@ -148,8 +153,12 @@ def cut(model: onnx.ModelProto, groups: Sequence[Sequence[int]], label: str) -> 
         inputs: list[str] = []
         for n in own:
             for x in n.input:
-                if x and x not in info.initializers and x not in constants and x not in inputs and (
-                    x in graph_inputs or (x in produced_in and produced_in[x] < k)
+                if (
+                    x
+                    and x not in info.initializers
+                    and x not in constants
+                    and x not in inputs
+                    and (x in graph_inputs or (x in produced_in and produced_in[x] < k))
                 ):
                     inputs.append(x)
         outputs = [o for n in own for o in n.output if o in graph_outputs or any(s > k for s in consumed_in.get(o, ()))]
@@ -180,9 +189,15 @@ def split_model(exported: ExportedModel) -> SplitModel:
         onnx.helper.set_model_props(sub, {**{p.key: p.value for p in sub.metadata_props}, "yolo_edge.subgraph": name})
         sub.graph.name = f"{model.graph.name or 'yolov8'}_{name}"
         info = GraphInfo.of(sub)
-        subgraphs.append(Subgraph(
-            name=name, model=sub,
-            inputs=tuple(info.tensor(x) for x in piece.inputs), outputs=tuple(info.tensor(o) for o in piece.outputs),
-            nodes=len(piece.node_names), params=info.param_count(), flops=info.total_flops(),
-        ))
+        subgraphs.append(
+            Subgraph(
+                name=name,
+                model=sub,
+                inputs=tuple(info.tensor(x) for x in piece.inputs),
+                outputs=tuple(info.tensor(o) for o in piece.outputs),
+                nodes=len(piece.node_names),
+                params=info.param_count(),
+                flops=info.total_flops(),
+            )
+        )
     return SplitModel(exported=exported, subgraphs=tuple(subgraphs))

@@ -64,7 +64,11 @@ def device_status(profile: DeviceProfile) -> tuple[bool, str, tuple[str, ...]]:
     lacks = f"; {', '.join(missing)}: not computed by {backend.name} on this host, skipped" if missing else ""
     if not usable:
         return False, f"{backend.name} computes none of {list(profile.precisions)} on this host", ()
-    where = profile.runtime_options.device if profile.runtime == "openvino" else "/".join(profile.runtime_options.providers) or "CPU"
+    where = (
+        profile.runtime_options.device
+        if profile.runtime == "openvino"
+        else "/".join(profile.runtime_options.providers) or "CPU"
+    )
     if profile.kind == "simulated":
         return True, f"simulated: numerics on {profile.runtime} {where}, latency modelled{lacks}", usable
     return True, f"{profile.runtime} {where} present, latency measured{lacks}", usable
@@ -80,4 +84,6 @@ def resolve_device(name: str) -> DeviceProfile:
         profile = load_profile(candidate)
         if device_status(profile)[0]:
             return profile
-    raise YoloEdgeError(f"no accelerator found for --device auto (tried {', '.join(AUTO_ORDER)}); pick one with --device")
+    raise YoloEdgeError(
+        f"no accelerator found for --device auto (tried {', '.join(AUTO_ORDER)}); pick one with --device"
+    )

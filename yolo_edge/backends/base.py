@@ -45,14 +45,23 @@ def io_infos(model: onnx.ModelProto) -> tuple[tuple[TensorInfo, ...], tuple[Tens
         return TensorInfo(vi.name, tuple(d.dim_value for d in tt.shape.dim), tt.elem_type)
 
     inits = {t.name for t in model.graph.initializer}
-    return (tuple(info(i) for i in model.graph.input if i.name not in inits), tuple(info(o) for o in model.graph.output))
+    return (
+        tuple(info(i) for i in model.graph.input if i.name not in inits),
+        tuple(info(o) for o in model.graph.output),
+    )
 
 
 class Executable(ABC):
     """A compiled subgraph. ``run`` is the public, validated and timed entry point."""
 
-    def __init__(self, inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo], precision: str, device: str,
-                 model: onnx.ModelProto | None = None) -> None:
+    def __init__(
+        self,
+        inputs: Sequence[TensorInfo],
+        outputs: Sequence[TensorInfo],
+        precision: str,
+        device: str,
+        model: onnx.ModelProto | None = None,
+    ) -> None:
         self.model = model  # the ONNX actually compiled (the QDQ graph for INT8): what a bundle stores
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
@@ -89,6 +98,15 @@ class Executable(ABC):
         """Run the compiled graph on validated feeds."""
 
 
+def run_chain(executables: Sequence[Executable], feeds: Feeds) -> dict[str, np.ndarray]:
+    """Run ``executables`` in order over one dict of tensors: each takes its inputs from it and adds its
+    outputs. Returns the dict (the feeds and every output)."""
+    tensors = dict(feeds)
+    for exe in executables:
+        tensors.update(exe.run(tensors))
+    return tensors
+
+
 class Backend(ABC):
     """Compiles subgraphs for one runtime/device. Subclasses list the precisions they really compute in."""
 
@@ -97,8 +115,14 @@ class Backend(ABC):
     int8_schemes: tuple[str, ...] = ("u8",)  # INT8 activation schemes this backend can compile (config.INT8_SCHEMES)
 
     @abstractmethod
-    def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None,
-                scheme: str | None = None, artifact: onnx.ModelProto | None = None) -> Executable:
+    def compile(
+        self,
+        model: onnx.ModelProto,
+        precision: str,
+        calib: CalibSet | None = None,
+        scheme: str | None = None,
+        artifact: onnx.ModelProto | None = None,
+    ) -> Executable:
         """Compile ``model`` at ``precision``; INT8 needs ``calib`` (feeds of this subgraph) and uses the
         activation ``scheme`` (default: the backend's first). ``artifact`` is ``model`` already lowered to
         ``precision`` (a bundle's INT8 QDQ graph): it is what runs, and ``model`` is what limits are checked on."""

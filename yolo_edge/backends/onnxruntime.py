@@ -37,15 +37,24 @@ class OnnxRuntimeBackend(Backend):
         if missing:
             raise YoloEdgeError(
                 f"onnxruntime execution provider {missing[0]} is not available in this build "
-                f"(available: {', '.join(available)}); install the matching onnxruntime package (e.g. onnxruntime-gpu) or pick another --device"
+                f"(available: {', '.join(available)}); install the matching onnxruntime package (e.g. "
+                "onnxruntime-gpu) or pick another --device"
             )
         self.providers = tuple(providers) or (CPU_EP,)
         self.threads = threads
         accel = self.providers[0]
-        self.precisions = ("fp16",) if accel == "TensorrtExecutionProvider" else ("fp32", "int8") if accel == CPU_EP else ("fp32",)
+        self.precisions = (
+            ("fp16",) if accel == "TensorrtExecutionProvider" else ("fp32", "int8") if accel == CPU_EP else ("fp32",)
+        )
 
-    def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None,
-                scheme: str | None = None, artifact: onnx.ModelProto | None = None) -> Executable:
+    def compile(
+        self,
+        model: onnx.ModelProto,
+        precision: str,
+        calib: CalibSet | None = None,
+        scheme: str | None = None,
+        artifact: onnx.ModelProto | None = None,
+    ) -> Executable:
         self._check_precision(precision, scheme)  # u8 only: onnxruntime's fast x86 path (U8S8)
         graph = artifact or (quantize_int8(model, calib or []) if precision == "int8" else model)
         opts = ort.SessionOptions()

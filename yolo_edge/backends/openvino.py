@@ -1,7 +1,8 @@
 """OpenVINO backend (CPU/GPU/NPU). Precision is OpenVINO's inference-precision hint (``f32``, ``bf16``,
 ``f16``); INT8 compiles the QDQ model from onnxruntime's quantizer (the ``openvino`` recipes: Q/DQ where
-NNCF would put them, uint8 or int8 activations), which OpenVINO's low-precision transformations run with INT8 kernels (VNNI/AMX on
-this CPU), the SiLU and the requantization fused into each convolution. OpenVINO is imported only when used."""
+NNCF would put them, uint8 or int8 activations), which OpenVINO's low-precision transformations run with
+the CPU's INT8 kernels (VNNI, AMX where present), the SiLU and the requantization fused into each
+convolution. OpenVINO is imported only when used."""
 
 from __future__ import annotations
 
@@ -50,7 +51,9 @@ class OpenVinoExecutable(Executable):
         if request is None:  # one infer request per thread: requests are not thread-safe
             request = self._tls.request = self.compiled.create_infer_request()
         request.infer(feeds)
-        return {t.name: np.array(request.get_tensor(port).data, copy=True) for t, port in zip(self.outputs, self._ports)}
+        return {
+            t.name: np.array(request.get_tensor(port).data, copy=True) for t, port in zip(self.outputs, self._ports)
+        }
 
 
 class OpenVinoBackend(Backend):
@@ -59,7 +62,9 @@ class OpenVinoBackend(Backend):
     def __init__(self, device: str = "CPU", int8_schemes: tuple[str, ...] = INT8_SCHEMES) -> None:
         devices = core().available_devices
         if not any(d == device or d.startswith(f"{device}.") for d in devices):
-            raise YoloEdgeError(f"OpenVINO device {device} is not present (available: {', '.join(devices)}); pick another --device")
+            raise YoloEdgeError(
+                f"OpenVINO device {device} is not present (available: {', '.join(devices)}); pick another --device"
+            )
         self.device = device
         self.int8_schemes = int8_schemes
         caps = set(core().get_property(device, "OPTIMIZATION_CAPABILITIES"))
@@ -69,11 +74,21 @@ class OpenVinoBackend(Backend):
         """(number of ops, names of the ops the device does not support), from OpenVINO ``query_model``."""
         ov_model = read_onnx(model)
         supported = set(core().query_model(ov_model, self.device))
-        ops = [op.get_friendly_name() for op in ov_model.get_ops() if op.get_type_name() not in ("Parameter", "Result", "Constant")]
+        ops = [
+            op.get_friendly_name()
+            for op in ov_model.get_ops()
+            if op.get_type_name() not in ("Parameter", "Result", "Constant")
+        ]
         return len(ops), [o for o in ops if o not in supported]
 
-    def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None,
-                scheme: str | None = None, artifact: onnx.ModelProto | None = None) -> Executable:
+    def compile(
+        self,
+        model: onnx.ModelProto,
+        precision: str,
+        calib: CalibSet | None = None,
+        scheme: str | None = None,
+        artifact: onnx.ModelProto | None = None,
+    ) -> Executable:
         scheme = self._check_precision(precision, scheme)
         recipe = "openvino-s8" if scheme == "s8" else "openvino"
         graph = artifact or (quantize_int8(model, calib or [], recipe=recipe) if precision == "int8" else model)

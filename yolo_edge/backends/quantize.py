@@ -56,7 +56,9 @@ RECIPES = {
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("YOLO_EDGE_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")), "yolo-edge")
+    root = os.environ.get("YOLO_EDGE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")), "yolo-edge"
+    )
     return Path(root) / "quant"
 
 
@@ -98,11 +100,19 @@ def quantize_int8(model: onnx.ModelProto, calib: CalibSet, recipe: str = "onnxru
         root.setLevel(logging.ERROR)  # quantize_static logs a pre-processing hint on the root logger every call
         try:
             quantize_static(
-                str(src), str(dst), _Reader(calib), quant_format=QuantFormat.QDQ,
+                str(src),
+                str(dst),
+                _Reader(calib),
+                quant_format=QuantFormat.QDQ,
                 activation_type=QuantType.QInt8 if options.signed_symmetric_activations else QuantType.QUInt8,
-                weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=list(options.ops) if options.ops else None,
-                extra_options={"ActivationSymmetric": options.signed_symmetric_activations, "WeightSymmetric": True,
-                               "OpTypesToExcludeOutputQuantization": list(options.no_output_q)},
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                op_types_to_quantize=list(options.ops) if options.ops else None,
+                extra_options={
+                    "ActivationSymmetric": options.signed_symmetric_activations,
+                    "WeightSymmetric": True,
+                    "OpTypesToExcludeOutputQuantization": list(options.no_output_q),
+                },
             )
         finally:
             root.setLevel(level)

@@ -51,7 +51,9 @@ class FaultInjector:
 
 
 class SimulatedExecutable(Executable):
-    def __init__(self, inner: Executable, modelled_s: float, injector: FaultInjector, hang_s: float, device: str) -> None:
+    def __init__(
+        self, inner: Executable, modelled_s: float, injector: FaultInjector, hang_s: float, device: str
+    ) -> None:
         super().__init__(inner.inputs, inner.outputs, inner.precision, device, inner.model)
         self.inner = inner
         self.modelled_s = modelled_s
@@ -83,13 +85,22 @@ class SimulatedNpu(Backend):
         self.faults = faults or profile.faults
         self.injector = FaultInjector(self.faults)
 
-    def compile(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None = None,
-                scheme: str | None = None, artifact: onnx.ModelProto | None = None) -> Executable:
+    def compile(
+        self,
+        model: onnx.ModelProto,
+        precision: str,
+        calib: CalibSet | None = None,
+        scheme: str | None = None,
+        artifact: onnx.ModelProto | None = None,
+    ) -> Executable:
         self._check_precision(precision, scheme)
         info = GraphInfo.of(model)
         bad = unsupported_ops(info, self.profile)
         if bad:
-            raise UnsupportedOperator(f"{self.profile.name}: {bad[0].node}: {bad[0].reason}" + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""))
+            raise UnsupportedOperator(
+                f"{self.profile.name}: {bad[0].node}: {bad[0].reason}"
+                + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "")
+            )
         why = memory_violation(memory_use(info, precision), self.profile)
         if why:
             raise NpuOutOfMemory(f"{self.profile.name}: {why}")

@@ -11,7 +11,7 @@ from yolo_edge.cli.common import positive_int, print_json, table, warn_placement
 from yolo_edge.runtime import EventLog
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="latency of a bundle", description=__doc__)
     p.add_argument("bundle", type=Path)
     p.add_argument("--data", default=None)
@@ -27,10 +27,19 @@ def run(args: argparse.Namespace) -> int:
     warn_placement(detector.executor.placement_problems, "bench")
     lat = bench_bundle(bundle, args.data, runs=args.runs, detector=detector)
     if args.json:
-        print_json({**lat.to_dict(), "fallback_events": events.summary(), "placement_problems": detector.executor.placement_problems})
+        print_json(
+            {
+                **lat.to_dict(),
+                "fallback_events": events.summary(),
+                "placement_problems": detector.executor.placement_problems,
+            }
+        )
         return 0
     rows = [(name, p["p50"], p["p95"], p["p99"]) for name, p in lat.phases.items()]
     rows.append(("end to end", lat.end_to_end["p50"], lat.end_to_end["p95"], lat.end_to_end["p99"]))
     print(table(("phase", "p50 ms", "p95 ms", "p99 ms"), rows))
-    print(f"{lat.runs} runs, latency {lat.kind}, {lat.npu_share:.0%} of phase runs on the NPU, peak RSS {lat.peak_rss_bytes / 2**20:.0f} MiB")
+    print(
+        f"{lat.runs} runs, latency {lat.kind}, {lat.npu_share:.0%} of phase runs on the NPU, peak RSS "
+        f"{lat.peak_rss_bytes / 2**20:.0f} MiB"
+    )
     return 0

@@ -12,7 +12,7 @@ from yolo_edge.cli.common import fraction, positive_float, positive_int, print_j
 from yolo_edge.files import check_can_write
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="regression gate: drift, SLA and baseline", description=__doc__)
     p.add_argument("bundle", type=Path)
     p.add_argument("--baseline", type=Path, default=None, help="a baseline JSON written by --write-baseline")
@@ -30,8 +30,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def run(args: argparse.Namespace) -> int:
     if args.write_baseline:
         check_can_write(args.write_baseline, "--write-baseline")
-    result = check_bundle(args.bundle, args.baseline, args.max_drift, args.sla_ms, args.max_regression, args.data, args.runs,
-                          class_map=args.class_map)
+    result = check_bundle(
+        args.bundle,
+        args.baseline,
+        args.max_drift,
+        args.sla_ms,
+        args.max_regression,
+        args.data,
+        args.runs,
+        class_map=args.class_map,
+    )
     if args.write_baseline:
         write_baseline(result, args.write_baseline)
     if args.json:
@@ -40,8 +48,11 @@ def run(args: argparse.Namespace) -> int:
         v = result.measured["val"]
         what = "mAP" if v["kind"] == "labels" else "agreement"
         d = v["drift"]
-        print(f"p95 {result.measured['p95_ms']:.2f} ms, drift {what}50 {d['map50']:+.4f}, {what}50-95 {d['map50_95']:+.4f} "
-              f"({v['images']} images): status {result.status}: " + ("PASS" if result.passed else "FAIL"))
+        print(
+            f"p95 {result.measured['p95_ms']:.2f} ms, drift {what}50 {d['map50']:+.4f}, {what}50-95 "
+            f"{d['map50_95']:+.4f} "
+            f"({v['images']} images): status {result.status}: " + ("PASS" if result.passed else "FAIL")
+        )
     for line in result.failures:
         print(f"yolo-edge check: {line}", file=sys.stderr)
     return 0 if result.passed else 1

@@ -83,15 +83,20 @@ def _is_number(s: str) -> bool:
 
 def placement_line(plan: dict[str, Any]) -> str:
     """``backbone=npu/int8/u8, neck=npu/bf16, head=cpu/fp32, ...`` from a plan's JSON."""
-    return ", ".join(f"{s['name']}={s['device']}/{s['precision']}" + (f"/{s['int8_scheme']}" if s.get("int8_scheme") else "")
-                     for s in plan["subgraphs"])
+    return ", ".join(
+        f"{s['name']}={s['device']}/{s['precision']}" + (f"/{s['int8_scheme']}" if s.get("int8_scheme") else "")
+        for s in plan["subgraphs"]
+    )
 
 
 def warn_placement(problems: Sequence[str], command: str) -> None:
     """Say loudly, on stderr, that a bundle is not running the placement deploy proved."""
     for line in problems:
-        print(f"yolo-edge {command}: WARNING: {line}; the unit runs on the CPU instead: this is not the deployment "
-              "that was proven (yolo-edge check fails on it)", file=sys.stderr)
+        print(
+            f"yolo-edge {command}: WARNING: {line}; the unit runs on the CPU instead: this is not the deployment "
+            "that was proven (yolo-edge check fails on it)",
+            file=sys.stderr,
+        )
 
 
 def mb(n_bytes: int) -> str:

@@ -13,18 +13,28 @@ from yolo_edge.cli.common import imgsz_arg, placement_line, positive_float, tabl
 from yolo_edge.deploy import deploy
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("deploy", help="deploy a model to a device and prove it (bundle + report)", description=__doc__)
     p.add_argument("--model", default=None, help="default: the shipped demo model (YOLOv8n, 6 shape classes)")
     p.add_argument("--device", default="auto", help="device profile (yolo-edge devices); default auto")
     p.add_argument("--imgsz", type=imgsz_arg, default=None)
     p.add_argument("--sla-ms", type=positive_float, default=None, help="p95 end-to-end latency limit (default: config)")
-    p.add_argument("--data", default=None, help="data.yaml or COCO JSON labelled with the model's classes, or an image folder "
-                   "(agreement with the FP32 reference); default: the demo val split for the demo's classes, else agreement "
-                   "on the calibration images")
-    p.add_argument("--class-map", default=None, help="map the data set's classes to the model's: DATA=MODEL,... (names or "
-                   "indices; unmapped data classes are dropped)")
-    p.add_argument("--calib", type=Path, default=None, help="calibration image folder (default: the shipped calib_data)")
+    p.add_argument(
+        "--data",
+        default=None,
+        help="data.yaml or COCO JSON labelled with the model's classes, or an image folder "
+        "(agreement with the FP32 reference); default: the demo val split for the demo's classes, else agreement "
+        "on the calibration images",
+    )
+    p.add_argument(
+        "--class-map",
+        default=None,
+        help="map the data set's classes to the model's: DATA=MODEL,... (names or "
+        "indices; unmapped data classes are dropped)",
+    )
+    p.add_argument(
+        "--calib", type=Path, default=None, help="calibration image folder (default: the shipped calib_data)"
+    )
     p.add_argument("--config", type=Path, default=None)
     p.add_argument("--out", type=Path, default=Path("out/bundle"))
     p.add_argument("--strict", action="store_true", help="fail instead of falling back to the CPU")
@@ -34,9 +44,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    result = deploy(model=args.model, device=args.device, imgsz=args.imgsz, sla_ms=args.sla_ms, data=args.data,
-                    calib=args.calib, out=args.out, strict=args.strict, config=args.config, quiet=args.quiet or args.json,
-                    class_map=args.class_map)
+    result = deploy(
+        model=args.model,
+        device=args.device,
+        imgsz=args.imgsz,
+        sla_ms=args.sla_ms,
+        data=args.data,
+        calib=args.calib,
+        out=args.out,
+        strict=args.strict,
+        config=args.config,
+        quiet=args.quiet or args.json,
+        class_map=args.class_map,
+    )
     r = result.report
     if args.json:
         print(json.dumps(r, indent=2))
@@ -44,20 +64,33 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for p in r["plans"]:
         lat, d = p["latency_ms"], p["map_drift"]
-        rows.append((p["name"], p["status"], f"{lat['p95']:.2f}" if lat else "-", p["latency_kind"] or "-",
-                     f"{p['memory_peak_bytes'] / 1e6:.1f}" if p["memory_peak_bytes"] else "-",
-                     f"{d['map50']:+.4f}" if d else "-", f"{d['map50_95']:+.4f}" if d else "-"))
+        rows.append(
+            (
+                p["name"],
+                p["status"],
+                f"{lat['p95']:.2f}" if lat else "-",
+                p["latency_kind"] or "-",
+                f"{p['memory_peak_bytes'] / 1e6:.1f}" if p["memory_peak_bytes"] else "-",
+                f"{d['map50']:+.4f}" if d else "-",
+                f"{d['map50_95']:+.4f}" if d else "-",
+            )
+        )
     what = "mAP" if r["map"]["kind"] == "labels" else "agreement"
     print(f"latency measured on {r['host_cpu']}")
     print(table(("plan", "status", "p95 ms", "latency", "memory MB", f"drift {what}50", f"drift {what}50-95"), rows))
     ref, d = r["map"]["reference"], r["data"]
-    print(f"\nreference {what}50 {ref['map50']:.4f}, {what}50-95 {ref['map50_95']:.4f} on {d['images']} images of {d['source']} "
-          f"[{r['map']['text']}]" + (f", classes mapped {d['class_map']}" if d["class_map"] else ""))
+    print(
+        f"\nreference {what}50 {ref['map50']:.4f}, {what}50-95 {ref['map50_95']:.4f} on {d['images']} images of "
+        f"{d['source']} "
+        f"[{r['map']['text']}]" + (f", classes mapped {d['class_map']}" if d["class_map"] else "")
+    )
     print("split plan: " + placement_line(r["split_plan"]))
     print("deployed:   " + placement_line(r["placement"]))
     ev = r["fallback_events"]
     print(f"fallback events: {ev['total']}" + (f" {ev['by_trigger']}" if ev["total"] else ""))
-    print(f"chosen: {r['chosen_plan']}  SLA p95 <= {r['sla_ms']} ms  verdict: {r['verdict'].upper()}"
-          + (f" ({'; '.join(r['verdict_reasons'])})" if r["verdict_reasons"] else ""))
+    print(
+        f"chosen: {r['chosen_plan']}  SLA p95 <= {r['sla_ms']} ms  verdict: {r['verdict'].upper()}"
+        + (f" ({'; '.join(r['verdict_reasons'])})" if r["verdict_reasons"] else "")
+    )
     print(f"bundle: {result.bundle}  (report.md, report.json, plots/)")
     return result.exit_code

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from yolo_edge.backends import AUTO_ORDER, device_status, resolve_device
 from yolo_edge.cli.common import print_json, table
@@ -10,7 +11,7 @@ from yolo_edge.config import load_profile, profile_names
 from yolo_edge.errors import YoloEdgeError
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("devices", help="list device profiles and whether they are usable here", description=__doc__)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
@@ -22,13 +23,23 @@ def _precisions(listed: list[str], usable: list[str]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in profile_names():
         profile = load_profile(name)
         ok, why, usable = device_status(profile)
-        rows.append({"name": name, "kind": profile.kind, "runtime": profile.runtime, "precisions": list(profile.precisions),
-                     "usable_precisions": list(usable), "latency": profile.latency, "usable": ok, "why": why,
-                     "description": profile.description})
+        rows.append(
+            {
+                "name": name,
+                "kind": profile.kind,
+                "runtime": profile.runtime,
+                "precisions": list(profile.precisions),
+                "usable_precisions": list(usable),
+                "latency": profile.latency,
+                "usable": ok,
+                "why": why,
+                "description": profile.description,
+            }
+        )
     try:
         auto = resolve_device("auto").name
     except YoloEdgeError as exc:
@@ -36,8 +47,21 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"devices": rows, "auto": auto})
         return 0
-    print(table(("device", "kind", "runtime", "precisions here", "latency", "usable here"),
-                [(r["name"], r["kind"], r["runtime"], _precisions(r["precisions"], r["usable_precisions"]), r["latency"],  # type: ignore[arg-type]
-                  f"yes: {r['why']}" if r["usable"] else f"no: {r['why']}") for r in rows]))
+    print(
+        table(
+            ("device", "kind", "runtime", "precisions here", "latency", "usable here"),
+            [
+                (
+                    r["name"],
+                    r["kind"],
+                    r["runtime"],
+                    _precisions(r["precisions"], r["usable_precisions"]),
+                    r["latency"],
+                    f"yes: {r['why']}" if r["usable"] else f"no: {r['why']}",
+                )
+                for r in rows
+            ],
+        )
+    )
     print(f"\nauto -> {auto}   (first usable of {', '.join(AUTO_ORDER)})")
     return 0

@@ -9,7 +9,7 @@ from yolo_edge.cli.common import imgsz_arg, positive_int, print_json
 from yolo_edge.export import DEFAULT_OPSET, export_model
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="export a YOLOv8 detector to ONNX", description=__doc__)
     p.add_argument("--model", required=True, help=".pt checkpoint, ultralytics model .yaml, or ultralytics ONNX")
     p.add_argument("--imgsz", type=imgsz_arg, default=None, help="640 or H,W (multiples of 32; default 640)")
@@ -25,5 +25,8 @@ def run(args: argparse.Namespace) -> int:
         print_json({"path": str(exported.path), **exported.meta.to_dict()})
     else:
         m = exported.meta
-        print(f"{exported.path}: {m.nc} classes, imgsz {m.imgsz[0]}x{m.imgsz[1]}, strides {list(m.strides)}, reg_max {m.reg_max}")
+        print(
+            f"{exported.path}: {m.nc} classes, imgsz {m.imgsz[0]}x{m.imgsz[1]}, strides {list(m.strides)}, reg_max "
+            f"{m.reg_max}"
+        )
     return 0

@@ -17,13 +17,17 @@ from yolo_edge.plan.placement import PlacementPlan, plan_model
 from yolo_edge.split import split_model
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="place subgraphs on NPU/CPU and explain each decision", description=__doc__)
     p.add_argument("--model", required=True, help=".pt checkpoint, ultralytics model .yaml, or ultralytics ONNX")
     p.add_argument("--device", default="auto", help="device profile name or .yaml (see yolo-edge devices)")
     p.add_argument("--imgsz", type=imgsz_arg, default=None)
-    p.add_argument("--calib", type=Path, default=None, help="folder of calibration images (default: the shipped calib_data)")
-    p.add_argument("--calib-images", type=positive_int, default=None, help="calibration images to use (default: config)")
+    p.add_argument(
+        "--calib", type=Path, default=None, help="folder of calibration images (default: the shipped calib_data)"
+    )
+    p.add_argument(
+        "--calib-images", type=positive_int, default=None, help="calibration images to use (default: config)"
+    )
     p.add_argument("--config", type=Path, default=None, help="deploy config YAML (default: configs/default.yaml)")
     p.add_argument("--strict", action="store_true", help="fail (exit 1) instead of falling back to the CPU")
     p.add_argument("--json", action="store_true")
@@ -52,13 +56,46 @@ def format_plan(plan: PlacementPlan) -> str:
     w = plan.whole_graph_npu
     at = f"{w.precision}" + (f"/{w.int8_scheme}" if w.int8_scheme else "")
     verdict = "PASS" if w.passed else f"FAIL ({w.failed_check})"
-    lines = [f"device {plan.device} ({plan.device_kind}, latency {plan.latency_kind}), imgsz {plan.imgsz[0]}x{plan.imgsz[1]}",
-             f"whole graph on the NPU at {at}: {verdict}: {w.reason}", ""]
+    lines = [
+        f"device {plan.device} ({plan.device_kind}, latency {plan.latency_kind}), imgsz "
+        f"{plan.imgsz[0]}x{plan.imgsz[1]}",
+        f"whole graph on the NPU at {at}: {verdict}: {w.reason}",
+        "",
+    ]
     mark = {True: "pass", False: "FAIL", None: "-"}
-    rows = [(s.name, s.device, s.variant, s.granularity, *(mark[s.checks[c].passed] for c in ("op_support", "memory", "precision", "performance")),
-             f"{s.latency_ms:.2f}", f"{(s.transfer_bytes_in + s.transfer_bytes_out) / 1e6:.2f}") for s in plan.subgraphs]
-    lines.append(table(("subgraph", "device", "precision", "granularity", "ops", "memory", "precision", "perf", f"ms ({plan.latency_kind})", "xfer MB"), rows))
-    lines.append(f"\nestimated model latency {plan.estimated_ms:.2f} ms ({plan.latency_kind}), of which transfers {plan.transfer_ms:.2f} ms\n")
+    rows = [
+        (
+            s.name,
+            s.device,
+            s.variant,
+            s.granularity,
+            *(mark[s.checks[c].passed] for c in ("op_support", "memory", "precision", "performance")),
+            f"{s.latency_ms:.2f}",
+            f"{(s.transfer_bytes_in + s.transfer_bytes_out) / 1e6:.2f}",
+        )
+        for s in plan.subgraphs
+    ]
+    lines.append(
+        table(
+            (
+                "subgraph",
+                "device",
+                "precision",
+                "granularity",
+                "ops",
+                "memory",
+                "precision",
+                "perf",
+                f"ms ({plan.latency_kind})",
+                "xfer MB",
+            ),
+            rows,
+        )
+    )
+    lines.append(
+        f"\nestimated model latency {plan.estimated_ms:.2f} ms ({plan.latency_kind}), of which transfers "
+        f"{plan.transfer_ms:.2f} ms\n"
+    )
     for s in plan.subgraphs:
         lines.append(f"{s.name} -> {s.device} {s.variant}: {s.reason}")
         for name, c in s.checks.items():

@@ -22,7 +22,7 @@ from yolo_edge.pipeline.stream import frames, is_video, video_fps
 from yolo_edge.runtime import EventLog
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a bundle on images or a video", description=__doc__)
     p.add_argument("bundle", type=Path)
     p.add_argument("--source", type=Path, required=True, help="an image, a folder of images, or a video file")
@@ -37,7 +37,9 @@ def draw(image: np.ndarray, dets: Detections) -> np.ndarray:
     for box, conf, name in zip(dets.xyxy, dets.confidence, dets.class_names):
         x1, y1, x2, y2 = (int(round(v)) for v in box)
         cv2.rectangle(out, (x1, y1), (x2, y2), (0, 255, 0), 1)
-        cv2.putText(out, f"{name} {conf:.2f}", (x1, max(y1 - 3, 8)), cv2.FONT_HERSHEY_SIMPLEX, 0.35, (0, 255, 0), 1, cv2.LINE_AA)
+        cv2.putText(
+            out, f"{name} {conf:.2f}", (x1, max(y1 - 3, 8)), cv2.FONT_HERSHEY_SIMPLEX, 0.35, (0, 255, 0), 1, cv2.LINE_AA
+        )
     return out
 
 
@@ -65,14 +67,28 @@ def run(args: argparse.Namespace) -> int:
     if args.save:
         if is_video(args.source):
             h, w = first.image.shape[:2]
-            writer = cv2.VideoWriter(str(args.save / f"{args.source.stem}.avi"), cv2.VideoWriter.fourcc(*"MJPG"), video_fps(args.source), (w, h))
+            writer = cv2.VideoWriter(
+                str(args.save / f"{args.source.stem}.avi"),
+                cv2.VideoWriter.fourcc(*"MJPG"),
+                video_fps(args.source),
+                (w, h),
+            )
     count = 0
     for frame in itertools.chain([first], stream):
         dets, timing = detector.detect(frame.image)
         count += 1
         if args.json:
-            print(json.dumps({"frame": frame.index, "source": frame.name, "detections": dets.to_list(),
-                              "ms": round(timing.end_to_end_ms, 2), "devices": timing.unit_device}))
+            print(
+                json.dumps(
+                    {
+                        "frame": frame.index,
+                        "source": frame.name,
+                        "detections": dets.to_list(),
+                        "ms": round(timing.end_to_end_ms, 2),
+                        "devices": timing.unit_device,
+                    }
+                )
+            )
         else:
             summary = ", ".join(f"{n} {c:.2f}" for n, c in zip(dets.class_names, dets.confidence)) or "nothing"
             print(f"{frame.name}: {len(dets)} detections in {timing.end_to_end_ms:.1f} ms: {summary}")
@@ -90,4 +106,3 @@ def run(args: argparse.Namespace) -> int:
     if problems:
         print(f"yolo-edge run: {count} frames done, {len(problems)} problem(s) above: exit 1", file=sys.stderr)
     return 1 if problems else 0
-

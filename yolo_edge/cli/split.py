@@ -11,7 +11,7 @@ from yolo_edge.export import export_model
 from yolo_edge.split import SplitModel, split_model
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("split", help="split a YOLOv8 detector into four subgraphs", description=__doc__)
     p.add_argument("--model", required=True, help=".pt checkpoint, ultralytics model .yaml, or ultralytics ONNX")
     p.add_argument("--imgsz", type=imgsz_arg, default=None, help="640 or H,W (for .pt/.yaml; an ONNX keeps its own)")
@@ -37,8 +37,17 @@ def run(args: argparse.Namespace) -> int:
 def format_split(result: SplitModel) -> str:
     m = result.exported.meta
     lines = [f"{result.exported.path.name}: {m.nc} classes, imgsz {m.imgsz[0]}x{m.imgsz[1]}, strides {list(m.strides)}"]
-    rows = [(s.name, s.nodes, f"{s.params:,}", f"{s.flops / 1e9:.3f}", mb(sum(t.bytes for t in s.inputs)),
-             mb(sum(t.bytes for t in s.outputs))) for s in result.subgraphs]
+    rows = [
+        (
+            s.name,
+            s.nodes,
+            f"{s.params:,}",
+            f"{s.flops / 1e9:.3f}",
+            mb(sum(t.bytes for t in s.inputs)),
+            mb(sum(t.bytes for t in s.outputs)),
+        )
+        for s in result.subgraphs
+    ]
     lines.append(table(("subgraph", "nodes", "params", "GFLOPs", "in MB", "out MB"), rows))
     for s in result.subgraphs:
         lines.append(f"\n{s.name}" + (f"  ({s.path})" if s.path else ""))

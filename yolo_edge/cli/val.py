@@ -10,7 +10,7 @@ from yolo_edge.check import val_bundle
 from yolo_edge.cli.common import print_json, table
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("val", help="mAP and drift of a bundle", description=__doc__)
     p.add_argument("bundle", type=Path)
     p.add_argument("--data", default=None, help="data.yaml, COCO JSON or image folder (default: the data deploy used)")
@@ -24,9 +24,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(v.to_dict())
         return 0
-    rows = [(name, f"{m.map50:.4f}", f"{m.map50_95:.4f}") for name, m in (("reference (FP32 CPU)", v.reference), ("deployed", v.deployed))]
+    rows = [
+        (name, f"{m.map50:.4f}", f"{m.map50_95:.4f}")
+        for name, m in (("reference (FP32 CPU)", v.reference), ("deployed", v.deployed))
+    ]
     rows.append(("drift", f"{v.drift.map50:+.4f}", f"{v.drift.map50_95:+.4f}"))
     what = "mAP" if v.kind == "labels" else "agreement"
     print(table(("", f"{what}50", f"{what}50-95"), rows))
-    print(f"{v.images} images, " + ("mAP vs labels" if v.kind == "labels" else "agreement with the FP32 reference (no labels)"))
+    print(
+        f"{v.images} images, "
+        + ("mAP vs labels" if v.kind == "labels" else "agreement with the FP32 reference (no labels)")
+    )
     return 0

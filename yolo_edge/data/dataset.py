@@ -79,7 +79,9 @@ def _from_yolo_yaml(path: Path, split: str) -> Dataset:
     except yaml.YAMLError as exc:
         raise YoloEdgeError(f"{path} is not valid YAML ({exc.__class__.__name__})") from None
     if not isinstance(cfg, dict) or split not in cfg:
-        raise YoloEdgeError(f"{path} has no '{split}' entry; an ultralytics data.yaml names its splits (val: images/val)")
+        raise YoloEdgeError(
+            f"{path} has no '{split}' entry; an ultralytics data.yaml names its splits (val: images/val)"
+        )
     names = _names(cfg.get("names"), path)
     root = Path(cfg.get("path") or path.parent)
     if not root.is_absolute():
@@ -91,7 +93,11 @@ def _from_yolo_yaml(path: Path, split: str) -> Dataset:
     for img in sorted(p for p in img_dir.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES):
         label = _label_path(img)
         h, w = _image_size(img)
-        rows = np.loadtxt(label, ndmin=2, dtype=np.float64) if label.is_file() and label.stat().st_size else np.zeros((0, 5))
+        rows = (
+            np.loadtxt(label, ndmin=2, dtype=np.float64)
+            if label.is_file() and label.stat().st_size
+            else np.zeros((0, 5))
+        )
         if rows.shape[1] < 5:
             raise YoloEdgeError(f"{label}: expected 'class cx cy w h' rows")
         cx, cy, bw, bh = rows[:, 1] * w, rows[:, 2] * h, rows[:, 3] * w, rows[:, 4] * h
@@ -111,11 +117,14 @@ def _from_coco(path: Path, images: Path | None) -> Dataset:
     try:
         return _coco_records(path, cats, imgs, anns, images or path.parent)
     except (KeyError, TypeError, ValueError) as exc:
-        raise YoloEdgeError(f"{path} is not a COCO detection JSON ({exc.__class__.__name__}: {exc} missing or malformed)") from None
+        raise YoloEdgeError(
+            f"{path} is not a COCO detection JSON ({exc.__class__.__name__}: {exc} missing or malformed)"
+        ) from None
 
 
-def _coco_records(path: Path, cats: list[dict[str, Any]], imgs: list[dict[str, Any]], anns: list[dict[str, Any]],
-                  folder: Path) -> Dataset:
+def _coco_records(
+    path: Path, cats: list[dict[str, Any]], imgs: list[dict[str, Any]], anns: list[dict[str, Any]], folder: Path
+) -> Dataset:
     contiguous = {c["id"]: i for i, c in enumerate(cats)}
     by_image: dict[int, list[dict[str, Any]]] = {}
     for a in anns:
@@ -124,7 +133,9 @@ def _coco_records(path: Path, cats: list[dict[str, Any]], imgs: list[dict[str, A
     for im in sorted(imgs, key=lambda i: i["id"]):
         file = folder / im["file_name"]
         if not file.is_file():
-            raise YoloEdgeError(f"{path} lists {im['file_name']} but {file} does not exist; pass the image folder with --images")
+            raise YoloEdgeError(
+                f"{path} lists {im['file_name']} but {file} does not exist; pass the image folder with --images"
+            )
         rows = by_image.get(int(im["id"]), [])
         boxes = np.array([_coco_box(a, path) for a in rows], np.float32).reshape(-1, 4)
         classes = np.array([_coco_class(a, contiguous, path) for a in rows], np.int64)
@@ -135,7 +146,11 @@ def _coco_records(path: Path, cats: list[dict[str, Any]], imgs: list[dict[str, A
 def _coco_box(ann: dict[str, Any], path: Path) -> list[float]:
     """An annotation's ``bbox`` [x, y, w, h] as xyxy; a one-line error if it is missing or not a box."""
     box = ann.get("bbox")
-    if not isinstance(box, list) or len(box) != 4 or not all(isinstance(v, int | float) and math.isfinite(v) for v in box):
+    if (
+        not isinstance(box, list)
+        or len(box) != 4
+        or not all(isinstance(v, int | float) and math.isfinite(v) for v in box)
+    ):
         raise YoloEdgeError(f"{path}: annotation {ann.get('id', '?')} has no bbox [x, y, width, height] (got {box!r})")
     x, y, w, h = (float(v) for v in box)
     if w < 0 or h < 0:
@@ -146,8 +161,10 @@ def _coco_box(ann: dict[str, Any], path: Path) -> list[float]:
 def _coco_class(ann: dict[str, Any], contiguous: dict[int, int], path: Path) -> int:
     cat = ann.get("category_id")
     if not isinstance(cat, int) or cat not in contiguous:
-        raise YoloEdgeError(f"{path}: annotation {ann.get('id', '?')} has category_id {cat!r}, which is not in 'categories' "
-                            f"(ids {sorted(contiguous)[:10]})")
+        raise YoloEdgeError(
+            f"{path}: annotation {ann.get('id', '?')} has category_id {cat!r}, which is not in 'categories' "
+            f"(ids {sorted(contiguous)[:10]})"
+        )
     return contiguous[cat]
 
 

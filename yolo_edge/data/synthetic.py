@@ -83,8 +83,25 @@ def _unit_polygon(rng: np.random.Generator, class_id: int) -> list[np.ndarray]:
         r = np.where(np.arange(10) % 2 == 0, 1.0, rng.uniform(0.38, 0.5))
         return [np.stack([r * np.cos(t), r * np.sin(t)], axis=1)]
     arm = rng.uniform(0.25, 0.4)  # cross
-    return [np.array([[-arm, -1], [arm, -1], [arm, -arm], [1, -arm], [1, arm], [arm, arm], [arm, 1],
-                      [-arm, 1], [-arm, arm], [-1, arm], [-1, -arm], [-arm, -arm]], dtype=np.float64)]
+    return [
+        np.array(
+            [
+                [-arm, -1],
+                [arm, -1],
+                [arm, -arm],
+                [1, -arm],
+                [1, arm],
+                [arm, arm],
+                [arm, 1],
+                [-arm, 1],
+                [-arm, arm],
+                [-1, arm],
+                [-1, -arm],
+                [-arm, -arm],
+            ],
+            dtype=np.float64,
+        )
+    ]
 
 
 def _object_size(rng: np.random.Generator) -> float:
@@ -203,7 +220,9 @@ def _yolo_label_lines(sample: SyntheticImage, objects: Sequence[SyntheticObject]
     lines = []
     for obj in objects:
         x1, y1, x2, y2 = obj.box
-        lines.append(f"{obj.class_id} {(x1 + x2) / 2 / w:.6f} {(y1 + y2) / 2 / h:.6f} {(x2 - x1) / w:.6f} {(y2 - y1) / h:.6f}")
+        lines.append(
+            f"{obj.class_id} {(x1 + x2) / 2 / w:.6f} {(y1 + y2) / 2 / h:.6f} {(x2 - x1) / w:.6f} {(y2 - y1) / h:.6f}"
+        )
     return "\n".join(lines) + ("\n" if lines else "")
 
 
@@ -250,10 +269,16 @@ def write_dataset(root: str | Path, seed: int, sizes: dict[str, int], classes: M
             coco["images"].append({"id": i + 1, "file_name": f"{name}.jpg", "width": w, "height": h})
             for obj in objects:
                 x1, y1, x2, y2 = obj.box
-                coco["annotations"].append({
-                    "id": len(coco["annotations"]) + 1, "image_id": i + 1, "category_id": obj.class_id + 1,
-                    "bbox": [x1, y1, x2 - x1, y2 - y1], "area": (x2 - x1) * (y2 - y1), "iscrowd": 0,
-                })
+                coco["annotations"].append(
+                    {
+                        "id": len(coco["annotations"]) + 1,
+                        "image_id": i + 1,
+                        "category_id": obj.class_id + 1,
+                        "bbox": [x1, y1, x2 - x1, y2 - y1],
+                        "area": (x2 - x1) * (y2 - y1),
+                        "iscrowd": 0,
+                    }
+                )
         (root / f"{split}_coco.json").write_text(json.dumps(coco, indent=1))
     lines = [f"{split}: images/{split}" for split in sizes]
     lines.append("names:")
@@ -269,7 +294,10 @@ def demo_val_data(count: int = 300, seed: int = 0) -> Path:
     import shutil
     import tempfile
 
-    cache = Path(os.environ.get("YOLO_EDGE_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "yolo-edge")
+    cache = Path(
+        os.environ.get("YOLO_EDGE_CACHE")
+        or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "yolo-edge"
+    )
     root = cache / "datasets" / f"shapes-seed{seed}-val{count}"
     if (root / "data.yaml").is_file():
         return root / "data.yaml"

@@ -16,8 +16,22 @@ from yolo_edge.config import PRECISION_BYTES, DeviceProfile
 from yolo_edge.graph import GraphInfo
 
 TILEABLE = {
-    "Conv", "Add", "Sub", "Mul", "Div", "Sigmoid", "Relu", "Clip", "LeakyRelu", "HardSigmoid", "HardSwish",
-    "Tanh", "MaxPool", "AveragePool", "Resize", "BatchNormalization",
+    "Conv",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Sigmoid",
+    "Relu",
+    "Clip",
+    "LeakyRelu",
+    "HardSigmoid",
+    "HardSwish",
+    "Tanh",
+    "MaxPool",
+    "AveragePool",
+    "Resize",
+    "BatchNormalization",
 }
 _CHANNEL_OPS = {"Concat", "Split", "Slice"}
 QDQ_OPS = {"Constant", "QuantizeLinear", "DequantizeLinear"}  # not compute: skipped by the op-list check
@@ -52,7 +66,11 @@ def unsupported_ops(info: GraphInfo, profile: DeviceProfile) -> list[OpViolation
             if limit.max_rank is not None and len(shape) > limit.max_rank:
                 out.append(OpViolation(node.name, node.op_type, f"rank {len(shape)} > {limit.max_rank}"))
             if limit.max_hw is not None and len(shape) >= 2 and shape[-1] * shape[-2] > limit.max_hw:
-                out.append(OpViolation(node.name, node.op_type, f"H*W {shape[-2]}x{shape[-1]}={shape[-1] * shape[-2]} > {limit.max_hw}"))
+                out.append(
+                    OpViolation(
+                        node.name, node.op_type, f"H*W {shape[-2]}x{shape[-1]}={shape[-1] * shape[-2]} > {limit.max_hw}"
+                    )
+                )
             if limit.max_channels is not None and len(shape) == 4 and shape[1] > limit.max_channels:
                 out.append(OpViolation(node.name, node.op_type, f"{shape[1]} channels > {limit.max_channels}"))
     return out
@@ -87,8 +105,11 @@ def memory_use(info: GraphInfo, precision: str) -> MemoryUse:
         if node.op_type in QDQ_OPS or _tileable(node, info):
             continue
         ws = sum(
-            info.tensors[t].bytes_at(width) if info.tensors[t].elem_type == onnx.TensorProto.FLOAT else info.tensors[t].bytes
-            for t in [*node.input, *node.output] if t in info.tensors and t not in info.initializers
+            info.tensors[t].bytes_at(width)
+            if info.tensors[t].elem_type == onnx.TensorProto.FLOAT
+            else info.tensors[t].bytes
+            for t in [*node.input, *node.output]
+            if t in info.tensors and t not in info.initializers
         )
         if ws > worst:
             worst, worst_node = ws, node.name
@@ -99,9 +120,13 @@ def memory_violation(use: MemoryUse, profile: DeviceProfile) -> str | None:
     """Why the graph does not fit the profile's memory, or None when it fits."""
     budget = profile.memory_mb * 2**20
     if use.dram_bytes > budget:
-        return (f"needs {use.dram_bytes / 2**20:.1f} MiB (activations {use.peak_activation_bytes / 2**20:.1f} "
-                f"+ weights {use.weight_bytes / 2**20:.1f}) > {profile.memory_mb:.0f} MiB")
+        return (
+            f"needs {use.dram_bytes / 2**20:.1f} MiB (activations {use.peak_activation_bytes / 2**20:.1f} "
+            f"+ weights {use.weight_bytes / 2**20:.1f}) > {profile.memory_mb:.0f} MiB"
+        )
     if profile.sram_kb is not None and use.largest_untiled_bytes > profile.sram_kb * 1024:
-        return (f"{use.largest_untiled_node} cannot be tiled and needs {use.largest_untiled_bytes / 2**20:.2f} MiB "
-                f"of SRAM at once > {profile.sram_kb / 1024:.0f} MiB")
+        return (
+            f"{use.largest_untiled_node} cannot be tiled and needs {use.largest_untiled_bytes / 2**20:.2f} MiB "
+            f"of SRAM at once > {profile.sram_kb / 1024:.0f} MiB"
+        )
     return None

@@ -63,13 +63,24 @@ class Detector:
         result: FrameResult = self.executor.run({"images": lb.tensor}, self._frame)
         self._frame += 1
         t2 = time.perf_counter()
-        dets = postprocess(result.outputs[self.executor.output_name], lb, self.meta.names, cfg.conf, cfg.iou, cfg.max_det, cfg.multi_label)
+        dets = postprocess(
+            result.outputs[self.executor.output_name],
+            lb,
+            self.meta.names,
+            cfg.conf,
+            cfg.iou,
+            cfg.max_det,
+            cfg.multi_label,
+        )
         t3 = time.perf_counter()
         modelled = any(s.modelled_ms is not None for s in result.units)
         unit_ms = {s.unit: (s.modelled_ms if s.modelled_ms is not None else s.ms) for s in result.units}
         timing = FrameTiming(
-            preprocess_ms=(t1 - t0) * 1e3, unit_ms=unit_ms, unit_device={s.unit: s.device for s in result.units},
-            transfer_ms=result.transfer_modelled_ms if modelled else result.transfer_ms, nms_ms=(t3 - t2) * 1e3,
+            preprocess_ms=(t1 - t0) * 1e3,
+            unit_ms=unit_ms,
+            unit_device={s.unit: s.device for s in result.units},
+            transfer_ms=result.transfer_modelled_ms if modelled else result.transfer_ms,
+            nms_ms=(t3 - t2) * 1e3,
             modelled=modelled,
         )
         return dets, timing

@@ -28,7 +28,10 @@ class Detections:
     def __post_init__(self) -> None:
         n = len(self.xyxy)
         if self.xyxy.shape != (n, 4) or self.confidence.shape != (n,) or self.class_id.shape != (n,):
-            raise ValueError(f"inconsistent detections: xyxy {self.xyxy.shape}, confidence {self.confidence.shape}, class_id {self.class_id.shape}")
+            raise ValueError(
+                f"inconsistent detections: xyxy {self.xyxy.shape}, confidence {self.confidence.shape}, class_id "
+                f"{self.class_id.shape}"
+            )
         if n and (self.class_id.min() < 0 or self.class_id.max() >= len(self.names)):
             raise ValueError(f"class ids outside 0..{len(self.names) - 1}")
 
@@ -45,7 +48,12 @@ class Detections:
 
     def to_list(self) -> list[dict[str, object]]:
         return [
-            {"xyxy": [round(float(v), 2) for v in box], "confidence": round(float(c), 4), "class_id": int(k), "class_name": self.names[k]}
+            {
+                "xyxy": [round(float(v), 2) for v in box],
+                "confidence": round(float(c), 4),
+                "class_id": int(k),
+                "class_name": self.names[k],
+            }
             for box, c, k in zip(self.xyxy, self.confidence, self.class_id)
         ]
 
@@ -69,7 +77,12 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou: float) -> np.ndarray:
 
 
 def postprocess(
-    output: np.ndarray, lb: Letterboxed, names: tuple[str, ...], conf: float = 0.25, iou: float = 0.7, max_det: int = 300,
+    output: np.ndarray,
+    lb: Letterboxed,
+    names: tuple[str, ...],
+    conf: float = 0.25,
+    iou: float = 0.7,
+    max_det: int = 300,
     multi_label: bool = False,
 ) -> Detections:
     """Turn ``output0`` (1, 4+nc, anchors) of one image into Detections in original-image pixels.

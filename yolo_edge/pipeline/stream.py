@@ -62,7 +62,9 @@ def frames(source: str | Path, problems: list[str] | None = None) -> Iterator[Fr
         yield Frame(src.name, 0, read_image(src))
         return
     if not is_video(src):
-        raise YoloEdgeError(f"{src} is neither an image ({', '.join(IMAGE_SUFFIXES)}) nor a video ({', '.join(VIDEO_SUFFIXES)})")
+        raise YoloEdgeError(
+            f"{src} is neither an image ({', '.join(IMAGE_SUFFIXES)}) nor a video ({', '.join(VIDEO_SUFFIXES)})"
+        )
     cap = _capture(src)
     if not cap.isOpened():
         raise YoloEdgeError(f"{src} is not a readable video")

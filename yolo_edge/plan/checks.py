@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 
 from yolo_edge.backends import cpu_backend
-from yolo_edge.backends.base import Backend, Executable, NpuCompileError
+from yolo_edge.backends.base import Backend, Executable, NpuCompileError, run_chain
 from yolo_edge.config import PRECISION_BYTES, DeployConfig, DeviceProfile
 from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
 from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
@@ -90,11 +90,8 @@ class Candidate:
         subgraph ran in FP32."""
         if self.output_name in outputs:
             return outputs[self.output_name]
-        tensors = dict(self.eval_tensors[image])
-        tensors.update({k: np.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0) for k, v in outputs.items()})
-        for exe in self.downstream:
-            tensors.update(exe.run(tensors))
-        return tensors[self.output_name]
+        clean = {k: np.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0) for k, v in outputs.items()}
+        return run_chain(self.downstream, {**self.eval_tensors[image], **clean})[self.output_name]
 
 
 class Checker:
@@ -114,35 +111,68 @@ class Checker:
         if mode == "query":
             query = getattr(self.npu, "query", None)
             if query is None:
-                return CheckResult("op_support", True, f"{self.npu.name} has no query; assumed supported", {"mode": mode})
+                return CheckResult(
+                    "op_support", True, f"{self.npu.name} has no query; assumed supported", {"mode": mode}
+                )
             n_ops, missing = query(cand.model)
             numbers: dict[str, Number] = {"mode": mode, "ops": n_ops, "unsupported": len(missing)}
             if missing:
-                return CheckResult("op_support", False, f"{len(missing)} of {n_ops} ops unsupported by {self.profile.name} (first: {missing[0]})", numbers)
-            return CheckResult("op_support", True, f"all {n_ops} ops supported ({self.profile.runtime} query_model)", numbers)
+                return CheckResult(
+                    "op_support",
+                    False,
+                    f"{len(missing)} of {n_ops} ops unsupported by {self.profile.name} (first: {missing[0]})",
+                    numbers,
+                )
+            return CheckResult(
+                "op_support", True, f"all {n_ops} ops supported ({self.profile.runtime} query_model)", numbers
+            )
         bad = unsupported_ops(cand.info, self.profile)
         n_ops = sum(1 for n in cand.info.nodes if n.op_type != "Constant")
-        numbers = {"mode": mode, "ops": n_ops, "unsupported": len(bad),
-                   "unsupported_ops": ", ".join(sorted({f"{b.op_type}" for b in bad})) or None}
+        numbers = {
+            "mode": mode,
+            "ops": n_ops,
+            "unsupported": len(bad),
+            "unsupported_ops": ", ".join(sorted({f"{b.op_type}" for b in bad})) or None,
+        }
         if bad:
-            return CheckResult("op_support", False, f"{len(bad)} of {n_ops} ops unsupported: {bad[0].node}: {bad[0].reason}", numbers)
-        return CheckResult("op_support", True, f"all {n_ops} ops in {self.profile.name}'s op list" if mode == "list" else "all ops supported", numbers)
+            return CheckResult(
+                "op_support", False, f"{len(bad)} of {n_ops} ops unsupported: {bad[0].node}: {bad[0].reason}", numbers
+            )
+        return CheckResult(
+            "op_support",
+            True,
+            f"all {n_ops} ops in {self.profile.name}'s op list" if mode == "list" else "all ops supported",
+            numbers,
+        )
 
     # -- 2. memory
     def memory(self, cand: Candidate, precision: str) -> CheckResult:
         use = memory_use(cand.info, precision)
         numbers: dict[str, Number] = {
-            "peak_activation_bytes": use.peak_activation_bytes, "weight_bytes": use.weight_bytes,
-            "required_bytes": use.dram_bytes, "budget_bytes": int(self.profile.memory_mb * 2**20),
-            "largest_untiled_bytes": use.largest_untiled_bytes, "largest_untiled_node": use.largest_untiled_node or None,
+            "peak_activation_bytes": use.peak_activation_bytes,
+            "weight_bytes": use.weight_bytes,
+            "required_bytes": use.dram_bytes,
+            "budget_bytes": int(self.profile.memory_mb * 2**20),
+            "largest_untiled_bytes": use.largest_untiled_bytes,
+            "largest_untiled_node": use.largest_untiled_node or None,
             "sram_bytes": int(self.profile.sram_kb * 1024) if self.profile.sram_kb is not None else None,
         }
         why = memory_violation(use, self.profile)
         if why:
             return CheckResult("memory", False, why, numbers)
-        return CheckResult("memory", True, f"{use.dram_bytes / 2**20:.1f} MiB of {self.profile.memory_mb:.0f} MiB"
-                           + (f"; largest untiled working set {use.largest_untiled_bytes / 2**20:.2f} MiB fits SRAM" if self.profile.sram_kb and use.largest_untiled_bytes
-               else "; every op tiles through SRAM" if self.profile.sram_kb else ""), numbers)
+        return CheckResult(
+            "memory",
+            True,
+            f"{use.dram_bytes / 2**20:.1f} MiB of {self.profile.memory_mb:.0f} MiB"
+            + (
+                f"; largest untiled working set {use.largest_untiled_bytes / 2**20:.2f} MiB fits SRAM"
+                if self.profile.sram_kb and use.largest_untiled_bytes
+                else "; every op tiles through SRAM"
+                if self.profile.sram_kb
+                else ""
+            ),
+            numbers,
+        )
 
     def compile(self, cand: Candidate, precision: str, scheme: str | None = None) -> Executable:
         key = (cand.name, precision, scheme)
@@ -156,11 +186,19 @@ class Checker:
         try:
             exe = self.compile(cand, precision, scheme)
         except NpuCompileError as exc:
-            return CheckResult("precision", False, f"cannot compile at {label}: {exc}", {"precision": precision, "int8_scheme": scheme})
+            return CheckResult(
+                "precision", False, f"cannot compile at {label}: {exc}", {"precision": precision, "int8_scheme": scheme}
+            )
         return self.judge(cand, precision, scheme, [exe.run(feeds) for feeds in cand.feeds_eval])
 
-    def judge(self, cand: Candidate, precision: str, scheme: str | None, outputs: Sequence[dict[str, np.ndarray]],
-              what: str = "") -> CheckResult:
+    def judge(
+        self,
+        cand: Candidate,
+        precision: str,
+        scheme: str | None,
+        outputs: Sequence[dict[str, np.ndarray]],
+        what: str = "",
+    ) -> CheckResult:
         """The precision verdict on ``outputs`` (``cand`` at ``precision`` on each eval image): decided end to
         end on the detector output, the subgraph's own outputs only warn."""
         pc = self.cfg.checks.precision
@@ -185,29 +223,47 @@ class Checker:
             score_cos = min(score_cos, cosine(final[:, 4:], want[:, 4:]))
             score_err = max(score_err, float(np.abs(final[:, 4:] - want[:, 4:]).max()))
         numbers: dict[str, Number] = {
-            "precision": precision, "int8_scheme": scheme, "images": len(outputs),
-            "box_cosine": round(box_cos, 5), "score_cosine": round(score_cos, 5), "score_max_error": round(score_err, 4),
-            "local_min_cosine": round(local_cos, 5), "local_worst_tensor": local_worst or None,
-            "max_abs_error": round(worst_abs, 5), "nan_inf": bad_values, "sensitive_ops": ", ".join(sensitive) or None,
-            "threshold_cosine": pc.min_cosine, "threshold_score_error": pc.max_score_error,
+            "precision": precision,
+            "int8_scheme": scheme,
+            "images": len(outputs),
+            "box_cosine": round(box_cos, 5),
+            "score_cosine": round(score_cos, 5),
+            "score_max_error": round(score_err, 4),
+            "local_min_cosine": round(local_cos, 5),
+            "local_worst_tensor": local_worst or None,
+            "max_abs_error": round(worst_abs, 5),
+            "nan_inf": bad_values,
+            "sensitive_ops": ", ".join(sensitive) or None,
+            "threshold_cosine": pc.min_cosine,
+            "threshold_score_error": pc.max_score_error,
             "threshold_local_cosine": pc.local_min_cosine,
         }
         problems = []
         if bad_values:
             problems.append(f"{bad_values} NaN/Inf values")
         if min(box_cos, score_cos) < pc.min_cosine:
-            problems.append(f"detector output cosine {min(box_cos, score_cos):.4f} (boxes {box_cos:.4f}, "
-                            f"class scores {score_cos:.4f}) < {pc.min_cosine}")
+            problems.append(
+                f"detector output cosine {min(box_cos, score_cos):.4f} (boxes {box_cos:.4f}, "
+                f"class scores {score_cos:.4f}) < {pc.min_cosine}"
+            )
         if score_err > pc.max_score_error:
             problems.append(f"class scores off by up to {score_err:.3f} > {pc.max_score_error}")
         if sensitive and precision != "fp32":
             problems.append(f"precision-sensitive ops at {precision}: {', '.join(sensitive)}")
-        warning = (f"; warning: own output {local_worst} at cosine {local_cos:.4f} < {pc.local_min_cosine}"
-                   if local_cos < pc.local_min_cosine and not cand.final_output else "")
+        warning = (
+            f"; warning: own output {local_worst} at cosine {local_cos:.4f} < {pc.local_min_cosine}"
+            if local_cos < pc.local_min_cosine and not cand.final_output
+            else ""
+        )
         if problems:
             return CheckResult("precision", False, f"{what}{label}: " + "; ".join(problems) + warning, numbers)
-        return CheckResult("precision", True, f"{what}{label}: detector output cosine boxes {box_cos:.4f}, class scores "
-                           f"{score_cos:.4f} >= {pc.min_cosine}, score error {score_err:.3f}, no NaN/Inf{warning}", numbers)
+        return CheckResult(
+            "precision",
+            True,
+            f"{what}{label}: detector output cosine boxes {box_cos:.4f}, class scores "
+            f"{score_cos:.4f} >= {pc.min_cosine}, score error {score_err:.3f}, no NaN/Inf{warning}",
+            numbers,
+        )
 
     # -- 4. performance
     def _measure(self, exe: Executable, feeds: dict[str, np.ndarray]) -> float:
@@ -244,7 +300,10 @@ class Checker:
                 assert self.profile.cpu is not None
                 self._cpu_s[cand.name] = (cpu_time(cand.info, self.profile.cpu).total_s, "modelled")
             else:
-                self._cpu_s[cand.name] = (self._measure(self.cpu.compile(cand.model, "fp32"), cand.feeds_eval[0]), "measured")
+                self._cpu_s[cand.name] = (
+                    self._measure(self.cpu.compile(cand.model, "fp32"), cand.feeds_eval[0]),
+                    "measured",
+                )
         return self._cpu_s[cand.name]
 
     def times(self, cand: Candidate, precision: str, scheme: str | None = None) -> tuple[float, float, str]:
@@ -268,10 +327,16 @@ class Checker:
         xfer = self.transfer_s(cand, precision)
         ratio = (npu_s + xfer) / cpu_s if cpu_s > 0 else float("inf")
         numbers: dict[str, Number] = {
-            "npu_ms": round(npu_s * 1e3, 3), "transfer_ms": round(xfer * 1e3, 3), "cpu_ms": round(cpu_s * 1e3, 3),
-            "ratio": round(ratio, 3), "max_ratio": limit, "latency_kind": kind,
+            "npu_ms": round(npu_s * 1e3, 3),
+            "transfer_ms": round(xfer * 1e3, 3),
+            "cpu_ms": round(cpu_s * 1e3, 3),
+            "ratio": round(ratio, 3),
+            "max_ratio": limit,
+            "latency_kind": kind,
         }
-        verdict = f"NPU {npu_s * 1e3:.2f} + transfers {xfer * 1e3:.2f} ms vs CPU {cpu_s * 1e3:.2f} ms ({kind}): {ratio:.2f}x"
+        verdict = (
+            f"NPU {npu_s * 1e3:.2f} + transfers {xfer * 1e3:.2f} ms vs CPU {cpu_s * 1e3:.2f} ms ({kind}): {ratio:.2f}x"
+        )
         if ratio > limit:
             return CheckResult("performance", False, f"{verdict} > {limit}x", numbers)
         return CheckResult("performance", True, f"{verdict} <= {limit}x", numbers)
@@ -299,4 +364,3 @@ class Checker:
 
 def first_failure(results: dict[str, CheckResult]) -> str | None:
     return next((name for name, r in results.items() if r.passed is False), None)
-

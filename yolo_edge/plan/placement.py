@@ -24,14 +24,14 @@ import numpy as np
 import onnx
 
 from yolo_edge.backends import cpu_backend, create_backend
-from yolo_edge.backends.base import Backend, Executable, NpuCompileError
+from yolo_edge.backends.base import Backend, Executable, NpuCompileError, run_chain
 from yolo_edge.config import PRECISION_BYTES, DeployConfig, DeviceProfile
-from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
-from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
+from yolo_edge.devices.cost import transfer_time
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.graph import GraphInfo
 from yolo_edge.plan.checks import SENSITIVE_OPS, Candidate, Checker, CheckResult, first_failure, skipped, variant_label
-from yolo_edge.split import Piece, SplitModel, cut
+from yolo_edge.plan.op_level import op_level_search
+from yolo_edge.split import SplitModel
 
 Log = Callable[[str], None]
 
@@ -63,12 +63,21 @@ class SubgraphPlan:
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "name": self.name, "device": self.device, "precision": self.precision, "int8_scheme": self.int8_scheme,
+            "name": self.name,
+            "device": self.device,
+            "precision": self.precision,
+            "int8_scheme": self.int8_scheme,
             "granularity": self.granularity,
-            "reason": self.reason, "checks": {k: v.to_dict() for k, v in self.checks.items()},
-            "latency_ms": {"npu": None if self.npu_ms is None else round(self.npu_ms, 3), "cpu": round(self.cpu_ms, 3),
-                           "chosen": round(self.latency_ms, 3), "kind": self.latency_kind},
-            "transfer_bytes_in": self.transfer_bytes_in, "transfer_bytes_out": self.transfer_bytes_out,
+            "reason": self.reason,
+            "checks": {k: v.to_dict() for k, v in self.checks.items()},
+            "latency_ms": {
+                "npu": None if self.npu_ms is None else round(self.npu_ms, 3),
+                "cpu": round(self.cpu_ms, 3),
+                "chosen": round(self.latency_ms, 3),
+                "kind": self.latency_kind,
+            },
+            "transfer_bytes_in": self.transfer_bytes_in,
+            "transfer_bytes_out": self.transfer_bytes_out,
             "cpu_nodes": list(self.cpu_nodes),
         }
 
@@ -88,11 +97,17 @@ class WholeGraphVerdict:
     def required_bytes(self) -> int:
         """Device memory the whole graph needs (0 when the memory check did not run)."""
         mem = self.checks.get("memory")
-        return int(mem.numbers.get("required_bytes") or 0) if mem else 0  # type: ignore[arg-type]
+        return int(mem.numbers.get("required_bytes") or 0) if mem else 0
 
     def to_dict(self) -> dict[str, object]:
-        return {"passed": self.passed, "precision": self.precision, "int8_scheme": self.int8_scheme,
-                "failed_check": self.failed_check, "reason": self.reason, "checks": {k: v.to_dict() for k, v in self.checks.items()}}
+        return {
+            "passed": self.passed,
+            "precision": self.precision,
+            "int8_scheme": self.int8_scheme,
+            "failed_check": self.failed_check,
+            "reason": self.reason,
+            "checks": {k: v.to_dict() for k, v in self.checks.items()},
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> WholeGraphVerdict:
@@ -103,8 +118,10 @@ NOT_EVALUATED = WholeGraphVerdict(None, None, None, None, "not evaluated", {})
 
 
 def _checks(d: dict[str, Any]) -> dict[str, CheckResult]:
-    return {k: CheckResult(k, c["passed"], c["reason"], {n: v for n, v in c.items() if n not in ("passed", "reason")})
-            for k, c in d.items()}
+    return {
+        k: CheckResult(k, c["passed"], c["reason"], {n: v for n, v in c.items() if n not in ("passed", "reason")})
+        for k, c in d.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -132,90 +149,133 @@ class PlacementPlan:
         return [s.name for s in self.subgraphs if s.device == "npu"]
 
     @classmethod
-    def manual(cls, split: SplitModel, npu: dict[str, str], device: str, latency_kind: str = "measured") -> PlacementPlan:
+    def manual(
+        cls, split: SplitModel, npu: dict[str, str], device: str, latency_kind: str = "measured"
+    ) -> PlacementPlan:
         """A hand-written plan: ``npu`` maps subgraph name -> precision (``int8/s8`` names an INT8 scheme);
         the rest run on the CPU in FP32. No check is run: the executor and benchmarks can start from it."""
-        checks = {c: CheckResult(c, None, "not evaluated: hand-written plan") for c in ("op_support", "memory", "precision", "performance")}
+        checks = {
+            c: CheckResult(c, None, "not evaluated: hand-written plan")
+            for c in ("op_support", "memory", "precision", "performance")
+        }
         subs = []
         for sg in split.subgraphs:
             precision, _, scheme = npu.get(sg.name, "fp32").partition("/")
-            subs.append(SubgraphPlan(sg.name, "npu" if sg.name in npu else "cpu", precision, "subgraph", "hand-written", checks,
-                                     None, 0.0, latency_kind, int8_scheme=scheme or None))
-        return cls(str(split.exported.path), device, "manual", latency_kind, split.exported.meta.imgsz, False,
-                   NOT_EVALUATED, tuple(subs), 0.0)
+            subs.append(
+                SubgraphPlan(
+                    sg.name,
+                    "npu" if sg.name in npu else "cpu",
+                    precision,
+                    "subgraph",
+                    "hand-written",
+                    checks,
+                    None,
+                    0.0,
+                    latency_kind,
+                    int8_scheme=scheme or None,
+                )
+            )
+        return cls(
+            str(split.exported.path),
+            device,
+            "manual",
+            latency_kind,
+            split.exported.meta.imgsz,
+            False,
+            NOT_EVALUATED,
+            tuple(subs),
+            0.0,
+        )
 
     def all_cpu(self) -> PlacementPlan:
         """This plan with every subgraph on the CPU in FP32 (the whole-CPU reference and safety net)."""
-        subs = tuple(replace(s, device="cpu", precision="fp32", granularity="rule", reason="whole graph on the CPU",
-                             npu_ms=None, cpu_nodes=(), transfer_bytes_in=0, transfer_bytes_out=0, int8_scheme=None)
-                     for s in self.subgraphs)
+        subs = tuple(
+            replace(
+                s,
+                device="cpu",
+                precision="fp32",
+                granularity="rule",
+                reason="whole graph on the CPU",
+                npu_ms=None,
+                cpu_nodes=(),
+                transfer_bytes_in=0,
+                transfer_bytes_out=0,
+                int8_scheme=None,
+            )
+            for s in self.subgraphs
+        )
         return replace(self, subgraphs=subs, transfer_ms=0.0)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PlacementPlan:
         subs = tuple(
             SubgraphPlan(
-                name=s["name"], device=s["device"], precision=s["precision"], granularity=s["granularity"], reason=s["reason"],
+                name=s["name"],
+                device=s["device"],
+                precision=s["precision"],
+                granularity=s["granularity"],
+                reason=s["reason"],
                 checks=_checks(s["checks"]),
-                npu_ms=s["latency_ms"]["npu"], cpu_ms=s["latency_ms"]["cpu"], latency_kind=s["latency_ms"]["kind"],
-                transfer_bytes_in=s["transfer_bytes_in"], transfer_bytes_out=s["transfer_bytes_out"], cpu_nodes=tuple(s["cpu_nodes"]),
+                npu_ms=s["latency_ms"]["npu"],
+                cpu_ms=s["latency_ms"]["cpu"],
+                latency_kind=s["latency_ms"]["kind"],
+                transfer_bytes_in=s["transfer_bytes_in"],
+                transfer_bytes_out=s["transfer_bytes_out"],
+                cpu_nodes=tuple(s["cpu_nodes"]),
                 int8_scheme=s["int8_scheme"],
             )
             for s in d["subgraphs"]
         )
-        return cls(model=d["model"], device=d["device"], device_kind=d["device_kind"], latency_kind=d["latency_kind"],
-                   imgsz=(int(d["imgsz"][0]), int(d["imgsz"][1])), strict=d["strict"],
-                   whole_graph_npu=WholeGraphVerdict.from_dict(d["whole_graph_npu"]),
-                   subgraphs=subs, transfer_ms=d["transfer_ms"], notes=tuple(d["notes"]))
+        return cls(
+            model=d["model"],
+            device=d["device"],
+            device_kind=d["device_kind"],
+            latency_kind=d["latency_kind"],
+            imgsz=(int(d["imgsz"][0]), int(d["imgsz"][1])),
+            strict=d["strict"],
+            whole_graph_npu=WholeGraphVerdict.from_dict(d["whole_graph_npu"]),
+            subgraphs=subs,
+            transfer_ms=d["transfer_ms"],
+            notes=tuple(d["notes"]),
+        )
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "model": self.model, "device": self.device, "device_kind": self.device_kind,
-            "latency_kind": self.latency_kind, "imgsz": list(self.imgsz), "strict": self.strict,
+            "model": self.model,
+            "device": self.device,
+            "device_kind": self.device_kind,
+            "latency_kind": self.latency_kind,
+            "imgsz": list(self.imgsz),
+            "strict": self.strict,
             "whole_graph_npu": self.whole_graph_npu.to_dict(),
             "subgraphs": [s.to_dict() for s in self.subgraphs],
-            "estimated_latency_ms": round(self.estimated_ms, 3), "transfer_ms": round(self.transfer_ms, 3),
+            "estimated_latency_ms": round(self.estimated_ms, 3),
+            "transfer_ms": round(self.transfer_ms, 3),
             "notes": list(self.notes),
         }
 
 
-def boundary_tensors(split: SplitModel, images: Sequence[np.ndarray],
-                  exes: Sequence[Executable] | None = None) -> list[dict[str, np.ndarray]]:
+def boundary_tensors(
+    split: SplitModel, images: Sequence[np.ndarray], exes: Sequence[Executable] | None = None
+) -> list[dict[str, np.ndarray]]:
     """Every boundary tensor of every image from an FP32 CPU run of the subgraphs in sequence (``exes``: the
     subgraphs already compiled in FP32 on the CPU)."""
     if exes is None:
         cpu = cpu_backend()
         exes = [cpu.compile(sg.model, "fp32") for sg in split.subgraphs]
-    out = []
-    for image in images:
-        tensors = {split.input.name: image}
-        for exe in exes:
-            tensors.update(exe.run(tensors))
-        out.append(tensors)
-    return out
-
-
-def op_level_groups(model: onnx.ModelProto, cpu_nodes: set[str]) -> tuple[list[list[int]], list[str]]:
-    """Maximal runs of nodes on one device in execution order; constants join the next node's run."""
-    nodes = list(model.graph.node)
-    device = ["cpu" if n.name in cpu_nodes else "npu" for n in nodes]
-    for i in range(len(nodes) - 1, -1, -1):
-        if nodes[i].op_type == "Constant" and i + 1 < len(nodes):
-            device[i] = device[i + 1]
-    groups: list[list[int]] = []
-    devices: list[str] = []
-    for i, d in enumerate(device):
-        if devices and devices[-1] == d:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-            devices.append(d)
-    return groups, devices
+    return [run_chain(exes, {split.input.name: image}) for image in images]
 
 
 class Planner:
-    def __init__(self, split: SplitModel, profile: DeviceProfile, cfg: DeployConfig,
-                 images: Sequence[np.ndarray], log: Log | None = None, npu: Backend | None = None) -> None:
+    def __init__(
+        self,
+        split: SplitModel,
+        profile: DeviceProfile,
+        cfg: DeployConfig,
+        images: Sequence[np.ndarray],
+        log: Log | None = None,
+        npu: Backend | None = None,
+    ) -> None:
         if len(images) < 2:
             raise YoloEdgeError("planning needs at least 2 calibration images; pass --calib DIR with more images")
         self.split = split
@@ -228,22 +288,36 @@ class Planner:
         cpu = cpu_backend()
         self.fp32 = [cpu.compile(sg.model, "fp32") for sg in split.subgraphs]
         tensors = boundary_tensors(split, images, self.fp32)
-        self.calib, self.eval = tensors[:n_cal], tensors[n_cal:n_cal + n_eval]
+        self.calib, self.eval = tensors[:n_cal], tensors[n_cal : n_cal + n_eval]
         self.checker = Checker(profile, cfg, npu or create_backend(profile))
         self.output_name = split.output.name
 
-    def _candidate(self, name: str, model: onnx.ModelProto, inputs: Sequence[str], outputs: Sequence[str],
-                   cpu_inputs: int, cpu_outputs: int, transfers: int) -> Candidate:
+    def _candidate(
+        self,
+        name: str,
+        model: onnx.ModelProto,
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        cpu_inputs: int,
+        cpu_outputs: int,
+        transfers: int,
+    ) -> Candidate:
         """``name`` is ``whole_graph`` or a subgraph: the subgraphs after it run in FP32 for the end-to-end check."""
         names = [sg.name for sg in self.split.subgraphs]
-        later = self.fp32[names.index(name) + 1:] if name in names else []
+        later = self.fp32[names.index(name) + 1 :] if name in names else []
         return Candidate(
-            name=name, model=model, info=GraphInfo.of(model),
+            name=name,
+            model=model,
+            info=GraphInfo.of(model),
             feeds_calib=[{n: t[n] for n in inputs} for t in self.calib],
             feeds_eval=[{n: t[n] for n in inputs} for t in self.eval],
             reference=[{n: t[n] for n in outputs} for t in self.eval],
-            eval_tensors=self.eval, downstream=tuple(later), output_name=self.output_name,
-            transfer_in_bytes=cpu_inputs, transfer_out_bytes=cpu_outputs, transfers=transfers,
+            eval_tensors=self.eval,
+            downstream=tuple(later),
+            output_name=self.output_name,
+            transfer_in_bytes=cpu_inputs,
+            transfer_out_bytes=cpu_outputs,
+            transfers=transfers,
         )
 
     def _variants(self, cand: Candidate, precision: str) -> tuple[list[str | None], str]:
@@ -261,8 +335,11 @@ class Planner:
     @property
     def skipped_precisions(self) -> list[str]:
         """Why the profile's other precisions are not tried (e.g. no FP16 kernels in this CPU's OpenVINO)."""
-        return [f"{p} skipped: {self.checker.npu.name} cannot compute {p} on this host" for p in self.profile.precisions
-                if p not in self.checker.npu.precisions]
+        return [
+            f"{p} skipped: {self.checker.npu.name} cannot compute {p} on this host"
+            for p in self.profile.precisions
+            if p not in self.checker.npu.precisions
+        ]
 
     def _attempts(self, cand: Candidate) -> Iterator[tuple[str, str | None, str]]:
         """(precision, INT8 scheme, how the schemes were ordered) in the order the placement tries them:
@@ -283,8 +360,11 @@ class Planner:
         inp, out = self.split.input, self.split.output
         cand = self._candidate("whole_graph", model, [inp.name], [out.name], inp.bytes, out.bytes, 2)
         if not self.precisions:
-            raise YoloEdgeError(f"{self.profile.name}: this host computes none of its precisions ({'; '.join(self.skipped_precisions)}); "
-                                "pick another --device")
+            raise YoloEdgeError(
+                f"{self.profile.name}: this host computes none of its precisions "
+                f"({'; '.join(self.skipped_precisions)}); "
+                "pick another --device"
+            )
         precision = self.precisions[0]
         self.log(f"checking the whole graph on {self.profile.name} at {precision}")
         schemes, _ = self._variants(cand, precision)
@@ -293,8 +373,14 @@ class Planner:
             failed = first_failure(results)
             if failed is None:
                 break
-        return WholeGraphVerdict(failed is None, precision, scheme, failed,
-                                 results[failed].reason if failed else "all four checks pass", results)
+        return WholeGraphVerdict(
+            failed is None,
+            precision,
+            scheme,
+            failed,
+            results[failed].reason if failed else "all four checks pass",
+            results,
+        )
 
     # ---------------------------------------------------------------- subgraphs
     def place(self, strict: bool) -> PlacementPlan:
@@ -304,8 +390,15 @@ class Planner:
         for sg in self.split.subgraphs:
             cpu_in = sum(t.bytes for t in sg.inputs if device_of.get(t.name, "cpu") == "cpu")
             out_bytes = sum(t.bytes for t in sg.outputs)
-            cand = self._candidate(sg.name, sg.model, [t.name for t in sg.inputs], [t.name for t in sg.outputs],
-                                   cpu_in, out_bytes, len(sg.inputs) + len(sg.outputs))
+            cand = self._candidate(
+                sg.name,
+                sg.model,
+                [t.name for t in sg.inputs],
+                [t.name for t in sg.outputs],
+                cpu_in,
+                out_bytes,
+                len(sg.inputs) + len(sg.outputs),
+            )
             self.log(f"placing {sg.name}")
             plan = self._place_one(cand)
             placed.append(plan)
@@ -315,12 +408,21 @@ class Planner:
         if strict:
             refused = [p for p in placed if p.granularity != "rule" and (p.device == "cpu" or p.cpu_nodes)]
             if refused:
-                raise PlanRefused("strict mode: " + "; ".join(f"{p.name} would fall back to the CPU ({p.reason})" for p in refused))
+                raise PlanRefused(
+                    "strict mode: " + "; ".join(f"{p.name} would fall back to the CPU ({p.reason})" for p in refused)
+                )
         notes = (f"latency is {self.profile.latency} ({self.profile.kind} device {self.profile.name})",)
         return PlacementPlan(
-            model=str(self.split.exported.path), device=self.profile.name, device_kind=self.profile.kind,
-            latency_kind=self.profile.latency, imgsz=self.split.exported.meta.imgsz, strict=strict,
-            whole_graph_npu=whole, subgraphs=tuple(placed), transfer_ms=transfer_ms, notes=notes,
+            model=str(self.split.exported.path),
+            device=self.profile.name,
+            device_kind=self.profile.kind,
+            latency_kind=self.profile.latency,
+            imgsz=self.split.exported.meta.imgsz,
+            strict=strict,
+            whole_graph_npu=whole,
+            subgraphs=tuple(placed),
+            transfer_ms=transfer_ms,
+            notes=notes,
         )
 
     def _place_one(self, cand: Candidate) -> SubgraphPlan:
@@ -328,7 +430,10 @@ class Planner:
         primary = self.precisions[0]
         rule = None
         if cand.name == "decode":
-            rule = "decode stays FP32 on the CPU: DFL softmax, dist2bbox and the box/score concat lose the class scores at low precision"
+            rule = (
+                "decode stays FP32 on the CPU: DFL softmax, dist2bbox and the box/score concat lose the class scores "
+                "at low precision"
+            )
         elif cand.name == "head" and self.cfg.plan.head_on_npu == "never":
             rule = "head on the CPU in FP32 by default (plan.head_on_npu: never)"
         if rule:
@@ -336,8 +441,14 @@ class Planner:
             checks = {
                 "op_support": self.checker.op_support(cand),
                 "memory": self.checker.memory(cand, primary),
-                "precision": CheckResult("precision", False, f"{primary}: precision-sensitive ops {', '.join(sensitive)} and output0 at low precision", {"precision": primary})
-                if cand.name == "decode" else skipped("precision", "placed by rule"),
+                "precision": CheckResult(
+                    "precision",
+                    False,
+                    f"{primary}: precision-sensitive ops {', '.join(sensitive)} and output0 at low precision",
+                    {"precision": primary},
+                )
+                if cand.name == "decode"
+                else skipped("precision", "placed by rule"),
                 "performance": skipped("performance", "placed by rule"),
             }
             return SubgraphPlan(cand.name, "cpu", "fp32", "rule", rule, checks, None, cpu_ms, kind)
@@ -351,10 +462,25 @@ class Planner:
                 perf = results["performance"].numbers
                 after = [*reasons, how] if how else reasons
                 why = f"all four checks pass at {label}" + (f" ({'; '.join(after)})" if after else "")
-                return SubgraphPlan(cand.name, "npu", precision, "subgraph", why, results, float(perf["npu_ms"]),  # type: ignore[arg-type]
-                                    cpu_ms, kind, int8_scheme=scheme)
+                return SubgraphPlan(
+                    cand.name,
+                    "npu",
+                    precision,
+                    "subgraph",
+                    why,
+                    results,
+                    float(perf["npu_ms"]),  # type: ignore[arg-type]
+                    cpu_ms,
+                    kind,
+                    int8_scheme=scheme,
+                )
             reasons.append(f"{label} failed {failed}: {results[failed].reason.removeprefix(f'{label}: ')}")
-            if failed == "op_support" and self.cfg.plan.op_level and self.profile.op_support.mode == "list" and self.profile.cpu:
+            if (
+                failed == "op_support"
+                and self.cfg.plan.op_level
+                and self.profile.op_support.mode == "list"
+                and self.profile.cpu
+            ):
                 op_plan = self._op_level(cand, precision, scheme, results, cpu_ms, kind)
                 if op_plan is not None:
                     return op_plan
@@ -365,69 +491,39 @@ class Planner:
         return SubgraphPlan(cand.name, "cpu", "fp32", "subgraph", why, results, None, cpu_ms, kind)
 
     # ---------------------------------------------------------------- op level
-    def _op_level(self, cand: Candidate, precision: str, scheme: str | None, results: dict[str, CheckResult],
-                  cpu_ms: float, kind: str) -> SubgraphPlan | None:
-        """Op-level pieces, timed with the cost model (the board's CPU and the NPU both modelled)."""
-        cpu_model = self.profile.cpu
-        assert cpu_model is not None
-        bad = {v.node for v in unsupported_ops(cand.info, self.profile)}
-        groups, devices = op_level_groups(cand.model, bad)
-        pieces = cut(cand.model, groups, cand.name)
-        width = PRECISION_BYTES[precision] / 4
-        npu_s = cpu_s = xfer_s = 0.0
-        for piece, dev in zip(pieces, devices):
-            info = GraphInfo.of(piece.model)
-            if dev == "npu":
-                if memory_violation(memory_use(info, precision), self.profile):
-                    return None
-                npu_s += npu_time(info, self.profile, precision).total_s
-            else:
-                cpu_s += cpu_time(info, cpu_model).total_s
-        for k, piece in enumerate(pieces):  # every tensor entering a piece from the other device
-            for name in piece.inputs:
-                src = next((j for j in range(k) if name in pieces[j].outputs), None)
-                if src is not None and devices[src] != devices[k]:
-                    xfer_s += transfer_time(int(cand.info.tensor(name).bytes * width), self.profile.link)
-        total_ms = (npu_s + cpu_s + xfer_s) * 1e3
-        precision_result = self._op_level_precision(cand, pieces, devices, precision, scheme)
-        limit = self.cfg.checks.performance.max_ratio
-        perf = CheckResult(
-            "performance", total_ms < cpu_ms and total_ms <= limit * cpu_ms,
-            f"op level: NPU {npu_s * 1e3:.2f} + CPU {cpu_s * 1e3:.2f} + {len(pieces) - 1} transfers {xfer_s * 1e3:.2f} ms "
-            f"= {total_ms:.2f} ms vs all-CPU {cpu_ms:.2f} ms (modelled)",
-            {"npu_ms": round(npu_s * 1e3, 3), "cpu_part_ms": round(cpu_s * 1e3, 3), "transfer_ms": round(xfer_s * 1e3, 3),
-             "total_ms": round(total_ms, 3), "cpu_ms": round(cpu_ms, 3), "pieces": len(pieces), "latency_kind": "modelled"},
-        )
-        checks = dict(results)
-        checks["memory"] = self.checker.memory(cand, precision)
-        checks["precision"] = precision_result
-        checks["performance"] = perf
-        if not (perf.passed and precision_result.passed):
+    def _op_level(
+        self,
+        cand: Candidate,
+        precision: str,
+        scheme: str | None,
+        results: dict[str, CheckResult],
+        cpu_ms: float,
+        kind: str,
+    ) -> SubgraphPlan | None:
+        """The subgraph with its unsupported ops on the CPU and the rest on the accelerator, if that pays."""
+        found = op_level_search(self.checker, cand, precision, scheme, cpu_ms)
+        if found is None:
             return None
-        reason = (f"op-level: {len(bad)} unsupported op(s) ({', '.join(sorted(bad))}) run on the CPU, "
-                  f"the rest on the NPU at {precision}; {total_ms:.2f} ms beats all-CPU {cpu_ms:.2f} ms")
-        return SubgraphPlan(cand.name, "npu", precision, "op", reason, checks, total_ms, cpu_ms, kind, cpu_nodes=tuple(sorted(bad)),
-                            int8_scheme=scheme)
-
-    def _op_level_precision(self, cand: Candidate, pieces: list[Piece], devices: list[str], precision: str,
-                            scheme: str | None) -> CheckResult:
-        cpu = self.checker.cpu
-        fp32 = [cpu.compile(p.model, "fp32") for p in pieces]
-
-        def chain(exes: list, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:  # type: ignore[type-arg]
-            tensors = dict(feeds)
-            for exe in exes:
-                tensors.update(exe.run(tensors))
-            return tensors
-
-        calib_tensors = [chain(fp32, f) for f in cand.feeds_calib]
-        try:
-            exes = [self.checker.npu.compile(p.model, precision, [{n: t[n] for n in p.inputs} for t in calib_tensors], scheme)
-                    if d == "npu" else fp32[k] for k, (p, d) in enumerate(zip(pieces, devices))]
-        except NpuCompileError as exc:
-            return CheckResult("precision", False, f"cannot compile a piece at {variant_label(precision, scheme)}: {exc}")
-        outputs = [{n: out[n] for n in ref} for out, ref in ((chain(exes, f), r) for f, r in zip(cand.feeds_eval, cand.reference))]
-        return self.checker.judge(cand, precision, scheme, outputs, what="op level at ")
+        checks = {**results, "memory": self.checker.memory(cand, precision), **found.checks}
+        if not all(c.passed for c in found.checks.values()):
+            return None
+        reason = (
+            f"op-level: {len(found.cpu_nodes)} unsupported op(s) ({', '.join(found.cpu_nodes)}) run on the CPU, "
+            f"the rest on the NPU at {precision}; {found.total_ms:.2f} ms beats all-CPU {cpu_ms:.2f} ms"
+        )
+        return SubgraphPlan(
+            cand.name,
+            "npu",
+            precision,
+            "op",
+            reason,
+            checks,
+            found.total_ms,
+            cpu_ms,
+            kind,
+            cpu_nodes=found.cpu_nodes,
+            int8_scheme=scheme,
+        )
 
     # ---------------------------------------------------------------- transfers
     def _with_transfers(self, placed: list[SubgraphPlan]) -> tuple[list[SubgraphPlan], float]:
@@ -448,7 +544,9 @@ class Planner:
             b_in = b_out = 0
             if p.device == "npu":  # the NPU side moves the data; a CPU subgraph's inputs are counted by its producer
                 b_in, b_out = int(sum(t.bytes for t in ins) * width), int(sum(t.bytes for t in outs) * width)
-                total += transfer_time(b_in, self.profile.link, len(ins)) + transfer_time(b_out, self.profile.link, len(outs))
+                total += transfer_time(b_in, self.profile.link, len(ins)) + transfer_time(
+                    b_out, self.profile.link, len(outs)
+                )
             out.append(replace(p, transfer_bytes_in=b_in, transfer_bytes_out=b_out))
         return out, total * 1e3
 
@@ -459,8 +557,15 @@ class PlanRefused(YoloEdgeError):
     exit_code = 1
 
 
-def plan_model(split: SplitModel, profile: DeviceProfile, cfg: DeployConfig, images: Sequence[np.ndarray],
-              strict: bool = False, log: Log | None = None, npu: Backend | None = None) -> PlacementPlan:
+def plan_model(
+    split: SplitModel,
+    profile: DeviceProfile,
+    cfg: DeployConfig,
+    images: Sequence[np.ndarray],
+    strict: bool = False,
+    log: Log | None = None,
+    npu: Backend | None = None,
+) -> PlacementPlan:
     """Place ``split`` on ``profile`` using letterboxed calibration ``images``; see the module docstring.
     ``npu``: the accelerator backend (default: the profile's)."""
     try:

@@ -50,11 +50,22 @@ def _gt_coco(dataset: Dataset, boxes: Sequence[np.ndarray], classes: Sequence[np
         images.append({"id": i + 1, "width": rec.width, "height": rec.height, "file_name": rec.path.name})
         for box, cls in zip(b, c):
             w, h = float(box[2] - box[0]), float(box[3] - box[1])
-            anns.append({"id": len(anns) + 1, "image_id": i + 1, "category_id": int(cls) + 1,
-                         "bbox": [float(box[0]), float(box[1]), w, h], "area": w * h, "iscrowd": 0})
+            anns.append(
+                {
+                    "id": len(anns) + 1,
+                    "image_id": i + 1,
+                    "category_id": int(cls) + 1,
+                    "bbox": [float(box[0]), float(box[1]), w, h],
+                    "area": w * h,
+                    "iscrowd": 0,
+                }
+            )
     gt = COCO()
-    gt.dataset = {"images": images, "annotations": anns,
-                  "categories": [{"id": k + 1, "name": n} for k, n in enumerate(dataset.names)]}
+    gt.dataset = {
+        "images": images,
+        "annotations": anns,
+        "categories": [{"id": k + 1, "name": n} for k, n in enumerate(dataset.names)],
+    }
     with contextlib.redirect_stdout(io.StringIO()):
         gt.createIndex()
     return gt
@@ -94,19 +105,33 @@ def coco_map(dataset: Dataset, detections: Sequence[Detections]) -> MapResult:
     if len(detections) != len(dataset):
         raise ValueError(f"{len(detections)} detections for {len(dataset)} images")
     if not any(len(r.classes) for r in dataset.records):
-        raise YoloEdgeError(f"the {len(dataset)} evaluation images have no labelled object of the model's classes "
-                            f"({', '.join(dataset.names[:6])}{', ...' if len(dataset.names) > 6 else ''}): mAP cannot be measured")
-    return _evaluate(_gt_coco(dataset, [r.boxes for r in dataset.records], [r.classes for r in dataset.records]), detections)
+        raise YoloEdgeError(
+            f"the {len(dataset)} evaluation images have no labelled object of the model's classes "
+            f"({', '.join(dataset.names[:6])}{', ...' if len(dataset.names) > 6 else ''}): mAP cannot be measured"
+        )
+    return _evaluate(
+        _gt_coco(dataset, [r.boxes for r in dataset.records], [r.classes for r in dataset.records]), detections
+    )
 
 
-def agreement_map(dataset: Dataset, reference: Sequence[Detections], candidate: Sequence[Detections], conf: float) -> MapResult:
+def agreement_map(
+    dataset: Dataset, reference: Sequence[Detections], candidate: Sequence[Detections], conf: float
+) -> MapResult:
     """mAP of ``candidate`` with ``reference``'s detections scoring ``conf`` or more as the ground truth
     (unlabelled data), in the categories ``dataset.names`` (the model's classes)."""
     if len(reference) != len(dataset) or len(candidate) != len(dataset):
-        raise ValueError(f"{len(reference)} reference and {len(candidate)} candidate detections for {len(dataset)} images")
+        raise ValueError(
+            f"{len(reference)} reference and {len(candidate)} candidate detections for {len(dataset)} images"
+        )
     keep = [d.confidence >= conf for d in reference]
     if not any(k.any() for k in keep):
-        raise YoloEdgeError(f"the FP32 reference detects nothing at confidence >= {conf} on the {len(dataset)} evaluation "
-                            "images, so agreement cannot be measured; pass --data with images (or labels) the model detects objects in")
-    return _evaluate(_gt_coco(dataset, [d.xyxy[k] for d, k in zip(reference, keep)], [d.class_id[k] for d, k in zip(reference, keep)]),
-                     candidate)
+        raise YoloEdgeError(
+            f"the FP32 reference detects nothing at confidence >= {conf} on the {len(dataset)} evaluation "
+            "images, so agreement cannot be measured; pass --data with images (or labels) the model detects objects in"
+        )
+    return _evaluate(
+        _gt_coco(
+            dataset, [d.xyxy[k] for d, k in zip(reference, keep)], [d.class_id[k] for d, k in zip(reference, keep)]
+        ),
+        candidate,
+    )

@@ -16,8 +16,12 @@ Progress = Callable[[int, int], None]
 
 def percentiles(values: Sequence[float]) -> dict[str, float]:
     a = np.asarray(values, dtype=np.float64)
-    return {"p50": round(float(np.percentile(a, 50)), 3), "p95": round(float(np.percentile(a, 95)), 3),
-            "p99": round(float(np.percentile(a, 99)), 3), "mean": round(float(a.mean()), 3)}
+    return {
+        "p50": round(float(np.percentile(a, 50)), 3),
+        "p95": round(float(np.percentile(a, 95)), 3),
+        "p99": round(float(np.percentile(a, 99)), 3),
+        "mean": round(float(a.mean()), 3),
+    }
 
 
 def peak_rss_bytes() -> int:
@@ -39,18 +43,30 @@ class LatencyResult:
         return self.end_to_end["p95"] <= sla_ms
 
     def to_dict(self) -> dict[str, object]:
-        return {"end_to_end": self.end_to_end, "phases": self.phases, "kind": self.kind, "runs": self.runs,
-                "npu_share": round(self.npu_share, 4), "peak_rss_bytes": self.peak_rss_bytes}
+        return {
+            "end_to_end": self.end_to_end,
+            "phases": self.phases,
+            "kind": self.kind,
+            "runs": self.runs,
+            "npu_share": round(self.npu_share, 4),
+            "peak_rss_bytes": self.peak_rss_bytes,
+        }
 
 
-def measure_latency(detector: Detector, images: Sequence[np.ndarray], warmup: int, runs: int,
-                    progress: Progress | None = None) -> LatencyResult:
+def measure_latency(
+    detector: Detector, images: Sequence[np.ndarray], warmup: int, runs: int, progress: Progress | None = None
+) -> LatencyResult:
     """Run ``warmup`` untimed then ``runs`` timed frames over ``images`` (cycled)."""
     return measure_latencies({"": detector}, images, warmup, runs, progress)[""]
 
 
-def measure_latencies(detectors: Mapping[str, Detector], images: Sequence[np.ndarray], warmup: int, runs: int,
-                      progress: Progress | None = None) -> dict[str, LatencyResult]:
+def measure_latencies(
+    detectors: Mapping[str, Detector],
+    images: Sequence[np.ndarray],
+    warmup: int,
+    runs: int,
+    progress: Progress | None = None,
+) -> dict[str, LatencyResult]:
     """Time several detectors on the same frames, interleaved: frame i runs on each in turn (the order
     rotating every frame), so a change in the machine's speed lands on all of them alike and their
     percentiles compare (timed one after the other, a noisy minute decides which plan wins)."""
@@ -78,5 +94,12 @@ def _summarise(timings: list[FrameTiming], runs: int) -> LatencyResult:
     on_npu = sum(d == "npu" for t in timings for d in t.unit_device.values())
     total = sum(len(t.unit_device) for t in timings)
     kind = "modelled NPU + measured CPU" if any(t.modelled for t in timings) else "measured"
-    return LatencyResult(percentiles(e2e), {k: percentiles(v) for k, v in parts.items()}, kind, runs,
-                         on_npu / total if total else 0.0, peak_rss_bytes(), tuple(e2e))
+    return LatencyResult(
+        percentiles(e2e),
+        {k: percentiles(v) for k, v in parts.items()},
+        kind,
+        runs,
+        on_npu / total if total else 0.0,
+        peak_rss_bytes(),
+        tuple(e2e),
+    )

@@ -1,0 +1,116 @@
+"""Op-level fallback: a subgraph with a few ops the accelerator cannot run, cut into runs of nodes on one
+device each (as onnxruntime's GetCapability partitions a graph), the unsupported runs on the CPU.
+
+Kept only when the pieces plus the transfers between them beat the whole subgraph on the CPU, and when
+the pieces at the accelerator's precision still pass the precision check end to end. Times come from
+the cost model (the board's CPU and its accelerator, both modelled): op level is for profiles with an op
+list, whose hardware is not here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from yolo_edge.backends.base import NpuCompileError, run_chain
+from yolo_edge.config import PRECISION_BYTES
+from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
+from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
+from yolo_edge.graph import GraphInfo
+from yolo_edge.plan.checks import Candidate, Checker, CheckResult, variant_label
+from yolo_edge.split import Piece, cut
+
+
+def op_level_groups(model: onnx.ModelProto, cpu_nodes: set[str]) -> tuple[list[list[int]], list[str]]:
+    """Maximal runs of nodes on one device in execution order; constants join the next node's run."""
+    nodes = list(model.graph.node)
+    device = ["cpu" if n.name in cpu_nodes else "npu" for n in nodes]
+    for i in range(len(nodes) - 1, -1, -1):
+        if nodes[i].op_type == "Constant" and i + 1 < len(nodes):
+            device[i] = device[i + 1]
+    groups: list[list[int]] = []
+    devices: list[str] = []
+    for i, d in enumerate(device):
+        if devices and devices[-1] == d:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+            devices.append(d)
+    return groups, devices
+
+
+@dataclass(frozen=True)
+class OpLevelResult:
+    checks: dict[str, CheckResult]  # precision and performance of the op-level pieces
+    total_ms: float  # modelled: accelerator pieces + CPU pieces + transfers
+    cpu_nodes: tuple[str, ...]
+
+
+def op_level_search(
+    checker: Checker, cand: Candidate, precision: str, scheme: str | None, cpu_ms: float
+) -> OpLevelResult | None:
+    """The op-level split of ``cand`` and its checks; None when an accelerator piece does not fit in memory."""
+    profile = checker.profile
+    assert profile.cpu is not None
+    bad = {v.node for v in unsupported_ops(cand.info, profile)}
+    groups, devices = op_level_groups(cand.model, bad)
+    pieces = cut(cand.model, groups, cand.name)
+    width = PRECISION_BYTES[precision] / 4
+    npu_s = cpu_s = xfer_s = 0.0
+    for piece, dev in zip(pieces, devices):
+        info = GraphInfo.of(piece.model)
+        if dev == "npu":
+            if memory_violation(memory_use(info, precision), profile):
+                return None
+            npu_s += npu_time(info, profile, precision).total_s
+        else:
+            cpu_s += cpu_time(info, profile.cpu).total_s
+    for k, piece in enumerate(pieces):  # every tensor entering a piece from the other device
+        for name in piece.inputs:
+            src = next((j for j in range(k) if name in pieces[j].outputs), None)
+            if src is not None and devices[src] != devices[k]:
+                xfer_s += transfer_time(int(cand.info.tensor(name).bytes * width), profile.link)
+    total_ms = (npu_s + cpu_s + xfer_s) * 1e3
+    limit = checker.cfg.checks.performance.max_ratio
+    perf = CheckResult(
+        "performance",
+        total_ms < cpu_ms and total_ms <= limit * cpu_ms,
+        f"op level: NPU {npu_s * 1e3:.2f} + CPU {cpu_s * 1e3:.2f} + {len(pieces) - 1} transfers {xfer_s * 1e3:.2f} ms "
+        f"= {total_ms:.2f} ms vs all-CPU {cpu_ms:.2f} ms (modelled)",
+        {
+            "npu_ms": round(npu_s * 1e3, 3),
+            "cpu_part_ms": round(cpu_s * 1e3, 3),
+            "transfer_ms": round(xfer_s * 1e3, 3),
+            "total_ms": round(total_ms, 3),
+            "cpu_ms": round(cpu_ms, 3),
+            "pieces": len(pieces),
+            "latency_kind": "modelled",
+        },
+    )
+    checks = {"precision": _precision(checker, cand, pieces, devices, precision, scheme), "performance": perf}
+    return OpLevelResult(checks, total_ms, tuple(sorted(bad)))
+
+
+def _precision(
+    checker: Checker, cand: Candidate, pieces: list[Piece], devices: list[str], precision: str, scheme: str | None
+) -> CheckResult:
+    """The pieces in sequence, accelerator pieces at ``precision`` (calibrated on FP32 runs of the pieces
+    before them), judged like a whole subgraph."""
+    fp32 = [checker.cpu.compile(p.model, "fp32") for p in pieces]
+    calib: list[dict[str, np.ndarray]] = [run_chain(fp32, f) for f in cand.feeds_calib]
+    try:
+        exes = [
+            checker.npu.compile(p.model, precision, [{n: t[n] for n in p.inputs} for t in calib], scheme)
+            if d == "npu"
+            else fp32[k]
+            for k, (p, d) in enumerate(zip(pieces, devices))
+        ]
+    except NpuCompileError as exc:
+        return CheckResult("precision", False, f"cannot compile a piece at {variant_label(precision, scheme)}: {exc}")
+    outputs = [
+        {n: out[n] for n in ref}
+        for out, ref in ((run_chain(exes, f), r) for f, r in zip(cand.feeds_eval, cand.reference))
+    ]
+    return checker.judge(cand, precision, scheme, outputs, what="op level at ")
