@@ -109,3 +109,51 @@ def small_cfg(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("cfg") / "small.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
+
+
+@pytest.fixture(scope="session")
+def few_images(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of 16 unlabelled images (calibration images not among the first 40 deploy calibrates on):
+    quick agreement data where a test needs a deploy, not a measurement of accuracy."""
+    import shutil
+
+    from yolo_edge.pipeline.preprocess import default_calib_dir
+
+    folder = tmp_path_factory.mktemp("few_images")
+    for p in sorted(default_calib_dir().glob("*.jpg"))[40:56]:
+        shutil.copy(p, folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def demo_split(demo: ExportedModel):  # type: ignore[no-untyped-def]
+    """The demo model split into its four subgraphs."""
+    from yolo_edge.split import split_model
+
+    return split_model(demo)
+
+
+@pytest.fixture(scope="session")
+def tensors(demo_split, calib_images: list) -> list:  # type: ignore[no-untyped-def, type-arg]
+    """Every boundary tensor of 16 calibration images, from FP32 runs of the demo's subgraphs."""
+    from yolo_edge.plan.placement import boundary_tensors
+
+    return boundary_tensors(demo_split, calib_images)
+
+
+@pytest.fixture(scope="session")
+def small_val(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 40-image labelled val set of the demo's shapes (seed 0), its data.yaml."""
+    from yolo_edge.data.synthetic import write_dataset
+
+    return write_dataset(tmp_path_factory.mktemp("small") / "data", seed=0, sizes={"val": 40})
+
+
+@pytest.fixture(scope="session")
+def deployed(small_val: Path, small_cfg: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The demo deployed to host-lowp with the small config on ``small_val``: one deploy shared by the tests
+    that need a bundle or a report (none of them changes it)."""
+    from yolo_edge.deploy import deploy
+
+    out = tmp_path_factory.mktemp("deployed") / "bundle"
+    return deploy(device="host-lowp", data=small_val, config=small_cfg, out=out, quiet=True)

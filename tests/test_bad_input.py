@@ -21,7 +21,7 @@ from pathlib import Path
 import cv2
 import pytest
 
-from yolo_edge.deploy import deploy
+from yolo_edge.deploy import DeployResult
 from yolo_edge.pipeline.preprocess import default_calib_dir
 
 
@@ -46,13 +46,10 @@ def _cli(env: Env, *args: str, timeout: float = 300) -> subprocess.CompletedProc
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory, small_cfg: Path) -> Env:
+def env(tmp_path_factory: pytest.TempPathFactory, deployed: DeployResult) -> Env:
     root = tmp_path_factory.mktemp("bad")
     (root / "tmp").mkdir()
-    bundle = deploy(
-        device="host-lowp", config=small_cfg, quiet=True, out=tmp_path_factory.mktemp("b") / "bundle"
-    ).bundle
-    return Env(root, root / "tmp", bundle, sorted(default_calib_dir().glob("*.jpg"))[0])
+    return Env(root, root / "tmp", deployed.bundle, sorted(default_calib_dir().glob("*.jpg"))[0])
 
 
 def _leftovers(env: Env) -> list[str]:
@@ -322,9 +319,8 @@ def test_deploy_replaces_a_bundle_and_an_empty_folder_but_reports_in_one_line_ea
     """The other side of the --out rule, and bundles a person can read: not 0700, no progress bars in logs."""
     target = _copy_bundle(env, "replace-me")
     old = (target / "report.json").read_text()
-    proc = _cli(
-        env, "deploy", "--device", "host-lowp", "--out", str(target), "--config", str(env.bundle / "deploy.yaml")
-    )
+    deploy_yaml, data = str(env.bundle / "deploy.yaml"), str(env.bundle / "calib")
+    proc = _cli(env, "deploy", "--device", "host-lowp", "--out", str(target), "--config", deploy_yaml, "--data", data)
     assert proc.returncode == 0, proc.stderr
     assert (target / "report.json").read_text() != old and (target / "report.md").is_file()
     assert (target.stat().st_mode & 0o777) == 0o777 & ~_umask()

@@ -29,9 +29,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("device", USABLE)
-def test_bundle_runs_the_placement_deploy_reported(device: str, small_cfg: Path, tmp_path: Path) -> None:
+def test_bundle_runs_the_placement_deploy_reported(
+    device: str, small_cfg: Path, few_images: Path, tmp_path: Path
+) -> None:
     assert {"cpu", "host-lowp"} <= set(USABLE)  # present on every machine: the loop is never empty
-    result = deploy(device=device, config=small_cfg, quiet=True, out=tmp_path / "bundle")
+    result = deploy(device=device, config=small_cfg, data=few_images, quiet=True, out=tmp_path / "bundle")
     bundle = load_bundle(result.bundle)
     report = result.report
     plan = PlacementPlan.from_dict(report["placement"])

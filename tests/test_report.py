@@ -1,0 +1,40 @@
+"""The report a person reads: report.md says what report.json says (statuses, the data and how accuracy
+was measured, the placement with its INT8 schemes, phases, fallback events), and the plots are real images."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from yolo_edge.deploy import DeployResult
+from yolo_edge.report import markdown, plots
+
+
+def test_markdown_renders_every_plan_status_and_the_placement(deployed: DeployResult) -> None:
+    r = deployed.report
+    md = markdown(r)
+    assert f"Verdict: **{r['verdict'].upper()}**" in md and f"measured on {r['host_cpu']}" in md
+    for p in r["plans"]:
+        assert f"| {p['name']} | {p['status']} |" in md
+    assert "| drift mAP50 | drift mAP50-95 |" in md and "mAP vs labels" in md and "Warning" not in md
+    for s in r["placement"]["subgraphs"]:
+        precision = s["precision"] + (f" ({s['int8_scheme']})" if s["int8_scheme"] else "")
+        assert f"| {s['name']} | {s['device']} | {precision} |" in md
+    chosen = next(p for p in r["plans"] if p["name"] == r["chosen_plan"])
+    assert all(f"| {phase} |" in md for phase in chosen["latency"]["phases"])
+    assert f"{r['fallback_events']['total']} events." in md
+
+
+def test_agreement_and_a_warning_change_the_words(deployed: DeployResult) -> None:
+    r = dict(deployed.report)
+    r["map"] = {**r["map"], "kind": "agreement", "text": "agreement with the FP32 reference (no labels)"}
+    r["data"] = {**r["data"], "warning": "no --data: ..."}
+    md = markdown(r)
+    assert "| drift agreement50 | drift agreement50-95 |" in md and "> **Warning:** no --data" in md
+
+
+def test_plots_are_images_with_content(deployed: DeployResult) -> None:
+    samples = {p["name"]: [1.0 + i for i in range(10)] for p in deployed.report["plans"]}
+    for name, data in plots(deployed.report, samples).items():
+        image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+        assert image is not None and image.shape[0] > 200 and image.std() > 10, name
