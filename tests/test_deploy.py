@@ -77,7 +77,7 @@ def test_bundle_contents_and_plots(deployed: DeployResult) -> None:
         bundle = load_bundle(b)
         units = [
             u.name
-            for u in plan_units(bundle.split, bundle.plan, bundle.meta["fuse_units"])
+            for u in plan_units(bundle.split, bundle.plan, bundle.meta.fuse_units)
             if u.device == "npu" and u.precision == "int8"
         ]
         assert sorted(p.name for p in (b / "units").glob("*.int8.onnx")) == sorted(f"{n}.int8.onnx" for n in units)

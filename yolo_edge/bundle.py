@@ -28,7 +28,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ import yaml
 
 from yolo_edge.config import DeployConfig, DeviceProfile, build, load_deploy_config
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import ExportedModel, load_onnx
+from yolo_edge.export import ExportedModel, ModelMeta, load_onnx
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import load_calibration
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
@@ -56,6 +56,60 @@ def is_bundle(path: Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(meta, dict) and "yolo_edge" in meta and (path / "plan.json").is_file()
+
+
+@dataclass(frozen=True)
+class DataRecord:
+    """What the bundle was validated on, so that check/val/bench can do it again."""
+
+    origin: str  # "demo", "calib" (the calibration sample in the bundle) or the path the user gave
+    kind: str  # "labels" or "agreement"
+    class_map: dict[str, str] | None  # data class name -> model class name, as applied
+
+
+@dataclass(frozen=True)
+class BundleMeta:
+    """meta.json: what the bundle holds and what it was proven with."""
+
+    yolo_edge: str  # the version that wrote it
+    model: ModelMeta
+    device: str  # the profile's name
+    chosen_plan: str  # "split" or "whole-cpu"
+    data: DataRecord
+    sla_ms: float
+    fuse_units: bool
+    calib: tuple[str, ...]  # the calibration sample's file names, in calib/
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "yolo_edge": self.yolo_edge,
+            "model": self.model.to_dict(),
+            "device": self.device,
+            "chosen_plan": self.chosen_plan,
+            "data": asdict(self.data),
+            "sla_ms": self.sla_ms,
+            "fuse_units": self.fuse_units,
+            "calib": list(self.calib),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BundleMeta:
+        """Raises KeyError naming the first missing key (``data.origin`` for a nested one)."""
+        data = d["data"]
+        for key in ("origin", "kind", "class_map"):
+            if key not in data:
+                raise KeyError(f"data.{key}")
+        return cls(
+            d["yolo_edge"],
+            ModelMeta.from_dict(d["model"]),
+            d["device"],
+            d["chosen_plan"],
+            DataRecord(data["origin"], data["kind"], data["class_map"]),
+            float(d["sla_ms"]),
+            bool(d["fuse_units"]),
+            tuple(d["calib"]),
+        )
 
 
 def check_writable(out: Path) -> None:
@@ -139,14 +193,14 @@ def bundle_files(
     cfg: DeployConfig,
     calib_files: Sequence[Path],
     units: list[Unit],
-    meta: dict[str, Any],
+    meta: BundleMeta,
     report_json: dict[str, Any],
     report_md: str,
     plots: Mapping[str, bytes],
     events: EventLog,
 ) -> dict[str, bytes]:
     files: dict[str, bytes] = {
-        "meta.json": json.dumps({"format": FORMAT, **meta, "calib": [p.name for p in calib_files]}, indent=2).encode(),
+        "meta.json": json.dumps(meta.to_dict(), indent=2).encode(),
         "plan.json": json.dumps(replace(plan, model=MODEL).to_dict(), indent=2).encode(),
         MODEL: exported.path.read_bytes(),
         "deploy.yaml": yaml.safe_dump(_asdict(cfg), sort_keys=False).encode(),
@@ -179,7 +233,7 @@ def _asdict(obj: Any) -> Any:
 @dataclass
 class Bundle:
     path: Path
-    meta: dict[str, Any]
+    meta: BundleMeta
     plan: PlacementPlan
     profile: DeviceProfile
     config: DeployConfig  # the settings deploy proved it with
@@ -202,7 +256,7 @@ class Bundle:
         artifacts = {
             p.name.removesuffix(".int8.onnx"): onnx.load(str(p)) for p in (self.path / "units").glob("*.int8.onnx")
         }
-        fuse = bool(self.meta["fuse_units"])
+        fuse = self.meta.fuse_units
         units = build_units(self.split, plan, self.profile, sample, events, artifacts=artifacts, fuse=fuse)
         executor = SplitExecutor(units, self.config.runtime, self.profile, events)
         built = {u.name: u for u in units}
@@ -236,20 +290,20 @@ def load_bundle(path: str | Path) -> Bundle:
             f"{path} is not a yolo-edge bundle (no meta.json/plan.json); make one with yolo-edge deploy --out {path}"
         )
     try:
-        meta = json.loads((path / "meta.json").read_text())
-        if meta.get("format") != FORMAT:
-            raise YoloEdgeError(
-                f"{path}: bundle format {meta.get('format')} is not {FORMAT}; deploy it again with this yolo-edge"
-            )
+        raw = json.loads((path / "meta.json").read_text())
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+            found = raw.get("format") if isinstance(raw, dict) else None
+            raise YoloEdgeError(f"{path}: bundle format {found} is not {FORMAT}; deploy it again with this yolo-edge")
+        meta = BundleMeta.from_dict(raw)
+    except KeyError as exc:
+        raise YoloEdgeError(f"{path}: damaged bundle (meta.json has no {exc.args[0]}); deploy it again") from None
+    except (json.JSONDecodeError, TypeError, ValueError) as exc:
+        raise YoloEdgeError(f"{path}: damaged bundle (meta.json: {type(exc).__name__}); deploy it again") from None
+    try:
         plan = PlacementPlan.from_dict(json.loads((path / "plan.json").read_text()))
         report = json.loads((path / "report.json").read_text()) if (path / "report.json").is_file() else {}
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise YoloEdgeError(f"{path}: damaged bundle ({type(exc).__name__}: {exc}); deploy it again") from None
-    missing = [k for k in ("fuse_units", "data", "model") if k not in meta] + (
-        [] if isinstance(meta.get("data"), dict) and "origin" in meta["data"] else ["data.origin"]
-    )
-    if missing:
-        raise YoloEdgeError(f"{path}: damaged bundle (meta.json has no {', '.join(missing)}); deploy it again")
     for rel in ("profile.yaml", "deploy.yaml", MODEL, CALIB):
         if not (path / rel).exists():
             raise YoloEdgeError(f"{path}: damaged bundle (no {rel}); deploy it again")

@@ -37,8 +37,8 @@ def bundle_eval_data(bundle: Bundle, data: str | Path | None = None, class_map: 
     names = bundle.exported.meta.names
     if data is not None:
         return resolve_eval_data(data, names, bundle.calib_dir, bundle.config.calib_images, class_map)
-    recorded = bundle.meta["data"]
-    origin = recorded["origin"]
+    recorded = bundle.meta.data
+    origin = recorded.origin
     if origin == DEMO:
         return resolve_eval_data(None, names, bundle.calib_dir, 0)
     if origin == CALIB:
@@ -53,7 +53,7 @@ def bundle_eval_data(bundle: Bundle, data: str | Path | None = None, class_map: 
             f"{bundle.path} was validated on {origin}, which is not on this machine; pass --data "
             "(the same data set, or a folder of images for agreement with the FP32 reference)"
         )
-    return resolve_eval_data(origin, names, bundle.calib_dir, 0, recorded.get("class_map"))
+    return resolve_eval_data(origin, names, bundle.calib_dir, 0, recorded.class_map)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ import numpy as np
 
 from yolo_edge.backends import create_backend, resolve_device
 from yolo_edge.backends.base import NpuCompileError
-from yolo_edge.bundle import bundle_files, check_writable, write_bundle
+from yolo_edge.bundle import BundleMeta, DataRecord, bundle_files, check_writable, write_bundle
 from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config
 from yolo_edge.data.resolve import EvalData, resolve_eval_data
 from yolo_edge.errors import YoloEdgeError
@@ -191,15 +191,16 @@ def deploy(
         )
         report["wall_s"] = round(time.perf_counter() - t0, 1)
         samples = {r.name: list(r.latency.samples_ms) for r in plans.runs if r.latency is not None}
-        meta = {
-            "yolo_edge": __version__,
-            "model": exported.meta.to_dict(),
-            "device": profile.name,
-            "chosen_plan": chosen.name,
-            "data": {"origin": evaldata.origin, "kind": evaldata.kind, "class_map": evaldata.class_map},
-            "sla_ms": cfg.validate.sla_ms,
-            "fuse_units": cfg.runtime.fuse_units,
-        }
+        meta = BundleMeta(
+            __version__,
+            exported.meta,
+            profile.name,
+            chosen.name,
+            DataRecord(evaldata.origin, evaldata.kind, evaldata.class_map),
+            cfg.validate.sla_ms,
+            cfg.runtime.fuse_units,
+            tuple(p.name for p in calib_files),
+        )
         on_split = chosen.name == "split"
         files = bundle_files(
             exported,

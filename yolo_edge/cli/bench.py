@@ -7,15 +7,15 @@ from pathlib import Path
 
 from yolo_edge.bundle import load_bundle
 from yolo_edge.check import bench_bundle
-from yolo_edge.cli.common import positive_int, print_json, table, warn_placement
+from yolo_edge.cli.common import add_bundle_data, add_runs, print_json, table, warn_placement
 from yolo_edge.runtime import EventLog
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="latency of a bundle", description=__doc__)
     p.add_argument("bundle", type=Path)
-    p.add_argument("--data", default=None)
-    p.add_argument("--runs", type=positive_int, default=None, help="timed frames (default: the bundle's deploy config)")
+    add_bundle_data(p, class_map=False)
+    add_runs(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 

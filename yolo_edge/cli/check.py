@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from yolo_edge.check import check_bundle, write_baseline
-from yolo_edge.cli.common import fraction, positive_float, positive_int, print_json
+from yolo_edge.cli.common import add_bundle_data, add_runs, fraction, positive_float, print_json
 from yolo_edge.files import check_can_write
 
 
@@ -20,9 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-drift", type=fraction, default=None, help="default: the bundle's deploy config (0.01)")
     p.add_argument("--sla-ms", type=positive_float, default=None, help="default: the bundle's SLA")
     p.add_argument("--max-regression", type=fraction, default=None, help="default: the bundle's deploy config (0.10)")
-    p.add_argument("--data", default=None, help="default: the data the bundle was deployed with")
-    p.add_argument("--class-map", default=None, help="with --data: DATA=MODEL,... (see yolo-edge deploy --help)")
-    p.add_argument("--runs", type=positive_int, default=None, help="timed frames (default: the bundle's deploy config)")
+    add_bundle_data(p)
+    add_runs(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 

@@ -59,6 +59,48 @@ def fraction(value: str) -> float:
     return number
 
 
+# ---------------------------------------------------------------- options shared by several subcommands
+
+MODEL_HELP = ".pt checkpoint, ultralytics model .yaml (random weights), or an ONNX exported by ultralytics"
+
+
+def add_model(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument(
+        "--model",
+        required=required,
+        default=None,
+        help=MODEL_HELP + ("" if required else "; default: the shipped demo model (YOLOv8n, 6 shape classes)"),
+    )
+
+
+def add_imgsz(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--imgsz",
+        type=imgsz_arg,
+        default=None,
+        help="640 or H,W: multiples of 32, at most 4096 (default 640, the demo 320; an ONNX keeps its own)",
+    )
+
+
+def add_device(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="auto", help="device profile name or .yaml (yolo-edge devices); default auto")
+
+
+def add_bundle_data(p: argparse.ArgumentParser, class_map: bool = True) -> None:
+    """--data (and --class-map) of the subcommands that re-measure a bundle."""
+    p.add_argument(
+        "--data",
+        default=None,
+        help="data.yaml, COCO JSON or a folder of images (default: the data the bundle was deployed with)",
+    )
+    if class_map:
+        p.add_argument("--class-map", default=None, help="with --data: DATA=MODEL,... (see yolo-edge deploy --help)")
+
+
+def add_runs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runs", type=positive_int, default=None, help="timed frames (default: the bundle's deploy config)")
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """Left-aligned text table; numbers are right-aligned."""
     cells = [[str(c) for c in headers]] + [[str(c) for c in r] for r in rows]

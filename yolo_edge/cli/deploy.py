@@ -9,15 +9,15 @@ import argparse
 import json
 from pathlib import Path
 
-from yolo_edge.cli.common import imgsz_arg, placement_line, positive_float, table
+from yolo_edge.cli.common import add_device, add_imgsz, add_model, placement_line, positive_float, table
 from yolo_edge.deploy import deploy
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("deploy", help="deploy a model to a device and prove it (bundle + report)", description=__doc__)
-    p.add_argument("--model", default=None, help="default: the shipped demo model (YOLOv8n, 6 shape classes)")
-    p.add_argument("--device", default="auto", help="device profile (yolo-edge devices); default auto")
-    p.add_argument("--imgsz", type=imgsz_arg, default=None)
+    add_model(p, required=False)
+    add_device(p)
+    add_imgsz(p)
     p.add_argument("--sla-ms", type=positive_float, default=None, help="p95 end-to-end latency limit (default: config)")
     p.add_argument(
         "--data",

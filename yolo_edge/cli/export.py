@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from yolo_edge.cli.common import imgsz_arg, positive_int, print_json
+from yolo_edge.cli.common import add_imgsz, add_model, positive_int, print_json
 from yolo_edge.export import DEFAULT_OPSET, export_model
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="export a YOLOv8 detector to ONNX", description=__doc__)
-    p.add_argument("--model", required=True, help=".pt checkpoint, ultralytics model .yaml, or ultralytics ONNX")
-    p.add_argument("--imgsz", type=imgsz_arg, default=None, help="640 or H,W (multiples of 32; default 640)")
+    add_model(p)
+    add_imgsz(p)
     p.add_argument("--opset", type=positive_int, default=DEFAULT_OPSET)
     p.add_argument("--out", type=Path, default=Path("."), help="output folder (default: current)")
     p.add_argument("--json", action="store_true", help="print the metadata as JSON")

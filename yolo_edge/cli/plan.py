@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from yolo_edge.backends import resolve_device
-from yolo_edge.cli.common import imgsz_arg, positive_int, print_json, table
+from yolo_edge.cli.common import add_device, add_imgsz, add_model, positive_int, print_json, table
 from yolo_edge.config import load_deploy_config
 from yolo_edge.export import export_model
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
@@ -19,9 +19,9 @@ from yolo_edge.split import split_model
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="place subgraphs on NPU/CPU and explain each decision", description=__doc__)
-    p.add_argument("--model", required=True, help=".pt checkpoint, ultralytics model .yaml, or ultralytics ONNX")
-    p.add_argument("--device", default="auto", help="device profile name or .yaml (see yolo-edge devices)")
-    p.add_argument("--imgsz", type=imgsz_arg, default=None)
+    add_model(p)
+    add_device(p)
+    add_imgsz(p)
     p.add_argument(
         "--calib", type=Path, default=None, help="folder of calibration images (default: the shipped calib_data)"
     )

@@ -6,15 +6,15 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from yolo_edge.cli.common import imgsz_arg, mb, print_json, table
+from yolo_edge.cli.common import add_imgsz, add_model, mb, print_json, table
 from yolo_edge.export import export_model
 from yolo_edge.split import SplitModel, split_model
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("split", help="split a YOLOv8 detector into four subgraphs", description=__doc__)
-    p.add_argument("--model", required=True, help=".pt checkpoint, ultralytics model .yaml, or ultralytics ONNX")
-    p.add_argument("--imgsz", type=imgsz_arg, default=None, help="640 or H,W (for .pt/.yaml; an ONNX keeps its own)")
+    add_model(p)
+    add_imgsz(p)
     p.add_argument("--out", type=Path, default=None, help="write <subgraph>.onnx and split.json here")
     p.add_argument("--json", action="store_true", help="print the split as JSON")
     p.set_defaults(func=run)

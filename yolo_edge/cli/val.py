@@ -7,14 +7,13 @@ from pathlib import Path
 
 from yolo_edge.bundle import load_bundle
 from yolo_edge.check import val_bundle
-from yolo_edge.cli.common import print_json, table
+from yolo_edge.cli.common import add_bundle_data, print_json, table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("val", help="mAP and drift of a bundle", description=__doc__)
     p.add_argument("bundle", type=Path)
-    p.add_argument("--data", default=None, help="data.yaml, COCO JSON or image folder (default: the data deploy used)")
-    p.add_argument("--class-map", default=None, help="with --data: DATA=MODEL,... (see yolo-edge deploy --help)")
+    add_bundle_data(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
