@@ -25,7 +25,7 @@ def small(small_val: Path, small_cfg: Path) -> tuple[Path, Path]:
 
 
 def test_deploy_compares_three_plans(deployed: DeployResult) -> None:
-    r = deployed.report
+    r = deployed.report.to_dict()
     assert {"sla_ms", "verdict", "chosen_plan", "plans", "map", "fallback_events", "placement", "split_plan"} <= set(r)
     plans = {p["name"]: p for p in r["plans"]}
     assert set(plans) == {"whole-npu", "whole-cpu", "split"}
@@ -73,7 +73,7 @@ def test_bundle_contents_and_plots(deployed: DeployResult) -> None:
     md = (b / "report.md").read_text()
     assert "| whole-npu | fails precision, drift |" in md and "## Placement" in md and "## Runtime fallback" in md
     assert not [p for p in b.parent.iterdir() if p.name.startswith(".bundle")]  # no temp dirs left
-    if deployed.report["chosen_plan"] == "split":  # one INT8 artifact per NPU unit (backbone+neck fused by default)
+    if deployed.report.chosen.name == "split":  # one INT8 artifact per NPU unit (backbone+neck fused by default)
         bundle = load_bundle(b)
         units = [
             u.name

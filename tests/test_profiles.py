@@ -35,7 +35,7 @@ def test_bundle_runs_the_placement_deploy_reported(
     assert {"cpu", "host-lowp"} <= set(USABLE)  # present on every machine: the loop is never empty
     result = deploy(device=device, config=small_cfg, data=few_images, quiet=True, out=tmp_path / "bundle")
     bundle = load_bundle(result.bundle)
-    report = result.report
+    report = result.report.to_dict()
     plan = PlacementPlan.from_dict(report["placement"])
     units = plan_units(bundle.split, plan, bundle.config.runtime.fuse_units)
     want = {u.name: u.device for u in units}

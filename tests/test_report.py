@@ -3,6 +3,8 @@ was measured, the placement with its INT8 schemes, phases, fallback events), and
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import cv2
 import numpy as np
 
@@ -10,9 +12,9 @@ from yolo_edge.deploy import DeployResult
 from yolo_edge.report import markdown, plots
 
 
-def test_markdown_renders_every_plan_status_and_the_placement(deployed: DeployResult) -> None:
-    r = deployed.report
-    md = markdown(r)
+def test_markdown_says_what_the_json_says(deployed: DeployResult) -> None:
+    report = deployed.report
+    md, r = markdown(report), report.to_dict()
     assert f"Verdict: **{r['verdict'].upper()}**" in md and f"measured on {r['host_cpu']}" in md
     for p in r["plans"]:
         assert f"| {p['name']} | {p['status']} |" in md
@@ -26,15 +28,14 @@ def test_markdown_renders_every_plan_status_and_the_placement(deployed: DeployRe
 
 
 def test_agreement_and_a_warning_change_the_words(deployed: DeployResult) -> None:
-    r = dict(deployed.report)
-    r["map"] = {**r["map"], "kind": "agreement", "text": "agreement with the FP32 reference (no labels)"}
-    r["data"] = {**r["data"], "warning": "no --data: ..."}
-    md = markdown(r)
+    report = deployed.report
+    unlabelled = replace(report, data=replace(report.data, labelled=False, warning="no --data: ..."))
+    md = markdown(unlabelled)
     assert "| drift agreement50 | drift agreement50-95 |" in md and "> **Warning:** no --data" in md
+    assert unlabelled.to_dict()["map"]["kind"] == "agreement"
 
 
 def test_plots_are_images_with_content(deployed: DeployResult) -> None:
-    samples = {p["name"]: [1.0 + i for i in range(10)] for p in deployed.report["plans"]}
-    for name, data in plots(deployed.report, samples).items():
+    for name, data in plots(deployed.report).items():
         image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
         assert image is not None and image.shape[0] > 200 and image.std() > 10, name

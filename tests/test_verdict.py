@@ -26,7 +26,7 @@ from yolo_edge.config import DeployConfig, load_deploy_config, load_profile
 from yolo_edge.data.dataset import load_dataset
 from yolo_edge.data.resolve import apply_class_map, parse_class_map, resolve_eval_data
 from yolo_edge.data.synthetic import CLASS_NAMES, write_dataset
-from yolo_edge.deploy import DeployResult, PlanRun, choose, deploy
+from yolo_edge.deploy import DeployResult, deploy
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, export_model
 from yolo_edge.pipeline.detector import Detector
@@ -38,7 +38,7 @@ from yolo_edge.runtime import EventLog, SplitExecutor, build_units, whole_graph_
 from yolo_edge.split import split_model
 from yolo_edge.validate.accuracy import MapResult, agreement_map, coco_map, detect_all
 from yolo_edge.validate.latency import LatencyResult
-from yolo_edge.validate.verdict import Limits, failures, status
+from yolo_edge.validate.verdict import Limits, PlanRun, choose, failures, status
 
 NO_BAR = progress_bar(False)
 
@@ -306,7 +306,7 @@ def foreign(second_model: Path, small_cfg: Path, tmp_path_factory: pytest.TempPa
 
 
 def test_foreign_model_without_data_is_proven_by_agreement(foreign: DeployResult) -> None:
-    r = foreign.report
+    r = foreign.report.to_dict()
     assert r["map"]["kind"] == "agreement" and r["data"]["kind"] == "agreement" and "no --data" in r["data"]["warning"]
     assert r["model_names"] == ["coin", "spark"] and r["map"]["reference"] == {"map50": 1.0, "map50_95": 1.0}
     plans = {p["name"]: p for p in r["plans"]}

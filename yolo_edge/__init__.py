@@ -32,8 +32,8 @@ A walk through all of it on the shipped demo model (it runs as a test, ``tests/t
     >>> for p in sorted(default_calib_dir().glob("*.jpg"))[40:48]:
     ...     _ = shutil.copy(p, photos)
     >>> result = deploy(device="sim-edge-npu", data=photos, config=quick, out=work / "bundle", quiet=True)
-    >>> result.report["map"]["kind"], [p["name"] for p in result.report["plans"]], result.exit_code
-    ('agreement', ['whole-npu', 'whole-cpu', 'split'], 0)
+    >>> result.report.data.kind, [p.name for p in result.report.plans], result.report.passed, result.exit_code
+    ('agreement', ['whole-npu', 'whole-cpu', 'split'], True, 0)
     >>> bundle = load_bundle(result.bundle)
     >>> with bundle.detector() as detector:
     ...     detections, timing = detector.detect(cv2.imread(str(photos / "calib_00040.jpg")))
@@ -61,12 +61,14 @@ from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.placement import PlacementPlan, plan_model
+from yolo_edge.report import DeployReport
 from yolo_edge.split import SplitModel, split_model
 from yolo_edge.version import __version__
 
 __all__ = [
     "Bundle",
     "DeployConfig",
+    "DeployReport",
     "DeployResult",
     "Detections",
     "Detector",

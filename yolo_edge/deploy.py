@@ -13,7 +13,7 @@ FAIL (exit 1) with each plan's reason.
 
 Example:
     >>> result = deploy(out="out/bundle")  # the demo model on `auto`  # doctest: +SKIP
-    >>> result.report["verdict"], result.report["chosen_plan"]  # doctest: +SKIP
+    >>> result.report.passed, result.report.chosen.name  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -39,61 +38,19 @@ from yolo_edge.export import demo_model_path, export_model
 from yolo_edge.graph import GraphInfo
 from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.detector import Detector
-from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import default_calib_dir, list_images, load_calibration, read_image
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors, plan_model
 from yolo_edge.progress import Bar, progress_bar
-from yolo_edge.report import markdown, plots
+from yolo_edge.report import DeployReport, markdown, plots
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit, build_units, whole_graph_unit
 from yolo_edge.split import SplitModel, split_model
-from yolo_edge.validate.accuracy import MapResult, detect_all, score
-from yolo_edge.validate.latency import LatencyResult, measure_latencies
-from yolo_edge.validate.verdict import OK, Limits, explain, failures, status
+from yolo_edge.validate.accuracy import detect_all, score
+from yolo_edge.validate.latency import measure_latencies
+from yolo_edge.validate.verdict import Limits, PlanRun, choose, explain
 from yolo_edge.version import __version__
 
 Log = Callable[[str], None]
 DEMO_IMGSZ = 320
-
-
-@dataclass
-class PlanRun:
-    name: str
-    planned: str | None = None  # the planner's failed check for this plan (precision, op_support, memory, to compile)
-    latency: LatencyResult | None = None
-    map: MapResult | None = None
-    drift: MapResult | None = None
-    memory_peak_bytes: int | None = None
-    detections: list[Detections] | None = None
-    same_as_cpu: bool = False  # the split placed nothing on the NPU: it is the whole-cpu plan
-    fails: list[str] = field(default_factory=list)
-
-    def judge(self, limits: Limits) -> None:
-        self.fails = failures(
-            self.drift, None if self.latency is None else self.latency.end_to_end["p95"], limits, self.planned
-        )
-
-    @property
-    def status(self) -> str:
-        return "no subgraph on the NPU (= whole-cpu)" if self.same_as_cpu else status(self.fails)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == OK
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "fails": list(self.fails),
-            "latency_ms": None
-            if self.latency is None
-            else {k: self.latency.end_to_end[k] for k in ("p50", "p95", "p99")},
-            "latency_kind": None if self.latency is None else self.latency.kind,
-            "latency": None if self.latency is None else self.latency.to_dict(),
-            "memory_peak_bytes": self.memory_peak_bytes,
-            "map": None if self.map is None else self.map.to_dict(),
-            "map_drift": None if self.drift is None else self.drift.to_dict(),
-        }
 
 
 def _memory(plan: PlacementPlan, split: SplitModel, which: str) -> int:
@@ -110,20 +67,9 @@ def _memory(plan: PlacementPlan, split: SplitModel, which: str) -> int:
 
 @dataclass
 class DeployResult:
-    report: dict[str, Any]
+    report: DeployReport  # report.json is ``report.to_dict()``
     bundle: Path
     exit_code: int
-
-
-def choose(runs: list[PlanRun]) -> tuple[PlanRun, list[str]]:
-    """The deployed plan: the fastest (p95) that is ok; when none is, the fastest within the drift limit
-    (else the first), with one reason per plan why it is not ok."""
-    ok = [r for r in runs if r.ok and r.latency is not None]
-    if ok:
-        return min(ok, key=lambda r: r.latency.end_to_end["p95"]), []  # type: ignore[union-attr]
-    usable = [r for r in runs if r.latency is not None and "drift" not in r.fails and not r.planned]
-    chosen = min(usable, key=lambda r: r.latency.end_to_end["p95"]) if usable else runs[0]  # type: ignore[union-attr]
-    return chosen, [f"{r.name} {r.status}" for r in runs]
 
 
 @dataclass
@@ -186,11 +132,7 @@ def deploy(
         # whole-npu is a comparison row, never the deployment: decode must stay FP32 on the CPU
         chosen, none_ok = choose([plans.reference, plans.split])
         chosen_plan = plan if chosen.name == "split" else plan.all_cpu()
-        report = _report(
-            str(model), exported.meta.names, profile, cfg, plan, chosen_plan, plans, chosen, none_ok, evaldata
-        )
-        report["wall_s"] = round(time.perf_counter() - t0, 1)
-        samples = {r.name: list(r.latency.samples_ms) for r in plans.runs if r.latency is not None}
+        report = _report(str(model), profile, cfg, plan, chosen_plan, plans, chosen, none_ok, evaldata, t0)
         meta = BundleMeta(
             __version__,
             exported.meta,
@@ -211,13 +153,13 @@ def deploy(
             calib_files,
             plans.split_units if on_split else [],
             meta,
-            report,
+            report.to_dict(),
             markdown(report),
-            plots(report, samples),
+            plots(report),
             plans.events if on_split else EventLog(),
         )
     bundle = write_bundle(out, files)
-    return DeployResult(report, bundle, 0 if chosen.ok else 1)
+    return DeployResult(report, bundle, 0 if report.passed else 1)
 
 
 def _settings(config: str | Path | DeployConfig | None, sla_ms: float | None) -> DeployConfig:
@@ -290,7 +232,6 @@ def _evaluate(plans: _Plans, evaldata: EvalData, cfg: DeployConfig, bar: Bar, sa
 
 def _report(
     model: str,
-    names: tuple[str, ...],
     profile: DeviceProfile,
     cfg: DeployConfig,
     plan: PlacementPlan,
@@ -299,45 +240,30 @@ def _report(
     chosen: PlanRun,
     none_ok: list[str],
     evaldata: EvalData,
-) -> dict[str, Any]:
-    """report.json: the plans, the verdict and why, the data it was proven on, both placements, fallback events."""
-    ref = plans.reference.map
-    assert ref is not None and chosen.latency is not None
+    t0: float,
+) -> DeployReport:
+    """The plans, the verdict and why, the data it was proven on, both placements, fallback events."""
+    assert chosen.latency is not None
     limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
     reasons = (["no plan passes: " + "; ".join(none_ok)] if none_ok else []) + explain(
         chosen.fails, chosen.drift, chosen.latency.end_to_end["p95"], limits
     )
-    return {
-        "yolo_edge": __version__,
-        "model": model,
-        "model_names": list(names),
-        "device": profile.name,
-        "device_kind": profile.kind,
-        "host_cpu": cpu_name(),
-        "imgsz": list(plan.imgsz),
-        "sla_ms": cfg.validate.sla_ms,
-        "max_drift": cfg.validate.max_drift,
-        "verdict": "pass" if chosen.ok else "fail",
-        "verdict_reasons": reasons,
-        "chosen_plan": chosen.name,
-        "plans": [r.to_dict() for r in plans.runs],
-        "map": {
-            "reference": ref.to_dict(),
-            "deployed": chosen.map.to_dict() if chosen.map else None,
-            "kind": evaldata.kind,
-            "text": evaldata.kind_text,
-        },
-        "data": {
-            "source": evaldata.source,
-            "images": len(evaldata.dataset),
-            "kind": evaldata.kind,
-            "class_map": evaldata.class_map,
-            "warning": evaldata.warning,
-        },
-        "placement": chosen_plan.to_dict(),
-        "split_plan": plan.to_dict(),
-        "fallback_events": plans.events.summary(),
-    }
+    return DeployReport(
+        model=model,
+        model_names=evaldata.dataset.names,
+        profile=profile,
+        host_cpu=cpu_name(),
+        imgsz=plan.imgsz,
+        limits=limits,
+        plans=tuple(plans.runs),
+        chosen=chosen,
+        reasons=tuple(reasons),
+        data=evaldata,
+        placement=chosen_plan,
+        split_plan=plan,
+        fallback_events=plans.events.summary(),
+        wall_s=round(time.perf_counter() - t0, 1),
+    )
 
 
 def _whole_npu(

@@ -1,14 +1,92 @@
-"""Report: the deploy result as Markdown and PNG plots (latency CDF with the SLA line, per-phase bars).
-
-The JSON report is built by :mod:`yolo_edge.deploy`; this module only renders it.
+"""The deploy report: a typed :class:`DeployReport` built by :func:`yolo_edge.deploy.deploy` from its plan
+runs, rendered here as Markdown and PNG plots (latency CDF with the SLA line, per-phase bars) and as
+report.json by ``to_dict()`` (the JSON boundary: nothing in the package reads the dict back by key).
 """
 
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from yolo_edge.config import DeviceProfile
+from yolo_edge.data.resolve import EvalData
+from yolo_edge.plan.placement import PlacementPlan
+from yolo_edge.validate.accuracy import MapResult
+from yolo_edge.validate.verdict import Limits, PlanRun
+from yolo_edge.version import __version__
+
+
+@dataclass(frozen=True)
+class DeployReport:
+    """What deploy proved: every plan run, the one chosen and why, the data and the placements."""
+
+    model: str  # as the user named it
+    model_names: tuple[str, ...]
+    profile: DeviceProfile
+    host_cpu: str
+    imgsz: tuple[int, int]
+    limits: Limits
+    plans: tuple[PlanRun, ...]  # whole-npu, whole-cpu (the reference), split
+    chosen: PlanRun
+    reasons: tuple[str, ...]  # why the verdict is what it is (empty when it passes)
+    data: EvalData
+    placement: PlacementPlan  # the chosen plan's
+    split_plan: PlacementPlan
+    fallback_events: dict[str, object]  # EventLog.summary() of the split
+    wall_s: float
+
+    @property
+    def passed(self) -> bool:
+        return self.chosen.ok
+
+    @property
+    def reference(self) -> MapResult:
+        ref = next(p for p in self.plans if p.name == "whole-cpu").map
+        assert ref is not None
+        return ref
+
+    @property
+    def metric(self) -> str:
+        """``mAP`` or ``agreement``: what the accuracy columns are."""
+        return "mAP" if self.data.labelled else "agreement"
+
+    def to_dict(self) -> dict[str, Any]:
+        """report.json."""
+        return {
+            "yolo_edge": __version__,
+            "model": self.model,
+            "model_names": list(self.model_names),
+            "device": self.profile.name,
+            "device_kind": self.profile.kind,
+            "host_cpu": self.host_cpu,
+            "imgsz": list(self.imgsz),
+            "sla_ms": self.limits.sla_ms,
+            "max_drift": self.limits.max_drift,
+            "verdict": "pass" if self.passed else "fail",
+            "verdict_reasons": list(self.reasons),
+            "chosen_plan": self.chosen.name,
+            "plans": [r.to_dict() for r in self.plans],
+            "map": {
+                "reference": self.reference.to_dict(),
+                "deployed": self.chosen.map.to_dict() if self.chosen.map else None,
+                "kind": self.data.kind,
+                "text": self.data.kind_text,
+            },
+            "data": {
+                "source": self.data.source,
+                "images": len(self.data.dataset),
+                "kind": self.data.kind,
+                "class_map": self.data.class_map,
+                "warning": self.data.warning,
+            },
+            "placement": self.placement.to_dict(),
+            "split_plan": self.split_plan.to_dict(),
+            "fallback_events": self.fallback_events,
+            "wall_s": self.wall_s,
+        }
 
 
 def _fmt(v: Any, digits: int = 2) -> str:
@@ -19,21 +97,27 @@ def _fmt(v: Any, digits: int = 2) -> str:
     return str(v)
 
 
-def markdown(report: dict[str, Any]) -> str:
-    what = "mAP" if report["map"]["kind"] == "labels" else "agreement"
-    data = report["data"]
+def _num(result: MapResult | None, signed: bool = False) -> tuple[str, str]:
+    if result is None:
+        return "-", "-"
+    fmt = "+.4f" if signed else ".4f"
+    return f"{result.map50:{fmt}}", f"{result.map50_95:{fmt}}"
+
+
+def markdown(report: DeployReport) -> str:
+    what, data, limits = report.metric, report.data, report.limits
     lines = [
-        f"# yolo-edge deploy report: {report['model']}",
+        f"# yolo-edge deploy report: {report.model}",
         "",
-        f"Device **{report['device']}** ({report['device_kind']}), measured on {report['host_cpu']}, "
-        f"imgsz {report['imgsz'][0]}x{report['imgsz'][1]}, "
-        f"SLA p95 <= {report['sla_ms']} ms, mAP drift limit {report['max_drift']}. "
-        f"Chosen plan: **{report['chosen_plan']}**. Verdict: **{report['verdict'].upper()}**"
-        + (f" ({'; '.join(report['verdict_reasons'])})." if report["verdict_reasons"] else "."),
+        f"Device **{report.profile.name}** ({report.profile.kind}), measured on {report.host_cpu}, "
+        f"imgsz {report.imgsz[0]}x{report.imgsz[1]}, SLA p95 <= {limits.sla_ms} ms, "
+        f"mAP drift limit {limits.max_drift}. "
+        f"Chosen plan: **{report.chosen.name}**. Verdict: **{'PASS' if report.passed else 'FAIL'}**"
+        + (f" ({'; '.join(report.reasons)})." if report.reasons else "."),
         "",
     ]
-    if data["warning"]:
-        lines += [f"> **Warning:** {data['warning']}", ""]
+    if data.warning:
+        lines += [f"> **Warning:** {data.warning}", ""]
     lines += [
         "## Plans",
         "",
@@ -41,46 +125,38 @@ def markdown(report: dict[str, Any]) -> str:
         f"{what}50 | drift {what}50-95 |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for p in report["plans"]:
-        lat = p.get("latency_ms") or {}
-        m = p.get("map") or {}
-        d = p.get("map_drift") or {}
-        mem = p.get("memory_peak_bytes")
+    for p in report.plans:
+        lat = p.latency.end_to_end if p.latency else {}
+        mem = p.memory_peak_bytes
         lines.append(
-            f"| {p['name']} | {p['status']} | {_fmt(lat.get('p50'))} | {_fmt(lat.get('p95'))} | "
-            f"{_fmt(lat.get('p99'))} | "
-            f"{p.get('latency_kind') or '-'} | {_fmt(mem / 1e6 if mem else None, 1)} | {_fmt(m.get('map50'), 4)} | "
-            f"{_fmt(m.get('map50_95'), 4)} | {_fmt(d.get('map50'), 4)} | {_fmt(d.get('map50_95'), 4)} |"
+            f"| {p.name} | {p.status} | {_fmt(lat.get('p50'))} | {_fmt(lat.get('p95'))} | {_fmt(lat.get('p99'))} | "
+            f"{p.latency.kind if p.latency else '-'} | {_fmt(mem / 1e6 if mem else None, 1)} | "
+            f"{' | '.join(_num(p.map))} | {' | '.join(_num(p.drift, signed=True))} |"
         )
-    ref = report["map"]["reference"]
+    ref = report.reference
     lines += [
         "",
-        f"Reference (FP32, CPU): {what}50 {ref['map50']:.4f}, {what}50-95 {ref['map50_95']:.4f} "
-        f"on {data['images']} images of {data['source']} ({report['map']['text']})"
-        + (f", data classes mapped to the model's: {data['class_map']}." if data["class_map"] else "."),
-    ]
-    lines += [
+        f"Reference (FP32, CPU): {what}50 {ref.map50:.4f}, {what}50-95 {ref.map50_95:.4f} "
+        f"on {len(data.dataset)} images of {data.source} ({data.kind_text})"
+        + (f", data classes mapped to the model's: {data.class_map}." if data.class_map else "."),
         "",
         "## Placement (chosen plan)",
         "",
         "| subgraph | device | precision | granularity | ms | kind | reason |",
         "|---|---|---|---|---|---|---|",
     ]
-    for s in report["placement"]["subgraphs"]:
-        precision = s["precision"] + (f" ({s['int8_scheme']})" if s.get("int8_scheme") else "")
+    for s in report.placement.subgraphs:
+        precision = s.precision + (f" ({s.int8_scheme})" if s.int8_scheme else "")
         lines.append(
-            f"| {s['name']} | {s['device']} | {precision} | {s['granularity']} | {_fmt(s['latency_ms']['chosen'])} | "
-            f"{s['latency_ms']['kind']} | {s['reason']} |"
+            f"| {s.name} | {s.device} | {precision} | {s.granularity} | {_fmt(s.latency_ms)} | {s.latency_kind} | "
+            f"{s.reason} |"
         )
-    w = report["placement"]["whole_graph_npu"]
+    w = report.split_plan.whole_graph_npu
     lines += [
         "",
-        f"Whole graph on the NPU at {w['precision']}: "
-        f"{'passes' if w['passed'] else 'fails ' + str(w['failed_check'])}: {w['reason']}",
+        f"Whole graph on the NPU at {w.precision}: {'passes' if w.passed else f'fails {w.failed_check}'}: {w.reason}",
     ]
-    chosen = next(p for p in report["plans"] if p["name"] == report["chosen_plan"])
-    phases = (chosen.get("latency") or {}).get("phases", {})
-    if phases:
+    if report.chosen.latency:
         lines += [
             "",
             "## Per-phase latency (chosen plan)",
@@ -88,44 +164,48 @@ def markdown(report: dict[str, Any]) -> str:
             "| phase | p50 ms | p95 ms | p99 ms |",
             "|---|---|---|---|",
         ]
-        for name, pct in phases.items():
+        for name, pct in report.chosen.latency.phases.items():
             lines.append(f"| {name} | {_fmt(pct['p50'])} | {_fmt(pct['p95'])} | {_fmt(pct['p99'])} |")
-    ev = report["fallback_events"]
+    ev = report.fallback_events
+    by_trigger: dict[str, int] = ev["by_trigger"]  # type: ignore[assignment]
     lines += ["", "## Runtime fallback", "", f"{ev['total']} events."]
-    if ev["total"]:
-        lines += ["", "| trigger | count |", "|---|---|"] + [f"| {k} | {v} |" for k, v in ev["by_trigger"].items()]
+    if by_trigger:
+        lines += ["", "| trigger | count |", "|---|---|"] + [f"| {k} | {v} |" for k, v in by_trigger.items()]
     lines += ["", "Plots: `plots/latency_cdf.png`, `plots/phases.png`.", ""]
     return "\n".join(lines)
 
 
-def plots(report: dict[str, Any], samples: dict[str, list[float]]) -> dict[str, bytes]:
+def plots(report: DeployReport) -> dict[str, bytes]:
     """PNG bytes: ``latency_cdf.png`` (each plan's end-to-end CDF and the SLA) and ``phases.png`` (p50 per phase)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    timed = [p for p in report.plans if p.latency is not None]
     out = {}
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    for name, values in samples.items():
-        v = np.sort(np.asarray(values))
-        ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", label=name)
-    ax.axvline(report["sla_ms"], color="red", linestyle="--", label=f"SLA {report['sla_ms']} ms (p95)")
+    for p in timed:
+        assert p.latency is not None
+        v = np.sort(np.asarray(p.latency.samples_ms))
+        ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", label=p.name)
+    sla = report.limits.sla_ms
+    ax.axvline(sla, color="red", linestyle="--", label=f"SLA {sla} ms (p95)")
     ax.axhline(0.95, color="grey", linewidth=0.5)
     ax.set_xlabel("end-to-end latency (ms)")
     ax.set_ylabel("fraction of frames")
-    ax.set_title(f"Latency CDF on {report['device']}")
+    ax.set_title(f"Latency CDF on {report.profile.name}")
     ax.legend(loc="lower right")
     out["latency_cdf.png"] = _png(fig)
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    plans = [p for p in report["plans"] if p.get("latency")]
-    names = sorted({s for p in plans for s in p["latency"]["phases"]}, key=lambda s: _phase_order(s))
-    bottom = np.zeros(len(plans))
+    phases = {p.name: p.latency.phases for p in timed if p.latency is not None}
+    names = sorted({s for ph in phases.values() for s in ph}, key=_phase_order)
+    bottom = np.zeros(len(phases))
     for phase in names:
-        vals = np.array([p["latency"]["phases"].get(phase, {}).get("p50", 0.0) for p in plans])
-        ax.bar([p["name"] for p in plans], vals, bottom=bottom, label=phase)
+        vals = np.array([ph.get(phase, {}).get("p50", 0.0) for ph in phases.values()])
+        ax.bar(list(phases), vals, bottom=bottom, label=phase)
         bottom += vals
     ax.set_ylabel("p50 latency (ms)")
     ax.set_title("Per-phase latency")

@@ -11,10 +11,10 @@ import json
 import math
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ImgSize, parse_imgsz
+from yolo_edge.plan.placement import PlacementPlan
 
 
 def imgsz_arg(value: str) -> ImgSize:
@@ -123,12 +123,9 @@ def _is_number(s: str) -> bool:
     return True
 
 
-def placement_line(plan: dict[str, Any]) -> str:
-    """``backbone=npu/int8/u8, neck=npu/bf16, head=cpu/fp32, ...`` from a plan's JSON."""
-    return ", ".join(
-        f"{s['name']}={s['device']}/{s['precision']}" + (f"/{s['int8_scheme']}" if s.get("int8_scheme") else "")
-        for s in plan["subgraphs"]
-    )
+def placement_line(plan: PlacementPlan) -> str:
+    """``backbone=npu/int8/u8, neck=npu/bf16, head=cpu/fp32, ...``."""
+    return ", ".join(f"{s.name}={s.device}/{s.variant}" for s in plan.subgraphs)
 
 
 def warn_placement(problems: Sequence[str], command: str) -> None:

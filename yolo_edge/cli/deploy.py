@@ -59,38 +59,37 @@ def run(args: argparse.Namespace) -> int:
     )
     r = result.report
     if args.json:
-        print(json.dumps(r, indent=2))
+        print(json.dumps(r.to_dict(), indent=2))
         return result.exit_code
     rows = []
-    for p in r["plans"]:
-        lat, d = p["latency_ms"], p["map_drift"]
+    for p in r.plans:
+        lat, d = p.latency, p.drift
         rows.append(
             (
-                p["name"],
-                p["status"],
-                f"{lat['p95']:.2f}" if lat else "-",
-                p["latency_kind"] or "-",
-                f"{p['memory_peak_bytes'] / 1e6:.1f}" if p["memory_peak_bytes"] else "-",
-                f"{d['map50']:+.4f}" if d else "-",
-                f"{d['map50_95']:+.4f}" if d else "-",
+                p.name,
+                p.status,
+                f"{lat.end_to_end['p95']:.2f}" if lat else "-",
+                lat.kind if lat else "-",
+                f"{p.memory_peak_bytes / 1e6:.1f}" if p.memory_peak_bytes else "-",
+                f"{d.map50:+.4f}" if d else "-",
+                f"{d.map50_95:+.4f}" if d else "-",
             )
         )
-    what = "mAP" if r["map"]["kind"] == "labels" else "agreement"
-    print(f"latency measured on {r['host_cpu']}")
+    what, ref, data = r.metric, r.reference, r.data
+    print(f"latency measured on {r.host_cpu}")
     print(table(("plan", "status", "p95 ms", "latency", "memory MB", f"drift {what}50", f"drift {what}50-95"), rows))
-    ref, d = r["map"]["reference"], r["data"]
+    mapped = f", classes mapped {data.class_map}" if data.class_map else ""
     print(
-        f"\nreference {what}50 {ref['map50']:.4f}, {what}50-95 {ref['map50_95']:.4f} on {d['images']} images of "
-        f"{d['source']} "
-        f"[{r['map']['text']}]" + (f", classes mapped {d['class_map']}" if d["class_map"] else "")
+        f"\nreference {what}50 {ref.map50:.4f}, {what}50-95 {ref.map50_95:.4f} on {len(data.dataset)} images of "
+        f"{data.source} [{data.kind_text}]{mapped}"
     )
-    print("split plan: " + placement_line(r["split_plan"]))
-    print("deployed:   " + placement_line(r["placement"]))
-    ev = r["fallback_events"]
+    print("split plan: " + placement_line(r.split_plan))
+    print("deployed:   " + placement_line(r.placement))
+    ev = r.fallback_events
     print(f"fallback events: {ev['total']}" + (f" {ev['by_trigger']}" if ev["total"] else ""))
     print(
-        f"chosen: {r['chosen_plan']}  SLA p95 <= {r['sla_ms']} ms  verdict: {r['verdict'].upper()}"
-        + (f" ({'; '.join(r['verdict_reasons'])})" if r["verdict_reasons"] else "")
+        f"chosen: {r.chosen.name}  SLA p95 <= {r.limits.sla_ms} ms  verdict: {'PASS' if r.passed else 'FAIL'}"
+        + (f" ({'; '.join(r.reasons)})" if r.reasons else "")
     )
     print(f"bundle: {result.bundle}  (report.md, report.json, plots/)")
     return result.exit_code

@@ -15,9 +15,12 @@ Example:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.validate.accuracy import MapResult
+from yolo_edge.validate.latency import LatencyResult
 
 OK = "ok"
 
@@ -60,3 +63,57 @@ def explain(fails: list[str], drift: MapResult | None, p95_ms: float | None, lim
         else:
             lines.append(f"fails the {f} check" if f != "to compile" else "fails to compile")
     return lines
+
+
+@dataclass
+class PlanRun:
+    """One of the plans deploy compares (whole-npu, whole-cpu, split): what it measured, and its status."""
+
+    name: str
+    planned: str | None = None  # the planner's failed check for this plan (precision, op_support, memory, to compile)
+    latency: LatencyResult | None = None
+    map: MapResult | None = None
+    drift: MapResult | None = None
+    memory_peak_bytes: int | None = None
+    detections: list[Detections] | None = None
+    same_as_cpu: bool = False  # the split placed nothing on the NPU: it is the whole-cpu plan
+    fails: list[str] = field(default_factory=list)
+
+    def judge(self, limits: Limits) -> None:
+        self.fails = failures(
+            self.drift, None if self.latency is None else self.latency.end_to_end["p95"], limits, self.planned
+        )
+
+    @property
+    def status(self) -> str:
+        return "no subgraph on the NPU (= whole-cpu)" if self.same_as_cpu else status(self.fails)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "fails": list(self.fails),
+            "latency_ms": None
+            if self.latency is None
+            else {k: self.latency.end_to_end[k] for k in ("p50", "p95", "p99")},
+            "latency_kind": None if self.latency is None else self.latency.kind,
+            "latency": None if self.latency is None else self.latency.to_dict(),
+            "memory_peak_bytes": self.memory_peak_bytes,
+            "map": None if self.map is None else self.map.to_dict(),
+            "map_drift": None if self.drift is None else self.drift.to_dict(),
+        }
+
+
+def choose(runs: list[PlanRun]) -> tuple[PlanRun, list[str]]:
+    """The deployed plan: the fastest (p95) that is ok; when none is, the fastest within the drift limit
+    (else the first), with one reason per plan why it is not ok."""
+    ok = [r for r in runs if r.ok and r.latency is not None]
+    if ok:
+        return min(ok, key=lambda r: r.latency.end_to_end["p95"]), []  # type: ignore[union-attr]
+    usable = [r for r in runs if r.latency is not None and "drift" not in r.fails and not r.planned]
+    chosen = min(usable, key=lambda r: r.latency.end_to_end["p95"]) if usable else runs[0]  # type: ignore[union-attr]
+    return chosen, [f"{r.name} {r.status}" for r in runs]
