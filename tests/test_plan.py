@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import replace
 
@@ -127,10 +128,16 @@ def test_op_level_fallback_for_isolated_unsupported_ops(v8n: ExportedModel, fast
     assert "op-level fallback does not pay" in plan["neck"].reason
 
 
-def test_strict_mode_refuses_fallback(v8n: ExportedModel, fast_cfg: DeployConfig) -> None:
+def test_strict_mode_refuses_fallback(
+    v8n: ExportedModel, fast_cfg: DeployConfig, tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(PlanRefused, match="strict mode: backbone would fall back"):
         _plan(v8n, replace(SIM, memory_mb=1.0), fast_cfg, strict=True)
-    assert PlanRefused.exit_code == 1
+    tiny = tmp_path / "tiny-npu.yaml"  # the same through the CLI: a refusal is a failed verdict, exit 1, not bad input
+    tiny.write_text(json.dumps(dataclasses.asdict(replace(SIM, name="tiny-npu", memory_mb=1.0))))
+    argv = ["plan", "--model", str(v8n.path), "--device", str(tiny), "--calib-images", "4", "--strict"]
+    assert main(argv) == 1
+    assert "strict mode: backbone would fall back" in capsys.readouterr().err
 
 
 def test_plan_cli_json_keys(v8n: ExportedModel, capsys: pytest.CaptureFixture[str]) -> None:

@@ -59,7 +59,7 @@ def test_bundle_runs_the_placement_deploy_reported(
     bench = _cli("bench", str(result.bundle), "--runs", "5", "--json")
     assert bench.returncode == 0, bench.stderr
     doc = json.loads(bench.stdout)
-    assert doc["fallback_events"]["total"] == 0 and doc["placement_problems"] == []
+    assert doc["fallback_events"]["total"] == 0 and doc["placement_problems"] == [], doc["fallback_events"]
     assert doc["npu_share"] == pytest.approx(sum(d == "npu" for d in want.values()) / len(want))
     assert doc["kind"] == (
         "modelled NPU + measured CPU"

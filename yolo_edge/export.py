@@ -17,7 +17,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from pathlib import Path
 import onnx
 
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.files import atomic_write
 from yolo_edge.graph import DetectLayout, GraphInfo, yolov8_layout
 from yolo_edge.rewrite import apply_rewrites
 
@@ -249,7 +249,7 @@ def export_model(
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         proto = onnx.load(str(path))
         if apply_rewrites(proto) or dst.resolve() != path.resolve():
-            _save_atomic(proto, dst)
+            atomic_write(dst, proto.SerializeToString())
         return ExportedModel(path=dst, meta=exported.meta, layout=yolov8_layout(GraphInfo.of(proto)))
     if path.suffix.lower() not in (".pt", ".yaml", ".yml"):
         raise YoloEdgeError(f"unsupported model file '{model_str}': pass a .pt checkpoint, a model .yaml or an .onnx")
@@ -285,15 +285,5 @@ def export_model(
         apply_rewrites(proto)
         out.mkdir(parents=True, exist_ok=True)  # only now: a model that fails to load leaves no empty --out behind
         dst = out / f"{path.stem}.onnx"
-        _save_atomic(proto, dst)
+        atomic_write(dst, proto.SerializeToString())
     return ExportedModel(path=dst, meta=meta, layout=yolov8_layout(GraphInfo.of(proto)))
-
-
-def _save_atomic(model: onnx.ModelProto, dst: Path) -> None:
-    tmp_dst = dst.with_suffix(".onnx.tmp")
-    try:
-        onnx.save(model, str(tmp_dst))
-        os.replace(tmp_dst, dst)
-    except BaseException:
-        tmp_dst.unlink(missing_ok=True)
-        raise

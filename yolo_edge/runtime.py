@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 
 from yolo_edge.backends import cpu_backend, create_backend
-from yolo_edge.backends.base import Backend, Executable, NpuCompileError, NpuOutOfMemory
+from yolo_edge.backends.base import Backend, Executable, NpuCompileError, NpuOutOfMemory, median_run_s
 from yolo_edge.config import DeviceProfile, RuntimeConfig
 from yolo_edge.devices.cost import transfer_time
 from yolo_edge.graph import SUBGRAPHS
@@ -136,7 +136,7 @@ class Unit:
     cpu_estimate_s: float
     modelled_s: float | None = None  # simulated NPU: modelled latency
     parked: bool = False
-    slow_run: int = 0
+    slow_run: list[float] = field(default_factory=list)  # accelerator seconds of the current run of slow frames
     good_probes: int = 0
     since_probe: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -256,21 +256,20 @@ class SplitExecutor:
             if probing:
                 unit.good_probes = 0 if slow else unit.good_probes + 1
                 if unit.good_probes >= self.cfg.recover_probes:
-                    unit.parked, unit.good_probes, unit.slow_run = False, 0, 0
+                    unit.parked, unit.good_probes, unit.slow_run = False, 0, []
                     self.events.add(
                         frame, unit.name, "recovered", "move_to_npu", f"{self.cfg.recover_probes} good probes in a row"
                     )
                 return
-            unit.slow_run = unit.slow_run + 1 if slow else 0
-            if unit.slow_run < self.cfg.slow_frames:
+            unit.slow_run = [*unit.slow_run, elapsed] if slow else []
+            if len(unit.slow_run) < self.cfg.slow_frames:
                 return
-            unit.slow_run = 0
-            # Before moving: time the CPU twin now on this frame. A busy machine slows the CPU as much as the
+            npu_s, unit.slow_run = statistics.median(unit.slow_run), []
+            # Before moving: time the CPU twin now, on this frame. A busy machine slows the CPU as much as the
             # accelerator; measured against an estimate from a quiet minute, that would move the unit for nothing.
-            unit.cpu.run(feeds)
-            now_s = unit.cpu.last_run_s
-            if elapsed <= self.cfg.slow_ratio * now_s:
-                unit.cpu_estimate_s = now_s
+            cpu_now_s = median_run_s(unit.cpu, feeds)
+            if npu_s <= self.cfg.slow_ratio * cpu_now_s:
+                unit.cpu_estimate_s = cpu_now_s
                 return
             unit.parked, unit.since_probe = True, 0
             self.events.add(
@@ -278,8 +277,8 @@ class SplitExecutor:
                 unit.name,
                 "performance",
                 "move_to_cpu",
-                f"{self.cfg.slow_frames} frames over {self.cfg.slow_ratio}x the CPU estimate; the CPU took "
-                f"{now_s * 1e3:.2f} ms on this frame, the accelerator {elapsed * 1e3:.2f} ms",
+                f"{self.cfg.slow_frames} frames over {self.cfg.slow_ratio}x the CPU estimate: the accelerator's median "
+                f"{npu_s * 1e3:.2f} ms against {cpu_now_s * 1e3:.2f} ms for the CPU on this frame",
             )
 
     def run_unit(self, unit: Unit, tensors: dict[str, np.ndarray], frame: int) -> tuple[dict[str, np.ndarray], UnitRun]:
@@ -339,14 +338,6 @@ class SplitExecutor:
 
 
 # ---------------------------------------------------------------- building from a plan
-
-
-def _median_s(exe: Executable, feeds: dict[str, np.ndarray], runs: int = 3) -> float:
-    times = []
-    for _ in range(runs + 1):
-        exe.run(feeds)
-        times.append(exe.last_run_s)
-    return statistics.median(times[1:])
 
 
 @dataclass(frozen=True)
@@ -450,7 +441,7 @@ def build_units(
                     return
                 trigger = "memory" if isinstance(exc, NpuOutOfMemory) else "unsupported_op"
                 events.add(-1, name, trigger, "compile_on_cpu", str(exc))
-        est = _median_s(cpu_exe, {n: tensors[0][n] for n in ins})
+        est = median_run_s(cpu_exe, {n: tensors[0][n] for n in ins})
         units.append(Unit(name, cpu_exe, npu_exe, est, getattr(npu_exe, "modelled_s", None)))
 
     for unit in plan_units(split, plan, fuse):
@@ -469,4 +460,4 @@ def whole_graph_unit(
     cpu_exe = cpu_backend().compile(model, "fp32")
     npu_exe = npu.compile(model, precision, calib, scheme)
     getattr(npu_exe, "inner", npu_exe).run(calib[0])
-    return Unit("whole", cpu_exe, npu_exe, _median_s(cpu_exe, calib[0]), getattr(npu_exe, "modelled_s", None))
+    return Unit("whole", cpu_exe, npu_exe, median_run_s(cpu_exe, calib[0]), getattr(npu_exe, "modelled_s", None))

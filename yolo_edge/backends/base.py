@@ -8,6 +8,7 @@ different frames from different threads.
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -105,6 +106,18 @@ def run_chain(executables: Sequence[Executable], feeds: Feeds) -> dict[str, np.n
     for exe in executables:
         tensors.update(exe.run(tensors))
     return tensors
+
+
+def median_run_s(exe: Executable, feeds: Feeds, runs: int = 3, warmup: int = 1) -> float:
+    """Median wall seconds of ``runs`` calls of ``exe`` on ``feeds``, after ``warmup`` untimed ones: the one
+    timing loop for planning, unit estimates and the hysteresis (frame latency is ``validate.latency``'s)."""
+    for _ in range(warmup):
+        exe.run(feeds)
+    times = []
+    for _ in range(runs):
+        exe.run(feeds)
+        times.append(exe.last_run_s)
+    return statistics.median(times)
 
 
 class Backend(ABC):

@@ -36,6 +36,7 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantTy
 
 from yolo_edge.backends.base import CalibSet
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.files import atomic_write
 
 QUANT_VERSION = "qdq-perchannel-minmax-3"
 
@@ -117,7 +118,5 @@ def quantize_int8(model: onnx.ModelProto, calib: CalibSet, recipe: str = "onnxru
         finally:
             root.setLevel(level)
         quantized = onnx.load(str(dst))
-        tmp_out = path.with_suffix(f".{os.getpid()}.tmp")
-        onnx.save(quantized, str(tmp_out))
-        os.replace(tmp_out, path)
+        atomic_write(path, quantized.SerializeToString())
     return quantized

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -21,7 +20,7 @@ import numpy as np
 import onnx
 
 from yolo_edge.backends import cpu_backend
-from yolo_edge.backends.base import Backend, Executable, NpuCompileError, run_chain
+from yolo_edge.backends.base import Backend, Executable, NpuCompileError, median_run_s, run_chain
 from yolo_edge.config import PRECISION_BYTES, DeployConfig, DeviceProfile
 from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
 from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
@@ -268,13 +267,7 @@ class Checker:
     # -- 4. performance
     def _measure(self, exe: Executable, feeds: dict[str, np.ndarray]) -> float:
         perf = self.cfg.checks.performance
-        for _ in range(perf.warmup):
-            exe.run(feeds)
-        times = []
-        for _ in range(perf.runs):
-            exe.run(feeds)
-            times.append(exe.last_run_s)
-        return statistics.median(times)
+        return median_run_s(exe, feeds, perf.runs, perf.warmup)
 
     def int8_schemes(self, cand: Candidate) -> tuple[list[str], str]:
         """The backend's INT8 activation schemes for ``cand``, fastest first, and how they were ordered.
