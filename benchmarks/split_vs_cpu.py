@@ -67,7 +67,7 @@ def measure(imgsz: int, precisions: list[str], profile: DeviceProfile, frames: i
                         parts[f"{s.unit} ({s.device})"].append(s.ms)
                     parts["copies"].append(r.transfer_ms)
                     outs.append((r.outputs["output0"], t["output0"]))
-            events = ex.events.summary()["total"]
+            events = ex.events.summary().total
             ex.close()
             cos_box = min(
                 cosine(o[:, :4], ref[:, :4]) for o, ref in outs

@@ -150,4 +150,4 @@ def test_plans_are_timed_frame_by_frame_in_turn(demo: ExportedModel, calib_image
     assert calls == ["fused", "four"] + ["fused", "four", "four", "fused"] * 2
     assert list(result["fused"].phases) == ["preprocess", "backbone+neck+head+decode", "transfers", "nms"]
     assert list(result["four"].phases) == ["preprocess", "backbone", "neck", "head", "decode", "transfers", "nms"]
-    assert all(len(r.samples_ms) == 4 and r.end_to_end["p50"] > 0 for r in result.values())
+    assert all(len(r.samples_ms) == 4 and r.end_to_end.p50 > 0 for r in result.values())

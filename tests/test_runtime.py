@@ -164,7 +164,7 @@ def test_fault_injection_1000_frames(demo_split: SplitModel, tensors: list, fast
     assert actions.index("open_breaker") < len(actions) - 1 - actions[::-1].index("close_breaker")
     assert ex.breaker.state == "closed"
     summary = events.summary()
-    assert summary["total"] == len(events.events) and summary["by_action"]["retry_cpu"] == len(retries)  # type: ignore[index]
+    assert summary.total == len(events.events) and summary.by_action["retry_cpu"] == len(retries)
 
 
 class _Clock:

@@ -37,7 +37,7 @@ from yolo_edge.progress import progress_bar
 from yolo_edge.runtime import EventLog, SplitExecutor, build_units, whole_graph_unit
 from yolo_edge.split import split_model
 from yolo_edge.validate.accuracy import MapResult, agreement_map, coco_map, detect_all
-from yolo_edge.validate.latency import LatencyResult
+from yolo_edge.validate.latency import LatencyResult, Percentiles
 from yolo_edge.validate.verdict import Limits, PlanRun, choose, failures, status
 
 NO_BAR = progress_bar(False)
@@ -175,8 +175,7 @@ def test_agreement_of_the_fp32_split_with_the_monolithic_model(
 
 
 def _latency(p95: float) -> LatencyResult:
-    e2e = {"p50": p95 / 2, "p95": p95, "p99": p95, "mean": p95 / 2}
-    return LatencyResult(e2e, {}, "measured", 1, 0.0, 0, (p95,))
+    return LatencyResult(Percentiles(p95 / 2, p95, p95, p95 / 2), {}, "measured", 1, 0.0, 0, (p95,))
 
 
 def test_status_rule_and_choice() -> None:

@@ -14,7 +14,7 @@ import json
 import math
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -116,10 +116,37 @@ def bench_bundle(
 
 @dataclass
 class GateResult:
+    """What ``check`` measured and concluded; ``to_dict()`` is ``check --json``."""
+
     passed: bool
-    status: str  # the words deploy's table uses: ok, fails drift, fails SLA, ... (plus regression)
-    failures: list[str] = field(default_factory=list)
-    measured: dict[str, Any] = field(default_factory=dict)
+    status: str  # the words deploy's table uses: ok, fails drift, fails SLA, ... (plus placement, regression)
+    failures: list[str]  # one line per broken limit, with its numbers
+    val: ValResult
+    latency: LatencyResult
+    limits: Limits
+    max_regression: float
+    baseline_p95_ms: float | None
+
+    @property
+    def p95_ms(self) -> float:
+        return self.latency.end_to_end.p95
+
+    def to_dict(self) -> dict[str, Any]:
+        baseline = None if self.baseline_p95_ms is None else {"p95_ms": self.baseline_p95_ms}
+        return {
+            "passed": self.passed,
+            "status": self.status,
+            "failures": self.failures,
+            "val": self.val.to_dict(),
+            "latency": self.latency.to_dict(),
+            "p95_ms": self.p95_ms,
+            "limits": {
+                "max_drift": self.limits.max_drift,
+                "sla_ms": self.limits.sla_ms,
+                "max_regression": self.max_regression,
+                "baseline": baseline,
+            },
+        }
 
 
 def check_bundle(
@@ -145,40 +172,29 @@ def check_bundle(
     with b.detector() as detector:
         val = val_bundle(b, data, quiet, class_map, detector)
         lat = bench_bundle(b, data, runs, detector=detector)
-    p95 = lat.end_to_end["p95"]
+    p95 = lat.end_to_end.p95
     fails = failures(val.drift, p95, limits)
     lines = explain(fails, val.drift, p95, limits)
     if detector.executor.placement_problems:  # the bundle does not run what deploy proved
         fails.insert(0, "placement")
         lines[:0] = detector.executor.placement_problems
-    if base is not None and p95 > base["p95_ms"] * (1 + max_regression):
+    if base is not None and p95 > base * (1 + max_regression):
         fails.append("regression")
         lines.append(
-            f"p95 latency {p95:.2f} ms is {p95 / base['p95_ms'] - 1:+.1%} over the baseline {base['p95_ms']:.2f} ms "
+            f"p95 latency {p95:.2f} ms is {p95 / base - 1:+.1%} over the baseline {base:.2f} ms "
             f"(limit +{max_regression:.0%})"
         )
-    measured = {
-        "val": val.to_dict(),
-        "latency": lat.to_dict(),
-        "p95_ms": p95,
-        "limits": {
-            "max_drift": limits.max_drift,
-            "sla_ms": limits.sla_ms,
-            "max_regression": max_regression,
-            "baseline": base,
-        },
-    }
-    return GateResult(not fails, status(fails), lines, measured)
+    return GateResult(not fails, status(fails), lines, val, lat, limits, max_regression, base)
 
 
 def write_baseline(result: GateResult, path: str | Path) -> None:
     """Record the measured p95 and drift (atomically); ``check_can_write`` it before measuring."""
-    doc = {"p95_ms": result.measured["p95_ms"], "drift": result.measured["val"]["drift"]}
+    doc = {"p95_ms": result.p95_ms, "drift": result.val.drift.to_dict()}
     atomic_write(Path(path), json.dumps(doc, indent=2).encode())
 
 
-def read_baseline(path: str | Path) -> dict[str, Any]:
-    """A baseline written by ``write_baseline``; its p95 must be a positive, finite number of milliseconds."""
+def read_baseline(path: str | Path) -> float:
+    """The p95 (ms) of a baseline written by ``write_baseline``: a positive, finite number of milliseconds."""
     p = Path(path)
     try:
         base = json.loads(p.read_text())
@@ -194,4 +210,4 @@ def read_baseline(path: str | Path) -> dict[str, Any]:
             f"{p}: p95_ms is {base['p95_ms']!r}, not a positive number of milliseconds; record it again with "
             f"yolo-edge check BUNDLE --write-baseline {p}"
         )
-    return base
+    return p95

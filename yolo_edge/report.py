@@ -14,6 +14,7 @@ import numpy as np
 from yolo_edge.config import DeviceProfile
 from yolo_edge.data.resolve import EvalData
 from yolo_edge.plan.placement import PlacementPlan
+from yolo_edge.runtime import EventSummary
 from yolo_edge.validate.accuracy import MapResult
 from yolo_edge.validate.verdict import Limits, PlanRun
 from yolo_edge.version import __version__
@@ -35,7 +36,7 @@ class DeployReport:
     data: EvalData
     placement: PlacementPlan  # the chosen plan's
     split_plan: PlacementPlan
-    fallback_events: dict[str, object]  # EventLog.summary() of the split
+    fallback_events: EventSummary  # the split's
     wall_s: float
 
     @property
@@ -84,7 +85,7 @@ class DeployReport:
             },
             "placement": self.placement.to_dict(),
             "split_plan": self.split_plan.to_dict(),
-            "fallback_events": self.fallback_events,
+            "fallback_events": self.fallback_events.to_dict(),
             "wall_s": self.wall_s,
         }
 
@@ -126,7 +127,7 @@ def markdown(report: DeployReport) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in report.plans:
-        lat = p.latency.end_to_end if p.latency else {}
+        lat = p.latency.end_to_end.to_dict() if p.latency else {}
         mem = p.memory_peak_bytes
         lines.append(
             f"| {p.name} | {p.status} | {_fmt(lat.get('p50'))} | {_fmt(lat.get('p95'))} | {_fmt(lat.get('p99'))} | "
@@ -165,12 +166,11 @@ def markdown(report: DeployReport) -> str:
             "|---|---|---|---|",
         ]
         for name, pct in report.chosen.latency.phases.items():
-            lines.append(f"| {name} | {_fmt(pct['p50'])} | {_fmt(pct['p95'])} | {_fmt(pct['p99'])} |")
+            lines.append(f"| {name} | {_fmt(pct.p50)} | {_fmt(pct.p95)} | {_fmt(pct.p99)} |")
     ev = report.fallback_events
-    by_trigger: dict[str, int] = ev["by_trigger"]  # type: ignore[assignment]
-    lines += ["", "## Runtime fallback", "", f"{ev['total']} events."]
-    if by_trigger:
-        lines += ["", "| trigger | count |", "|---|---|"] + [f"| {k} | {v} |" for k, v in by_trigger.items()]
+    lines += ["", "## Runtime fallback", "", f"{ev.total} events."]
+    if ev.by_trigger:
+        lines += ["", "| trigger | count |", "|---|---|"] + [f"| {k} | {v} |" for k, v in ev.by_trigger.items()]
     lines += ["", "Plots: `plots/latency_cdf.png`, `plots/phases.png`.", ""]
     return "\n".join(lines)
 
@@ -204,7 +204,7 @@ def plots(report: DeployReport) -> dict[str, bytes]:
     names = sorted({s for ph in phases.values() for s in ph}, key=_phase_order)
     bottom = np.zeros(len(phases))
     for phase in names:
-        vals = np.array([ph.get(phase, {}).get("p50", 0.0) for ph in phases.values()])
+        vals = np.array([ph[phase].p50 if phase in ph else 0.0 for ph in phases.values()])
         ax.bar(list(phases), vals, bottom=bottom, label=phase)
         bottom += vals
     ax.set_ylabel("p50 latency (ms)")

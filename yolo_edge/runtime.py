@@ -38,6 +38,7 @@ from yolo_edge.plan.op_level import op_level_groups
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.split import SplitModel, cut
 
+WARM_UP_RUNS = 3
 TRIGGERS = ("unsupported_op", "memory", "precision", "performance", "runtime_error", "timeout", "nan", "recovered")
 
 
@@ -49,6 +50,19 @@ class FallbackEvent:
     trigger: str
     action: str  # retry_cpu, open_breaker, close_breaker, reopen_breaker, move_to_cpu, move_to_npu, compile_on_cpu
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class EventSummary:
+    """How many fallback events, by trigger, unit and action."""
+
+    total: int
+    by_trigger: dict[str, int]
+    by_unit: dict[str, int]
+    by_action: dict[str, int]
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
 
 
 class EventLog:
@@ -71,15 +85,15 @@ class EventLog:
         with self._lock:
             return "".join(json.dumps(asdict(e)) + "\n" for e in self.events)
 
-    def summary(self) -> dict[str, object]:
+    def summary(self) -> EventSummary:
         with self._lock:
             events = list(self.events)
-        return {
-            "total": len(events),
-            "by_trigger": dict(Counter(e.trigger for e in events)),
-            "by_unit": dict(Counter(e.unit for e in events)),
-            "by_action": dict(Counter(e.action for e in events)),
-        }
+        return EventSummary(
+            len(events),
+            dict(Counter(e.trigger for e in events)),
+            dict(Counter(e.unit for e in events)),
+            dict(Counter(e.action for e in events)),
+        )
 
 
 class CircuitBreaker:
@@ -212,6 +226,9 @@ class SplitExecutor:
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="npu")
         self.output_name = self.units[-1].output_names[-1]
         self.placement_problems: list[str] = []  # units that could not be placed as the plan says (Bundle.executor)
+        # the `cpu` profile's accelerator is the CPU reference itself: moving a unit to the CPU gains nothing,
+        # and timing one engine against itself only measures noise
+        self.performance_fallback = profile is None or profile.kind != "cpu"
 
     def close(self) -> None:
         """Stop the accelerator call pool; the executor is not used after this."""
@@ -296,7 +313,8 @@ class SplitExecutor:
             if (not probing or due) and self.breaker.allow():
                 outs, spent = self._npu_call(unit, feeds, frame)
                 if outs is not None:
-                    self._hysteresis(unit, spent, probing, frame, feeds)
+                    if self.performance_fallback:
+                        self._hysteresis(unit, spent, probing, frame, feeds)
                     modelled = None if unit.modelled_s is None else unit.modelled_s * 1e3
                     return outs, UnitRun(unit.name, "npu", spent * 1e3, modelled)
         outs = unit.cpu.run(feeds)
@@ -395,6 +413,15 @@ def plan_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -> lis
     return units
 
 
+def _warm_up(npu: Executable, feeds: dict[str, np.ndarray], runs: int = WARM_UP_RUNS) -> None:
+    """Run a fresh accelerator executable a few times before frames are timed: its first calls allocate and
+    tune (onnxruntime's arena, OpenVINO's kernels) and would read as a slow accelerator to the hysteresis.
+    A simulated NPU's numerics run directly, so no injected fault is drawn."""
+    inner = getattr(npu, "inner", npu)
+    for _ in range(runs):
+        inner.run(feeds)
+
+
 def build_units(
     split: SplitModel,
     plan: PlacementPlan,
@@ -433,7 +460,7 @@ def build_units(
                     unit.int8_scheme,
                     (artifacts or {}).get(name),
                 )
-                getattr(npu_exe, "inner", npu_exe).run({n: tensors[0][n] for n in ins})  # warm-up, no fault draw
+                _warm_up(npu_exe, {n: tensors[0][n] for n in ins})
             except NpuCompileError as exc:
                 if "+" in name:  # refused as one graph: the subgraphs one by one
                     for part in name.split("+"):
@@ -459,5 +486,5 @@ def whole_graph_unit(
     """The whole model as one unit on the NPU (with its FP32 CPU twin): the whole-graph plan."""
     cpu_exe = cpu_backend().compile(model, "fp32")
     npu_exe = npu.compile(model, precision, calib, scheme)
-    getattr(npu_exe, "inner", npu_exe).run(calib[0])
+    _warm_up(npu_exe, calib[0])
     return Unit("whole", cpu_exe, npu_exe, median_run_s(cpu_exe, calib[0]), getattr(npu_exe, "modelled_s", None))

@@ -23,20 +23,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     events = EventLog()
     bundle = load_bundle(args.bundle)
-    detector = bundle.detector(events)
-    warn_placement(detector.executor.placement_problems, "bench")
-    lat = bench_bundle(bundle, args.data, runs=args.runs, detector=detector)
+    with bundle.detector(events) as detector:
+        problems = detector.executor.placement_problems
+        warn_placement(problems, "bench")
+        lat = bench_bundle(bundle, args.data, runs=args.runs, detector=detector)
     if args.json:
-        print_json(
-            {
-                **lat.to_dict(),
-                "fallback_events": events.summary(),
-                "placement_problems": detector.executor.placement_problems,
-            }
-        )
+        print_json({**lat.to_dict(), "fallback_events": events.summary().to_dict(), "placement_problems": problems})
         return 0
-    rows = [(name, p["p50"], p["p95"], p["p99"]) for name, p in lat.phases.items()]
-    rows.append(("end to end", lat.end_to_end["p50"], lat.end_to_end["p95"], lat.end_to_end["p99"]))
+    rows = [(name, p.p50, p.p95, p.p99) for name, p in lat.phases.items()]
+    rows.append(("end to end", lat.end_to_end.p50, lat.end_to_end.p95, lat.end_to_end.p99))
     print(table(("phase", "p50 ms", "p95 ms", "p99 ms"), rows))
     print(
         f"{lat.runs} runs, latency {lat.kind}, {lat.npu_share:.0%} of phase runs on the NPU, peak RSS "

@@ -42,15 +42,13 @@ def run(args: argparse.Namespace) -> int:
     if args.write_baseline:
         write_baseline(result, args.write_baseline)
     if args.json:
-        print_json({"passed": result.passed, "status": result.status, "failures": result.failures, **result.measured})
+        print_json(result.to_dict())
     else:
-        v = result.measured["val"]
-        what = "mAP" if v["kind"] == "labels" else "agreement"
-        d = v["drift"]
+        v = result.val
+        what = "mAP" if v.kind == "labels" else "agreement"
         print(
-            f"p95 {result.measured['p95_ms']:.2f} ms, drift {what}50 {d['map50']:+.4f}, {what}50-95 "
-            f"{d['map50_95']:+.4f} "
-            f"({v['images']} images): status {result.status}: " + ("PASS" if result.passed else "FAIL")
+            f"p95 {result.p95_ms:.2f} ms, drift {what}50 {v.drift.map50:+.4f}, {what}50-95 {v.drift.map50_95:+.4f} "
+            f"({v.images} images): status {result.status}: " + ("PASS" if result.passed else "FAIL")
         )
     for line in result.failures:
         print(f"yolo-edge check: {line}", file=sys.stderr)

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
             (
                 p.name,
                 p.status,
-                f"{lat.end_to_end['p95']:.2f}" if lat else "-",
+                f"{lat.end_to_end.p95:.2f}" if lat else "-",
                 lat.kind if lat else "-",
                 f"{p.memory_peak_bytes / 1e6:.1f}" if p.memory_peak_bytes else "-",
                 f"{d.map50:+.4f}" if d else "-",
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     print("split plan: " + placement_line(r.split_plan))
     print("deployed:   " + placement_line(r.placement))
     ev = r.fallback_events
-    print(f"fallback events: {ev['total']}" + (f" {ev['by_trigger']}" if ev["total"] else ""))
+    print(f"fallback events: {ev.total}" + (f" {ev.by_trigger}" if ev.total else ""))
     print(
         f"chosen: {r.chosen.name}  SLA p95 <= {r.limits.sla_ms} ms  verdict: {'PASS' if r.passed else 'FAIL'}"
         + (f" ({'; '.join(r.reasons)})" if r.reasons else "")

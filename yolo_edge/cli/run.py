@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         writer.release()
     if not args.json:
         ev = events.summary()
-        print(f"{count} frames, {ev['total']} fallback events" + (f": {ev['by_trigger']}" if ev["total"] else ""))
+        print(f"{count} frames, {ev.total} fallback events" + (f": {ev.by_trigger}" if ev.total else ""))
     for line in problems:
         print(f"yolo-edge run: {line}", file=sys.stderr)
     if problems:

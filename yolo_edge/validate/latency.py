@@ -14,14 +14,23 @@ from yolo_edge.pipeline.detector import Detector, FrameTiming
 Progress = Callable[[int, int], None]
 
 
-def percentiles(values: Sequence[float]) -> dict[str, float]:
+@dataclass(frozen=True)
+class Percentiles:
+    """Milliseconds: median, p95, p99 and mean of a set of frames."""
+
+    p50: float
+    p95: float
+    p99: float
+    mean: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {"p50": self.p50, "p95": self.p95, "p99": self.p99, "mean": self.mean}
+
+
+def percentiles(values: Sequence[float]) -> Percentiles:
     a = np.asarray(values, dtype=np.float64)
-    return {
-        "p50": round(float(np.percentile(a, 50)), 3),
-        "p95": round(float(np.percentile(a, 95)), 3),
-        "p99": round(float(np.percentile(a, 99)), 3),
-        "mean": round(float(a.mean()), 3),
-    }
+    p50, p95, p99 = (round(float(np.percentile(a, q)), 3) for q in (50, 95, 99))
+    return Percentiles(p50, p95, p99, round(float(a.mean()), 3))
 
 
 def peak_rss_bytes() -> int:
@@ -31,21 +40,18 @@ def peak_rss_bytes() -> int:
 
 @dataclass(frozen=True)
 class LatencyResult:
-    end_to_end: dict[str, float]
-    phases: dict[str, dict[str, float]]  # preprocess, each phase, transfers, nms
+    end_to_end: Percentiles
+    phases: dict[str, Percentiles]  # preprocess, each unit, transfers, nms
     kind: str  # "measured", or "modelled NPU + measured CPU" for simulated devices
     runs: int
     npu_share: float  # fraction of phase runs that ran on the NPU
     peak_rss_bytes: int
     samples_ms: tuple[float, ...]
 
-    def meets(self, sla_ms: float) -> bool:
-        return self.end_to_end["p95"] <= sla_ms
-
     def to_dict(self) -> dict[str, object]:
         return {
-            "end_to_end": self.end_to_end,
-            "phases": self.phases,
+            "end_to_end": self.end_to_end.to_dict(),
+            "phases": {k: v.to_dict() for k, v in self.phases.items()},
             "kind": self.kind,
             "runs": self.runs,
             "npu_share": round(self.npu_share, 4),

@@ -81,7 +81,7 @@ class PlanRun:
 
     def judge(self, limits: Limits) -> None:
         self.fails = failures(
-            self.drift, None if self.latency is None else self.latency.end_to_end["p95"], limits, self.planned
+            self.drift, None if self.latency is None else self.latency.end_to_end.p95, limits, self.planned
         )
 
     @property
@@ -99,7 +99,11 @@ class PlanRun:
             "fails": list(self.fails),
             "latency_ms": None
             if self.latency is None
-            else {k: self.latency.end_to_end[k] for k in ("p50", "p95", "p99")},
+            else {
+                "p50": self.latency.end_to_end.p50,
+                "p95": self.latency.end_to_end.p95,
+                "p99": self.latency.end_to_end.p99,
+            },
             "latency_kind": None if self.latency is None else self.latency.kind,
             "latency": None if self.latency is None else self.latency.to_dict(),
             "memory_peak_bytes": self.memory_peak_bytes,
@@ -113,7 +117,7 @@ def choose(runs: list[PlanRun]) -> tuple[PlanRun, list[str]]:
     (else the first), with one reason per plan why it is not ok."""
     ok = [r for r in runs if r.ok and r.latency is not None]
     if ok:
-        return min(ok, key=lambda r: r.latency.end_to_end["p95"]), []  # type: ignore[union-attr]
+        return min(ok, key=lambda r: r.latency.end_to_end.p95), []  # type: ignore[union-attr]
     usable = [r for r in runs if r.latency is not None and "drift" not in r.fails and not r.planned]
-    chosen = min(usable, key=lambda r: r.latency.end_to_end["p95"]) if usable else runs[0]  # type: ignore[union-attr]
+    chosen = min(usable, key=lambda r: r.latency.end_to_end.p95) if usable else runs[0]  # type: ignore[union-attr]
     return chosen, [f"{r.name} {r.status}" for r in runs]
