@@ -95,3 +95,16 @@ def test_public_api_walk_through_runs() -> None:
         yolo_edge, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, raise_on_error=False
     )
     assert result.attempted >= 20 and result.failed == 0
+
+
+def test_functions_and_classes_stay_small() -> None:
+    """No function over 60 lines and no class over 200 in the package, as formatted (ruff format at 120)."""
+    big = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue
+            size = (node.end_lineno or node.lineno) - node.lineno + 1
+            if size > (200 if isinstance(node, ast.ClassDef) else 60):
+                big.append(f"{_name(path)}.{node.name}: {size} lines")
+    assert not big, "\n".join(big)

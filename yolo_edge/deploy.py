@@ -34,7 +34,7 @@ from yolo_edge.bundle import BundleMeta, DataRecord, bundle_files, check_writabl
 from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config
 from yolo_edge.data.resolve import EvalData, resolve_eval_data
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import demo_model_path, export_model
+from yolo_edge.export import ExportedModel, demo_model_path, export_model
 from yolo_edge.graph import GraphInfo
 from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.detector import Detector
@@ -133,33 +133,51 @@ def deploy(
         chosen, none_ok = choose([plans.reference, plans.split])
         chosen_plan = plan if chosen.name == "split" else plan.all_cpu()
         report = _report(str(model), profile, cfg, plan, chosen_plan, plans, chosen, none_ok, evaldata, t0)
-        meta = BundleMeta(
-            __version__,
-            exported.meta,
-            profile.name,
-            chosen.name,
-            DataRecord(evaldata.origin, evaldata.kind, evaldata.class_map),
-            cfg.validate.sla_ms,
-            cfg.runtime.fuse_units,
-            tuple(p.name for p in calib_files),
-        )
-        on_split = chosen.name == "split"
-        files = bundle_files(
-            exported,
-            split,
-            chosen_plan,
-            profile,
-            cfg,
-            calib_files,
-            plans.split_units if on_split else [],
-            meta,
-            report.to_dict(),
-            markdown(report),
-            plots(report),
-            plans.events if on_split else EventLog(),
-        )
+        files = _bundle_files(exported, split, profile, cfg, calib_files, plans, chosen_plan, evaldata, report)
     bundle = write_bundle(out, files)
     return DeployResult(report, bundle, 0 if report.passed else 1)
+
+
+def _bundle_files(
+    exported: ExportedModel,
+    split: SplitModel,
+    profile: DeviceProfile,
+    cfg: DeployConfig,
+    calib_files: list[Path],
+    plans: _Plans,
+    chosen_plan: PlacementPlan,
+    evaldata: EvalData,
+    report: DeployReport,
+) -> dict[str, bytes]:
+    """Everything the bundle holds, by relative path: the chosen plan's units and events, and what proved it."""
+    on_split = report.chosen.name == "split"
+    data = DataRecord(evaldata.origin, evaldata.kind, evaldata.class_map)
+    meta = BundleMeta(
+        __version__,
+        exported.meta,
+        profile.name,
+        report.chosen.name,
+        data,
+        cfg.validate.sla_ms,
+        cfg.runtime.fuse_units,
+        tuple(p.name for p in calib_files),
+    )
+    units = plans.split_units if on_split else []
+    events = plans.events if on_split else EventLog()
+    return bundle_files(
+        exported,
+        split,
+        chosen_plan,
+        profile,
+        cfg,
+        calib_files,
+        units,
+        meta,
+        report.to_dict(),
+        markdown(report),
+        plots(report),
+        events,
+    )
 
 
 def _settings(config: str | Path | DeployConfig | None, sla_ms: float | None) -> DeployConfig:

@@ -219,6 +219,24 @@ def _ultralytics_export(source: str, shown: str, imgsz: ImgSize, opset: int, wor
     return Path(workdir, out)
 
 
+def _from_onnx(path: Path, size: ImgSize | None, out_dir: str | Path | None) -> ExportedModel:
+    """An ultralytics ONNX: validated, and with ``out_dir`` rewritten (never in place) into it."""
+    exported = load_onnx(path)
+    if size is not None and size != exported.meta.imgsz:
+        raise YoloEdgeError(
+            f"{path} was exported at imgsz {exported.meta.imgsz}, not {size}; re-export the .pt at that size or "
+            "drop --imgsz"
+        )
+    if out_dir is None:
+        return exported
+    dst = Path(out_dir) / path.name
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    proto = onnx.load(str(path))
+    if apply_rewrites(proto) or dst.resolve() != path.resolve():
+        atomic_write(dst, proto.SerializeToString())
+    return ExportedModel(path=dst, meta=exported.meta, layout=yolov8_layout(GraphInfo.of(proto)))
+
+
 def export_model(
     model: str | Path,
     imgsz: int | str | Sequence[int] | None = None,
@@ -237,20 +255,7 @@ def export_model(
     path = Path(model_str)
     size = parse_imgsz(imgsz) if imgsz is not None else None
     if path.suffix.lower() == ".onnx":
-        exported = load_onnx(path)
-        if size is not None and size != exported.meta.imgsz:
-            raise YoloEdgeError(
-                f"{path} was exported at imgsz {exported.meta.imgsz}, not {size}; re-export the .pt at that size or "
-                "drop --imgsz"
-            )
-        if out_dir is None:
-            return exported
-        dst = Path(out_dir) / path.name
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        proto = onnx.load(str(path))
-        if apply_rewrites(proto) or dst.resolve() != path.resolve():
-            atomic_write(dst, proto.SerializeToString())
-        return ExportedModel(path=dst, meta=exported.meta, layout=yolov8_layout(GraphInfo.of(proto)))
+        return _from_onnx(path, size, out_dir)
     if path.suffix.lower() not in (".pt", ".yaml", ".yml"):
         raise YoloEdgeError(f"unsupported model file '{model_str}': pass a .pt checkpoint, a model .yaml or an .onnx")
     is_builtin_yaml = path.suffix.lower() in (".yaml", ".yml") and not path.exists()

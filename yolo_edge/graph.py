@@ -281,6 +281,25 @@ def yolov8_layout(info: GraphInfo) -> DetectLayout:
         for name in n.input:
             consumers.setdefault(name, []).append(i)
     final = _place_unnamed(g, named, producer, consumers)
+    box_out, cls_out = _head_outputs(info, final, consumers, detect)
+    h, w = image.shape[2], image.shape[3]
+    strides = tuple(h // t.shape[2] for t in box_out)
+    return DetectLayout(
+        sppf_layer=sppf,
+        detect_layer=detect,
+        subgraph_of=final,
+        nc=cls_out[0].shape[1],
+        reg_max=box_out[0].shape[1] // 4,
+        strides=strides,
+        imgsz=(h, w),
+    )
+
+
+def _head_outputs(
+    info: GraphInfo, final: tuple[int, ...], consumers: dict[str, list[int]], detect: int
+) -> tuple[list[TensorInfo], list[TensorInfo]]:
+    """The head's box (cv2) and class (cv3) outputs that the decode reads, largest scale first."""
+    g = info.model.graph
     head_out = [
         o
         for i, n in enumerate(g.node)
@@ -294,17 +313,7 @@ def yolov8_layout(info: GraphInfo) -> DetectLayout:
         raise YoloEdgeError(f"Detect's box and class branches do not pair up; the ONNX {_NOT_YOLO}")
     box_out.sort(key=lambda t: -t.shape[2])
     cls_out.sort(key=lambda t: -t.shape[2])
-    h, w = image.shape[2], image.shape[3]
-    strides = tuple(h // t.shape[2] for t in box_out)
-    return DetectLayout(
-        sppf_layer=sppf,
-        detect_layer=detect,
-        subgraph_of=final,
-        nc=cls_out[0].shape[1],
-        reg_max=box_out[0].shape[1] // 4,
-        strides=strides,
-        imgsz=(h, w),
-    )
+    return box_out, cls_out
 
 
 def _image_input(info: GraphInfo) -> TensorInfo:

@@ -13,7 +13,7 @@ import numpy as np
 
 from yolo_edge.config import DeviceProfile
 from yolo_edge.data.resolve import EvalData
-from yolo_edge.plan.placement import PlacementPlan
+from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
 from yolo_edge.runtime import EventSummary
 from yolo_edge.validate.accuracy import MapResult
 from yolo_edge.validate.verdict import Limits, PlanRun
@@ -105,6 +105,24 @@ def _num(result: MapResult | None, signed: bool = False) -> tuple[str, str]:
     return f"{result.map50:{fmt}}", f"{result.map50_95:{fmt}}"
 
 
+def _plan_row(p: PlanRun) -> str:
+    lat = p.latency.end_to_end.to_dict() if p.latency else {}
+    mem = p.memory_peak_bytes
+    return (
+        f"| {p.name} | {p.status} | {_fmt(lat.get('p50'))} | {_fmt(lat.get('p95'))} | {_fmt(lat.get('p99'))} | "
+        f"{p.latency.kind if p.latency else '-'} | {_fmt(mem / 1e6 if mem else None, 1)} | "
+        f"{' | '.join(_num(p.map))} | {' | '.join(_num(p.drift, signed=True))} |"
+    )
+
+
+def _placement_row(s: SubgraphPlan) -> str:
+    precision = s.precision + (f" ({s.int8_scheme})" if s.int8_scheme else "")
+    return (
+        f"| {s.name} | {s.device} | {precision} | {s.granularity} | {_fmt(s.latency_ms)} | {s.latency_kind} | "
+        f"{s.reason} |"
+    )
+
+
 def markdown(report: DeployReport) -> str:
     what, data, limits = report.metric, report.data, report.limits
     lines = [
@@ -126,14 +144,7 @@ def markdown(report: DeployReport) -> str:
         f"{what}50 | drift {what}50-95 |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for p in report.plans:
-        lat = p.latency.end_to_end.to_dict() if p.latency else {}
-        mem = p.memory_peak_bytes
-        lines.append(
-            f"| {p.name} | {p.status} | {_fmt(lat.get('p50'))} | {_fmt(lat.get('p95'))} | {_fmt(lat.get('p99'))} | "
-            f"{p.latency.kind if p.latency else '-'} | {_fmt(mem / 1e6 if mem else None, 1)} | "
-            f"{' | '.join(_num(p.map))} | {' | '.join(_num(p.drift, signed=True))} |"
-        )
+    lines += [_plan_row(p) for p in report.plans]
     ref = report.reference
     lines += [
         "",
@@ -146,12 +157,7 @@ def markdown(report: DeployReport) -> str:
         "| subgraph | device | precision | granularity | ms | kind | reason |",
         "|---|---|---|---|---|---|---|",
     ]
-    for s in report.placement.subgraphs:
-        precision = s.precision + (f" ({s.int8_scheme})" if s.int8_scheme else "")
-        lines.append(
-            f"| {s.name} | {s.device} | {precision} | {s.granularity} | {_fmt(s.latency_ms)} | {s.latency_kind} | "
-            f"{s.reason} |"
-        )
+    lines += [_placement_row(s) for s in report.placement.subgraphs]
     w = report.split_plan.whole_graph_npu
     lines += [
         "",

@@ -21,7 +21,7 @@ import onnx
 
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Backend, Executable, NpuCompileError, median_run_s, run_chain
-from yolo_edge.config import PRECISION_BYTES, DeployConfig, DeviceProfile
+from yolo_edge.config import PRECISION_BYTES, DeployConfig, DeviceProfile, PrecisionCheckConfig
 from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
 from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
 from yolo_edge.graph import GraphInfo
@@ -188,81 +188,7 @@ class Checker:
             return CheckResult(
                 "precision", False, f"cannot compile at {label}: {exc}", {"precision": precision, "int8_scheme": scheme}
             )
-        return self.judge(cand, precision, scheme, [exe.run(feeds) for feeds in cand.feeds_eval])
-
-    def judge(
-        self,
-        cand: Candidate,
-        precision: str,
-        scheme: str | None,
-        outputs: Sequence[dict[str, np.ndarray]],
-        what: str = "",
-    ) -> CheckResult:
-        """The precision verdict on ``outputs`` (``cand`` at ``precision`` on each eval image): decided end to
-        end on the detector output, the subgraph's own outputs only warn."""
-        pc = self.cfg.checks.precision
-        label = variant_label(precision, scheme)
-        sensitive = sorted({n.op_type for n in cand.info.nodes if n.op_type in SENSITIVE_OPS})
-        if cand.final_output and precision != "fp32":
-            sensitive.append("box/score concat (output0)")
-        local_cos, local_worst, worst_abs, bad_values = 1.0, "", 0.0, 0
-        box_cos, score_cos, score_err = 1.0, 1.0, 0.0
-        for i, (out, ref) in enumerate(zip(outputs, cand.reference)):
-            for name, r in ref.items():
-                o = out[name]
-                bad_values += int(np.count_nonzero(~np.isfinite(o)))
-                o = np.nan_to_num(o, nan=0.0, posinf=0.0, neginf=0.0)
-                worst_abs = max(worst_abs, float(np.abs(o - r).max()))
-                c = cosine(o, r)
-                if c < local_cos:
-                    local_cos, local_worst = c, name
-            final = np.nan_to_num(cand.detector_output(out, i), nan=0.0, posinf=0.0, neginf=0.0)
-            want = cand.eval_tensors[i][cand.output_name]
-            box_cos = min(box_cos, cosine(final[:, :4], want[:, :4]))  # boxes (rows 0-3), class scores (rows 4-)
-            score_cos = min(score_cos, cosine(final[:, 4:], want[:, 4:]))
-            score_err = max(score_err, float(np.abs(final[:, 4:] - want[:, 4:]).max()))
-        numbers: dict[str, Number] = {
-            "precision": precision,
-            "int8_scheme": scheme,
-            "images": len(outputs),
-            "box_cosine": round(box_cos, 5),
-            "score_cosine": round(score_cos, 5),
-            "score_max_error": round(score_err, 4),
-            "local_min_cosine": round(local_cos, 5),
-            "local_worst_tensor": local_worst or None,
-            "max_abs_error": round(worst_abs, 5),
-            "nan_inf": bad_values,
-            "sensitive_ops": ", ".join(sensitive) or None,
-            "threshold_cosine": pc.min_cosine,
-            "threshold_score_error": pc.max_score_error,
-            "threshold_local_cosine": pc.local_min_cosine,
-        }
-        problems = []
-        if bad_values:
-            problems.append(f"{bad_values} NaN/Inf values")
-        if min(box_cos, score_cos) < pc.min_cosine:
-            problems.append(
-                f"detector output cosine {min(box_cos, score_cos):.4f} (boxes {box_cos:.4f}, "
-                f"class scores {score_cos:.4f}) < {pc.min_cosine}"
-            )
-        if score_err > pc.max_score_error:
-            problems.append(f"class scores off by up to {score_err:.3f} > {pc.max_score_error}")
-        if sensitive and precision != "fp32":
-            problems.append(f"precision-sensitive ops at {precision}: {', '.join(sensitive)}")
-        warning = (
-            f"; warning: own output {local_worst} at cosine {local_cos:.4f} < {pc.local_min_cosine}"
-            if local_cos < pc.local_min_cosine and not cand.final_output
-            else ""
-        )
-        if problems:
-            return CheckResult("precision", False, f"{what}{label}: " + "; ".join(problems) + warning, numbers)
-        return CheckResult(
-            "precision",
-            True,
-            f"{what}{label}: detector output cosine boxes {box_cos:.4f}, class scores "
-            f"{score_cos:.4f} >= {pc.min_cosine}, score error {score_err:.3f}, no NaN/Inf{warning}",
-            numbers,
-        )
+        return judge(self.cfg.checks.precision, cand, precision, scheme, [exe.run(feeds) for feeds in cand.feeds_eval])
 
     # -- 4. performance
     def _measure(self, exe: Executable, feeds: dict[str, np.ndarray]) -> float:
@@ -353,6 +279,94 @@ class Checker:
             if results[name].passed is False:
                 failed = name
         return results
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """How far outputs at low precision are from FP32: end to end (the detector output) and locally."""
+
+    box_cosine: float
+    score_cosine: float
+    score_max_error: float
+    local_min_cosine: float
+    local_worst_tensor: str
+    max_abs_error: float
+    nan_inf: int
+
+
+def fidelity(cand: Candidate, outputs: Sequence[dict[str, np.ndarray]]) -> Fidelity:
+    """``outputs`` of ``cand`` on each eval image against FP32, locally and through the later subgraphs."""
+    local_cos, local_worst, worst_abs, bad_values = 1.0, "", 0.0, 0
+    box_cos, score_cos, score_err = 1.0, 1.0, 0.0
+    for i, (out, ref) in enumerate(zip(outputs, cand.reference)):
+        for name, r in ref.items():
+            o = out[name]
+            bad_values += int(np.count_nonzero(~np.isfinite(o)))
+            o = np.nan_to_num(o, nan=0.0, posinf=0.0, neginf=0.0)
+            worst_abs = max(worst_abs, float(np.abs(o - r).max()))
+            c = cosine(o, r)
+            if c < local_cos:
+                local_cos, local_worst = c, name
+        final = np.nan_to_num(cand.detector_output(out, i), nan=0.0, posinf=0.0, neginf=0.0)
+        want = cand.eval_tensors[i][cand.output_name]
+        box_cos = min(box_cos, cosine(final[:, :4], want[:, :4]))  # boxes (rows 0-3), class scores (rows 4-)
+        score_cos = min(score_cos, cosine(final[:, 4:], want[:, 4:]))
+        score_err = max(score_err, float(np.abs(final[:, 4:] - want[:, 4:]).max()))
+    return Fidelity(box_cos, score_cos, score_err, local_cos, local_worst, worst_abs, bad_values)
+
+
+def judge(
+    pc: PrecisionCheckConfig,
+    cand: Candidate,
+    precision: str,
+    scheme: str | None,
+    outputs: Sequence[dict[str, np.ndarray]],
+    what: str = "",
+) -> CheckResult:
+    """The precision verdict on ``outputs`` (``cand`` at ``precision`` on each eval image): decided end to
+    end on the detector output, the subgraph's own outputs only warn."""
+    label = variant_label(precision, scheme)
+    sensitive = sorted({n.op_type for n in cand.info.nodes if n.op_type in SENSITIVE_OPS})
+    if cand.final_output and precision != "fp32":
+        sensitive.append("box/score concat (output0)")
+    f = fidelity(cand, outputs)
+    numbers: dict[str, Number] = {
+        "precision": precision,
+        "int8_scheme": scheme,
+        "images": len(outputs),
+        "box_cosine": round(f.box_cosine, 5),
+        "score_cosine": round(f.score_cosine, 5),
+        "score_max_error": round(f.score_max_error, 4),
+        "local_min_cosine": round(f.local_min_cosine, 5),
+        "local_worst_tensor": f.local_worst_tensor or None,
+        "max_abs_error": round(f.max_abs_error, 5),
+        "nan_inf": f.nan_inf,
+        "sensitive_ops": ", ".join(sensitive) or None,
+        "threshold_cosine": pc.min_cosine,
+        "threshold_score_error": pc.max_score_error,
+        "threshold_local_cosine": pc.local_min_cosine,
+    }
+    worst = min(f.box_cosine, f.score_cosine)
+    problems = [f"{f.nan_inf} NaN/Inf values"] if f.nan_inf else []
+    if worst < pc.min_cosine:
+        problems.append(
+            f"detector output cosine {worst:.4f} (boxes {f.box_cosine:.4f}, class scores "
+            f"{f.score_cosine:.4f}) < {pc.min_cosine}"
+        )
+    if f.score_max_error > pc.max_score_error:
+        problems.append(f"class scores off by up to {f.score_max_error:.3f} > {pc.max_score_error}")
+    if sensitive and precision != "fp32":
+        problems.append(f"precision-sensitive ops at {precision}: {', '.join(sensitive)}")
+    warn = f.local_min_cosine < pc.local_min_cosine and not cand.final_output
+    warning = f"; warning: own output {f.local_worst_tensor} at cosine {f.local_min_cosine:.4f} < {pc.local_min_cosine}"
+    warning = warning if warn else ""
+    if problems:
+        return CheckResult("precision", False, f"{what}{label}: " + "; ".join(problems) + warning, numbers)
+    passed = (
+        f"{what}{label}: detector output cosine boxes {f.box_cosine:.4f}, class scores {f.score_cosine:.4f} "
+        f">= {pc.min_cosine}, score error {f.score_max_error:.3f}, no NaN/Inf{warning}"
+    )
+    return CheckResult("precision", True, passed, numbers)
 
 
 def first_failure(results: dict[str, CheckResult]) -> str | None:

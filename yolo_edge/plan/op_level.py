@@ -19,7 +19,7 @@ from yolo_edge.config import PRECISION_BYTES
 from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
 from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
 from yolo_edge.graph import GraphInfo
-from yolo_edge.plan.checks import Candidate, Checker, CheckResult, variant_label
+from yolo_edge.plan.checks import Candidate, Checker, CheckResult, judge, variant_label
 from yolo_edge.split import Piece, cut
 
 
@@ -113,4 +113,4 @@ def _precision(
         {n: out[n] for n in ref}
         for out, ref in ((run_chain(exes, f), r) for f, r in zip(cand.feeds_eval, cand.reference))
     ]
-    return checker.judge(cand, precision, scheme, outputs, what="op level at ")
+    return judge(checker.cfg.checks.precision, cand, precision, scheme, outputs, what="op level at ")

@@ -25,7 +25,7 @@ import onnx
 
 from yolo_edge.backends import cpu_backend, create_backend
 from yolo_edge.backends.base import Backend, Executable, NpuCompileError, run_chain
-from yolo_edge.config import PRECISION_BYTES, DeployConfig, DeviceProfile
+from yolo_edge.config import PRECISION_BYTES, DeployConfig, DeviceProfile, Link
 from yolo_edge.devices.cost import transfer_time
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.graph import GraphInfo
@@ -266,6 +266,42 @@ def boundary_tensors(
     return [run_chain(exes, {split.input.name: image}) for image in images]
 
 
+def _rule(name: str, cfg: DeployConfig) -> str | None:
+    """Why a design rule keeps subgraph ``name`` on the CPU in FP32, or None."""
+    if name == "decode":
+        return (
+            "decode stays FP32 on the CPU: DFL softmax, dist2bbox and the box/score concat lose the class scores "
+            "at low precision"
+        )
+    if name == "head" and cfg.plan.head_on_npu == "never":
+        return "head on the CPU in FP32 by default (plan.head_on_npu: never)"
+    return None
+
+
+def _placed_by_rule(
+    checker: Checker, cand: Candidate, rule: str, primary: str, cpu_ms: float, kind: str
+) -> SubgraphPlan:
+    """A subgraph a design rule keeps on the CPU, with the compile-time checks still reported."""
+    sensitive = sorted({n.op_type for n in cand.info.nodes if n.op_type in SENSITIVE_OPS})
+    precision = (
+        CheckResult(
+            "precision",
+            False,
+            f"{primary}: precision-sensitive ops {', '.join(sensitive)} and output0 at low precision",
+            {"precision": primary},
+        )
+        if cand.name == "decode"
+        else skipped("precision", "placed by rule")
+    )
+    checks = {
+        "op_support": checker.op_support(cand),
+        "memory": checker.memory(cand, primary),
+        "precision": precision,
+        "performance": skipped("performance", "placed by rule"),
+    }
+    return SubgraphPlan(cand.name, "cpu", "fp32", "rule", rule, checks, None, cpu_ms, kind)
+
+
 class Planner:
     def __init__(
         self,
@@ -350,10 +386,6 @@ class Planner:
             for scheme in schemes:
                 yield precision, scheme, how
 
-    def cpu_ms(self, cand: Candidate) -> tuple[float, str]:
-        seconds, kind = self.checker.cpu_s(cand)
-        return seconds * 1e3, kind
-
     # ---------------------------------------------------------------- whole graph
     def whole_graph(self) -> WholeGraphVerdict:
         model = self.split.exported.load()
@@ -404,7 +436,7 @@ class Planner:
             placed.append(plan)
             for t in sg.outputs:
                 device_of[t.name] = plan.device
-        placed, transfer_ms = self._with_transfers(placed)
+        placed, transfer_ms = with_transfers(self.split, self.profile.link, placed)
         if strict:
             refused = [p for p in placed if p.granularity != "rule" and (p.device == "cpu" or p.cpu_nodes)]
             if refused:
@@ -426,32 +458,11 @@ class Planner:
         )
 
     def _place_one(self, cand: Candidate) -> SubgraphPlan:
-        cpu_ms, kind = self.cpu_ms(cand)
-        primary = self.precisions[0]
-        rule = None
-        if cand.name == "decode":
-            rule = (
-                "decode stays FP32 on the CPU: DFL softmax, dist2bbox and the box/score concat lose the class scores "
-                "at low precision"
-            )
-        elif cand.name == "head" and self.cfg.plan.head_on_npu == "never":
-            rule = "head on the CPU in FP32 by default (plan.head_on_npu: never)"
+        cpu_s, kind = self.checker.cpu_s(cand)
+        cpu_ms, primary = cpu_s * 1e3, self.precisions[0]
+        rule = _rule(cand.name, self.cfg)
         if rule:
-            sensitive = sorted({n.op_type for n in cand.info.nodes if n.op_type in SENSITIVE_OPS})
-            checks = {
-                "op_support": self.checker.op_support(cand),
-                "memory": self.checker.memory(cand, primary),
-                "precision": CheckResult(
-                    "precision",
-                    False,
-                    f"{primary}: precision-sensitive ops {', '.join(sensitive)} and output0 at low precision",
-                    {"precision": primary},
-                )
-                if cand.name == "decode"
-                else skipped("precision", "placed by rule"),
-                "performance": skipped("performance", "placed by rule"),
-            }
-            return SubgraphPlan(cand.name, "cpu", "fp32", "rule", rule, checks, None, cpu_ms, kind)
+            return _placed_by_rule(self.checker, cand, rule, primary, cpu_ms, kind)
         reasons: list[str] = []
         results: dict[str, CheckResult] = {}
         for precision, scheme, how in self._attempts(cand):
@@ -481,7 +492,7 @@ class Planner:
                 and self.profile.op_support.mode == "list"
                 and self.profile.cpu
             ):
-                op_plan = self._op_level(cand, precision, scheme, results, cpu_ms, kind)
+                op_plan = _op_level_plan(self.checker, cand, precision, scheme, results, cpu_ms, kind)
                 if op_plan is not None:
                     return op_plan
                 reasons[-1] += " (op-level fallback does not pay)"
@@ -490,65 +501,62 @@ class Planner:
         why = "back to the CPU: " + "; ".join(reasons + self.skipped_precisions)
         return SubgraphPlan(cand.name, "cpu", "fp32", "subgraph", why, results, None, cpu_ms, kind)
 
-    # ---------------------------------------------------------------- op level
-    def _op_level(
-        self,
-        cand: Candidate,
-        precision: str,
-        scheme: str | None,
-        results: dict[str, CheckResult],
-        cpu_ms: float,
-        kind: str,
-    ) -> SubgraphPlan | None:
-        """The subgraph with its unsupported ops on the CPU and the rest on the accelerator, if that pays."""
-        found = op_level_search(self.checker, cand, precision, scheme, cpu_ms)
-        if found is None:
-            return None
-        checks = {**results, "memory": self.checker.memory(cand, precision), **found.checks}
-        if not all(c.passed for c in found.checks.values()):
-            return None
-        reason = (
-            f"op-level: {len(found.cpu_nodes)} unsupported op(s) ({', '.join(found.cpu_nodes)}) run on the CPU, "
-            f"the rest on the NPU at {precision}; {found.total_ms:.2f} ms beats all-CPU {cpu_ms:.2f} ms"
-        )
-        return SubgraphPlan(
-            cand.name,
-            "npu",
-            precision,
-            "op",
-            reason,
-            checks,
-            found.total_ms,
-            cpu_ms,
-            kind,
-            cpu_nodes=found.cpu_nodes,
-            int8_scheme=scheme,
-        )
 
-    # ---------------------------------------------------------------- transfers
-    def _with_transfers(self, placed: list[SubgraphPlan]) -> tuple[list[SubgraphPlan], float]:
-        device_of = {self.split.input.name: "cpu"}  # preprocessing runs on the CPU
-        consumers: dict[str, list[str]] = {}
-        for sg, p in zip(self.split.subgraphs, placed):
-            for t in sg.outputs:
-                device_of[t.name] = p.device
-            for t in sg.inputs:
-                consumers.setdefault(t.name, []).append(p.device)
-        consumers.setdefault(self.split.output.name, []).append("cpu")  # NMS runs on the CPU
-        out = []
-        total = 0.0
-        for sg, p in zip(self.split.subgraphs, placed):
-            width = PRECISION_BYTES[p.precision] / 4 if p.device == "npu" else 1.0
-            ins = [t for t in sg.inputs if device_of[t.name] != p.device]
-            outs = [t for t in sg.outputs if any(d != p.device for d in consumers.get(t.name, []))]
-            b_in = b_out = 0
-            if p.device == "npu":  # the NPU side moves the data; a CPU subgraph's inputs are counted by its producer
-                b_in, b_out = int(sum(t.bytes for t in ins) * width), int(sum(t.bytes for t in outs) * width)
-                total += transfer_time(b_in, self.profile.link, len(ins)) + transfer_time(
-                    b_out, self.profile.link, len(outs)
-                )
-            out.append(replace(p, transfer_bytes_in=b_in, transfer_bytes_out=b_out))
-        return out, total * 1e3
+def _op_level_plan(
+    checker: Checker,
+    cand: Candidate,
+    precision: str,
+    scheme: str | None,
+    results: dict[str, CheckResult],
+    cpu_ms: float,
+    kind: str,
+) -> SubgraphPlan | None:
+    """The subgraph with its unsupported ops on the CPU and the rest on the accelerator, if that pays."""
+    found = op_level_search(checker, cand, precision, scheme, cpu_ms)
+    if found is None or not all(c.passed for c in found.checks.values()):
+        return None
+    checks = {**results, "memory": checker.memory(cand, precision), **found.checks}
+    reason = (
+        f"op-level: {len(found.cpu_nodes)} unsupported op(s) ({', '.join(found.cpu_nodes)}) run on the CPU, "
+        f"the rest on the NPU at {precision}; {found.total_ms:.2f} ms beats all-CPU {cpu_ms:.2f} ms"
+    )
+    return SubgraphPlan(
+        cand.name,
+        "npu",
+        precision,
+        "op",
+        reason,
+        checks,
+        found.total_ms,
+        cpu_ms,
+        kind,
+        cpu_nodes=found.cpu_nodes,
+        int8_scheme=scheme,
+    )
+
+
+def with_transfers(split: SplitModel, link: Link, placed: list[SubgraphPlan]) -> tuple[list[SubgraphPlan], float]:
+    """``placed`` with the bytes each accelerator subgraph moves across the link, and the total transfer ms."""
+    device_of = {split.input.name: "cpu"}  # preprocessing runs on the CPU
+    consumers: dict[str, list[str]] = {}
+    for sg, p in zip(split.subgraphs, placed):
+        for t in sg.outputs:
+            device_of[t.name] = p.device
+        for t in sg.inputs:
+            consumers.setdefault(t.name, []).append(p.device)
+    consumers.setdefault(split.output.name, []).append("cpu")  # NMS runs on the CPU
+    out = []
+    total = 0.0
+    for sg, p in zip(split.subgraphs, placed):
+        width = PRECISION_BYTES[p.precision] / 4 if p.device == "npu" else 1.0
+        ins = [t for t in sg.inputs if device_of[t.name] != p.device]
+        outs = [t for t in sg.outputs if any(d != p.device for d in consumers.get(t.name, []))]
+        b_in = b_out = 0
+        if p.device == "npu":  # the NPU side moves the data; a CPU subgraph's inputs are counted by its producer
+            b_in, b_out = int(sum(t.bytes for t in ins) * width), int(sum(t.bytes for t in outs) * width)
+            total += transfer_time(b_in, link, len(ins)) + transfer_time(b_out, link, len(outs))
+        out.append(replace(p, transfer_bytes_in=b_in, transfer_bytes_out=b_out))
+    return out, total * 1e3
 
 
 class PlanRefused(YoloEdgeError):
