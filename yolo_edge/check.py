@@ -31,9 +31,14 @@ from yolo_edge.validate.latency import LatencyResult, measure_latency
 from yolo_edge.validate.verdict import Limits, explain, failures, status
 
 
-def bundle_eval_data(bundle: Bundle, data: str | Path | None = None, class_map: str | None = None) -> EvalData:
-    """``data`` if given, else what deploy validated the bundle on: the demo val split, the calibration
-    sample stored in the bundle (agreement), or the user's data set where it still is."""
+def bundle_eval_data(
+    bundle: Bundle, data: str | Path | EvalData | None = None, class_map: str | None = None
+) -> EvalData:
+    """``data`` if given (an already resolved :class:`EvalData` as it is), else what deploy validated the bundle
+    on: the demo val split, the calibration sample stored in the bundle (agreement), or the user's data set
+    where it still is."""
+    if isinstance(data, EvalData):
+        return data
     names = bundle.exported.meta.names
     if data is not None:
         return resolve_eval_data(data, names, bundle.calib_dir, bundle.config.calib_images, class_map)
@@ -79,7 +84,7 @@ class ValResult:
 
 def val_bundle(
     bundle: Bundle,
-    data: str | Path | None = None,
+    data: str | Path | EvalData | None = None,
     quiet: bool = True,
     class_map: str | None = None,
     detector: Detector | None = None,
@@ -98,7 +103,7 @@ def val_bundle(
 
 def bench_bundle(
     bundle: Bundle,
-    data: str | Path | None = None,
+    data: str | Path | EvalData | None = None,
     runs: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     detector: Detector | None = None,
@@ -170,8 +175,9 @@ def check_bundle(
     max_regression = cfg.validate.max_regression if max_regression is None else max_regression
     base = read_baseline(baseline) if baseline else None
     with b.detector() as detector:
-        val = val_bundle(b, data, quiet, class_map, detector)
-        lat = bench_bundle(b, data, runs, detector=detector)
+        ev = bundle_eval_data(b, data, class_map)  # read once: val and bench use the same images
+        val = val_bundle(b, ev, quiet, detector=detector)
+        lat = bench_bundle(b, ev, runs, detector=detector)
     p95 = lat.end_to_end.p95
     fails = failures(val.drift, p95, limits)
     lines = explain(fails, val.drift, p95, limits)
