@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import SECOND_CLASSES
 from yolo_edge.backends import cpu_backend
-from yolo_edge.backends.base import Executable
+from yolo_edge.backends.base import Artifact, Executable
 from yolo_edge.backends.openvino import OpenVinoBackend
 from yolo_edge.cli.main import main
 from yolo_edge.config import DeployConfig, load_deploy_config, load_profile
@@ -229,7 +229,7 @@ class _OpenVino(OpenVinoBackend):
         precision: str,
         calib: list | None = None,
         scheme: str | None = None,  # type: ignore[type-arg, override]
-        artifact: onnx.ModelProto | None = None,
+        artifact: Artifact | None = None,
     ) -> Executable:
         exe = super().compile(model, precision, calib, scheme, artifact)
         scheme = scheme or self.int8_schemes[0]

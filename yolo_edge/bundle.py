@@ -9,7 +9,8 @@ Layout::
       calib/*            the calibration sample deploy used (the images; agreement data when no labels were given)
       model.onnx         the monolithic FP32 model: the reference for val/check
       subgraphs/<s>.onnx each subgraph in FP32 (the CPU twin); units/<unit>.int8.onnx the INT8 artifact of each
-                         NPU unit (a subgraph, or fused ones: backbone+neck.int8.onnx)
+                         NPU unit (a subgraph, or fused ones: backbone+neck.int8.onnx); units/<unit>.rknn the
+                         unit as Rockchip's compiler built it, for RKNNLite on the board
       profile.yaml       the device profile used
       events.jsonl       the runtime fallback events of the deployed plan's validation and benchmark runs
       report.json, report.md, plots/*.png
@@ -32,9 +33,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import onnx
 import yaml
 
+from yolo_edge.backends.base import ARTIFACT_SUFFIXES
 from yolo_edge.config import DeployConfig, DeviceProfile, build, load_deploy_config
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, ModelMeta, load_onnx
@@ -177,12 +178,24 @@ def _umask() -> int:
 
 
 def unit_artifacts(units: list[Unit]) -> dict[str, bytes]:
-    """The compiled NPU artifacts that differ from the FP32 subgraph (INT8 QDQ graphs)."""
-    files = {}
-    for st in units:
-        if st.npu is not None and st.npu.model is not None and st.npu.precision == "int8":
-            files[f"units/{st.name}.int8.onnx"] = st.npu.model.SerializeToString()
-    return files
+    """The compiled files of each NPU unit, as ``units/<unit><suffix>``: the INT8 QDQ graph where it differs
+    from the FP32 subgraph, and a vendor's own (``.rknn``) for the board."""
+    return {
+        f"units/{unit.name}{suffix}": data
+        for unit in units
+        if unit.npu is not None
+        for suffix, data in unit.npu.artifact_files().items()
+    }
+
+
+def read_unit_artifacts(folder: Path) -> dict[str, dict[str, bytes]]:
+    """A bundle's ``units/`` folder: unit name -> {suffix: bytes}."""
+    found: dict[str, dict[str, bytes]] = {}
+    for path in sorted(folder.glob("*")) if folder.is_dir() else []:
+        suffix = next((s for s in ARTIFACT_SUFFIXES if path.name.endswith(s)), None)
+        if suffix is not None:
+            found.setdefault(path.name.removesuffix(suffix), {})[suffix] = path.read_bytes()
+    return found
 
 
 def bundle_files(
@@ -253,9 +266,7 @@ class Bundle:
         sample = boundary_tensors(
             self.split, load_calibration(self.calib_dir, self.exported.meta.imgsz, self.config.calib_images)
         )
-        artifacts = {
-            p.name.removesuffix(".int8.onnx"): onnx.load(str(p)) for p in (self.path / "units").glob("*.int8.onnx")
-        }
+        artifacts = read_unit_artifacts(self.path / "units")
         fuse = self.meta.fuse_units
         units = build_units(self.split, plan, self.profile, sample, events, artifacts=artifacts, fuse=fuse)
         executor = SplitExecutor(units, self.config.runtime, self.profile, events)

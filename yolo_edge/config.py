@@ -30,6 +30,8 @@ PRECISION_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 CHECKS = ("op_support", "memory", "precision", "performance")
 INT8_SCHEMES = ("u8", "s8")  # INT8 activations: uint8 asymmetric, int8 symmetric (zero point 0)
 INT8_SCHEME_CHOICES = (*INT8_SCHEMES, "auto")
+CORE_MASKS = ("auto", "0", "1", "2", "0_1", "0_1_2", "all")
+RUNTIMES = ("onnxruntime", "openvino", "rknn")
 
 T = TypeVar("T")
 
@@ -178,8 +180,14 @@ class RuntimeOptions:
     # faster first and keeps it only if its numerics pass; which one wins, and whether s8 is accurate, depends
     # on the CPU)
     int8_activations: str = "auto"
+    target: str = ""  # rknn: the chip the compiler builds for (target_platform), e.g. rk3588
+    core_mask: str = "auto"  # rknn on the board: NPU cores to run on (RKNNLite.NPU_CORE_<mask>: auto, 0, 0_1, 0_1_2)
 
     def __post_init__(self) -> None:
+        if self.core_mask not in CORE_MASKS:
+            raise YoloEdgeError(
+                f"runtime_options.core_mask must be one of {', '.join(CORE_MASKS)}, got '{self.core_mask}'"
+            )
         if self.int8_activations not in INT8_SCHEME_CHOICES:
             raise YoloEdgeError(
                 f"runtime_options.int8_activations must be one of {', '.join(INT8_SCHEME_CHOICES)}, "
@@ -197,7 +205,7 @@ class DeviceProfile:
     name: str
     description: str
     kind: str  # "real": runs on hardware present here; "simulated": numerics real, latency modelled
-    runtime: str  # "onnxruntime" or "openvino": what runs the accelerator's numerics
+    runtime: str  # "onnxruntime", "openvino" or "rknn" (a toolchain worker; on the board rknn-toolkit-lite2)
     runtime_options: RuntimeOptions
     precisions: tuple[str, ...]  # in order of preference
     latency: str  # "measured" or "modelled"
@@ -216,8 +224,8 @@ class DeviceProfile:
         where = f"device profile '{self.name}'"
         if self.kind not in ("real", "simulated", "cpu"):
             raise YoloEdgeError(f"{where}: kind must be real, simulated or cpu, got '{self.kind}'")
-        if self.runtime not in ("onnxruntime", "openvino"):
-            raise YoloEdgeError(f"{where}: runtime must be onnxruntime or openvino, got '{self.runtime}'")
+        if self.runtime not in RUNTIMES:
+            raise YoloEdgeError(f"{where}: runtime must be one of {', '.join(RUNTIMES)}, got '{self.runtime}'")
         if self.latency not in ("measured", "modelled"):
             raise YoloEdgeError(f"{where}: latency must be measured or modelled, got '{self.latency}'")
         bad = [p for p in self.precisions if p not in PRECISIONS]

@@ -14,6 +14,15 @@ from pathlib import Path
 from yolo_edge.errors import YoloEdgeError
 
 
+def cache_root() -> Path:
+    """The user's yolo-edge cache: ``$YOLO_EDGE_CACHE``, else ``$XDG_CACHE_HOME/yolo-edge`` (``~/.cache/yolo-edge``).
+    Quantized graphs, the demo validation set and the toolchain environments live under it."""
+    return Path(
+        os.environ.get("YOLO_EDGE_CACHE")
+        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "yolo-edge"
+    )
+
+
 def check_can_write(path: Path, what: str) -> None:
     """Fail now, before minutes of work, if the file ``path`` cannot be written (tried for real: root ignores modes)."""
     if path.is_dir():

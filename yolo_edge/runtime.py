@@ -30,7 +30,14 @@ import numpy as np
 import onnx
 
 from yolo_edge.backends import cpu_backend, create_backend
-from yolo_edge.backends.base import Backend, Executable, NpuCompileError, NpuOutOfMemory, median_run_s
+from yolo_edge.backends.base import (
+    Artifact,
+    Backend,
+    Executable,
+    NpuCompileError,
+    NpuOutOfMemory,
+    median_run_s,
+)
 from yolo_edge.config import DeviceProfile, RuntimeConfig
 from yolo_edge.devices.cost import transfer_time
 from yolo_edge.graph import SUBGRAPHS
@@ -231,8 +238,12 @@ class SplitExecutor:
         self.performance_fallback = profile is None or profile.kind != "cpu"
 
     def close(self) -> None:
-        """Stop the accelerator call pool; the executor is not used after this."""
+        """Stop the accelerator call pool and release the units' accelerator executables (a toolchain worker's
+        compiled graphs); the executor is not used after this."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+        for unit in self.units:
+            if unit.npu is not None:
+                unit.npu.close()
 
     def __enter__(self) -> SplitExecutor:
         return self
@@ -313,7 +324,9 @@ class SplitExecutor:
             if (not probing or due) and self.breaker.allow():
                 outs, spent = self._npu_call(unit, feeds, frame)
                 if outs is not None:
-                    if self.performance_fallback:
+                    # a simulated accelerator's time is modelled: how long the host takes to simulate it (Rockchip's
+                    # simulator: tens of ms) says nothing about the board, so only a real one can be slow
+                    if self.performance_fallback and unit.modelled_s is None:
                         self._hysteresis(unit, spent, probing, frame, feeds)
                     modelled = None if unit.modelled_s is None else unit.modelled_s * 1e3
                     return outs, UnitRun(unit.name, "npu", spent * 1e3, modelled)
@@ -429,14 +442,15 @@ def build_units(
     calib: Sequence[dict[str, np.ndarray]],
     events: EventLog,
     npu: Backend | None = None,
-    artifacts: Mapping[str, onnx.ModelProto] | None = None,
+    artifacts: Mapping[str, Artifact] | None = None,
     fuse: bool = True,
 ) -> list[Unit]:
     """Compile the plan: NPU units at their precision (calibrated on ``calib``: boundary tensors of FP32
     runs), each with its FP32 CPU twin. A unit the NPU compiler refuses runs on the CPU (an event); a
     fused unit it refuses is first tried again as its separate subgraphs.
 
-    ``artifacts`` (unit name -> ONNX): a unit's compiled form to run as it is, e.g. the INT8 QDQ graph of a bundle.
+    ``artifacts`` (unit name -> files by suffix): a unit's compiled form as a bundle stores it (its INT8 QDQ
+    graph, its ``.rknn``), run as it is where the backend can.
     """
     cpu = cpu_backend()
     npu_backend = npu if npu is not None else (create_backend(profile) if plan.npu_subgraphs else None)

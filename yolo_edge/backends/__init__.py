@@ -1,7 +1,9 @@
 """Backends: real runtimes behind one small interface, and a registry by name.
 
 ``create_backend(profile)`` builds the accelerator backend a device profile asks for; ``cpu_backend()``
-is the FP32 reference and fallback. Vendor SDKs (OpenVINO) are imported only when their backend is used.
+is the FP32 reference and fallback. Vendor SDKs (OpenVINO, RKNNLite) are imported only when their backend
+is used; vendor toolchains (rknn-toolkit2) run in their own environment behind a worker process
+(``yolo_edge.toolchains``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,17 @@ def _onnxruntime(profile: DeviceProfile) -> Backend:
     return OnnxRuntimeBackend(profile.runtime_options.providers or (CPU_EP,))
 
 
-RUNTIMES: dict[str, Callable[[DeviceProfile], Backend]] = {"onnxruntime": _onnxruntime, "openvino": _openvino}
+def _rknn(profile: DeviceProfile) -> Backend:
+    from yolo_edge.backends.rknn import rknn_backend
+
+    return rknn_backend(profile)
+
+
+RUNTIMES: dict[str, Callable[[DeviceProfile], Backend]] = {
+    "onnxruntime": _onnxruntime,
+    "openvino": _openvino,
+    "rknn": _rknn,
+}
 
 
 def runtime_backend(profile: DeviceProfile) -> Backend:
@@ -36,9 +48,10 @@ def runtime_backend(profile: DeviceProfile) -> Backend:
 
 
 def create_backend(profile: DeviceProfile) -> Backend:
-    """The accelerator backend of ``profile``: the runtime itself, or a simulated NPU over it."""
+    """The accelerator backend of ``profile``: the runtime itself, or a simulated NPU over it (except where the
+    profile's own accelerator is present: a bundle for a simulated profile run on its board)."""
     backend = runtime_backend(profile)
-    if profile.kind == "simulated":
+    if profile.kind == "simulated" and not backend.on_accelerator:
         from yolo_edge.backends.simulated import SimulatedNpu
 
         return SimulatedNpu(profile, backend)
@@ -64,11 +77,10 @@ def device_status(profile: DeviceProfile) -> tuple[bool, str, tuple[str, ...]]:
     lacks = f"; {', '.join(missing)}: not computed by {backend.name} on this host, skipped" if missing else ""
     if not usable:
         return False, f"{backend.name} computes none of {list(profile.precisions)} on this host", ()
-    where = (
-        profile.runtime_options.device
-        if profile.runtime == "openvino"
-        else "/".join(profile.runtime_options.providers) or "CPU"
-    )
+    where = {
+        "openvino": profile.runtime_options.device,
+        "rknn": "RKNNLite on the NPU" if backend.name == "rknn-lite" else "Rockchip's simulator (rknn-toolkit2)",
+    }.get(profile.runtime, "/".join(profile.runtime_options.providers) or "CPU")
     if profile.kind == "simulated":
         return True, f"simulated: numerics on {profile.runtime} {where}, latency modelled{lacks}", usable
     return True, f"{profile.runtime} {where} present, latency measured{lacks}", usable

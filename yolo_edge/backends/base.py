@@ -22,6 +22,15 @@ from yolo_edge.graph import TensorInfo
 
 Feeds = Mapping[str, np.ndarray]
 CalibSet = Sequence[dict[str, np.ndarray]]
+Artifact = Mapping[str, bytes]  # a unit's compiled files as a bundle stores them, by suffix (ARTIFACT_SUFFIXES)
+QDQ_SUFFIX = ".int8.onnx"  # the INT8 QDQ graph that onnxruntime and OpenVINO run
+ARTIFACT_SUFFIXES = (QDQ_SUFFIX, ".rknn")
+
+
+def qdq_artifact(artifact: Artifact | None) -> onnx.ModelProto | None:
+    """The INT8 QDQ graph in ``artifact``, if it holds one."""
+    data = (artifact or {}).get(QDQ_SUFFIX)
+    return onnx.load_from_string(data) if data else None
 
 
 class NpuError(Exception):
@@ -98,6 +107,17 @@ class Executable(ABC):
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run the compiled graph on validated feeds."""
 
+    def artifact_files(self) -> dict[str, bytes]:
+        """What a bundle stores of this executable, by suffix: the INT8 QDQ graph where it differs from the
+        FP32 subgraph; a vendor backend adds its own compiled file (``.rknn``)."""
+        if self.precision == "int8" and self.model is not None:
+            return {QDQ_SUFFIX: self.model.SerializeToString()}
+        return {}
+
+    def close(self) -> None:
+        """Release what the executable holds outside this process (a toolchain worker's compiled graph)."""
+        return None
+
 
 def run_chain(executables: Sequence[Executable], feeds: Feeds) -> dict[str, np.ndarray]:
     """Run ``executables`` in order over one dict of tensors: each takes its inputs from it and adds its
@@ -126,6 +146,7 @@ class Backend(ABC):
     name: str = ""
     precisions: tuple[str, ...] = ()
     int8_schemes: tuple[str, ...] = ("u8",)  # INT8 activation schemes this backend can compile (config.INT8_SCHEMES)
+    on_accelerator: bool = False  # runs on the profile's accelerator itself (a board's runtime), not a stand-in
 
     @abstractmethod
     def compile(
@@ -134,11 +155,12 @@ class Backend(ABC):
         precision: str,
         calib: CalibSet | None = None,
         scheme: str | None = None,
-        artifact: onnx.ModelProto | None = None,
+        artifact: Artifact | None = None,
     ) -> Executable:
         """Compile ``model`` at ``precision``; INT8 needs ``calib`` (feeds of this subgraph) and uses the
-        activation ``scheme`` (default: the backend's first). ``artifact`` is ``model`` already lowered to
-        ``precision`` (a bundle's INT8 QDQ graph): it is what runs, and ``model`` is what limits are checked on."""
+        activation ``scheme`` (default: the backend's first). ``artifact`` is ``model`` already compiled (a
+        bundle's unit files): what the backend can run of it runs as it is, and ``model`` is what limits are
+        checked on."""
 
     def _check_precision(self, precision: str, scheme: str | None = None) -> str:
         """Validate ``precision`` (and for INT8 the ``scheme``); returns the INT8 scheme to use."""

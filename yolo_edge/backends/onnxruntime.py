@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from yolo_edge.backends.base import Backend, CalibSet, Executable, io_infos
+from yolo_edge.backends.base import Artifact, Backend, CalibSet, Executable, io_infos, qdq_artifact
 from yolo_edge.backends.quantize import quantize_int8
 from yolo_edge.errors import YoloEdgeError
 
@@ -53,10 +53,10 @@ class OnnxRuntimeBackend(Backend):
         precision: str,
         calib: CalibSet | None = None,
         scheme: str | None = None,
-        artifact: onnx.ModelProto | None = None,
+        artifact: Artifact | None = None,
     ) -> Executable:
         self._check_precision(precision, scheme)  # u8 only: onnxruntime's fast x86 path (U8S8)
-        graph = artifact or (quantize_int8(model, calib or []) if precision == "int8" else model)
+        graph = qdq_artifact(artifact) or (quantize_int8(model, calib or []) if precision == "int8" else model)
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3

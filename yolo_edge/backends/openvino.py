@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from yolo_edge.backends.base import Backend, CalibSet, Executable, io_infos
+from yolo_edge.backends.base import Artifact, Backend, CalibSet, Executable, io_infos, qdq_artifact
 from yolo_edge.backends.quantize import quantize_int8
 from yolo_edge.config import INT8_SCHEMES
 from yolo_edge.errors import YoloEdgeError
@@ -87,11 +87,13 @@ class OpenVinoBackend(Backend):
         precision: str,
         calib: CalibSet | None = None,
         scheme: str | None = None,
-        artifact: onnx.ModelProto | None = None,
+        artifact: Artifact | None = None,
     ) -> Executable:
         scheme = self._check_precision(precision, scheme)
         recipe = "openvino-s8" if scheme == "s8" else "openvino"
-        graph = artifact or (quantize_int8(model, calib or [], recipe=recipe) if precision == "int8" else model)
+        graph = qdq_artifact(artifact) or (
+            quantize_int8(model, calib or [], recipe=recipe) if precision == "int8" else model
+        )
         config = {"INFERENCE_PRECISION_HINT": _HINT[precision], "PERFORMANCE_HINT": "LATENCY"}
         compiled = core().compile_model(read_onnx(graph), self.device, config)
         return OpenVinoExecutable(compiled, graph, precision, self.device.lower())

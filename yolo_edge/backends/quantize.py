@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantTy
 
 from yolo_edge.backends.base import CalibSet
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import atomic_write
+from yolo_edge.files import atomic_write, cache_root
 
 QUANT_VERSION = "qdq-perchannel-minmax-3"
 
@@ -57,10 +56,7 @@ RECIPES = {
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("YOLO_EDGE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")), "yolo-edge"
-    )
-    return Path(root) / "quant"
+    return cache_root() / "quant"
 
 
 class _Reader(CalibrationDataReader):

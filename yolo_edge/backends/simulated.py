@@ -10,11 +10,20 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import onnx
 
-from yolo_edge.backends.base import Backend, CalibSet, Executable, NpuError, NpuOutOfMemory, UnsupportedOperator
+from yolo_edge.backends.base import (
+    Artifact,
+    Backend,
+    CalibSet,
+    Executable,
+    NpuError,
+    NpuOutOfMemory,
+    UnsupportedOperator,
+)
 from yolo_edge.config import DeviceProfile, Faults
 from yolo_edge.devices.cost import npu_time
 from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
@@ -73,6 +82,12 @@ class SimulatedExecutable(Executable):
             outs[first].reshape(-1)[:: max(1, outs[first].size // 7)] = np.nan
         return outs
 
+    def artifact_files(self) -> dict[str, bytes]:
+        return self.inner.artifact_files()
+
+    def close(self) -> None:
+        self.inner.close()
+
 
 class SimulatedNpu(Backend):
     name = "simulated"
@@ -84,6 +99,9 @@ class SimulatedNpu(Backend):
         self.int8_schemes = numerics.int8_schemes
         self.faults = faults or profile.faults
         self.injector = FaultInjector(self.faults)
+        # what the numerics backend's compiler can tell (rknn: its op refusals, its per-layer accuracy analysis)
+        self.query: Any = getattr(numerics, "query", None)
+        self.layer_errors: Any = getattr(numerics, "layer_errors", None)
 
     def compile(
         self,
@@ -91,7 +109,7 @@ class SimulatedNpu(Backend):
         precision: str,
         calib: CalibSet | None = None,
         scheme: str | None = None,
-        artifact: onnx.ModelProto | None = None,
+        artifact: Artifact | None = None,
     ) -> Executable:
         self._check_precision(precision, scheme)
         info = GraphInfo.of(model)

@@ -294,11 +294,9 @@ def demo_val_data(count: int = 300, seed: int = 0) -> Path:
     import shutil
     import tempfile
 
-    cache = Path(
-        os.environ.get("YOLO_EDGE_CACHE")
-        or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "yolo-edge"
-    )
-    root = cache / "datasets" / f"shapes-seed{seed}-val{count}"
+    from yolo_edge.files import cache_root
+
+    root = cache_root() / "datasets" / f"shapes-seed{seed}-val{count}"
     if (root / "data.yaml").is_file():
         return root / "data.yaml"
     root.parent.mkdir(parents=True, exist_ok=True)

@@ -103,17 +103,29 @@ class Checker:
         self.cpu = cpu_backend()
         self._compiled: dict[tuple[str, str, str | None], Executable] = {}
         self._cpu_s: dict[str, tuple[float, str]] = {}
+        self._queried: dict[str, tuple[int, list[str]]] = {}
+
+    def _query(self, cand: Candidate) -> tuple[int, list[str]]:
+        """The runtime's answer to which of ``cand``'s ops it refuses (OpenVINO query_model, Rockchip's compiler)."""
+        if cand.name not in self._queried:
+            self._queried[cand.name] = self.npu.query(cand.model)  # type: ignore[attr-defined]
+        return self._queried[cand.name]
+
+    def refused_nodes(self, cand: Candidate) -> set[str]:
+        """Nodes of ``cand`` the accelerator will not run: by its runtime's query, or by the profile's op list."""
+        if self.profile.op_support.mode == "query" and getattr(self.npu, "query", None) is not None:
+            return set(self._query(cand)[1])
+        return {v.node for v in unsupported_ops(cand.info, self.profile)}
 
     # -- 1. operator support
     def op_support(self, cand: Candidate) -> CheckResult:
         mode = self.profile.op_support.mode
         if mode == "query":
-            query = getattr(self.npu, "query", None)
-            if query is None:
+            if getattr(self.npu, "query", None) is None:
                 return CheckResult(
                     "op_support", True, f"{self.npu.name} has no query; assumed supported", {"mode": mode}
                 )
-            n_ops, missing = query(cand.model)
+            n_ops, missing = self._query(cand)
             numbers: dict[str, Number] = {"mode": mode, "ops": n_ops, "unsupported": len(missing)}
             if missing:
                 return CheckResult(
@@ -122,8 +134,9 @@ class Checker:
                     f"{len(missing)} of {n_ops} ops unsupported by {self.profile.name} (first: {missing[0]})",
                     numbers,
                 )
+            source = "its compiler" if self.profile.runtime == "rknn" else "query_model"
             return CheckResult(
-                "op_support", True, f"all {n_ops} ops supported ({self.profile.runtime} query_model)", numbers
+                "op_support", True, f"all {n_ops} ops supported ({self.profile.runtime} {source})", numbers
             )
         bad = unsupported_ops(cand.info, self.profile)
         n_ops = sum(1 for n in cand.info.nodes if n.op_type != "Constant")
@@ -188,7 +201,26 @@ class Checker:
             return CheckResult(
                 "precision", False, f"cannot compile at {label}: {exc}", {"precision": precision, "int8_scheme": scheme}
             )
-        return judge(self.cfg.checks.precision, cand, precision, scheme, [exe.run(feeds) for feeds in cand.feeds_eval])
+        outputs = [exe.run(feeds) for feeds in cand.feeds_eval]
+        result = judge(self.cfg.checks.precision, cand, precision, scheme, outputs)
+        return result if result.passed else self._layer_evidence(result, cand, precision)
+
+    def _layer_evidence(self, result: CheckResult, cand: Candidate, precision: str) -> CheckResult:
+        """A failed precision check with the vendor's per-layer analysis attached, where the toolchain has one
+        (Rockchip's accuracy_analysis: each layer's cosine to FP32 on the simulator, of the layer alone)."""
+        analyse = getattr(self.npu, "layer_errors", None)
+        if analyse is None:
+            return result
+        rows = analyse(cand.model, precision, cand.feeds_calib, cand.feeds_eval[0])[:3]
+        if not rows:
+            return result
+        worst = ", ".join(f"{r.layer} ({r.op}) cos {r.single_cos:.4f}" for r in rows)
+        return CheckResult(
+            result.name,
+            result.passed,
+            f"{result.reason}; worst layers by {self.profile.runtime} accuracy analysis: {worst}",
+            {**result.numbers, "worst_layers": worst},
+        )
 
     # -- 4. performance
     def _measure(self, exe: Executable, feeds: dict[str, np.ndarray]) -> float:

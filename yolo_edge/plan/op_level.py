@@ -3,8 +3,8 @@ device each (as onnxruntime's GetCapability partitions a graph), the unsupported
 
 Kept only when the pieces plus the transfers between them beat the whole subgraph on the CPU, and when
 the pieces at the accelerator's precision still pass the precision check end to end. Times come from
-the cost model (the board's CPU and its accelerator, both modelled): op level is for profiles with an op
-list, whose hardware is not here.
+the cost model (the board's CPU and its accelerator, both modelled): op level is for modelled profiles,
+whose hardware is not here; the refused ops come from the profile's op list or the vendor's compiler.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import onnx
 from yolo_edge.backends.base import NpuCompileError, run_chain
 from yolo_edge.config import PRECISION_BYTES
 from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
-from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
+from yolo_edge.devices.limits import memory_use, memory_violation
 from yolo_edge.graph import GraphInfo
 from yolo_edge.plan.checks import Candidate, Checker, CheckResult, judge, variant_label
 from yolo_edge.split import Piece, cut
@@ -54,7 +54,7 @@ def op_level_search(
     """The op-level split of ``cand`` and its checks; None when an accelerator piece does not fit in memory."""
     profile = checker.profile
     assert profile.cpu is not None
-    bad = {v.node for v in unsupported_ops(cand.info, profile)}
+    bad = checker.refused_nodes(cand)
     groups, devices = op_level_groups(cand.model, bad)
     pieces = cut(cand.model, groups, cand.name)
     width = PRECISION_BYTES[precision] / 4

@@ -489,7 +489,7 @@ class Planner:
             if (
                 failed == "op_support"
                 and self.cfg.plan.op_level
-                and self.profile.op_support.mode == "list"
+                and self.profile.latency == "modelled"
                 and self.profile.cpu
             ):
                 op_plan = _op_level_plan(self.checker, cand, precision, scheme, results, cpu_ms, kind)

@@ -1,0 +1,313 @@
+"""Rockchip RKNN: the vendor's own compiler, quantizer and simulator on the host; its lite runtime on the board.
+
+On the host, :class:`RknnBackend` drives rknn-toolkit2 through its toolchain worker (``yolo_edge.toolchains``):
+a subgraph is compiled for the profile's chip (INT8 by Rockchip's quantizer, calibrated on the subgraph's
+own FP32 inputs; FP16 without quantization), exported as ``.rknn`` for the bundle, and run on Rockchip's
+simulator for numerics. Op support comes from the compiler: a build that fails, or an op it has no NPU
+lowering for (the board's runtime would run it on its CPU), is a refusal naming the nodes. A precision
+failure can be explained by Rockchip's per-layer ``accuracy_analysis`` (:meth:`RknnBackend.layer_errors`).
+The simulator cannot load a ``.rknn`` file, so a bundle's unit is rebuilt from its ONNX and calibration
+sample on the host; the ``.rknn`` files are for the board.
+
+On the board (aarch64 with ``rknn-toolkit-lite2``, no toolchain, no torch), :class:`RknnLiteBackend` loads a
+bundle's ``.rknn`` files with ``RKNNLite`` on the profile's NPU cores.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import tempfile
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from yolo_edge.backends.base import (
+    Artifact,
+    Backend,
+    CalibSet,
+    Executable,
+    NpuCompileError,
+    NpuError,
+    NpuOutOfMemory,
+    UnsupportedOperator,
+    io_infos,
+)
+from yolo_edge.config import DeviceProfile
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.toolchains import RKNN, Worker, WorkerCrashed, WorkerError, toolchain_status, worker_for
+
+RKNN_SUFFIX = ".rknn"
+_NO_LOWERING = re.compile(r"No lowering found for: (?P<node>.+?), node type = (?P<op>\w+)")
+_NAMED_NODE = re.compile(r"\b(?P<op>[A-Z]\w*)\('(?P<node>[^']+)'\)")
+_ERROR_LINE = re.compile(r"^(?:\w+Error|E \w+): (?!Traceback)(.+)$", re.M)
+
+
+@dataclass(frozen=True)
+class LayerError:
+    """One layer of Rockchip's accuracy analysis: cosine to FP32, accumulated and of the layer alone."""
+
+    op: str
+    layer: str
+    entire_cos: float
+    single_cos: float
+
+
+def parse_error_analysis(text: str) -> list[LayerError]:
+    """The rows of rknn-toolkit2's ``error_analysis.txt`` (``[Type] name  cos | euc  cos | euc``)."""
+    row = re.compile(r"^\[(\w+)\]\s+(\S+)\s+([\d.]+)\s*\|\s*[\d.]+\s+([\d.]+)\s*\|", re.M)
+    return [LayerError(m[1], m[2], float(m[3]), float(m[4])) for m in row.finditer(text)]
+
+
+def refused_nodes(log: str, error: str = "") -> list[tuple[str, str]]:
+    """(node, op type) the compiler refused, from its log and error: no NPU lowering, or named in the error."""
+    found = [(m["node"], m["op"]) for m in _NO_LOWERING.finditer(log)]
+    found += [(m["node"], m["op"]) for m in _NAMED_NODE.finditer(error)]
+    return list(dict.fromkeys(found))
+
+
+def compiler_message(error: str, log: str) -> str:
+    """The compiler's own words for a failure: its error line, else its last ``E`` log line."""
+    lines = [m.group(1).strip() for m in _ERROR_LINE.finditer(error + "\n" + log)]
+    lines = [ln for ln in lines if ln and not ln.startswith("rknn-toolkit2 version")]
+    return lines[-1] if lines else error.strip().splitlines()[-1] if error.strip() else "build failed"
+
+
+def _refusal(what: str, error: str, log: str) -> NpuCompileError:
+    message = compiler_message(error, log)
+    nodes = refused_nodes(log, error)
+    if nodes:
+        message = f"{', '.join(f'{n} ({op})' for n, op in nodes[:3])}{' ...' if len(nodes) > 3 else ''}: {message}"
+    if "memory" in message.lower():
+        return NpuOutOfMemory(f"rknn compiler, {what}: {message}")
+    return UnsupportedOperator(f"rknn compiler, {what}: {message}")
+
+
+class RknnExecutable(Executable):
+    """A subgraph built by rknn-toolkit2 and loaded on its simulator. After a worker crash the next call
+    rebuilds it in the fresh worker (same ONNX, same calibration), so a frame is lost to the CPU, never
+    the unit."""
+
+    def __init__(self, backend: RknnBackend, job: dict[str, Any], model: onnx.ModelProto, precision: str) -> None:
+        inputs, outputs = io_infos(model)
+        super().__init__(inputs, outputs, precision, f"rknn-sim:{job['target']}", model)
+        self.backend = backend
+        self.job = job
+        self.build_s = 0.0
+        self.log = ""
+        self._generation = -1
+        self._lock = threading.Lock()
+
+    @property
+    def worker(self) -> Worker:
+        return self.backend.worker
+
+    def build(self) -> None:
+        """Compile in the worker (raises the compiler's refusal as :class:`NpuCompileError`)."""
+        with self._lock:
+            try:
+                reply = self.worker.call("compile", self.job)
+            except WorkerError as exc:
+                raise _refusal(f"{Path(self.job['onnx']).stem} at {self.precision}", exc.error, exc.log) from None
+            except WorkerCrashed as exc:
+                raise NpuCompileError(f"rknn compiler crashed: {exc}") from None
+            nodes = refused_nodes(reply.log)
+            if nodes:
+                self.close()
+                raise _refusal(f"{Path(self.job['onnx']).stem} at {self.precision}", "no NPU lowering", reply.log)
+            self.build_s, self.log = float(reply.result["build_s"]), reply.log
+            self._generation = self.worker.generation
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        try:
+            if self.worker.pid is None or self._generation != self.worker.generation:
+                self.build()  # a fresh worker after a crash: it holds nothing yet
+            reply = self.worker.call(
+                "run", {"key": self.job["key"]}, {str(i): feeds[t.name] for i, t in enumerate(self.inputs)}
+            )
+        except (WorkerCrashed, WorkerError, NpuCompileError) as exc:
+            raise NpuError(f"rknn simulator: {exc}") from None
+        outs = {t.name: reply.arrays[str(i)].reshape(t.shape) for i, t in enumerate(self.outputs)}
+        return outs
+
+    def artifact_files(self) -> dict[str, bytes]:
+        path = Path(self.job["rknn"])
+        return {RKNN_SUFFIX: path.read_bytes()} if path.is_file() else {}
+
+    def close(self) -> None:
+        if self.worker.pid is not None and self._generation == self.worker.generation:
+            try:
+                self.worker.call("release", {"key": self.job["key"]}, timeout_s=60)
+            except (WorkerCrashed, WorkerError):
+                pass
+        self._generation = -1
+
+
+class RknnBackend(Backend):
+    """rknn-toolkit2 in its worker: Rockchip's compiler and quantizer, numerics on its simulator."""
+
+    name = "rknn"
+    precisions = ("int8", "fp16")
+    int8_schemes = ("w8a8",)  # Rockchip's INT8: asymmetric int8 activations, per-channel int8 weights
+
+    def __init__(self, target: str, worker: Worker | None = None) -> None:
+        self.target = target
+        self.worker = worker or worker_for(RKNN)
+        self._dir = Path(tempfile.mkdtemp(prefix="yolo-edge-rknn-"))
+        self._prefix = uuid.uuid4().hex[:8]
+        self._count = 0
+
+    def __del__(self) -> None:
+        shutil.rmtree(getattr(self, "_dir", ""), ignore_errors=True)
+
+    def _job(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None) -> dict[str, Any]:
+        """Write the ONNX and (INT8) the calibration dataset file the toolkit reads: one line per sample,
+        one ``.npy`` per input (NCHW float32, the subgraph's own inputs from FP32 runs of what precedes it)."""
+        self._count += 1
+        key = f"{self._prefix}-{self._count}"
+        folder = self._dir / key
+        folder.mkdir()
+        graph = onnx.ModelProto()
+        graph.CopyFrom(model)
+        graph.ir_version = min(graph.ir_version, 10)  # the toolkit's onnx 1.18 checks up to IR 11
+        onnx.save(graph, str(folder / "model.onnx"))
+        job: dict[str, Any] = {
+            "key": key,
+            "onnx": str(folder / "model.onnx"),
+            "precision": precision,
+            "target": self.target,
+            "rknn": str(folder / f"model{RKNN_SUFFIX}"),
+        }
+        if precision == "int8":
+            if not calib:
+                raise YoloEdgeError("rknn INT8 needs calibration samples")
+            inputs = [t.name for t in io_infos(model)[0]]
+            lines = []
+            for k, feeds in enumerate(calib):
+                paths = [folder / f"calib{k}_{j}.npy" for j in range(len(inputs))]
+                for path, name in zip(paths, inputs):
+                    np.save(path, np.ascontiguousarray(feeds[name], dtype=np.float32))
+                lines.append(" ".join(str(p) for p in paths))
+            (folder / "dataset.txt").write_text("\n".join(lines) + "\n")
+            job["dataset"] = str(folder / "dataset.txt")
+        return job
+
+    def compile(
+        self,
+        model: onnx.ModelProto,
+        precision: str,
+        calib: CalibSet | None = None,
+        scheme: str | None = None,
+        artifact: Artifact | None = None,
+    ) -> Executable:
+        """Build ``model`` with Rockchip's compiler. ``artifact`` (a bundle's ``.rknn``) is not loadable by the
+        simulator: the unit is rebuilt from the ONNX and ``calib``, as deploy built it."""
+        self._check_precision(precision, scheme)
+        exe = RknnExecutable(self, self._job(model, precision, calib), model, precision)
+        exe.build()
+        return exe
+
+    def query(self, model: onnx.ModelProto) -> tuple[int, list[str]]:
+        """(number of ops, nodes the compiler refuses): an FP16 build, which needs no calibration."""
+        n_ops = sum(1 for n in model.graph.node if n.op_type != "Constant")
+        try:
+            self.compile(model, "fp16").close()
+        except NpuCompileError as exc:
+            job_log = str(exc)
+            named = [n.name for n in model.graph.node if n.name and f"{n.name} (" in job_log]
+            return n_ops, named or [f"(whole graph: {exc})"]
+        return n_ops, []
+
+    def layer_errors(
+        self, model: onnx.ModelProto, precision: str, calib: CalibSet, feeds: dict[str, np.ndarray]
+    ) -> list[LayerError]:
+        """Rockchip's per-layer accuracy analysis of ``model`` at ``precision`` on one input, worst first."""
+        job = self._job(model, precision, calib)
+        folder = Path(job["onnx"]).parent
+        inputs = []
+        for j, t in enumerate(io_infos(model)[0]):
+            np.save(folder / f"analysis_{j}.npy", np.ascontiguousarray(feeds[t.name], dtype=np.float32))
+            inputs.append(str(folder / f"analysis_{j}.npy"))
+        try:
+            reply = self.worker.call("accuracy", {**job, "inputs": inputs, "output_dir": str(folder / "analysis")})
+        except (WorkerError, WorkerCrashed):
+            return []
+        rows = parse_error_analysis(Path(reply.result["report"]).read_text())
+        return sorted(rows, key=lambda r: r.single_cos)
+
+
+class RknnLiteExecutable(Executable):
+    def __init__(self, runtime: Any, model: onnx.ModelProto, precision: str, core_mask: str) -> None:
+        inputs, outputs = io_infos(model)
+        super().__init__(inputs, outputs, precision, f"rknn-npu:{core_mask}", model)
+        self.runtime = runtime
+        self._lock = threading.Lock()
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        arrays = [feeds[t.name] for t in self.inputs]
+        layout = ["nchw"] * len(arrays) if all(a.ndim == 4 for a in arrays) else None
+        with self._lock:
+            outs = self.runtime.inference(inputs=arrays, data_format=layout)
+        if outs is None or len(outs) != len(self.outputs):
+            raise NpuError(f"RKNNLite.inference returned {None if outs is None else len(outs)} outputs")
+        return {t.name: np.asarray(o, dtype=np.float32).reshape(t.shape) for t, o in zip(self.outputs, outs)}
+
+    def artifact_files(self) -> dict[str, bytes]:
+        return {}
+
+    def close(self) -> None:
+        self.runtime.release()
+
+
+class RknnLiteBackend(Backend):
+    """The board: ``rknnlite.api.RKNNLite`` runs a bundle's ``.rknn`` files on the NPU cores of ``core_mask``."""
+
+    name = "rknn-lite"
+    precisions = ("int8", "fp16")
+    int8_schemes = ("w8a8",)
+    on_accelerator = True  # the board's NPU: measured, never wrapped as a simulation
+
+    def __init__(self, core_mask: str) -> None:
+        self.core_mask = core_mask
+        self._dir = Path(tempfile.mkdtemp(prefix="yolo-edge-rknnlite-"))
+
+    def compile(
+        self,
+        model: onnx.ModelProto,
+        precision: str,
+        calib: CalibSet | None = None,
+        scheme: str | None = None,
+        artifact: Artifact | None = None,
+    ) -> Executable:
+        self._check_precision(precision, scheme)
+        data = (artifact or {}).get(RKNN_SUFFIX)
+        if not data:
+            raise NpuCompileError(
+                "no .rknn for this unit in the bundle (the board cannot compile): deploy it on a host with "
+                "`yolo-edge toolchain install rknn`"
+            )
+        from rknnlite.api import RKNNLite
+
+        path = self._dir / f"unit{len(list(self._dir.iterdir()))}{RKNN_SUFFIX}"
+        path.write_bytes(data)
+        runtime = RKNNLite()
+        mask = getattr(RKNNLite, f"NPU_CORE_{self.core_mask.upper()}")
+        if runtime.load_rknn(str(path)) != 0 or runtime.init_runtime(core_mask=mask) != 0:
+            raise NpuCompileError(f"RKNNLite could not load {path.name} on cores {self.core_mask}")
+        return RknnLiteExecutable(runtime, model, precision, self.core_mask)
+
+
+def rknn_backend(profile: DeviceProfile) -> Backend:
+    """The board's lite runtime where it is installed, else the toolchain on this host, else a one-line error."""
+    if importlib.util.find_spec("rknnlite") is not None:
+        return RknnLiteBackend(profile.runtime_options.core_mask)
+    status = toolchain_status(RKNN, probe=False)
+    if not status.installed:
+        raise YoloEdgeError(f"{profile.name} needs Rockchip's toolchain: {status.detail}")
+    return RknnBackend(profile.runtime_options.target or profile.name)

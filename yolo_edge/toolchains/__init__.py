@@ -1,0 +1,224 @@
+"""Vendor NPU toolchains in their own pinned environments, driven through a worker process.
+
+A vendor compiler pins an old stack (rknn-toolkit2 2.5.0: numpy<=1.26.4, onnx<=1.18, torch<=2.4) that
+cannot share yolo-edge's environment. Each :class:`Toolchain` names its pinned install steps and a worker
+module (standard library, numpy and the toolchain only: ``rknn_worker.py``); ``install_toolchain`` builds
+the environment once per toolchain version in the user's cache, and :class:`Worker` runs the worker
+module in it and talks to it over pipes (``wire``). The next toolchain (Arm Vela, VeriSilicon Acuity,
+Hailo DFC) is one more ``Toolchain`` entry and one more worker module.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.files import cache_root
+from yolo_edge.toolchains.worker import Reply, Worker, WorkerCrashed, WorkerError
+
+__all__ = [
+    "TOOLCHAINS",
+    "Reply",
+    "Toolchain",
+    "ToolchainStatus",
+    "Worker",
+    "WorkerCrashed",
+    "WorkerError",
+    "get_toolchain",
+    "install_toolchain",
+    "toolchain_status",
+    "worker_for",
+]
+
+_COMPLETE = ".complete"  # written last by install: an environment without it is partial
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    name: str
+    version: str
+    what: str
+    python: str  # the interpreter version its wheels are built for
+    steps: tuple[tuple[str, ...], ...]  # pip install arguments, one install per step, in order
+    worker: str  # worker module file in this package
+    size: str  # what a user should expect to download
+
+    @property
+    def env_dir(self) -> Path:
+        """``$YOLO_EDGE_TOOLCHAINS/<name>-<version>``, by default under the user's yolo-edge cache."""
+        root = Path(os.environ.get("YOLO_EDGE_TOOLCHAINS") or cache_root() / "toolchains")
+        return root / f"{self.name}-{self.version}"
+
+    @property
+    def python_path(self) -> Path:
+        return self.env_dir / "bin" / "python"
+
+    @property
+    def worker_path(self) -> Path:
+        return Path(__file__).with_name(self.worker)
+
+    @property
+    def install_hint(self) -> str:
+        return f"install it with `yolo-edge toolchain install {self.name}` ({self.size}, a few minutes)"
+
+
+RKNN = Toolchain(
+    name="rknn",
+    version="2.5.0",
+    what="Rockchip rknn-toolkit2: RKNPU2 compiler, INT8 quantizer and simulator (RK3588, RK3576, RK3566, ...)",
+    python="3.11",
+    steps=(
+        (
+            "numpy==1.26.4",
+            "onnx==1.18.0",
+            "protobuf==4.25.4",
+            "onnxruntime<1.21",
+            "scipy",
+            "fast-histogram",
+            "ruamel.yaml",
+            "psutil",
+            "tqdm",
+            "opencv-python<4.11",
+            "torch==2.4.0",
+        ),
+        ("rknn-toolkit2==2.5.0",),
+    ),
+    worker="rknn_worker.py",
+    size="about 5.6 GB with torch's CUDA libraries",
+)
+
+TOOLCHAINS: dict[str, Toolchain] = {t.name: t for t in (RKNN,)}
+
+
+def get_toolchain(name: str) -> Toolchain:
+    try:
+        return TOOLCHAINS[name]
+    except KeyError:
+        raise YoloEdgeError(f"unknown toolchain '{name}'; known: {', '.join(TOOLCHAINS)}") from None
+
+
+@dataclass(frozen=True)
+class ToolchainStatus:
+    toolchain: Toolchain
+    installed: bool
+    usable: bool
+    detail: str  # the versions it reports, or why it cannot be used and how to fix that
+
+
+def toolchain_status(tc: Toolchain, probe: bool = True) -> ToolchainStatus:
+    """Whether ``tc`` is installed and (``probe``) answers: the worker is started and asked its versions."""
+    if not (tc.env_dir / _COMPLETE).is_file():
+        partial = " (a partial install is there)" if tc.env_dir.exists() else ""
+        return ToolchainStatus(tc, False, False, f"{tc.name} {tc.version} not installed{partial}; {tc.install_hint}")
+    if not probe:
+        return ToolchainStatus(tc, True, True, f"installed in {tc.env_dir}")
+    try:
+        versions = worker_for(tc).call("hello", timeout_s=120).result
+    except (WorkerCrashed, WorkerError) as exc:
+        return ToolchainStatus(
+            tc, True, False, f"installed in {tc.env_dir} but does not start ({exc}); reinstall with --force"
+        )
+    shown = ", ".join(f"{k} {v}" for k, v in versions.items())
+    return ToolchainStatus(tc, True, True, f"{shown}; in {tc.env_dir}")
+
+
+def _find_python(tc: Toolchain, python: str | None) -> str:
+    """An interpreter of the toolchain's Python version: ``python``, this one, or ``python<X.Y>`` on PATH."""
+    candidates = [python] if python else [sys.executable, shutil.which(f"python{tc.python}")]
+    for cand in candidates:
+        if not cand:
+            continue
+        try:
+            out = subprocess.run(
+                [cand, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        except OSError:
+            continue
+        if out.returncode == 0 and out.stdout.strip() == tc.python:
+            return cand
+    raise YoloEdgeError(
+        f"{tc.name} {tc.version} needs Python {tc.python} (its wheels are built for it) and none was found"
+        f"{f' at {python}' if python else ''}; install python{tc.python} or pass --python /path/to/python{tc.python}"
+    )
+
+
+def _pip(env_python: Path, args: tuple[str, ...], log: list[str]) -> None:
+    cmd = [str(env_python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    log.append(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        lines = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip() and "WARNING" not in ln]
+        last = lines[-1].strip() if lines else "no output"
+        raise YoloEdgeError(f"pip install {' '.join(args)} failed (exit {proc.returncode}): {last}")
+
+
+def install_toolchain(
+    name: str, python: str | None = None, force: bool = False, say: Callable[[str], None] = print
+) -> ToolchainStatus:
+    """Build ``name``'s pinned environment (reused when complete, unless ``force``); returns its status.
+
+    A failed install leaves no environment that looks complete: the marker file is written last, and the
+    folder of a failed attempt is removed."""
+    tc = get_toolchain(name)
+    if (tc.env_dir / _COMPLETE).is_file() and not force:
+        return toolchain_status(tc)
+    interpreter = _find_python(tc, python)
+    close_workers()
+    if tc.env_dir.exists():
+        shutil.rmtree(tc.env_dir)
+    tc.env_dir.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    log: list[str] = []
+    try:
+        subprocess.run([interpreter, "-m", "venv", str(tc.env_dir)], check=True, capture_output=True)
+        for k, step in enumerate(tc.steps, 1):
+            say(f"{tc.name}: step {k}/{len(tc.steps)}: pip install {' '.join(step)}")
+            _pip(tc.python_path, step, log)
+        versions = Worker(tc).call("hello", timeout_s=300).result
+    except BaseException as exc:
+        shutil.rmtree(tc.env_dir, ignore_errors=True)
+        if isinstance(exc, subprocess.CalledProcessError):
+            raise YoloEdgeError(f"{interpreter} -m venv {tc.env_dir} failed: {exc.stderr.decode().strip()}") from None
+        if isinstance(exc, WorkerCrashed | WorkerError):
+            raise YoloEdgeError(f"{tc.name} installed but its worker does not start: {exc}") from None
+        raise
+    seconds = time.monotonic() - t0
+    size = sum(p.stat().st_size for p in tc.env_dir.rglob("*") if p.is_file() and not p.is_symlink())
+    record = {"versions": versions, "install_s": round(seconds, 1), "bytes": size, "python": interpreter}
+    (tc.env_dir / _COMPLETE).write_text(json.dumps(record, indent=2))
+    say(f"{tc.name}: installed in {seconds:.0f} s, {size / 2**30:.1f} GiB, in {tc.env_dir}")
+    return toolchain_status(tc)
+
+
+_WORKERS: dict[str, Worker] = {}
+_LOCK = threading.Lock()
+
+
+def worker_for(tc: Toolchain) -> Worker:
+    """This process's worker for ``tc`` (one per toolchain per process; it starts on its first call)."""
+    with _LOCK:
+        if tc.name not in _WORKERS:
+            _WORKERS[tc.name] = Worker(tc)
+        return _WORKERS[tc.name]
+
+
+def close_workers() -> None:
+    with _LOCK:
+        for w in _WORKERS.values():
+            w.close()
+
+
+atexit.register(close_workers)
