@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import NoReturn
 
-from yolo_edge.cli import bench, check, deploy, devices, export, plan, run, split, val
+from yolo_edge.cli import bench, check, deploy, devices, export, plan, run, split, toolchain, val
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.version import __version__
 
-SUBCOMMANDS = (export, split, plan, deploy, run, val, bench, check, devices)
+SUBCOMMANDS = (export, split, plan, deploy, run, val, bench, check, devices, toolchain)
 
 
 class Parser(argparse.ArgumentParser):

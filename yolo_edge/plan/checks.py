@@ -134,7 +134,7 @@ class Checker:
                     f"{len(missing)} of {n_ops} ops unsupported by {self.profile.name} (first: {missing[0]})",
                     numbers,
                 )
-            source = "its compiler" if self.profile.runtime == "rknn" else "query_model"
+            source = "compiler" if self.profile.runtime == "rknn" else "query_model"
             return CheckResult(
                 "op_support", True, f"all {n_ops} ops supported ({self.profile.runtime} {source})", numbers
             )

@@ -11,6 +11,7 @@ Hailo DFC) is one more ``Toolchain`` entry and one more worker module.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import os
 import shutil
@@ -55,9 +56,11 @@ class Toolchain:
 
     @property
     def env_dir(self) -> Path:
-        """``$YOLO_EDGE_TOOLCHAINS/<name>-<version>``, by default under the user's yolo-edge cache."""
+        """``$YOLO_EDGE_TOOLCHAINS/<name>-<version>-<pins>``, by default under the user's yolo-edge cache; ``pins``
+        hashes the install steps, so changed pins make a new environment instead of reusing a stale one."""
         root = Path(os.environ.get("YOLO_EDGE_TOOLCHAINS") or cache_root() / "toolchains")
-        return root / f"{self.name}-{self.version}"
+        pins = hashlib.sha256(repr(self.steps).encode()).hexdigest()[:8]
+        return root / f"{self.name}-{self.version}-{pins}"
 
     @property
     def python_path(self) -> Path:

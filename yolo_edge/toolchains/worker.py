@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from yolo_edge.errors import YoloEdgeError
 from yolo_edge.toolchains.wire import Arrays, WireClosed, receive, send
 
 if TYPE_CHECKING:
@@ -60,7 +61,9 @@ class Worker:
             return self._proc
         python = self.toolchain.python_path
         if not python.is_file():
-            raise WorkerCrashed(f"no interpreter at {python}; {self.toolchain.install_hint}")
+            raise YoloEdgeError(
+                f"{self.toolchain.name}: no environment at {python.parent.parent}; {self.toolchain.install_hint}"
+            )
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
         env["PYTHONUNBUFFERED"] = "1"
         with open(self.stderr_path, "ab") as err:
