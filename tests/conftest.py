@@ -5,6 +5,11 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("YOLO_OFFLINE", "1")
+# The toolchain environments stay where `yolo-edge toolchain install` put them, though the tests keep every
+# other cache (quantized graphs) in their session (_quant_cache below changes YOLO_EDGE_CACHE).
+from yolo_edge.toolchains import toolchains_root  # noqa: E402
+
+os.environ.setdefault("YOLO_EDGE_TOOLCHAINS", str(toolchains_root()))
 
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -147,6 +152,23 @@ def small_val(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from yolo_edge.data.synthetic import write_dataset
 
     return write_dataset(tmp_path_factory.mktemp("small") / "data", seed=0, sizes={"val": 40})
+
+
+@pytest.fixture(scope="session")
+def small_deploy(small_cfg: Path, few_images: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """``small_deploy(device)``: the demo deployed to ``device`` with the small config on ``few_images``, once per
+    device and session (the tests that use it only read the bundle)."""
+    from yolo_edge.deploy import DeployResult, deploy
+
+    done: dict[str, DeployResult] = {}
+
+    def get(device: str) -> DeployResult:
+        if device not in done:
+            out = tmp_path_factory.mktemp(f"deploy_{device}") / "bundle"
+            done[device] = deploy(device=device, config=small_cfg, data=few_images, quiet=True, out=out)
+        return done[device]
+
+    return get
 
 
 @pytest.fixture(scope="session")

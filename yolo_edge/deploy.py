@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from yolo_edge.backends import create_backend, resolve_device
+from yolo_edge.backends import create_backend, require_usable, resolve_device
 from yolo_edge.backends.base import NpuCompileError
 from yolo_edge.bundle import BundleMeta, DataRecord, bundle_files, check_writable, write_bundle
 from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config
@@ -110,6 +110,7 @@ def deploy(
     cfg = _settings(config, sla_ms)
     check_writable(out)
     profile = resolve_device(device)
+    require_usable(profile)
     calib_dir = Path(calib) if calib else default_calib_dir()
     n_calib = cfg.calib_images + cfg.checks.precision.images
     calib_files = list_images(calib_dir, "calibration folder")[:n_calib]

@@ -86,6 +86,13 @@ def device_status(profile: DeviceProfile) -> tuple[bool, str, tuple[str, ...]]:
     return True, f"{profile.runtime} {where} present, latency measured{lacks}", usable
 
 
+def require_usable(profile: DeviceProfile) -> None:
+    """A one-line error now, before minutes of work, when ``profile`` cannot run on this machine."""
+    ok, why, _ = device_status(profile)
+    if not ok:
+        raise YoloEdgeError(f"device {profile.name} is not usable here: {why}")
+
+
 def resolve_device(name: str) -> DeviceProfile:
     """A profile by name or path; ``auto`` is the best real accelerator present (see AUTO_ORDER)."""
     from yolo_edge.config import load_profile

@@ -114,19 +114,23 @@ class RknnExecutable(Executable):
             try:
                 reply = self.worker.call("compile", self.job)
             except WorkerError as exc:
-                raise _refusal(f"{Path(self.job['onnx']).stem} at {self.precision}", exc.error, exc.log) from None
+                raise _refusal(f"at {self.precision}", exc.error, exc.log) from None
             except WorkerCrashed as exc:
                 raise NpuCompileError(f"rknn compiler crashed: {exc}") from None
             nodes = refused_nodes(reply.log)
             if nodes:
                 self.close()
-                raise _refusal(f"{Path(self.job['onnx']).stem} at {self.precision}", "no NPU lowering", reply.log)
+                shown = ", ".join(f"{n} ({op})" for n, op in nodes[:3]) + (" ..." if len(nodes) > 3 else "")
+                raise UnsupportedOperator(
+                    f"rknn compiler, at {self.precision}: {shown}: no NPU lowering (the board's runtime would run "
+                    "it on its CPU, inside the NPU graph)"
+                )
             self.build_s, self.log = float(reply.result["build_s"]), reply.log
             self._generation = self.worker.generation
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         try:
-            if self.worker.pid is None or self._generation != self.worker.generation:
+            if self.worker.start() != self._generation:
                 self.build()  # a fresh worker after a crash: it holds nothing yet
             reply = self.worker.call(
                 "run", {"key": self.job["key"]}, {str(i): feeds[t.name] for i, t in enumerate(self.inputs)}

@@ -8,7 +8,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from yolo_edge.backends import resolve_device
+from yolo_edge.backends import require_usable, resolve_device
 from yolo_edge.cli.common import add_device, add_imgsz, add_model, positive_int, print_json, table
 from yolo_edge.config import load_deploy_config
 from yolo_edge.export import export_model
@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     if args.calib_images:
         cfg = replace(cfg, calib_images=args.calib_images)
     profile = resolve_device(args.device)
+    require_usable(profile)
     with tempfile.TemporaryDirectory(prefix="yolo-edge-plan-") as tmp:
         split = split_model(export_model(args.model, imgsz=args.imgsz, out_dir=tmp))
         n = cfg.calib_images + cfg.checks.precision.images

@@ -38,10 +38,16 @@ __all__ = [
     "get_toolchain",
     "install_toolchain",
     "toolchain_status",
+    "toolchains_root",
     "worker_for",
 ]
 
 _COMPLETE = ".complete"  # written last by install: an environment without it is partial
+
+
+def toolchains_root() -> Path:
+    """Where toolchain environments live: ``$YOLO_EDGE_TOOLCHAINS``, else ``toolchains/`` in the yolo-edge cache."""
+    return Path(os.environ.get("YOLO_EDGE_TOOLCHAINS") or cache_root() / "toolchains")
 
 
 @dataclass(frozen=True)
@@ -58,9 +64,8 @@ class Toolchain:
     def env_dir(self) -> Path:
         """``$YOLO_EDGE_TOOLCHAINS/<name>-<version>-<pins>``, by default under the user's yolo-edge cache; ``pins``
         hashes the install steps, so changed pins make a new environment instead of reusing a stale one."""
-        root = Path(os.environ.get("YOLO_EDGE_TOOLCHAINS") or cache_root() / "toolchains")
         pins = hashlib.sha256(repr(self.steps).encode()).hexdigest()[:8]
-        return root / f"{self.name}-{self.version}-{pins}"
+        return toolchains_root() / f"{self.name}-{self.version}-{pins}"
 
     @property
     def python_path(self) -> Path:

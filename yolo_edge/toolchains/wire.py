@@ -39,7 +39,7 @@ class WireClosed(EOFError):
 
 def send(stream: BinaryIO, header: dict[str, Any], arrays: Arrays | None = None) -> None:
     arrays = arrays or {}
-    arrs = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
+    arrs = {k: np.require(v, requirements="C") for k, v in arrays.items()}  # (ascontiguousarray makes 0-d 1-d)
     header = {**header, "arrays": [[k, v.dtype.str, list(v.shape)] for k, v in arrs.items()]}
     body = json.dumps(header).encode()
     _write_all(stream, _HEADER.pack(len(body)) + body)

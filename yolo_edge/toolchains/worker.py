@@ -56,9 +56,19 @@ class Worker:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
+    def start(self) -> int:
+        """Start the worker if it is not running; returns its ``generation``. Raises :class:`WorkerCrashed` once
+        for a worker that died since the last call (the next call starts a fresh one)."""
+        with self._lock:
+            self._start()
+            return self.generation
+
     def _start(self) -> subprocess.Popen[bytes]:
-        if self._proc is not None and self._proc.poll() is None:
-            return self._proc
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                return self._proc
+            code = self._kill()
+            raise WorkerCrashed(f"{self.toolchain.name} worker exited (code {code}) since its last answer")
         python = self.toolchain.python_path
         if not python.is_file():
             raise YoloEdgeError(
