@@ -28,9 +28,9 @@ def test_missing_execution_provider_is_an_error_not_a_silent_cpu_run() -> None:
 def test_unknown_runtime_lists_valid_names() -> None:
     profile = load_profile("cpu")
     object.__setattr__(profile, "runtime", "tflite")  # bypass the profile's own validation to reach the registry
-    with pytest.raises(YoloEdgeError, match="unknown runtime 'tflite'; valid: onnxruntime, openvino"):
+    with pytest.raises(YoloEdgeError, match="unknown runtime 'tflite'; valid: onnxruntime, openvino, rknn"):
         runtime_backend(profile)
-    assert set(RUNTIMES) == {"onnxruntime", "openvino"}
+    assert set(RUNTIMES) == {"onnxruntime", "openvino", "rknn"}
 
 
 FEED_ERRORS = [

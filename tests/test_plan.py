@@ -63,8 +63,9 @@ def test_op_support_fails_on_missing_op(v8n: ExportedModel, fast_cfg: DeployConf
 
 
 def test_op_support_shape_limit(v8n: ExportedModel, fast_cfg: DeployConfig) -> None:
-    """RKNN's Transpose limit (H*W <= 8192) rejects the DFL transpose: the whole graph fails op support."""
-    plan = _plan(v8n, load_profile("rk3588"), fast_cfg)
+    """An op list's shape limit (rk3588-approx: Transpose H*W <= 8192) rejects the DFL transpose: the whole
+    graph fails op support. (Rockchip's own compiler, the rk3588 profile, builds it: tests/test_rknn.py.)"""
+    plan = _plan(v8n, load_profile("rk3588-approx"), fast_cfg)
     w = plan.whole_graph_npu
     assert w.passed is False and w.failed_check == "op_support"
     assert "H*W" in w.reason and "> 8192" in w.reason

@@ -134,10 +134,8 @@ class Checker:
                     f"{len(missing)} of {n_ops} ops unsupported by {self.profile.name} (first: {missing[0]})",
                     numbers,
                 )
-            source = "compiler" if self.profile.runtime == "rknn" else "query_model"
-            return CheckResult(
-                "op_support", True, f"all {n_ops} ops supported ({self.profile.runtime} {source})", numbers
-            )
+            via = "compiler" if self.profile.runtime == "rknn" else "query_model"
+            return CheckResult("op_support", True, f"all {n_ops} ops supported ({self.profile.runtime} {via})", numbers)
         bad = unsupported_ops(cand.info, self.profile)
         n_ops = sum(1 for n in cand.info.nodes if n.op_type != "Constant")
         numbers = {
@@ -203,24 +201,7 @@ class Checker:
             )
         outputs = [exe.run(feeds) for feeds in cand.feeds_eval]
         result = judge(self.cfg.checks.precision, cand, precision, scheme, outputs)
-        return result if result.passed else self._layer_evidence(result, cand, precision)
-
-    def _layer_evidence(self, result: CheckResult, cand: Candidate, precision: str) -> CheckResult:
-        """A failed precision check with the vendor's per-layer analysis attached, where the toolchain has one
-        (Rockchip's accuracy_analysis: each layer's cosine to FP32 on the simulator, of the layer alone)."""
-        analyse = getattr(self.npu, "layer_errors", None)
-        if analyse is None:
-            return result
-        rows = analyse(cand.model, precision, cand.feeds_calib, cand.feeds_eval[0])[:3]
-        if not rows:
-            return result
-        worst = ", ".join(f"{r.layer} ({r.op}) cos {r.single_cos:.4f}" for r in rows)
-        return CheckResult(
-            result.name,
-            result.passed,
-            f"{result.reason}; worst layers by {self.profile.runtime} accuracy analysis: {worst}",
-            {**result.numbers, "worst_layers": worst},
-        )
+        return result if result.passed else layer_evidence(self.npu, self.profile, result, cand, precision)
 
     # -- 4. performance
     def _measure(self, exe: Executable, feeds: dict[str, np.ndarray]) -> float:
@@ -311,6 +292,26 @@ class Checker:
             if results[name].passed is False:
                 failed = name
         return results
+
+
+def layer_evidence(
+    npu: Backend, profile: DeviceProfile, result: CheckResult, cand: Candidate, precision: str
+) -> CheckResult:
+    """A failed precision check with the vendor's per-layer analysis attached, where the toolchain has one
+    (Rockchip's accuracy_analysis: each layer's cosine to FP32 on the simulator, of the layer alone)."""
+    analyse = getattr(npu, "layer_errors", None)
+    if analyse is None:
+        return result
+    rows = analyse(cand.model, precision, cand.feeds_calib, cand.feeds_eval[0])[:3]
+    if not rows:
+        return result
+    worst = ", ".join(f"{r.layer} ({r.op}) cos {r.single_cos:.4f}" for r in rows)
+    return CheckResult(
+        result.name,
+        result.passed,
+        f"{result.reason}; worst layers by {profile.runtime} accuracy analysis: {worst}",
+        {**result.numbers, "worst_layers": worst},
+    )
 
 
 @dataclass(frozen=True)
