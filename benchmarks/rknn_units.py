@@ -39,9 +39,9 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 def units(split: SplitModel) -> dict[str, onnx.ModelProto]:
     """The subgraphs, the fused backbone+neck unit deploy builds, and the whole model."""
     subgraph_of = split.exported.layout.subgraph_of
-    fused = cut(
-        split.exported.load(), [[i for i, s in enumerate(subgraph_of) if SUBGRAPHS[s] in ("backbone", "neck")]], "bn"
-    )[0]
+    front = [i for i, s in enumerate(subgraph_of) if SUBGRAPHS[s] in ("backbone", "neck")]
+    back = [i for i, s in enumerate(subgraph_of) if SUBGRAPHS[s] not in ("backbone", "neck")]
+    fused = cut(split.exported.load(), [front, back], "bn")[0]
     return {
         "backbone": split["backbone"].model,
         "neck": split["neck"].model,
