@@ -1,14 +1,22 @@
-"""``yolo-edge run BUNDLE --source IMG|DIR|VIDEO``: detect with a deployed bundle, frame by frame; NPU
-failures are retried on the CPU so every frame gets its result. Prints a line (or a JSON line) per
-frame; ``--save`` writes annotated images, or an annotated MJPG .avi for a video."""
+"""``yolo-edge run BUNDLE --source SRC [--source SRC ...]``: detect with a deployed bundle on images, folders,
+videos, cameras (an index) and stream URLs (RTSP, HTTP MJPEG: whatever OpenCV opens), several at once.
+
+The units run pipelined (each in its own thread, shared by all streams; ``--sequential`` runs them in turn)
+and NPU failures are retried on the CPU, so every frame read gets its result or a counted drop: files never
+drop (backpressure); live sources drop the oldest queued frame when the pipeline is behind
+(``--drop-policy``), and reconnect with backoff when they close or stall. Prints a line (or a JSON line)
+per frame, then per stream: frames read, delivered and dropped by cause, events, latency from capture to
+output and frame age. ``--save`` writes annotated images, or an annotated .avi per video or live stream.
+"""
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
+import re
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import cv2
@@ -17,18 +25,33 @@ import numpy as np
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import warn_placement
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner
 from yolo_edge.pipeline.postprocess import Detections
-from yolo_edge.pipeline.stream import frames, is_video, video_fps
+from yolo_edge.pipeline.sources import DROP_POLICIES, Source, SourceOptions, parse_source
+from yolo_edge.pipeline.stream import video_fps
 from yolo_edge.runtime import EventLog
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run a bundle on images or a video", description=__doc__)
+    p = sub.add_parser("run", help="run a bundle on images, videos, cameras or streams", description=__doc__)
     p.add_argument("bundle", type=Path)
-    p.add_argument("--source", type=Path, required=True, help="an image, a folder of images, or a video file")
+    p.add_argument(
+        "--source",
+        action="append",
+        required=True,
+        help="an image, a folder of images, a video, a camera index or a stream URL; repeat for several streams",
+    )
     p.add_argument("--save", type=Path, default=None, help="write annotated images (or video) here")
     p.add_argument("--json", action="store_true", help="one JSON line per frame")
     p.add_argument("--events", type=Path, default=None, help="append runtime fallback events to this JSONL file")
+    p.add_argument("--drop-policy", choices=DROP_POLICIES, default="drop-oldest", help="live sources when behind")
+    p.add_argument("--max-fps", type=float, default=None, help="live sources: keep at most this many frames/s")
+    p.add_argument("--max-age-ms", type=float, default=None, help="live sources: drop frames older than this")
+    p.add_argument("--in-flight", type=int, default=4, help="frames in the pipeline at once (default 4)")
+    p.add_argument("--sequential", action="store_true", help="run the units in turn instead of pipelined")
+    p.add_argument(
+        "--emulate-latency", action="store_true", help="simulated accelerators take their modelled time (sleeping)"
+    )
     p.set_defaults(func=run)
 
 
@@ -54,55 +77,112 @@ def _check_save(save: Path) -> None:
         raise YoloEdgeError(f"--save {save}: cannot write there ({exc.strerror}); pick another folder") from None
 
 
+@dataclass
+class Sinks:
+    """What ``run`` does with each result: a JSON or text line on stdout, annotated files under ``save``."""
+
+    sources: list[Source]
+    json: bool
+    save: Path | None
+    writers: dict[int, cv2.VideoWriter] = field(default_factory=dict)
+
+    def __call__(self, r: StreamResult) -> None:
+        tag = self.sources[r.stream].label
+        if self.json:
+            line = {
+                "stream": r.stream,
+                "frame": r.index,
+                "source": r.name,
+                "detections": r.detections.to_list(),
+                "ms": round(sum(r.unit_ms.values()), 2),
+                "ready_ms": round(r.ready_ms, 2),
+                "age_ms": round(r.age_ms, 2),
+                "unit_ms": {k: round(v, 3) for k, v in r.unit_ms.items()},
+                "devices": r.unit_device,
+            }
+            print(json.dumps(line), flush=True)
+        else:
+            d = r.detections
+            summary = ", ".join(f"{n} {c:.2f}" for n, c in zip(d.class_names, d.confidence)) or "nothing"
+            print(f"{r.name}: {len(d)} detections, ready {r.ready_ms:.1f} ms after capture: {summary}", flush=True)
+        if self.save is not None:
+            self._save(r, tag)
+
+    def _save(self, r: StreamResult, tag: str) -> None:
+        assert self.save is not None
+        src = self.sources[r.stream]
+        if src.kind in ("image", "folder"):
+            cv2.imwrite(str(self.save / r.name), draw(r.image, r.detections))
+            return
+        if r.stream not in self.writers:
+            stem = Path(src.text).stem if src.kind == "video" else re.sub(r"[^A-Za-z0-9_.-]+", "_", tag).strip("_")
+            fps = video_fps(Path(src.text)) if src.kind == "video" else 25.0
+            h, w = r.image.shape[:2]
+            self.writers[r.stream] = cv2.VideoWriter(
+                str(self.save / f"{stem}.avi"), cv2.VideoWriter.fourcc(*"MJPG"), fps, (w, h)
+            )
+        self.writers[r.stream].write(draw(r.image, r.detections))
+
+    def close(self) -> None:
+        """Finalise the videos: they are playable after a normal end, Ctrl-C or SIGTERM alike."""
+        for writer in self.writers.values():
+            writer.release()
+        self.writers.clear()
+
+
+def _report(runner: StreamRunner, events: EventLog, quiet_stdout: bool) -> list[str]:
+    """One summary line per stream, then the fallback events (on stderr with --json: stdout is the JSONL);
+    returns the problems."""
+    out = sys.stderr if quiet_stdout else sys.stdout
+    problems: list[str] = []
+    for s in runner.summary():
+        dropped = ", ".join(f"{k} {v}" for k, v in sorted(s["dropped"].items())) or "none"  # type: ignore[attr-defined]
+        lat = s["latency_ms"] or {}
+        age = s["age_ms"] or {}
+        line = (
+            f"{s['source']}: {s['read']} read, {s['delivered']} delivered, dropped: {dropped}"
+            + (f"; capture->output p50 {lat['p50']} p95 {lat['p95']} p99 {lat['p99']} ms" if lat else "")  # type: ignore[index]
+            + (f", frame age p99 {age['p99']} ms" if age else "")  # type: ignore[index]
+            + (f"; {len(s['events'])} source events" if s["events"] else "")  # type: ignore[arg-type]
+        )
+        print(line, file=out)
+    ev = events.summary()
+    print(f"{ev.total} fallback events" + (f": {ev.by_trigger}" if ev.total else ""), file=out)
+    for st in runner.stats:
+        problems += st.problems
+    return problems
+
+
 def run(args: argparse.Namespace) -> int:
     if args.save:
         _check_save(args.save)
-    problems: list[str] = []
-    stream = frames(args.source, problems)
-    first = next(stream)  # a bad source fails before the bundle is compiled
+    if args.in_flight < 1:
+        raise YoloEdgeError(f"--in-flight must be >= 1, got {args.in_flight}")
+    sources = [parse_source(s) for s in args.source]  # a bad source fails before the bundle is compiled
+    options = StreamOptions(
+        SourceOptions(
+            drop_policy=args.drop_policy,
+            max_fps=args.max_fps,
+            max_age_s=args.max_age_ms / 1e3 if args.max_age_ms is not None else None,
+        ),
+        in_flight=args.in_flight,
+        pipelined=not args.sequential,
+        emulate_latency=args.emulate_latency,
+    )
     events = EventLog(args.events)
-    detector = load_bundle(args.bundle).detector(events=events)
-    warn_placement(detector.executor.placement_problems, "run")
-    writer = None
-    if args.save:
-        if is_video(args.source):
-            h, w = first.image.shape[:2]
-            writer = cv2.VideoWriter(
-                str(args.save / f"{args.source.stem}.avi"),
-                cv2.VideoWriter.fourcc(*"MJPG"),
-                video_fps(args.source),
-                (w, h),
-            )
-    count = 0
-    for frame in itertools.chain([first], stream):
-        dets, timing = detector.detect(frame.image)
-        count += 1
-        if args.json:
-            print(
-                json.dumps(
-                    {
-                        "frame": frame.index,
-                        "source": frame.name,
-                        "detections": dets.to_list(),
-                        "ms": round(timing.end_to_end_ms, 2),
-                        "devices": timing.unit_device,
-                    }
-                )
-            )
-        else:
-            summary = ", ".join(f"{n} {c:.2f}" for n, c in zip(dets.class_names, dets.confidence)) or "nothing"
-            print(f"{frame.name}: {len(dets)} detections in {timing.end_to_end_ms:.1f} ms: {summary}")
-        if writer is not None:
-            writer.write(draw(frame.image, dets))
-        elif args.save:
-            cv2.imwrite(str(args.save / frame.name), draw(frame.image, dets))
-    if writer is not None:
-        writer.release()
-    if not args.json:
-        ev = events.summary()
-        print(f"{count} frames, {ev.total} fallback events" + (f": {ev.by_trigger}" if ev.total else ""))
+    sinks = Sinks(sources, args.json, args.save)
+    with load_bundle(args.bundle).detector(events=events) as detector:
+        warn_placement(detector.executor.placement_problems, "run")
+        runner = StreamRunner(detector, sources, options)
+        try:
+            runner.run(sinks)
+        finally:
+            sinks.close()
+            runner.stop()
+    problems = _report(runner, events, args.json)
     for line in problems:
         print(f"yolo-edge run: {line}", file=sys.stderr)
     if problems:
-        print(f"yolo-edge run: {count} frames done, {len(problems)} problem(s) above: exit 1", file=sys.stderr)
+        done = sum(st.delivered for st in runner.stats)
+        print(f"yolo-edge run: {done} frames done, {len(problems)} problem(s) above: exit 1", file=sys.stderr)
     return 1 if problems else 0

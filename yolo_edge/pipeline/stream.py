@@ -23,10 +23,15 @@ class Frame:
     image: np.ndarray
 
 
-def _capture(path: Path) -> cv2.VideoCapture:
-    # FFmpeg's own log lines ("moov atom not found") name no file; the errors and problems here do.
-    # OpenCV reads the level when a capture opens; a user's own setting wins.
+def quiet_ffmpeg() -> None:
+    """FFmpeg's own log lines ("moov atom not found", "Stream ends prematurely") name no source; the errors,
+    problems and events here do. OpenCV reads the level when a capture opens; a user's own setting wins."""
     os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
+
+
+def _capture(path: Path) -> cv2.VideoCapture:
+    quiet_ffmpeg()
     return cv2.VideoCapture(str(path))
 
 

@@ -1,0 +1,255 @@
+"""Streams, as a user runs them: a video written here, several sources at once, and live MJPEG-over-HTTP
+servers on 127.0.0.1 written in this file (one that drops the connection, one that stalls, one that sends
+faster than the pipeline keeps up). Real bundle, real OpenCV capture, real threads; every frame counted."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import signal
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from yolo_edge.bundle import load_bundle
+from yolo_edge.deploy import DeployResult
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
+from yolo_edge.pipeline.sources import SourceOptions, parse_source
+
+CLI = [sys.executable, "-m", "yolo_edge.cli.main"]
+
+
+def _video(path: Path, frames: int, images: list[Path]) -> Path:
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"MJPG"), 30.0, (320, 320))
+    for i in range(frames):
+        image = cv2.imread(str(images[i % len(images)]))
+        writer.write(cv2.resize(image, (320, 320)))
+    writer.release()
+    return path
+
+
+@pytest.fixture(scope="module")
+def video300(deployed: DeployResult, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    images = sorted((deployed.bundle / "calib").glob("*.jpg"))
+    return _video(tmp_path_factory.mktemp("video") / "clip300.avi", 300, images)
+
+
+class MjpegServer:
+    """A multipart MJPEG stream on 127.0.0.1. ``plan[k]`` says what connection k does: ``("frames", n)`` sends
+    n frames then closes, ``("stall", n)`` sends n then holds the connection open, silent; connections past
+    the plan stream forever. Frames go out at ``fps``; each carries its number in its pixel values."""
+
+    def __init__(self, fps: float, plan: list[tuple[str, int]] | None = None) -> None:
+        self.fps, self.plan, self.connections = fps, list(plan or []), 0
+        self.stopping = threading.Event()
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *_args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                owner.serve(self)
+
+        class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/stream.mjpg"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def serve(self, handler: http.server.BaseHTTPRequestHandler) -> None:
+        k = self.connections
+        self.connections += 1
+        mode, count = self.plan[k] if k < len(self.plan) else ("frames", 10**9)
+        handler.send_response(200)
+        handler.send_header("Content-Type", "multipart/x-mixed-replace; boundary=frame")
+        handler.end_headers()
+        try:
+            for i in range(count):
+                if self.stopping.is_set():
+                    return
+                jpg = cv2.imencode(".jpg", np.full((96, 128, 3), i % 250, np.uint8))[1].tobytes()
+                handler.wfile.write(b"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n\r\n" % len(jpg))
+                handler.wfile.write(jpg + b"\r\n")
+                time.sleep(1.0 / self.fps)
+            if mode == "stall":
+                self.stopping.wait(60)
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def servers() -> Iterator[list[MjpegServer]]:
+    made: list[MjpegServer] = []
+    yield made
+    for s in made:
+        s.close()
+
+
+def test_a_video_gives_every_frame_in_order_and_a_playable_annotated_video(
+    deployed: DeployResult, video300: Path, tmp_path: Path
+) -> None:
+    """300 frames written with OpenCV, plus a folder as a second stream: 300 JSONL lines in order for the video,
+    the folder's in order too, and an annotated video with 300 readable frames."""
+    folder = deployed.bundle / "calib"
+    cmd = [*CLI, "run", str(deployed.bundle), "--source", str(video300), "--source", str(folder), "--json"]
+    proc = subprocess.run([*cmd, "--save", str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(x) for x in proc.stdout.splitlines()]
+    video = [x for x in lines if x["stream"] == 0]
+    assert [x["frame"] for x in video] == list(range(300))
+    assert [x["source"] for x in lines if x["stream"] == 1] == sorted(p.name for p in folder.glob("*.jpg"))
+    assert all(set(x["devices"]) == set(x["unit_ms"]) and x["age_ms"] >= 0 for x in lines)
+    cap = cv2.VideoCapture(str(tmp_path / "out" / "clip300.avi"))
+    readable = 0
+    while cap.read()[0]:
+        readable += 1
+    cap.release()
+    assert readable == 300
+    assert "clip300.avi: 300 read, 300 delivered, dropped: none" in proc.stderr
+
+
+def _runner(deployed: DeployResult, urls: list[str], **options: object) -> StreamRunner:
+    src = SourceOptions(**{k: v for k, v in options.items() if k in SourceOptions.__dataclass_fields__})  # type: ignore[arg-type]
+    rest = {k: v for k, v in options.items() if k in StreamOptions.__dataclass_fields__}
+    detector = load_bundle(deployed.bundle).detector()
+    return StreamRunner(detector, [parse_source(u) for u in urls], StreamOptions(src, **rest))  # type: ignore[arg-type]
+
+
+def test_a_dropped_connection_is_reconnected_and_the_other_stream_keeps_its_rate(
+    deployed: DeployResult, servers: list[MjpegServer]
+) -> None:
+    flaky = MjpegServer(25, [("frames", 20)])  # closes after 20 frames; the reconnection then streams
+    steady = MjpegServer(25)
+    servers += [flaky, steady]
+    runner = _runner(deployed, [flaky.url, steady.url], backoff_s=0.3)
+    got: dict[int, list[float]] = {0: [], 1: []}
+    t0 = time.monotonic()
+    with runner:
+        for r in runner:
+            got[r.stream].append(r.t_capture)
+            if len(got[0]) >= 40 or time.monotonic() - t0 > 60:
+                break
+    stats = runner.stats
+    kinds = [e["event"] for e in stats[0].events]
+    assert kinds[:2] == ["disconnected", "reconnected"], stats[0].events
+    gap = next(e for e in stats[0].events if e["event"] == "reconnected")
+    assert 0 < float(gap["gap_s"]) < 10  # type: ignore[arg-type]
+    assert len(got[0]) >= 40 and flaky.connections == 2
+    # the steady stream went on during the flaky one's gap: frames captured in it, at about its rate
+    gap_end = max(t for t in got[0][:25])
+    during = [t for t in got[1] if gap_end - float(gap["gap_s"]) <= t <= gap_end]  # type: ignore[arg-type]
+    assert len(during) >= 0.5 * 25 * float(gap["gap_s"]) - 2  # type: ignore[arg-type]
+    assert stats[1].events == []
+    for st in stats:
+        assert st.accounted, (st.read, st.delivered, st.dropped)
+
+
+def test_a_connected_but_silent_source_is_a_stall_and_is_reopened(
+    deployed: DeployResult, servers: list[MjpegServer]
+) -> None:
+    silent = MjpegServer(25, [("stall", 10)])
+    servers.append(silent)
+    runner = _runner(deployed, [silent.url], stall_s=1.0, backoff_s=0.2)
+    t0 = time.monotonic()
+    with runner:
+        for n, _ in enumerate(runner, 1):
+            if n >= 20 or time.monotonic() - t0 > 60:
+                break
+    events = runner.stats[0].events
+    stall = next(e for e in events if e["event"] == "stall")
+    assert stall["after_frame"] == 9 and 0.9 <= float(stall["waited_s"]) < 5  # type: ignore[arg-type]
+    assert [e["event"] for e in events][:2] == ["stall", "reconnected"] and silent.connections >= 2
+    assert runner.stats[0].accounted
+
+
+def test_overload_with_drop_oldest_accounts_for_every_frame(deployed: DeployResult, servers: list[MjpegServer]) -> None:
+    """A live source at twice what the pipeline serves (its first unit's real CPU session held to 40 ms per
+    frame by a sleep: 25 fps served, 50 sent): the oldest queued frames are dropped and counted, read =
+    delivered + dropped exactly, and the frames delivered stay fresh (age bounded by the queue, not growing)."""
+    fast = MjpegServer(50)
+    servers.append(fast)
+    runner = _runner(deployed, [fast.url], queue_size=2, in_flight=2)
+    unit = runner.detector.executor.units[0]
+    real = unit.cpu.run
+
+    def slow(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:  # 40 ms per frame: 25 fps served
+        t = time.monotonic()
+        out = real(feeds)
+        time.sleep(max(0.0, 0.04 - (time.monotonic() - t)))
+        return out
+
+    unit.npu = None  # the first unit runs on its CPU twin, slowed down: service rate 25 fps
+    unit.cpu.run = slow  # type: ignore[method-assign]
+    t0 = time.monotonic()
+    with runner:
+        for _ in runner:
+            if time.monotonic() - t0 > 6:
+                break
+    st = runner.stats[0]
+    assert st.accounted, (st.read, st.delivered, dict(st.dropped))
+    assert st.dropped["queue_full"] > 0.25 * st.read
+    assert st.delivered > 50
+    ages = runner.age_ms[0]
+    assert np.percentile(ages[len(ages) // 2 :], 95) < 250  # bounded by queue + in-flight, not growing
+
+
+def test_sigint_leaves_a_playable_video(deployed: DeployResult, video300: Path, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [*CLI, "run", str(deployed.bundle), "--source", str(video300), "--json", "--save", str(tmp_path / "out")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    first = [proc.stdout.readline() for _ in range(10)]
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert all(json.loads(x)["stream"] == 0 for x in first)
+    written = len(first) + len(out.splitlines())
+    cap = cv2.VideoCapture(str(tmp_path / "out" / "clip300.avi"))
+    readable = 0
+    while cap.read()[0]:
+        readable += 1
+    cap.release()
+    assert 10 <= readable <= written + 4 and readable < 300
+
+
+def test_a_missing_source_is_one_line_before_anything_runs(deployed: DeployResult, tmp_path: Path) -> None:
+    with pytest.raises(YoloEdgeError, match="source not found"):
+        parse_source(str(tmp_path / "nope.mp4"))
+    assert parse_source("0").kind == "camera" and parse_source("rtsp://127.0.0.1:1/x").live
+    env = {**os.environ}
+    proc = subprocess.run(
+        [
+            *CLI,
+            "run",
+            str(deployed.bundle),
+            "--source",
+            str(deployed.bundle / "calib"),
+            "--source",
+            str(tmp_path / "gone.avi"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1

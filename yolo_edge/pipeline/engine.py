@@ -1,0 +1,328 @@
+"""Pipelined stream execution, every frame accounted for.
+
+    readers (one per source) -> scheduler -> unit stages (one thread each) -> NMS -> results, per stream in order
+
+The scheduler takes frames from the sources in turn (a slow or dead source never stalls the others), at
+most ``in_flight`` at once, drops live frames older than ``max_age_s`` (``stale``) and letterboxes them.
+Each execution unit is a stage with its own thread, shared by all streams, joined to the next by a queue
+(the in-flight cap bounds them all): the runtimes release the GIL, so the accelerator unit works on frame
+n+1 while the CPU units finish frame n, and throughput approaches 1 / (the slowest unit) instead of 1 / (their sum). The
+executor's per-frame CPU retry, circuit breaker and hysteresis work as in a sequential run (``run_unit``).
+With ``pipelined=False`` one stage runs every unit in turn (the sequential baseline). With
+``emulate_latency`` an accelerator unit of a simulated profile takes its modelled time (it sleeps the rest
+of it, holding no core), so pipelining and SLAs can be measured for hardware that is not here.
+
+Per stream: frames read = delivered + dropped by cause, exactly (:class:`StreamStats`); latency from
+capture to the sink's return, and the frame's age when inference starts.
+"""
+
+from __future__ import annotations
+
+import queue
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from yolo_edge.pipeline.detector import Detector
+from yolo_edge.pipeline.postprocess import Detections, postprocess
+from yolo_edge.pipeline.preprocess import Letterboxed, letterbox
+from yolo_edge.pipeline.sources import Captured, FrameQueue, Reader, Source, SourceOptions, StreamStats
+from yolo_edge.runtime import Unit, UnitRun
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    sources: SourceOptions = SourceOptions()
+    in_flight: int = 4  # frames between the scheduler and the sink, all streams together
+    pipelined: bool = True
+    emulate_latency: bool = False
+    order_timeout_s: float = 5.0  # a result waiting this long for an earlier frame of its stream goes out anyway
+
+
+@dataclass
+class StreamResult:
+    stream: int
+    index: int  # the frame's position in its source (read order)
+    name: str
+    image: np.ndarray
+    detections: Detections
+    unit_ms: dict[str, float]  # modelled for a simulated accelerator unit, measured otherwise
+    unit_device: dict[str, str]
+    t_capture: float
+    age_ms: float  # how stale the frame was when inference started
+    ready_ms: float  # capture -> result ready (before the sink)
+
+
+@dataclass
+class _Job:
+    captured: Captured
+    seq: int  # dispatch order within its stream
+    frame: int  # global frame number, for the executor's events
+    letterboxed: Letterboxed
+    t_start: float
+    tensors: dict[str, np.ndarray]
+    runs: list[UnitRun] = field(default_factory=list)
+
+
+class StreamRunner:
+    """``with StreamRunner(detector, sources) as runner: for result in runner: ...`` (or ``runner.run(sink)``)."""
+
+    def __init__(
+        self,
+        detector: Detector,
+        sources: list[Source],
+        options: StreamOptions = StreamOptions(),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.detector, self.options, self.clock = detector, options, clock
+        self.stats = [StreamStats(s) for s in sources]
+        self.latency_ms: list[list[float]] = [[] for _ in sources]
+        self.age_ms: list[list[float]] = [[] for _ in sources]
+        self._stop = threading.Event()
+        opts = options.sources
+        self._queues = [
+            FrameQueue(opts.queue_size, opts.drop_policy if s.live else "block", st)
+            for s, st in zip(sources, self.stats)
+        ]
+        self._readers = [
+            Reader(i, s, q, st, opts, self._stop, clock)
+            for i, (s, q, st) in enumerate(zip(sources, self._queues, self.stats))
+        ]
+        self._slots = threading.Semaphore(max(1, options.in_flight))
+        self._pending = [0] * len(sources)  # dispatched, not yet delivered or dropped
+        self._lock = threading.Lock()
+        self._results: queue.Queue[_Ordered | None] = queue.Queue()
+        self._threads: list[threading.Thread] = []
+
+    # ---------------------------------------------------------------- stages
+    def _stages(self) -> list[list[Unit]]:
+        units = self.detector.executor.units
+        return [[u] for u in units] if self.options.pipelined else [list(units)]
+
+    def _schedule(self, out: queue.Queue[_Job | None]) -> None:
+        seq = [0] * len(self._queues)
+        frame, turn = 0, 0
+        imgsz = self.detector.meta.imgsz
+        while not self._stop.is_set():
+            if all(q.finished for q in self._queues):
+                break
+            if not self._slots.acquire(timeout=0.05):
+                continue
+            item = None
+            for k in range(len(self._queues)):  # round robin: the next source with a frame waiting
+                s = (turn + k) % len(self._queues)
+                item = self._queues[s].get_nowait()
+                if item is not None:
+                    turn = s + 1
+                    break
+            if item is None:
+                self._slots.release()
+                time.sleep(0.002)
+                continue
+            now = self.clock()
+            max_age = self.options.sources.max_age_s
+            if self._readers[item.stream].source.live and max_age is not None and now - item.t_capture > max_age:
+                self.stats[item.stream].drop("stale")
+                self._slots.release()
+                continue
+            with self._lock:
+                self._pending[item.stream] += 1
+            lb = letterbox(item.image, imgsz)
+            out.put(_Job(item, seq[item.stream], frame, lb, now, {"images": lb.tensor}))
+            seq[item.stream] += 1
+            frame += 1
+        out.put(None)
+
+    def _stage(self, units: list[Unit], inp: queue.Queue[_Job | None], out: queue.Queue[_Job | None]) -> None:
+        executor = self.detector.executor
+        while True:
+            job = inp.get()
+            if job is None or self._stop.is_set():
+                out.put(None)
+                return
+            for unit in units:
+                outs, run = executor.run_unit(unit, job.tensors, job.frame)
+                if self.options.emulate_latency and run.device == "npu" and unit.modelled_s is not None:
+                    time.sleep(max(0.0, unit.modelled_s - run.ms / 1e3))
+                job.tensors.update(outs)
+                job.runs.append(run)
+            out.put(job)
+
+    def _nms(self, inp: queue.Queue[_Job | None]) -> None:
+        nms, meta, name = self.detector.nms, self.detector.meta, self.detector.executor.output_name
+        while True:
+            job = inp.get()
+            if job is None:
+                self._results.put(None)
+                return
+            c = job.captured
+            dets = postprocess(
+                job.tensors[name], job.letterboxed, meta.names, nms.conf, nms.iou, nms.max_det, nms.multi_label
+            )
+            result = StreamResult(
+                c.stream,
+                c.index,
+                c.name,
+                c.image,
+                dets,
+                {r.unit: r.modelled_ms if r.modelled_ms is not None else r.ms for r in job.runs},
+                {r.unit: r.device for r in job.runs},
+                c.t_capture,
+                (job.t_start - c.t_capture) * 1e3,
+                (self.clock() - c.t_capture) * 1e3,
+            )
+            self._results.put(_Ordered(result, job.seq))
+
+    def _start(self) -> None:
+        for r in self._readers:
+            r.start()
+        stages = self._stages()
+        # unbounded: the in-flight cap bounds them, and a put never blocks a stage that is shutting down
+        qs: list[queue.Queue[_Job | None]] = [queue.Queue() for _ in range(len(stages) + 1)]
+        self._threads = [threading.Thread(target=self._schedule, args=(qs[0],), name="scheduler", daemon=True)]
+        self._threads += [
+            threading.Thread(target=self._stage, args=(units, qs[k], qs[k + 1]), name=f"stage-{k}", daemon=True)
+            for k, units in enumerate(stages)
+        ]
+        self._threads.append(threading.Thread(target=self._nms, args=(qs[-1],), name="nms", daemon=True))
+        for t in self._threads:
+            t.start()
+
+    # ---------------------------------------------------------------- results
+    def __iter__(self) -> Iterator[StreamResult]:
+        return self._loop(None)
+
+    def run(self, sink: Callable[[StreamResult], None]) -> list[StreamStats]:
+        """Feed every result to ``sink``; a sink that raises loses that frame (``sink_error``, and a problem
+        line), not the stream."""
+        for _ in self._loop(sink):
+            pass
+        return self.stats
+
+    def _loop(self, sink: Callable[[StreamResult], None] | None) -> Iterator[StreamResult]:
+        self._start()
+        order = _Reorder(len(self.stats), self.options.order_timeout_s, self.clock)
+        try:
+            done = False
+            while not done or order.waiting:
+                try:
+                    got = self._results.get(timeout=0.05)
+                except queue.Empty:
+                    done = done or not any(t.is_alive() for t in self._threads)
+                else:
+                    if got is None:
+                        done = True
+                    else:
+                        order.add(got)
+                for result in order.ready(flush=done):
+                    if sink is None:
+                        yield result
+                        self._finish(result, None)
+                        continue
+                    try:
+                        sink(result)
+                        self._finish(result, None)
+                    except Exception as exc:  # the sink's failure: this frame is lost to it, the stream goes on
+                        self._finish(result, f"sink failed on {result.name}: {type(exc).__name__}: {exc}")
+                    yield result
+        finally:
+            self.stop()
+
+    def _finish(self, result: StreamResult, sink_error: str | None) -> None:
+        stats = self.stats[result.stream]
+        if sink_error is None:
+            self.latency_ms[result.stream].append((self.clock() - result.t_capture) * 1e3)
+            self.age_ms[result.stream].append(result.age_ms)
+            stats.deliver()
+        else:
+            stats.drop("sink_error")
+            stats.problems.append(sink_error)
+        with self._lock:
+            self._pending[result.stream] -= 1
+        self._slots.release()
+
+    def stop(self) -> None:
+        """Stop reading, count what was still queued or in flight as ``shutdown`` drops, join the threads."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        for r in self._readers:
+            r.join(timeout=10)
+        for s, q in enumerate(self._queues):
+            self.stats[s].drop("shutdown", q.drain())
+        for t in self._threads:
+            t.join(timeout=10)
+        with self._lock:
+            for s, n in enumerate(self._pending):
+                if n:
+                    self.stats[s].drop("shutdown", n)
+                self._pending[s] = 0
+
+    def __enter__(self) -> StreamRunner:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def summary(self) -> list[dict[str, object]]:
+        """Per stream: the frame accounting, the events, and the latency and frame-age percentiles (ms)."""
+        return [
+            {
+                "source": st.source.text,
+                "read": st.read,
+                "delivered": st.delivered,
+                "dropped": dict(st.dropped),
+                "accounted": st.accounted,
+                "events": st.events,
+                "latency_ms": _percentiles(self.latency_ms[i]),
+                "age_ms": _percentiles(self.age_ms[i]),
+            }
+            for i, st in enumerate(self.stats)
+        ]
+
+
+def _percentiles(values: list[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    q = np.percentile(values, [50, 95, 99])
+    return {"p50": round(float(q[0]), 2), "p95": round(float(q[1]), 2), "p99": round(float(q[2]), 2),
+            "mean": round(statistics.fmean(values), 2)}  # fmt: skip
+
+
+@dataclass
+class _Ordered:
+    result: StreamResult
+    seq: int
+
+
+class _Reorder:
+    """Results per stream in dispatch order; a gap older than ``timeout_s`` is skipped rather than waited on."""
+
+    def __init__(self, streams: int, timeout_s: float, clock: Callable[[], float]) -> None:
+        self.next = [0] * streams
+        self.held: list[dict[int, tuple[StreamResult, float]]] = [{} for _ in range(streams)]
+        self.timeout_s, self.clock = timeout_s, clock
+
+    @property
+    def waiting(self) -> bool:
+        return any(self.held)
+
+    def add(self, item: _Ordered) -> None:
+        self.held[item.result.stream][item.seq] = (item.result, self.clock())
+
+    def ready(self, flush: bool = False) -> Iterator[StreamResult]:
+        for s, held in enumerate(self.held):
+            while held:
+                if self.next[s] in held:
+                    yield held.pop(self.next[s])[0]
+                    self.next[s] += 1
+                    continue
+                oldest = min(held)
+                if flush or self.clock() - held[oldest][1] > self.timeout_s:
+                    self.next[s] = oldest  # the frames before it are late: the ones waiting go out now
+                    continue
+                break

@@ -1,0 +1,284 @@
+"""Frame sources for streams, one reader thread each: files (an image, a folder, a video) and live sources (a
+camera index, an RTSP or HTTP(S) URL: whatever OpenCV's VideoCapture opens).
+
+A file source never drops a frame: its reader blocks while the pipeline is full (backpressure). A live
+source cannot wait: with ``drop-oldest`` (the default) the oldest queued frame makes room for the newest
+and is counted as dropped (``queue_full``); with ``block`` the reader waits, as for a file. ``max_fps``
+drops frames that come sooner than 1/max_fps after the last one kept. A live source that closes is
+reopened with exponential backoff (capped), with no synthetic frames in the gap; the gap is an event with
+its duration. A source that stays connected but sends nothing for ``stall_s`` is a ``stall`` (OpenCV's
+read timeout), told apart from a closed connection and from a blocked downstream (the reader is then
+waiting on the queue, not on the source). Every frame read is counted in :class:`StreamStats`.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.pipeline.preprocess import IMAGE_SUFFIXES, list_images
+from yolo_edge.pipeline.stream import VIDEO_SUFFIXES, _capture, frames, is_video, quiet_ffmpeg
+
+DROP_POLICIES = ("drop-oldest", "block")
+DROP_CAUSES = ("stale", "queue_full", "max_fps", "source_error", "sink_error", "shutdown")
+_URL = re.compile(r"^(rtsp|rtsps|rtmp|http|https|udp|tcp)://", re.I)
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    drop_policy: str = "drop-oldest"  # live sources only; files always block
+    max_fps: float | None = None  # live sources: keep at most this many frames per second
+    queue_size: int = 4  # frames waiting per source
+    stall_s: float = 5.0  # a connected live source silent this long is stalled
+    backoff_s: float = 0.5  # first reconnect delay; doubled each failed attempt
+    backoff_cap_s: float = 8.0
+    max_age_s: float | None = None  # live sources: a frame older than this when inference starts is dropped (stale)
+
+    def __post_init__(self) -> None:
+        if self.drop_policy not in DROP_POLICIES:
+            raise YoloEdgeError(f"drop policy must be one of {', '.join(DROP_POLICIES)}, got '{self.drop_policy}'")
+        if self.max_fps is not None and self.max_fps <= 0:
+            raise YoloEdgeError(f"--max-fps must be > 0, got {self.max_fps}")
+
+
+@dataclass(frozen=True)
+class Source:
+    """A source as the user named it: ``kind`` is image, folder, video, camera or url."""
+
+    text: str
+    kind: str
+
+    @property
+    def live(self) -> bool:
+        return self.kind in ("camera", "url")
+
+    @property
+    def label(self) -> str:
+        return Path(self.text).name if not self.live else self.text
+
+
+def parse_source(text: str) -> Source:
+    """What ``text`` names; a one-line error for a file that does not exist."""
+    if text.isdigit():
+        return Source(text, "camera")
+    if _URL.match(text):
+        return Source(text, "url")
+    path = Path(text)
+    if path.is_dir():
+        list_images(path, "source folder")
+        return Source(text, "folder")
+    if not path.is_file():
+        raise YoloEdgeError(
+            f"source not found: {text}; pass an image, a folder of images, a video, a camera index or a stream URL"
+        )
+    if path.suffix.lower() in IMAGE_SUFFIXES:
+        return Source(text, "image")
+    if not is_video(path):
+        raise YoloEdgeError(
+            f"{path} is neither an image ({', '.join(IMAGE_SUFFIXES)}) nor a video ({', '.join(VIDEO_SUFFIXES)})"
+        )
+    cap = _capture(path)
+    readable = cap.isOpened()
+    cap.release()
+    if not readable:
+        raise YoloEdgeError(f"{path} is not a readable video")
+    return Source(text, "video")
+
+
+@dataclass
+class Captured:
+    stream: int
+    index: int  # position in this stream, in read order
+    name: str
+    image: np.ndarray
+    t_capture: float  # the clock when the reader got it
+
+
+@dataclass
+class StreamStats:
+    """Per stream: frames read = delivered + dropped (by cause), exactly, once the stream has ended."""
+
+    source: Source
+    read: int = 0
+    delivered: int = 0
+    dropped: collections.Counter[str] = field(default_factory=collections.Counter)
+    events: list[dict[str, object]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    ended: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def drop(self, cause: str, n: int = 1) -> None:
+        if n:
+            with self._lock:
+                self.dropped[cause] += n
+
+    def deliver(self) -> None:
+        with self._lock:
+            self.delivered += 1
+
+    def event(self, kind: str, **detail: object) -> None:
+        with self._lock:
+            self.events.append({"event": kind, **detail})
+
+    @property
+    def accounted(self) -> bool:
+        return self.read == self.delivered + sum(self.dropped.values())
+
+
+class FrameQueue:
+    """A bounded queue of one source's frames with its drop policy; ``close`` ends it."""
+
+    def __init__(self, size: int, policy: str, stats: StreamStats) -> None:
+        self._items: collections.deque[Captured] = collections.deque()
+        self._size, self._policy, self._stats = size, policy, stats
+        self._cond = threading.Condition()
+        self.closed = False
+
+    def put(self, item: Captured, stop: threading.Event) -> bool:
+        """Queue ``item``; False (and counted as a shutdown drop) if the pipeline stops first."""
+        with self._cond:
+            while len(self._items) >= self._size:
+                if self._policy == "drop-oldest":
+                    self._items.popleft()
+                    self._stats.drop("queue_full")
+                    break
+                if stop.is_set():
+                    self._stats.drop("shutdown")
+                    return False
+                self._cond.wait(0.1)
+            self._items.append(item)
+            self._cond.notify_all()
+            return True
+
+    def get_nowait(self) -> Captured | None:
+        with self._cond:
+            item = self._items.popleft() if self._items else None
+            self._cond.notify_all()
+            return item
+
+    def drain(self) -> int:
+        with self._cond:
+            n = len(self._items)
+            self._items.clear()
+            self._cond.notify_all()
+            return n
+
+    def close(self) -> None:
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
+
+    @property
+    def finished(self) -> bool:
+        with self._cond:
+            return self.closed and not self._items
+
+
+class Reader(threading.Thread):
+    """Reads one source into its :class:`FrameQueue` until the source ends or ``stop`` is set."""
+
+    def __init__(
+        self,
+        stream: int,
+        source: Source,
+        out: FrameQueue,
+        stats: StreamStats,
+        options: SourceOptions,
+        stop: threading.Event,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(name=f"reader-{stream}", daemon=True)
+        self.stream, self.source, self.out, self.stats = stream, source, out, stats
+        self.options, self.stop, self.clock = options, stop, clock
+        self._last_kept = -float("inf")
+
+    def run(self) -> None:
+        try:
+            if self.source.live:
+                self._live()
+            else:
+                self._files()
+        except YoloEdgeError as exc:
+            self.stats.problems.append(str(exc))
+        finally:
+            self.stats.ended = True
+            self.out.close()
+
+    def _emit(self, index: int, name: str, image: np.ndarray) -> None:
+        now = self.clock()
+        self.stats.read += 1
+        if self.source.live and self.options.max_fps and now - self._last_kept < 1.0 / self.options.max_fps:
+            self.stats.drop("max_fps")
+            return
+        self._last_kept = now
+        self.out.put(Captured(self.stream, index, name, image, now), self.stop)
+
+    def _files(self) -> None:
+        problems: list[str] = []
+        seen = 0
+
+        def account() -> None:  # an unreadable image in a folder was read, and is lost: counted, and said
+            nonlocal seen
+            for line in problems[seen:]:
+                if line.startswith("skipped"):
+                    self.stats.read += 1
+                    self.stats.drop("source_error")
+            seen = len(problems)
+
+        try:
+            for frame in frames(self.source.text, problems):
+                account()
+                if self.stop.is_set():
+                    break
+                self._emit(frame.index, frame.name, frame.image)
+        finally:
+            account()
+            self.stats.problems.extend(problems)
+
+    def _open(self) -> cv2.VideoCapture:
+        if self.source.kind == "camera":
+            return cv2.VideoCapture(int(self.source.text))
+        ms = int(self.options.stall_s * 1000)
+        quiet_ffmpeg()
+        params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, ms, cv2.CAP_PROP_READ_TIMEOUT_MSEC, ms]
+        return cv2.VideoCapture(self.source.text, cv2.CAP_FFMPEG, params)
+
+    def _live(self) -> None:
+        attempt, gap_since, index = 0, None, 0
+        while not self.stop.is_set():
+            cap = self._open()
+            if not cap.isOpened():
+                cap.release()
+                gap_since = self.clock() if gap_since is None else gap_since
+                self.stop.wait(min(self.options.backoff_s * 2**attempt, self.options.backoff_cap_s))
+                attempt += 1
+                continue
+            if gap_since is not None:
+                self.stats.event("reconnected", gap_s=round(self.clock() - gap_since, 3), attempts=attempt)
+            attempt, gap_since = 0, None
+            index = self._read_open(cap, index)
+            cap.release()
+            gap_since = self.clock()
+
+    def _read_open(self, cap: cv2.VideoCapture, index: int) -> int:
+        """Read an open live capture until it fails; record why (closed, or stalled) and return the next index."""
+        while not self.stop.is_set():
+            t0 = self.clock()
+            ok, image = cap.read()
+            if not ok:
+                waited = self.clock() - t0
+                kind = "stall" if waited >= 0.9 * self.options.stall_s else "disconnected"
+                self.stats.event(kind, after_frame=index - 1, waited_s=round(waited, 3))
+                return index
+            self._emit(index, f"{self.source.label}#{index}", image)
+            index += 1
+        return index
