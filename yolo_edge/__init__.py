@@ -1,17 +1,19 @@
 """yolo-edge: split, place, run and prove YOLOv8 detectors on edge NPU + CPU.
 
 The public API, in the order of the data flow (``docs/ARCHITECTURE.md``): export a model, split it,
-place it on a device profile, deploy it (plan, build, validate, bundle), load the bundle and detect,
-and gate on it in CI. Every user error is a :class:`YoloEdgeError` with a one-line message.
+place it on a device profile, deploy it (plan, build, validate, bundle), load the bundle and detect (one
+image, or pipelined streams), and gate on it in CI. Every user error is a :class:`YoloEdgeError` with a
+one-line message.
 
-A walk through all of it on the shipped demo model (it runs as a test, ``tests/test_api.py``):
+A walk through all of it on the shipped demo model (it runs as a test, in ``tests/test_architecture.py``):
 
     >>> import shutil, tempfile
     >>> from dataclasses import replace
     >>> from pathlib import Path
     >>> import cv2
     >>> from yolo_edge import (Detections, YoloEdgeError, check_bundle, default_calib_dir, demo_model_path, deploy,
-    ...     export_model, load_bundle, load_calibration, load_deploy_config, load_profile, plan_model, split_model)
+    ...     export_model, load_bundle, load_calibration, load_deploy_config, load_profile, plan_model, split_model,
+    ...     stream)
     >>> work = Path(tempfile.mkdtemp())
     >>> exported = export_model(demo_model_path(), imgsz=320, out_dir=work)
     >>> exported.meta.names
@@ -41,6 +43,10 @@ A walk through all of it on the shipped demo model (it runs as a test, ``tests/t
     True
     >>> check_bundle(result.bundle, runs=5).status
     'ok'
+    >>> with stream(result.bundle, [str(photos)]) as frames:
+    ...     names = [r.name for r in frames]
+    >>> len(names), frames.stats[0].accounted, frames.stats[0].delivered
+    (8, True, 8)
     >>> try:
     ...     load_bundle(photos)
     ... except YoloEdgeError as exc:
@@ -51,15 +57,17 @@ A walk through all of it on the shipped demo model (it runs as a test, ``tests/t
 
 from __future__ import annotations
 
-from yolo_edge.bundle import Bundle, load_bundle
+from yolo_edge.bundle import Bundle, load_bundle, stream
 from yolo_edge.check import GateResult, check_bundle
 from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config, load_profile
 from yolo_edge.deploy import DeployResult, deploy
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, demo_model_path, export_model
 from yolo_edge.pipeline.detector import Detector
+from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
+from yolo_edge.pipeline.sources import SourceOptions
 from yolo_edge.plan.placement import PlacementPlan, plan_model
 from yolo_edge.report import DeployReport
 from yolo_edge.split import SplitModel, split_model
@@ -76,7 +84,11 @@ __all__ = [
     "ExportedModel",
     "GateResult",
     "PlacementPlan",
+    "SourceOptions",
     "SplitModel",
+    "StreamOptions",
+    "StreamResult",
+    "StreamRunner",
     "YoloEdgeError",
     "__version__",
     "check_bundle",
@@ -90,4 +102,5 @@ __all__ = [
     "load_profile",
     "plan_model",
     "split_model",
+    "stream",
 ]

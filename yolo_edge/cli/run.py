@@ -25,7 +25,7 @@ import numpy as np
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import warn_placement
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner
+from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner, summarize
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.sources import DROP_POLICIES, Source, SourceOptions, parse_source
 from yolo_edge.pipeline.stream import video_fps
@@ -87,7 +87,8 @@ class Sinks:
     writers: dict[int, cv2.VideoWriter] = field(default_factory=dict)
 
     def __call__(self, r: StreamResult) -> None:
-        tag = self.sources[r.stream].label
+        if self.save is not None:  # first: a printed line means the frame is in the video too
+            self._save(r, self.sources[r.stream].label)
         if self.json:
             line = {
                 "stream": r.stream,
@@ -105,8 +106,6 @@ class Sinks:
             d = r.detections
             summary = ", ".join(f"{n} {c:.2f}" for n, c in zip(d.class_names, d.confidence)) or "nothing"
             print(f"{r.name}: {len(d)} detections, ready {r.ready_ms:.1f} ms after capture: {summary}", flush=True)
-        if self.save is not None:
-            self._save(r, tag)
 
     def _save(self, r: StreamResult, tag: str) -> None:
         assert self.save is not None
@@ -135,7 +134,7 @@ def _report(runner: StreamRunner, events: EventLog, quiet_stdout: bool) -> list[
     returns the problems."""
     out = sys.stderr if quiet_stdout else sys.stdout
     problems: list[str] = []
-    for s in runner.summary():
+    for s in summarize(runner):
         dropped = ", ".join(f"{k} {v}" for k, v in sorted(s["dropped"].items())) or "none"  # type: ignore[attr-defined]
         lat = s["latency_ms"] or {}
         age = s["age_ms"] or {}

@@ -77,8 +77,10 @@ class StreamRunner:
         sources: list[Source],
         options: StreamOptions = StreamOptions(),
         clock: Callable[[], float] = time.monotonic,
+        close_detector: bool = False,
     ) -> None:
         self.detector, self.options, self.clock = detector, options, clock
+        self._close_detector = close_detector  # the runner owns the detector (yolo_edge.stream)
         self.stats = [StreamStats(s) for s in sources]
         self.latency_ms: list[list[float]] = [[] for _ in sources]
         self.age_ms: list[list[float]] = [[] for _ in sources]
@@ -159,21 +161,12 @@ class StreamRunner:
             if job is None:
                 self._results.put(None)
                 return
-            c = job.captured
-            dets = postprocess(
-                job.tensors[name], job.letterboxed, meta.names, nms.conf, nms.iou, nms.max_det, nms.multi_label
-            )
-            result = StreamResult(
-                c.stream,
-                c.index,
-                c.name,
-                c.image,
-                dets,
-                {r.unit: r.modelled_ms if r.modelled_ms is not None else r.ms for r in job.runs},
-                {r.unit: r.device for r in job.runs},
-                c.t_capture,
-                (job.t_start - c.t_capture) * 1e3,
-                (self.clock() - c.t_capture) * 1e3,
+            result = _result(
+                job,
+                postprocess(
+                    job.tensors[name], job.letterboxed, meta.names, nms.conf, nms.iou, nms.max_det, nms.multi_label
+                ),
+                self.clock(),
             )
             self._results.put(_Ordered(result, job.seq))
 
@@ -258,9 +251,10 @@ class StreamRunner:
             t.join(timeout=10)
         with self._lock:
             for s, n in enumerate(self._pending):
-                if n:
-                    self.stats[s].drop("shutdown", n)
+                self.stats[s].drop("shutdown", n)
                 self._pending[s] = 0
+        if self._close_detector:
+            self.detector.close()
 
     def __enter__(self) -> StreamRunner:
         return self
@@ -268,21 +262,22 @@ class StreamRunner:
     def __exit__(self, *_exc: object) -> None:
         self.stop()
 
-    def summary(self) -> list[dict[str, object]]:
-        """Per stream: the frame accounting, the events, and the latency and frame-age percentiles (ms)."""
-        return [
-            {
-                "source": st.source.text,
-                "read": st.read,
-                "delivered": st.delivered,
-                "dropped": dict(st.dropped),
-                "accounted": st.accounted,
-                "events": st.events,
-                "latency_ms": _percentiles(self.latency_ms[i]),
-                "age_ms": _percentiles(self.age_ms[i]),
-            }
-            for i, st in enumerate(self.stats)
-        ]
+
+def summarize(runner: StreamRunner) -> list[dict[str, object]]:
+    """Per stream: the frame accounting, the events, and the latency and frame-age percentiles (ms)."""
+    return [
+        {
+            "source": st.source.text,
+            "read": st.read,
+            "delivered": st.delivered,
+            "dropped": dict(st.dropped),
+            "accounted": st.accounted,
+            "events": st.events,
+            "latency_ms": _percentiles(runner.latency_ms[i]),
+            "age_ms": _percentiles(runner.age_ms[i]),
+        }
+        for i, st in enumerate(runner.stats)
+    ]
 
 
 def _percentiles(values: list[float]) -> dict[str, float] | None:
@@ -291,6 +286,22 @@ def _percentiles(values: list[float]) -> dict[str, float] | None:
     q = np.percentile(values, [50, 95, 99])
     return {"p50": round(float(q[0]), 2), "p95": round(float(q[1]), 2), "p99": round(float(q[2]), 2),
             "mean": round(statistics.fmean(values), 2)}  # fmt: skip
+
+
+def _result(job: _Job, dets: Detections, now: float) -> StreamResult:
+    c = job.captured
+    return StreamResult(
+        c.stream,
+        c.index,
+        c.name,
+        c.image,
+        dets,
+        {r.unit: r.modelled_ms if r.modelled_ms is not None else r.ms for r in job.runs},
+        {r.unit: r.device for r in job.runs},
+        c.t_capture,
+        (job.t_start - c.t_capture) * 1e3,
+        (now - c.t_capture) * 1e3,
+    )
 
 
 @dataclass
