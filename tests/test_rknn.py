@@ -257,7 +257,7 @@ def _record_simulator(bundle_path: Path, images: list[Path], out: Path) -> list[
 
 def test_the_board_runs_the_bundles_rknn_files_without_torch_or_toolchain(small_deploy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """`yolo-edge run` as on an RK3588 board: RKNNLite (FAKED: it returns the simulator's outputs) loads the
-    bundle's backbone+neck.rknn on core 0, the CPU units run on onnxruntime; torch cannot be imported and no
+    bundle's backbone+neck.rknn once per NPU core, the CPU units run on onnxruntime; torch cannot be imported and no
     toolchain is installed. Same detections as the host's simulator run."""
     bundle = small_deploy("rk3588").bundle
     images = sorted(bundle.glob("calib/*.jpg"))[:4]
@@ -292,8 +292,13 @@ def test_the_board_runs_the_bundles_rknn_files_without_torch_or_toolchain(small_
     rknn_file = (bundle / "units" / "backbone+neck.rknn").read_bytes()
     import hashlib
 
-    assert calls[0] == {"call": "load_rknn", "sha256": hashlib.sha256(rknn_file).hexdigest()}
-    assert calls[1] == {"call": "init_runtime", "core_mask": 1}  # the profile's core_mask '0': NPU_CORE_0
+    digest = hashlib.sha256(rknn_file).hexdigest()
+    # the profile's 3 NPU cores: one context pinned to each (NPU_CORE_0, _1, _2), every one the bundle's file
+    assert calls[:6] == [
+        c
+        for mask in (1, 2, 4)
+        for c in ({"call": "load_rknn", "sha256": digest}, {"call": "init_runtime", "core_mask": mask})
+    ]
     inference = [c for c in calls if c["call"] == "inference"]
     assert len(inference) >= len(images) and all(c["recorded"] and c["data_format"] == ["nchw"] for c in inference)
     for frame, dets in zip(frames, host):

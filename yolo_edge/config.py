@@ -181,7 +181,9 @@ class RuntimeOptions:
     # on the CPU)
     int8_activations: str = "auto"
     target: str = ""  # rknn: the chip the compiler builds for (target_platform), e.g. rk3588
-    core_mask: str = "auto"  # rknn on the board: NPU cores to run on (RKNNLite.NPU_CORE_<mask>: auto, 0, 0_1, 0_1_2)
+    # rknn on the board, with npu_cores 1: the cores the one context runs on (RKNNLite.NPU_CORE_<mask>); with
+    # several npu_cores, a stream has one context pinned to each core instead
+    core_mask: str = "auto"
 
     def __post_init__(self) -> None:
         if self.core_mask not in CORE_MASKS:
@@ -219,6 +221,7 @@ class DeviceProfile:
     link: Link
     cpu: CpuModel | None = None
     faults: Faults = Faults()
+    npu_cores: int = 1  # accelerator cores: a stream runs a pool of one context per core (RK3588: 3)
 
     def __post_init__(self) -> None:
         where = f"device profile '{self.name}'"
@@ -233,6 +236,8 @@ class DeviceProfile:
             raise YoloEdgeError(
                 f"{where}: precisions must be a non-empty list of {list(PRECISIONS)}, got {list(self.precisions)}"
             )
+        if self.npu_cores < 1:
+            raise YoloEdgeError(f"{where}: npu_cores must be >= 1, got {self.npu_cores}")
         missing = [p for p in self.precisions if p not in self.peak_tops]
         if missing:
             raise YoloEdgeError(f"{where}: peak_tops has no figure for {missing}")

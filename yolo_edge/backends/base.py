@@ -77,6 +77,7 @@ class Executable(ABC):
         self.outputs = tuple(outputs)
         self.precision = precision
         self.device = device
+        self.concurrency = 1  # calls that may run at once, each on its own accelerator core (a stream's pool)
         self._local = threading.local()
 
     @property

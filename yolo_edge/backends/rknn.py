@@ -16,6 +16,7 @@ bundle's ``.rknn`` files with ``RKNNLite`` on the profile's NPU cores.
 from __future__ import annotations
 
 import importlib.util
+import queue
 import re
 import shutil
 import tempfile
@@ -247,17 +248,26 @@ class RknnBackend(Backend):
 
 
 class RknnLiteExecutable(Executable):
-    def __init__(self, runtime: Any, model: onnx.ModelProto, precision: str, core_mask: str) -> None:
+    """A bundle's ``.rknn`` on the board: one RKNNLite context per NPU core in ``cores``, a call taking a free one
+    (a stream runs ``concurrency`` calls at once, one per core)."""
+
+    def __init__(self, runtimes: list[Any], model: onnx.ModelProto, precision: str, cores: str) -> None:
         inputs, outputs = io_infos(model)
-        super().__init__(inputs, outputs, precision, f"rknn-npu:{core_mask}", model)
-        self.runtime = runtime
-        self._lock = threading.Lock()
+        super().__init__(inputs, outputs, precision, f"rknn-npu:{cores}", model)
+        self.runtimes = runtimes
+        self.concurrency = len(runtimes)
+        self._free: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        for runtime in runtimes:
+            self._free.put(runtime)
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         arrays = [feeds[t.name] for t in self.inputs]
         layout = ["nchw"] * len(arrays) if all(a.ndim == 4 for a in arrays) else None
-        with self._lock:
-            outs = self.runtime.inference(inputs=arrays, data_format=layout)
+        runtime = self._free.get()
+        try:
+            outs = runtime.inference(inputs=arrays, data_format=layout)
+        finally:
+            self._free.put(runtime)
         if outs is None or len(outs) != len(self.outputs):
             raise NpuError(f"RKNNLite.inference returned {None if outs is None else len(outs)} outputs")
         return {t.name: np.asarray(o, dtype=np.float32).reshape(t.shape) for t, o in zip(self.outputs, outs)}
@@ -266,7 +276,8 @@ class RknnLiteExecutable(Executable):
         return {}
 
     def close(self) -> None:
-        self.runtime.release()
+        for runtime in self.runtimes:
+            runtime.release()
 
 
 class RknnLiteBackend(Backend):
@@ -277,8 +288,8 @@ class RknnLiteBackend(Backend):
     int8_schemes = ("w8a8",)
     on_accelerator = True  # the board's NPU: measured, never wrapped as a simulation
 
-    def __init__(self, core_mask: str) -> None:
-        self.core_mask = core_mask
+    def __init__(self, core_mask: str, cores: int = 1) -> None:
+        self.core_mask, self.cores = core_mask, cores
         self._dir = Path(tempfile.mkdtemp(prefix="yolo-edge-rknnlite-"))
 
     def compile(
@@ -300,17 +311,23 @@ class RknnLiteBackend(Backend):
 
         path = self._dir / f"unit{len(list(self._dir.iterdir()))}{RKNN_SUFFIX}"
         path.write_bytes(data)
-        runtime = RKNNLite()
-        mask = getattr(RKNNLite, f"NPU_CORE_{self.core_mask.upper()}")
-        if runtime.load_rknn(str(path)) != 0 or runtime.init_runtime(core_mask=mask) != 0:
-            raise NpuCompileError(f"RKNNLite could not load {path.name} on cores {self.core_mask}")
-        return RknnLiteExecutable(runtime, model, precision, self.core_mask)
+        # a pool of one context per core (NPU_CORE_0, _1, ...) when the profile has several; else the core mask
+        masks = (
+            [f"NPU_CORE_{k}" for k in range(self.cores)] if self.cores > 1 else [f"NPU_CORE_{self.core_mask.upper()}"]
+        )
+        runtimes = []
+        for mask in masks:
+            runtime = RKNNLite()
+            if runtime.load_rknn(str(path)) != 0 or runtime.init_runtime(core_mask=getattr(RKNNLite, mask)) != 0:
+                raise NpuCompileError(f"RKNNLite could not load {path.name} on {mask}")
+            runtimes.append(runtime)
+        return RknnLiteExecutable(runtimes, model, precision, ",".join(m.removeprefix("NPU_CORE_") for m in masks))
 
 
 def rknn_backend(profile: DeviceProfile) -> Backend:
     """The board's lite runtime where it is installed, else the toolchain on this host, else a one-line error."""
     if importlib.util.find_spec("rknnlite") is not None:
-        return RknnLiteBackend(profile.runtime_options.core_mask)
+        return RknnLiteBackend(profile.runtime_options.core_mask, profile.npu_cores)
     status = toolchain_status(RKNN, probe=False)
     if not status.installed:
         raise YoloEdgeError(f"{profile.name} needs Rockchip's toolchain: {status.detail}")

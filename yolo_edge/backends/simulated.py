@@ -124,4 +124,6 @@ class SimulatedNpu(Backend):
             raise NpuOutOfMemory(f"{self.profile.name}: {why}")
         inner = self.numerics.compile(model, precision, calib, scheme, artifact)
         modelled = npu_time(info, self.profile, precision).total_s
-        return SimulatedExecutable(inner, modelled, self.injector, self.faults.hang_s, f"sim:{self.profile.name}")
+        exe = SimulatedExecutable(inner, modelled, self.injector, self.faults.hang_s, f"sim:{self.profile.name}")
+        exe.concurrency = self.profile.npu_cores
+        return exe

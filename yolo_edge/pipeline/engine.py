@@ -4,7 +4,8 @@
 
 The scheduler takes frames from the sources in turn (a slow or dead source never stalls the others), at
 most ``in_flight`` at once, drops live frames older than ``max_age_s`` (``stale``) and letterboxes them.
-Each execution unit is a stage with its own thread, shared by all streams, joined to the next by a queue
+Each execution unit is a stage with its own thread (an accelerator unit with several cores: a pool of one
+worker per core, results put back in order after), shared by all streams, joined to the next by a queue
 (the in-flight cap bounds them all): the runtimes release the GIL, so the accelerator unit works on frame
 n+1 while the CPU units finish frame n, and throughput approaches 1 / (the slowest unit) instead of 1 / (their sum). The
 executor's per-frame CPU retry, circuit breaker and hysteresis work as in a sequential run (``run_unit``).
@@ -139,12 +140,19 @@ class StreamRunner:
             frame += 1
         out.put(None)
 
-    def _stage(self, units: list[Unit], inp: queue.Queue[_Job | None], out: queue.Queue[_Job | None]) -> None:
+    def _stage(
+        self, units: list[Unit], inp: queue.Queue[_Job | None], out: queue.Queue[_Job | None], left: list[int]
+    ) -> None:
+        """One worker of a stage (``left[0]`` workers share ``inp``: an accelerator's pool of one per core); the
+        end mark goes round the workers, and the last one passes it on."""
         executor = self.detector.executor
         while True:
             job = inp.get()
             if job is None or self._stop.is_set():
-                out.put(None)
+                with self._lock:
+                    left[0] -= 1
+                    last = left[0] == 0
+                (out if last else inp).put(None)
                 return
             for unit in units:
                 outs, run = executor.run_unit(unit, job.tensors, job.frame)
@@ -177,12 +185,16 @@ class StreamRunner:
         # unbounded: the in-flight cap bounds them, and a put never blocks a stage that is shutting down
         qs: list[queue.Queue[_Job | None]] = [queue.Queue() for _ in range(len(stages) + 1)]
         self._threads = [threading.Thread(target=self._schedule, args=(qs[0],), name="scheduler", daemon=True)]
-        self._threads += [
-            threading.Thread(target=self._stage, args=(units, qs[k], qs[k + 1]), name=f"stage-{k}", daemon=True)
-            for k, units in enumerate(stages)
-        ]
-        self._threads.append(threading.Thread(target=self._nms, args=(qs[-1],), name="nms", daemon=True))
+        for k, units in enumerate(stages):
+            pool = max((u.npu.concurrency for u in units if u.npu is not None), default=1) if len(units) == 1 else 1
+            left = [pool]
+            self._threads += [
+                threading.Thread(target=self._stage, args=(units, qs[k], qs[k + 1], left), name=f"stage-{k}.{w}")
+                for w in range(pool)
+            ]
+        self._threads.append(threading.Thread(target=self._nms, args=(qs[-1],), name="nms"))
         for t in self._threads:
+            t.daemon = True
             t.start()
 
     # ---------------------------------------------------------------- results
