@@ -277,3 +277,43 @@ def test_a_pool_of_accelerator_cores_serves_an_accelerator_bound_stream_faster(
     three, order3 = _pool_fps(deployed, video, 3)
     assert order1 == order3 == list(range(45))
     assert one < 1 / 0.06 * 1.05 and three > 2.0 * one, (one, three)
+
+
+def test_metrics_in_prometheus_format_match_the_accounting(deployed: DeployResult) -> None:
+    import urllib.error
+    import urllib.request
+
+    from yolo_edge.pipeline.metrics import MetricsServer
+
+    folder = deployed.bundle / "calib"
+    runner = _runner(deployed, [str(folder)])
+    server = MetricsServer(runner, runner.detector.executor.events, 0)
+    try:
+        with runner:
+            delivered = sum(1 for _ in runner)
+        text = urllib.request.urlopen(server.url, timeout=10).read().decode()
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(server.url.replace("/metrics", "/other"), timeout=10)
+    finally:
+        server.close()
+    label = f'stream="0",source="{folder}"'
+    assert f"yolo_edge_frames_read_total{{{label}}} {delivered}" in text
+    assert f"yolo_edge_frames_delivered_total{{{label}}} {delivered}" in text
+    assert f'yolo_edge_frames_dropped_total{{{label},cause="queue_full"}} 0' in text
+    assert f"yolo_edge_source_up{{{label}}} 0" in text  # ended
+    assert f'yolo_edge_latency_ms{{{label},quantile="0.95"}}' in text and "# TYPE yolo_edge_latency_ms summary" in text
+    with pytest.raises(YoloEdgeError, match="--metrics-port 70000"):
+        MetricsServer(runner, runner.detector.executor.events, 70000)
+
+
+def test_an_mp4_with_every_frame(deployed: DeployResult, tmp_path: Path) -> None:
+    video = _video(tmp_path / "clip20.avi", 20, sorted((deployed.bundle / "calib").glob("*.jpg")))
+    cmd = [*CLI, "run", str(deployed.bundle), "--source", str(video), "--save", str(tmp_path / "out")]
+    proc = subprocess.run([*cmd, "--video-format", "mp4", "--quiet"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    cap = cv2.VideoCapture(str(tmp_path / "out" / "clip20.mp4"))
+    readable = 0
+    while cap.read()[0]:
+        readable += 1
+    cap.release()
+    assert readable == 20

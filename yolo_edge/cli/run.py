@@ -12,12 +12,15 @@ output and frame age. ``--save`` writes annotated images, or an annotated .avi p
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import re
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -26,6 +29,7 @@ from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import warn_placement
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner, summarize
+from yolo_edge.pipeline.metrics import MetricsServer
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.sources import DROP_POLICIES, Source, SourceOptions, parse_source
 from yolo_edge.pipeline.stream import video_fps
@@ -52,6 +56,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--emulate-latency", action="store_true", help="simulated accelerators take their modelled time (sleeping)"
     )
+    p.add_argument("--video-format", choices=("avi", "mp4"), default="avi", help="annotated videos: MJPG .avi or .mp4")
+    p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on 127.0.0.1:PORT")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
@@ -77,18 +84,35 @@ def _check_save(save: Path) -> None:
         raise YoloEdgeError(f"--save {save}: cannot write there ({exc.strerror}); pick another folder") from None
 
 
+FOURCC = {"avi": "MJPG", "mp4": "mp4v"}
+
+
 @dataclass
 class Sinks:
-    """What ``run`` does with each result: a JSON or text line on stdout, annotated files under ``save``."""
+    """What ``run`` does with each result: a JSON or text line on stdout, annotated files under ``save`` (videos
+    with a small FPS / latency overlay), a progress bar on a terminal."""
 
     sources: list[Source]
     json: bool
     save: Path | None
+    video_format: str = "avi"
+    progress: bool = False
     writers: dict[int, cv2.VideoWriter] = field(default_factory=dict)
+    recent: dict[int, collections.deque[float]] = field(default_factory=dict)
+    bar: Any = None
+
+    def __post_init__(self) -> None:
+        if self.progress and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(desc="frames", unit="frame", file=sys.stderr, leave=False, dynamic_ncols=True)
 
     def __call__(self, r: StreamResult) -> None:
+        self.recent.setdefault(r.stream, collections.deque(maxlen=30)).append(time.monotonic())
         if self.save is not None:  # first: a printed line means the frame is in the video too
             self._save(r, self.sources[r.stream].label)
+        if self.bar is not None:
+            self.bar.update(1)
         if self.json:
             line = {
                 "stream": r.stream,
@@ -118,15 +142,26 @@ class Sinks:
             fps = video_fps(Path(src.text)) if src.kind == "video" else 25.0
             h, w = r.image.shape[:2]
             self.writers[r.stream] = cv2.VideoWriter(
-                str(self.save / f"{stem}.avi"), cv2.VideoWriter.fourcc(*"MJPG"), fps, (w, h)
+                str(self.save / f"{stem}.{self.video_format}"),
+                cv2.VideoWriter.fourcc(*FOURCC[self.video_format]),
+                fps,
+                (w, h),
             )
-        self.writers[r.stream].write(draw(r.image, r.detections))
+        image = draw(r.image, r.detections)
+        times = self.recent[r.stream]
+        rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
+        cv2.putText(
+            image, f"{rate:.1f} fps  {r.ready_ms:.0f} ms", (4, 12), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 255, 255), 1
+        )
+        self.writers[r.stream].write(image)
 
     def close(self) -> None:
         """Finalise the videos: they are playable after a normal end, Ctrl-C or SIGTERM alike."""
         for writer in self.writers.values():
             writer.release()
         self.writers.clear()
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _report(runner: StreamRunner, events: EventLog, quiet_stdout: bool) -> list[str]:
@@ -169,15 +204,20 @@ def run(args: argparse.Namespace) -> int:
         emulate_latency=args.emulate_latency,
     )
     events = EventLog(args.events)
-    sinks = Sinks(sources, args.json, args.save)
+    sinks = Sinks(sources, args.json, args.save, args.video_format, progress=not args.quiet)
     with load_bundle(args.bundle).detector(events=events) as detector:
         warn_placement(detector.executor.placement_problems, "run")
         runner = StreamRunner(detector, sources, options)
+        metrics = MetricsServer(runner, events, args.metrics_port) if args.metrics_port is not None else None
+        if metrics is not None:
+            print(f"yolo-edge run: metrics at {metrics.url}", file=sys.stderr)
         try:
             runner.run(sinks)
         finally:
             sinks.close()
             runner.stop()
+            if metrics is not None:
+                metrics.close()
     problems = _report(runner, events, args.json)
     for line in problems:
         print(f"yolo-edge run: {line}", file=sys.stderr)

@@ -113,7 +113,7 @@ class StreamStats:
     dropped: collections.Counter[str] = field(default_factory=collections.Counter)
     events: list[dict[str, object]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    ended: bool = False
+    state: str = "starting"  # reading, reconnecting (a live source in a gap), ended
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def drop(self, cause: str, n: int = 1) -> None:
@@ -202,6 +202,7 @@ class Reader(threading.Thread):
         self._last_kept = -float("inf")
 
     def run(self) -> None:
+        self.stats.state = "reading"
         try:
             if self.source.live:
                 self._live()
@@ -210,7 +211,7 @@ class Reader(threading.Thread):
         except YoloEdgeError as exc:
             self.stats.problems.append(str(exc))
         finally:
-            self.stats.ended = True
+            self.stats.state = "ended"
             self.out.close()
 
     def _emit(self, index: int, name: str, image: np.ndarray) -> None:
@@ -258,6 +259,7 @@ class Reader(threading.Thread):
             cap = self._open()
             if not cap.isOpened():
                 cap.release()
+                self.stats.state = "reconnecting"
                 gap_since = self.clock() if gap_since is None else gap_since
                 self.stop.wait(min(self.options.backoff_s * 2**attempt, self.options.backoff_cap_s))
                 attempt += 1
@@ -265,8 +267,10 @@ class Reader(threading.Thread):
             if gap_since is not None:
                 self.stats.event("reconnected", gap_s=round(self.clock() - gap_since, 3), attempts=attempt)
             attempt, gap_since = 0, None
+            self.stats.state = "reading"
             index = self._read_open(cap, index)
             cap.release()
+            self.stats.state = "reconnecting"
             gap_since = self.clock()
 
     def _read_open(self, cap: cv2.VideoCapture, index: int) -> int:
