@@ -51,7 +51,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--drop-policy", choices=DROP_POLICIES, default="drop-oldest", help="live sources when behind")
     p.add_argument("--max-fps", type=float, default=None, help="live sources: keep at most this many frames/s")
     p.add_argument("--max-age-ms", type=float, default=None, help="live sources: drop frames older than this")
-    p.add_argument("--in-flight", type=int, default=4, help="frames in the pipeline at once (default 4)")
+    p.add_argument(
+        "--in-flight", type=int, default=None, help="frames in the pipeline at once (default: one per stage, +1)"
+    )
     p.add_argument("--sequential", action="store_true", help="run the units in turn instead of pipelined")
     p.add_argument(
         "--emulate-latency", action="store_true", help="simulated accelerators take their modelled time (sleeping)"
@@ -190,7 +192,7 @@ def _report(runner: StreamRunner, events: EventLog, quiet_stdout: bool) -> list[
 def run(args: argparse.Namespace) -> int:
     if args.save:
         _check_save(args.save)
-    if args.in_flight < 1:
+    if args.in_flight is not None and args.in_flight < 1:
         raise YoloEdgeError(f"--in-flight must be >= 1, got {args.in_flight}")
     sources = [parse_source(s) for s in args.source]  # a bad source fails before the bundle is compiled
     options = StreamOptions(

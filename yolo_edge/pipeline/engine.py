@@ -38,7 +38,7 @@ from yolo_edge.runtime import Unit, UnitRun
 @dataclass(frozen=True)
 class StreamOptions:
     sources: SourceOptions = SourceOptions()
-    in_flight: int = 4  # frames between the scheduler and the sink, all streams together
+    in_flight: int | None = None  # frames between the scheduler and the sink; default: one per stage worker, +1
     pipelined: bool = True
     emulate_latency: bool = False
     order_timeout_s: float = 5.0  # a result waiting this long for an earlier frame of its stream goes out anyway
@@ -88,14 +88,15 @@ class StreamRunner:
         self._stop = threading.Event()
         opts = options.sources
         self._queues = [
-            FrameQueue(opts.queue_size, opts.drop_policy if s.live else "block", st)
-            for s, st in zip(sources, self.stats)
+            FrameQueue(opts.queue_for(src), opts.drop_policy if src.live else "block", st)
+            for src, st in zip(sources, self.stats)
         ]
         self._readers = [
             Reader(i, s, q, st, opts, self._stop, clock)
             for i, (s, q, st) in enumerate(zip(sources, self._queues, self.stats))
         ]
-        self._slots = threading.Semaphore(max(1, options.in_flight))
+        workers = sum(self._pool(units) for units in self._stages())
+        self._slots = threading.Semaphore(options.in_flight or workers + 1)
         self._pending = [0] * len(sources)  # dispatched, not yet delivered or dropped
         self._lock = threading.Lock()
         self._results: queue.Queue[_Ordered | None] = queue.Queue()
@@ -105,6 +106,11 @@ class StreamRunner:
     def _stages(self) -> list[list[Unit]]:
         units = self.detector.executor.units
         return [[u] for u in units] if self.options.pipelined else [list(units)]
+
+    @staticmethod
+    def _pool(units: list[Unit]) -> int:
+        """Workers of a stage: one per accelerator core for a single accelerator unit, else one."""
+        return max((u.npu.concurrency for u in units if u.npu is not None), default=1) if len(units) == 1 else 1
 
     def _schedule(self, out: queue.Queue[_Job | None]) -> None:
         seq = [0] * len(self._queues)
@@ -186,7 +192,7 @@ class StreamRunner:
         qs: list[queue.Queue[_Job | None]] = [queue.Queue() for _ in range(len(stages) + 1)]
         self._threads = [threading.Thread(target=self._schedule, args=(qs[0],), name="scheduler", daemon=True)]
         for k, units in enumerate(stages):
-            pool = max((u.npu.concurrency for u in units if u.npu is not None), default=1) if len(units) == 1 else 1
+            pool = self._pool(units)
             left = [pool]
             self._threads += [
                 threading.Thread(target=self._stage, args=(units, qs[k], qs[k + 1], left), name=f"stage-{k}.{w}")
@@ -225,8 +231,10 @@ class StreamRunner:
                         order.add(got)
                 for result in order.ready(flush=done):
                     if sink is None:
-                        yield result
-                        self._finish(result, None)
+                        try:
+                            yield result
+                        finally:  # handed over, even to a consumer that stops here: delivered
+                            self._finish(result, None)
                         continue
                     try:
                         sink(result)

@@ -37,7 +37,7 @@ _URL = re.compile(r"^(rtsp|rtsps|rtmp|http|https|udp|tcp)://", re.I)
 class SourceOptions:
     drop_policy: str = "drop-oldest"  # live sources only; files always block
     max_fps: float | None = None  # live sources: keep at most this many frames per second
-    queue_size: int = 4  # frames waiting per source
+    queue_size: int | None = None  # frames waiting per source; default 4 for files (read-ahead), 1 for live (freshest)
     stall_s: float = 5.0  # a connected live source silent this long is stalled
     backoff_s: float = 0.5  # first reconnect delay; doubled each failed attempt
     backoff_cap_s: float = 8.0
@@ -46,8 +46,13 @@ class SourceOptions:
     def __post_init__(self) -> None:
         if self.drop_policy not in DROP_POLICIES:
             raise YoloEdgeError(f"drop policy must be one of {', '.join(DROP_POLICIES)}, got '{self.drop_policy}'")
+        if self.queue_size is not None and self.queue_size < 1:
+            raise YoloEdgeError(f"queue size must be >= 1, got {self.queue_size}")
         if self.max_fps is not None and self.max_fps <= 0:
             raise YoloEdgeError(f"--max-fps must be > 0, got {self.max_fps}")
+
+    def queue_for(self, source: Source) -> int:
+        return self.queue_size or (1 if source.live else 4)
 
 
 @dataclass(frozen=True)
@@ -210,6 +215,8 @@ class Reader(threading.Thread):
                 self._files()
         except YoloEdgeError as exc:
             self.stats.problems.append(str(exc))
+        except Exception as exc:  # never a silent end: the stream's problems say what stopped it
+            self.stats.problems.append(f"{self.source.text}: reader stopped: {type(exc).__name__}: {exc}")
         finally:
             self.stats.state = "ended"
             self.out.close()
