@@ -8,7 +8,10 @@ a video of the calibration images, and runs, interleaved round by round so machi
 ``sequential`` (one thread runs every unit of a frame in turn) against ``pipelined`` (one thread per unit,
 shared by the streams), on 1, 2 and 4 copies of the video at once. On ``sim-edge-npu`` with
 ``emulate_latency`` the accelerator unit takes its modelled time, and the pipelined throughput is set
-against 1 / (the slowest unit). Prints frames per second (all streams together) and the ratios; the CPU
+against 1 / (the slowest unit). Then an accelerator-bound unit (held at 60 ms a frame by emulation, as a
+3-core RK3588's backbone would be) on a pool of 3 contexts against 1, and a live MJPEG stream on 127.0.0.1
+sent at twice the 1-core service rate (drop-oldest): latency from capture to output (p95, first and
+second half of the run: flat, not growing) and frame age (p99). Prints frames per second (all streams together) and the ratios; the CPU
 first. Every frame is accounted for in every run (the script asserts it).
 """
 
@@ -22,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import cv2
+import numpy as np
 
 from yolo_edge.bundle import load_bundle
 from yolo_edge.config import load_deploy_config
@@ -57,6 +61,50 @@ def fps(bundle: Path, video: Path, streams: int, pipelined: bool, emulate: bool 
     return sum(st.delivered for st in runner.stats) / wall, {k: statistics.median(v) for k, v in unit_ms.items()}
 
 
+def held_runner(bundle: Path, sources: list[str], cores: int, hold_s: float = 0.06) -> StreamRunner:
+    """A pipelined run whose accelerator unit takes ``hold_s`` a frame (emulated, as a simulated profile's modelled
+    time) on a pool of ``cores`` contexts: an accelerator-bound stream, like an RK3588's backbone at 640."""
+    detector = load_bundle(bundle).detector()
+    unit = next(u for u in detector.executor.units if u.npu is not None)
+    unit.modelled_s = hold_s
+    unit.npu.concurrency = cores  # type: ignore[union-attr]
+    opts = StreamOptions(in_flight=cores + 3, emulate_latency=True)
+    return StreamRunner(detector, [parse_source(s) for s in sources], opts, close_detector=True)
+
+
+def pool_and_overload(bundle: Path, video: Path, frames: int) -> None:
+    """3 accelerator contexts vs 1 on an accelerator-bound unit; then a live stream at 2x the 1-core service rate."""
+    from stream_soak import serve  # the soak's MJPEG server on 127.0.0.1 (this folder)
+
+    rates = {}
+    for cores in (1, 3):
+        with held_runner(bundle, [str(video)], cores) as runner:
+            t0 = time.perf_counter()
+            n = sum(1 for _ in runner)
+            rates[cores] = n / (time.perf_counter() - t0)
+    print(
+        f"pool, accelerator unit held at 60 ms (emulated): 1 core {rates[1]:.1f} fps, 3 cores {rates[3]:.1f} fps, "
+        f"{rates[3] / rates[1]:.2f}x"
+    )
+    service_fps = rates[1]
+    url, httpd = serve(frames, 2 * service_fps, frames)
+    with held_runner(bundle, [url], 1) as runner:
+        for _ in runner:
+            if runner.stats[0].read >= frames - 1:
+                break
+    httpd.shutdown()
+    st, lat, age = runner.stats[0], runner.latency_ms[0], runner.age_ms[0]
+    half = len(lat) // 2
+    p95 = [float(np.percentile(x, 95)) for x in (lat[:half], lat[half:])]
+    interval = 1e3 / (2 * service_fps)
+    print(
+        f"overload 2x ({2 * service_fps:.1f} fps sent, drop-oldest): read {st.read}, delivered {st.delivered}, "
+        f"dropped {dict(st.dropped)}; capture->output p95 {p95[0]:.0f} ms (first half), {p95[1]:.0f} ms (second); "
+        f"frame age p99 {np.percentile(age, 99):.0f} ms; service {1e3 / service_fps:.0f} ms + one frame interval "
+        f"{interval:.0f} ms = {1e3 / service_fps + interval:.0f} ms"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--frames", type=int, default=150)
@@ -88,6 +136,7 @@ def main() -> None:
             f"sim-edge-npu 1 stream, emulated: pipelined {rate:6.1f} fps vs 1/slowest unit {1e3 / slowest:6.1f} fps "
             f"({rate * slowest / 1e3:.2f}); unit medians {shown} (accelerator: modelled)"
         )
+        pool_and_overload(bundles["host-lowp"], video, args.frames)
 
 
 if __name__ == "__main__":

@@ -95,8 +95,8 @@ class StreamRunner:
             Reader(i, s, q, st, opts, self._stop, clock)
             for i, (s, q, st) in enumerate(zip(sources, self._queues, self.stats))
         ]
-        workers = sum(self._pool(units) for units in self._stages())
-        self._slots = threading.Semaphore(options.in_flight or workers + 1)
+        self._slots = threading.Semaphore(1)  # sized when the run starts (_start), as the stage pools are then
+        self._admit = threading.Semaphore(1)
         self._pending = [0] * len(sources)  # dispatched, not yet delivered or dropped
         self._lock = threading.Lock()
         self._results: queue.Queue[_Ordered | None] = queue.Queue()
@@ -119,7 +119,12 @@ class StreamRunner:
         while not self._stop.is_set():
             if all(q.finished for q in self._queues):
                 break
+            # a frame leaves its source only when a first-stage worker is free: it waits in the source's queue,
+            # where drop-oldest keeps the freshest, not inside the pipeline; and under the in-flight cap
+            if not self._admit.acquire(timeout=0.05):
+                continue
             if not self._slots.acquire(timeout=0.05):
+                self._admit.release()
                 continue
             item = None
             for k in range(len(self._queues)):  # round robin: the next source with a frame waiting
@@ -130,6 +135,7 @@ class StreamRunner:
                     break
             if item is None:
                 self._slots.release()
+                self._admit.release()
                 time.sleep(0.002)
                 continue
             now = self.clock()
@@ -137,6 +143,7 @@ class StreamRunner:
             if self._readers[item.stream].source.live and max_age is not None and now - item.t_capture > max_age:
                 self.stats[item.stream].drop("stale")
                 self._slots.release()
+                self._admit.release()
                 continue
             with self._lock:
                 self._pending[item.stream] += 1
@@ -147,7 +154,12 @@ class StreamRunner:
         out.put(None)
 
     def _stage(
-        self, units: list[Unit], inp: queue.Queue[_Job | None], out: queue.Queue[_Job | None], left: list[int]
+        self,
+        units: list[Unit],
+        inp: queue.Queue[_Job | None],
+        out: queue.Queue[_Job | None],
+        left: list[int],
+        admit: threading.Semaphore | None,
     ) -> None:
         """One worker of a stage (``left[0]`` workers share ``inp``: an accelerator's pool of one per core); the
         end mark goes round the workers, and the last one passes it on."""
@@ -166,6 +178,8 @@ class StreamRunner:
                     time.sleep(max(0.0, unit.modelled_s - run.ms / 1e3))
                 job.tensors.update(outs)
                 job.runs.append(run)
+            if admit is not None:  # first stage: free for the next frame
+                admit.release()
             out.put(job)
 
     def _nms(self, inp: queue.Queue[_Job | None]) -> None:
@@ -191,11 +205,13 @@ class StreamRunner:
         # unbounded: the in-flight cap bounds them, and a put never blocks a stage that is shutting down
         qs: list[queue.Queue[_Job | None]] = [queue.Queue() for _ in range(len(stages) + 1)]
         self._threads = [threading.Thread(target=self._schedule, args=(qs[0],), name="scheduler", daemon=True)]
-        for k, units in enumerate(stages):
-            pool = self._pool(units)
-            left = [pool]
+        pools = [self._pool(units) for units in stages]
+        self._slots = threading.Semaphore(self.options.in_flight or sum(pools) + 1)
+        self._admit = threading.Semaphore(pools[0])
+        for k, (units, pool) in enumerate(zip(stages, pools)):
+            left, admit = [pool], self._admit if k == 0 else None
             self._threads += [
-                threading.Thread(target=self._stage, args=(units, qs[k], qs[k + 1], left), name=f"stage-{k}.{w}")
+                threading.Thread(target=self._stage, args=(units, qs[k], qs[k + 1], left, admit), name=f"stage-{k}.{w}")
                 for w in range(pool)
             ]
         self._threads.append(threading.Thread(target=self._nms, args=(qs[-1],), name="nms"))
