@@ -23,7 +23,7 @@ import pytest
 from yolo_edge.bundle import load_bundle
 from yolo_edge.deploy import DeployResult
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
+from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner
 from yolo_edge.pipeline.sources import SourceOptions, parse_source
 
 CLI = [sys.executable, "-m", "yolo_edge.cli.main"]
@@ -222,6 +222,7 @@ def test_sigint_leaves_a_playable_video(deployed: DeployResult, video300: Path, 
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
+    assert "clip300.avi:" in err and " delivered, dropped:" in err  # the accounting, printed on the way out
     assert all(json.loads(x)["stream"] == 0 for x in first)
     written = len(first) + len(out.splitlines())
     cap = cv2.VideoCapture(str(tmp_path / "out" / "clip300.avi"))
@@ -317,3 +318,24 @@ def test_an_mp4_with_every_frame(deployed: DeployResult, tmp_path: Path) -> None
         readable += 1
     cap.release()
     assert readable == 20
+
+
+def test_results_come_out_in_order_and_a_lost_frame_does_not_hold_the_rest() -> None:
+    """Per stream in dispatch order; a gap older than the timeout (on an injected clock) is skipped, not waited on."""
+    from yolo_edge.pipeline.engine import _Ordered, _Reorder
+    from yolo_edge.pipeline.postprocess import Detections
+
+    now = [0.0]
+    order = _Reorder(2, timeout_s=1.0, clock=lambda: now[0])
+
+    def item(stream: int, seq: int) -> _Ordered:
+        dets = Detections.empty(("a",))
+        return _Ordered(StreamResult(stream, seq, f"{stream}#{seq}", np.zeros(1), dets, {}, {}, 0, 0, 0, 0), seq)
+
+    for stream, seq in ((0, 1), (1, 0), (0, 0), (0, 3)):
+        order.add(item(stream, seq))
+    assert [r.name for r in order.ready()] == ["0#0", "0#1", "1#0"]  # 0#2 missing: 0#3 waits
+    now[0] = 0.9
+    assert list(order.ready()) == [] and order.waiting
+    now[0] = 1.1
+    assert [r.name for r in order.ready()] == ["0#3"] and not order.waiting

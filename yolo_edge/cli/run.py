@@ -120,6 +120,7 @@ class Sinks:
                 "stream": r.stream,
                 "frame": r.index,
                 "source": r.name,
+                "captured_at": round(r.captured_at, 3),
                 "detections": r.detections.to_list(),
                 "ms": round(sum(r.unit_ms.values()), 2),
                 "ready_ms": round(r.ready_ms, 2),
@@ -215,12 +216,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"yolo-edge run: metrics at {metrics.url}", file=sys.stderr)
         try:
             runner.run(sinks)
-        finally:
+        finally:  # after Ctrl-C or SIGTERM too: the videos finalised, the accounting printed
             sinks.close()
             runner.stop()
             if metrics is not None:
                 metrics.close()
-    problems = _report(runner, events, args.json)
+            problems = _report(runner, events, args.json)
     for line in problems:
         print(f"yolo-edge run: {line}", file=sys.stderr)
     if problems:

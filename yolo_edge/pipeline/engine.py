@@ -53,7 +53,8 @@ class StreamResult:
     detections: Detections
     unit_ms: dict[str, float]  # modelled for a simulated accelerator unit, measured otherwise
     unit_device: dict[str, str]
-    t_capture: float
+    t_capture: float  # the runner's clock
+    captured_at: float  # wall-clock seconds since the epoch
     age_ms: float  # how stale the frame was when inference started
     ready_ms: float  # capture -> result ready (before the sink)
 
@@ -112,76 +113,6 @@ class StreamRunner:
         """Workers of a stage: one per accelerator core for a single accelerator unit, else one."""
         return max((u.npu.concurrency for u in units if u.npu is not None), default=1) if len(units) == 1 else 1
 
-    def _schedule(self, out: queue.Queue[_Job | None]) -> None:
-        seq = [0] * len(self._queues)
-        frame, turn = 0, 0
-        imgsz = self.detector.meta.imgsz
-        while not self._stop.is_set():
-            if all(q.finished for q in self._queues):
-                break
-            # a frame leaves its source only when a first-stage worker is free: it waits in the source's queue,
-            # where drop-oldest keeps the freshest, not inside the pipeline; and under the in-flight cap
-            if not self._admit.acquire(timeout=0.05):
-                continue
-            if not self._slots.acquire(timeout=0.05):
-                self._admit.release()
-                continue
-            item = None
-            for k in range(len(self._queues)):  # round robin: the next source with a frame waiting
-                s = (turn + k) % len(self._queues)
-                item = self._queues[s].get_nowait()
-                if item is not None:
-                    turn = s + 1
-                    break
-            if item is None:
-                self._slots.release()
-                self._admit.release()
-                time.sleep(0.002)
-                continue
-            now = self.clock()
-            max_age = self.options.sources.max_age_s
-            if self._readers[item.stream].source.live and max_age is not None and now - item.t_capture > max_age:
-                self.stats[item.stream].drop("stale")
-                self._slots.release()
-                self._admit.release()
-                continue
-            with self._lock:
-                self._pending[item.stream] += 1
-            lb = letterbox(item.image, imgsz)
-            out.put(_Job(item, seq[item.stream], frame, lb, now, {"images": lb.tensor}))
-            seq[item.stream] += 1
-            frame += 1
-        out.put(None)
-
-    def _stage(
-        self,
-        units: list[Unit],
-        inp: queue.Queue[_Job | None],
-        out: queue.Queue[_Job | None],
-        left: list[int],
-        admit: threading.Semaphore | None,
-    ) -> None:
-        """One worker of a stage (``left[0]`` workers share ``inp``: an accelerator's pool of one per core); the
-        end mark goes round the workers, and the last one passes it on."""
-        executor = self.detector.executor
-        while True:
-            job = inp.get()
-            if job is None or self._stop.is_set():
-                with self._lock:
-                    left[0] -= 1
-                    last = left[0] == 0
-                (out if last else inp).put(None)
-                return
-            for unit in units:
-                outs, run = executor.run_unit(unit, job.tensors, job.frame)
-                if self.options.emulate_latency and run.device == "npu" and unit.modelled_s is not None:
-                    time.sleep(max(0.0, unit.modelled_s - run.ms / 1e3))
-                job.tensors.update(outs)
-                job.runs.append(run)
-            if admit is not None:  # first stage: free for the next frame
-                admit.release()
-            out.put(job)
-
     def _nms(self, inp: queue.Queue[_Job | None]) -> None:
         nms, meta, name = self.detector.nms, self.detector.meta, self.detector.executor.output_name
         while True:
@@ -204,14 +135,16 @@ class StreamRunner:
         stages = self._stages()
         # unbounded: the in-flight cap bounds them, and a put never blocks a stage that is shutting down
         qs: list[queue.Queue[_Job | None]] = [queue.Queue() for _ in range(len(stages) + 1)]
-        self._threads = [threading.Thread(target=self._schedule, args=(qs[0],), name="scheduler", daemon=True)]
+        self._threads = [threading.Thread(target=_schedule, args=(self, qs[0]), name="scheduler", daemon=True)]
         pools = [self._pool(units) for units in stages]
         self._slots = threading.Semaphore(self.options.in_flight or sum(pools) + 1)
         self._admit = threading.Semaphore(pools[0])
         for k, (units, pool) in enumerate(zip(stages, pools)):
             left, admit = [pool], self._admit if k == 0 else None
             self._threads += [
-                threading.Thread(target=self._stage, args=(units, qs[k], qs[k + 1], left, admit), name=f"stage-{k}.{w}")
+                threading.Thread(
+                    target=_stage, args=(self, units, qs[k], qs[k + 1], left, admit), name=f"stage-{k}.{w}"
+                )
                 for w in range(pool)
             ]
         self._threads.append(threading.Thread(target=self._nms, args=(qs[-1],), name="nms"))
@@ -299,6 +232,79 @@ class StreamRunner:
         self.stop()
 
 
+def _schedule(runner: StreamRunner, out: queue.Queue[_Job | None]) -> None:
+    """The scheduler thread: frames from the sources in turn, admitted when the first stage is free."""
+    seq = [0] * len(runner._queues)
+    frame, turn = 0, 0
+    imgsz = runner.detector.meta.imgsz
+    while not runner._stop.is_set():
+        if all(q.finished for q in runner._queues):
+            break
+        # a frame leaves its source only when a first-stage worker is free: it waits in the source's queue,
+        # where drop-oldest keeps the freshest, not inside the pipeline; and under the in-flight cap
+        if not runner._admit.acquire(timeout=0.05):
+            continue
+        if not runner._slots.acquire(timeout=0.05):
+            runner._admit.release()
+            continue
+        item = None
+        for k in range(len(runner._queues)):  # round robin: the next source with a frame waiting
+            s = (turn + k) % len(runner._queues)
+            item = runner._queues[s].get_nowait()
+            if item is not None:
+                turn = s + 1
+                break
+        if item is None:
+            runner._slots.release()
+            runner._admit.release()
+            time.sleep(0.002)
+            continue
+        now = runner.clock()
+        max_age = runner.options.sources.max_age_s
+        if runner._readers[item.stream].source.live and max_age is not None and now - item.t_capture > max_age:
+            runner.stats[item.stream].drop("stale")
+            runner._slots.release()
+            runner._admit.release()
+            continue
+        with runner._lock:
+            runner._pending[item.stream] += 1
+        lb = letterbox(item.image, imgsz)
+        out.put(_Job(item, seq[item.stream], frame, lb, now, {"images": lb.tensor}))
+        seq[item.stream] += 1
+        frame += 1
+    out.put(None)
+
+
+def _stage(
+    runner: StreamRunner,
+    units: list[Unit],
+    inp: queue.Queue[_Job | None],
+    out: queue.Queue[_Job | None],
+    left: list[int],
+    admit: threading.Semaphore | None,
+) -> None:
+    """One worker of a stage (``left[0]`` workers share ``inp``: an accelerator's pool of one per core); the
+    end mark goes round the workers, and the last one passes it on."""
+    executor = runner.detector.executor
+    while True:
+        job = inp.get()
+        if job is None or runner._stop.is_set():
+            with runner._lock:
+                left[0] -= 1
+                last = left[0] == 0
+            (out if last else inp).put(None)
+            return
+        for unit in units:
+            outs, run = executor.run_unit(unit, job.tensors, job.frame)
+            if runner.options.emulate_latency and run.device == "npu" and unit.modelled_s is not None:
+                time.sleep(max(0.0, unit.modelled_s - run.ms / 1e3))
+            job.tensors.update(outs)
+            job.runs.append(run)
+        if admit is not None:  # first stage: free for the next frame
+            admit.release()
+        out.put(job)
+
+
 def summarize(runner: StreamRunner) -> list[dict[str, object]]:
     """Per stream: the frame accounting, the events, and the latency and frame-age percentiles (ms)."""
     return [
@@ -335,6 +341,7 @@ def _result(job: _Job, dets: Detections, now: float) -> StreamResult:
         {r.unit: r.modelled_ms if r.modelled_ms is not None else r.ms for r in job.runs},
         {r.unit: r.device for r in job.runs},
         c.t_capture,
+        c.captured_at,
         (job.t_start - c.t_capture) * 1e3,
         (now - c.t_capture) * 1e3,
     )

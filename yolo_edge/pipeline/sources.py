@@ -106,6 +106,7 @@ class Captured:
     name: str
     image: np.ndarray
     t_capture: float  # the clock when the reader got it
+    captured_at: float  # the same moment as wall-clock time (seconds since the epoch), for logs
 
 
 @dataclass
@@ -228,7 +229,7 @@ class Reader(threading.Thread):
             self.stats.drop("max_fps")
             return
         self._last_kept = now
-        self.out.put(Captured(self.stream, index, name, image, now), self.stop)
+        self.out.put(Captured(self.stream, index, name, image, now, time.time()), self.stop)
 
     def _files(self) -> None:
         problems: list[str] = []
