@@ -25,12 +25,18 @@ from pathlib import Path
 import cv2
 
 from yolo_edge.bundle import load_bundle
-from yolo_edge.config import Faults, load_deploy_config
+from yolo_edge.config import DeployConfig, Faults, load_deploy_config
 from yolo_edge.deploy import deploy
 from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
 from yolo_edge.pipeline.preprocess import default_calib_dir
 from yolo_edge.pipeline.sources import parse_source
+
+
+def quick_config() -> DeployConfig:
+    """The shipped deploy settings with fewer calibration images and timing runs: a bundle in a minute."""
+    cfg = load_deploy_config()
+    return replace(cfg, calib_images=16, validate=replace(cfg.validate, latency_runs=10, latency_warmup=2))
 
 
 def rss_mb() -> float:
@@ -80,10 +86,9 @@ def main() -> int:
     ap.add_argument("--reconnect-every", type=int, default=500)
     args = ap.parse_args()
     print(f"CPU: {cpu_name()}")
-    cfg = load_deploy_config()
-    cfg = replace(cfg, calib_images=16, validate=replace(cfg.validate, latency_runs=10, latency_warmup=2))
     with tempfile.TemporaryDirectory() as tmp:
-        bundle = load_bundle(deploy(device="sim-edge-npu", config=cfg, quiet=True, out=Path(tmp) / "b").bundle)
+        out = Path(tmp) / "b"
+        bundle = load_bundle(deploy(device="sim-edge-npu", config=quick_config(), quiet=True, out=out).bundle)
         bundle.profile = replace(bundle.profile, faults=Faults(error_rate=0.05, nan_rate=0.01, seed=1))
         servers = [serve(args.frames, args.fps, args.reconnect_every) for _ in range(args.streams)]
         detector = bundle.detector()

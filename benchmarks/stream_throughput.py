@@ -11,8 +11,8 @@ shared by the streams), on 1, 2 and 4 copies of the video at once. On ``sim-edge
 against 1 / (the slowest unit). Then an accelerator-bound unit (held at 60 ms a frame by emulation, as a
 3-core RK3588's backbone would be) on a pool of 3 contexts against 1, and a live MJPEG stream on 127.0.0.1
 sent at twice the 1-core service rate (drop-oldest): latency from capture to output (p95, first and
-second half of the run: flat, not growing) and frame age (p99). Prints frames per second (all streams together) and the ratios; the CPU
-first. Every frame is accounted for in every run (the script asserts it).
+second half of the run: flat, not growing) and frame age (p99). Prints frames per second (all streams
+together) and the ratios; the CPU first. Every frame is accounted for in every run (the script asserts it).
 """
 
 from __future__ import annotations
@@ -21,14 +21,12 @@ import argparse
 import statistics
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import cv2
 import numpy as np
 
 from yolo_edge.bundle import load_bundle
-from yolo_edge.config import load_deploy_config
 from yolo_edge.deploy import deploy
 from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
@@ -111,8 +109,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     print(f"CPU: {cpu_name()}")
-    cfg = load_deploy_config()
-    cfg = replace(cfg, calib_images=16, validate=replace(cfg.validate, latency_runs=10, latency_warmup=2))
+    from stream_soak import quick_config  # this folder
+
+    cfg = quick_config()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         video = write_video(root / "clip.avi", args.frames)

@@ -38,6 +38,16 @@ def _video(path: Path, frames: int, images: list[Path]) -> Path:
     return path
 
 
+def _readable(path: Path) -> int:
+    """Frames OpenCV can decode from ``path``, read to the end."""
+    cap = cv2.VideoCapture(str(path))
+    n = 0
+    while cap.read()[0]:
+        n += 1
+    cap.release()
+    return n
+
+
 @pytest.fixture(scope="module")
 def video300(deployed: DeployResult, tmp_path_factory: pytest.TempPathFactory) -> Path:
     images = sorted((deployed.bundle / "calib").glob("*.jpg"))
@@ -116,11 +126,7 @@ def test_a_video_gives_every_frame_in_order_and_a_playable_annotated_video(
     assert [x["frame"] for x in video] == list(range(300))
     assert [x["source"] for x in lines if x["stream"] == 1] == sorted(p.name for p in folder.glob("*.jpg"))
     assert all(set(x["devices"]) == set(x["unit_ms"]) and x["age_ms"] >= 0 for x in lines)
-    cap = cv2.VideoCapture(str(tmp_path / "out" / "clip300.avi"))
-    readable = 0
-    while cap.read()[0]:
-        readable += 1
-    cap.release()
+    readable = _readable(tmp_path / "out" / "clip300.avi")
     assert readable == 300
     assert "clip300.avi: 300 read, 300 delivered, dropped: none" in proc.stderr
 
@@ -225,11 +231,7 @@ def test_sigint_leaves_a_playable_video(deployed: DeployResult, video300: Path, 
     assert "clip300.avi:" in err and " delivered, dropped:" in err  # the accounting, printed on the way out
     assert all(json.loads(x)["stream"] == 0 for x in first)
     written = len(first) + len(out.splitlines())
-    cap = cv2.VideoCapture(str(tmp_path / "out" / "clip300.avi"))
-    readable = 0
-    while cap.read()[0]:
-        readable += 1
-    cap.release()
+    readable = _readable(tmp_path / "out" / "clip300.avi")
     assert 10 <= readable <= written + 4 and readable < 300
 
 
@@ -312,11 +314,7 @@ def test_an_mp4_with_every_frame(deployed: DeployResult, tmp_path: Path) -> None
     cmd = [*CLI, "run", str(deployed.bundle), "--source", str(video), "--save", str(tmp_path / "out")]
     proc = subprocess.run([*cmd, "--video-format", "mp4", "--quiet"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    cap = cv2.VideoCapture(str(tmp_path / "out" / "clip20.mp4"))
-    readable = 0
-    while cap.read()[0]:
-        readable += 1
-    cap.release()
+    readable = _readable(tmp_path / "out" / "clip20.mp4")
     assert readable == 20
 
 
