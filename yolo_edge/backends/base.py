@@ -42,7 +42,11 @@ class NpuCompileError(Exception):
 
 
 class UnsupportedOperator(NpuCompileError):
-    pass
+    """The compiler refused ops; ``nodes`` names them where it said which (op-level fallback cuts around them)."""
+
+    def __init__(self, message: str, nodes: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.nodes = nodes
 
 
 class NpuOutOfMemory(NpuCompileError):

@@ -80,14 +80,19 @@ def compiler_message(error: str, log: str) -> str:
     return lines[-1] if lines else error.strip().splitlines()[-1] if error.strip() else "build failed"
 
 
+def _shown(nodes: list[tuple[str, str]]) -> str:
+    """``node (Op), ...``: the first three refused nodes."""
+    return ", ".join(f"{n} ({op})" for n, op in nodes[:3]) + (" ..." if len(nodes) > 3 else "")
+
+
 def _refusal(what: str, error: str, log: str) -> NpuCompileError:
     message = compiler_message(error, log)
     nodes = refused_nodes(log, error)
     if nodes:
-        message = f"{', '.join(f'{n} ({op})' for n, op in nodes[:3])}{' ...' if len(nodes) > 3 else ''}: {message}"
+        message = f"{_shown(nodes)}: {message}"
     if "memory" in message.lower():
         return NpuOutOfMemory(f"rknn compiler, {what}: {message}")
-    return UnsupportedOperator(f"rknn compiler, {what}: {message}")
+    return UnsupportedOperator(f"rknn compiler, {what}: {message}", tuple(n for n, _ in nodes))
 
 
 class RknnExecutable(Executable):
@@ -101,7 +106,6 @@ class RknnExecutable(Executable):
         self.backend = backend
         self.job = job
         self.build_s = 0.0
-        self.log = ""
         self._generation = -1
         self._lock = threading.Lock()
 
@@ -121,12 +125,12 @@ class RknnExecutable(Executable):
             nodes = refused_nodes(reply.log)
             if nodes:
                 self.close()
-                shown = ", ".join(f"{n} ({op})" for n, op in nodes[:3]) + (" ..." if len(nodes) > 3 else "")
                 raise UnsupportedOperator(
-                    f"rknn compiler, at {self.precision}: {shown}: no NPU lowering (the board's runtime would run "
-                    "it on its CPU, inside the NPU graph)"
+                    f"rknn compiler, at {self.precision}: {_shown(nodes)}: no NPU lowering (the board's runtime "
+                    "would run it on its CPU, inside the NPU graph)",
+                    tuple(n for n, _ in nodes),
                 )
-            self.build_s, self.log = float(reply.result["build_s"]), reply.log
+            self.build_s = float(reply.result["build_s"])
             self._generation = self.worker.generation
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -224,8 +228,7 @@ class RknnBackend(Backend):
         try:
             self.compile(model, "fp16").close()
         except NpuCompileError as exc:
-            job_log = str(exc)
-            named = [n.name for n in model.graph.node if n.name and f"{n.name} (" in job_log]
+            named = list(exc.nodes) if isinstance(exc, UnsupportedOperator) else []
             return n_ops, named or [f"(whole graph: {exc})"]
         return n_ops, []
 

@@ -173,15 +173,15 @@ def _report(runner: StreamRunner, events: EventLog, quiet_stdout: bool) -> list[
     out = sys.stderr if quiet_stdout else sys.stdout
     problems: list[str] = []
     for s in summarize(runner):
-        dropped = ", ".join(f"{k} {v}" for k, v in sorted(s["dropped"].items())) or "none"  # type: ignore[attr-defined]
-        lat = s["latency_ms"] or {}
-        age = s["age_ms"] or {}
-        line = (
-            f"{s['source']}: {s['read']} read, {s['delivered']} delivered, dropped: {dropped}"
-            + (f"; capture->output p50 {lat['p50']} p95 {lat['p95']} p99 {lat['p99']} ms" if lat else "")  # type: ignore[index]
-            + (f", frame age p99 {age['p99']} ms" if age else "")  # type: ignore[index]
-            + (f"; {len(s['events'])} source events" if s["events"] else "")  # type: ignore[arg-type]
-        )
+        dropped = ", ".join(f"{k} {v}" for k, v in sorted(s.dropped.items())) or "none"
+        line = f"{s.source}: {s.read} read, {s.delivered} delivered, dropped: {dropped}"
+        if s.latency_ms is not None:
+            lat = s.latency_ms
+            line += f"; capture->output p50 {lat.p50:.1f} p95 {lat.p95:.1f} p99 {lat.p99:.1f} ms"
+        if s.age_ms is not None:
+            line += f", frame age p99 {s.age_ms.p99:.1f} ms"
+        if s.events:
+            line += f"; {len(s.events)} source events"
         print(line, file=out)
     ev = events.summary()
     print(f"{ev.total} fallback events" + (f": {ev.by_trigger}" if ev.total else ""), file=out)

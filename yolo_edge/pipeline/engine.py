@@ -20,7 +20,6 @@ capture to the sink's return, and the frame's age when inference starts.
 from __future__ import annotations
 
 import queue
-import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from yolo_edge.pipeline.detector import Detector
+from yolo_edge.pipeline.detector import Detector, Percentiles, percentiles
 from yolo_edge.pipeline.postprocess import Detections, postprocess
 from yolo_edge.pipeline.preprocess import Letterboxed, letterbox
 from yolo_edge.pipeline.sources import Captured, FrameQueue, Reader, Source, SourceOptions, StreamStats
@@ -305,29 +304,33 @@ def _stage(
         out.put(job)
 
 
-def summarize(runner: StreamRunner) -> list[dict[str, object]]:
-    """Per stream: the frame accounting, the events, and the latency and frame-age percentiles (ms)."""
+@dataclass(frozen=True)
+class StreamSummary:
+    """One stream at the end (or now): its frame accounting, its source events, and the percentiles (ms) of
+    latency from capture to the sink's return and of frame age at inference start (None before a frame)."""
+
+    source: str
+    read: int
+    delivered: int
+    dropped: dict[str, int]
+    events: list[dict[str, object]]
+    latency_ms: Percentiles | None
+    age_ms: Percentiles | None
+
+
+def summarize(runner: StreamRunner) -> list[StreamSummary]:
     return [
-        {
-            "source": st.source.text,
-            "read": st.read,
-            "delivered": st.delivered,
-            "dropped": dict(st.dropped),
-            "accounted": st.accounted,
-            "events": st.events,
-            "latency_ms": _percentiles(runner.latency_ms[i]),
-            "age_ms": _percentiles(runner.age_ms[i]),
-        }
+        StreamSummary(
+            st.source.text,
+            st.read,
+            st.delivered,
+            dict(st.dropped),
+            list(st.events),
+            percentiles(runner.latency_ms[i]) if runner.latency_ms[i] else None,
+            percentiles(runner.age_ms[i]) if runner.age_ms[i] else None,
+        )
         for i, st in enumerate(runner.stats)
     ]
-
-
-def _percentiles(values: list[float]) -> dict[str, float] | None:
-    if not values:
-        return None
-    q = np.percentile(values, [50, 95, 99])
-    return {"p50": round(float(q[0]), 2), "p95": round(float(q[1]), 2), "p99": round(float(q[2]), 2),
-            "mean": round(statistics.fmean(values), 2)}  # fmt: skip
 
 
 def _result(job: _Job, dets: Detections, now: float) -> StreamResult:
