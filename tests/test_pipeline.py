@@ -26,17 +26,29 @@ def test_letterbox_matches_ultralytics(shape: tuple[int, int], imgsz: tuple[int,
     assert np.array_equal((ours.tensor[0].transpose(1, 2, 0)[..., ::-1] * 255).round().astype(np.uint8), ref)
 
 
-def test_nms_matches_torchvision() -> None:
+@pytest.mark.parametrize("algorithm", ["pairs", "blocks"])
+def test_nms_matches_torchvision(algorithm: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both NMS algorithms (same-class pairs; the bounded dense blocks a huge class takes) keep exactly
+    torchvision's boxes in its order, one class or many, a few boxes or several blocks' worth."""
     import torch
     import torchvision
 
+    from yolo_edge.pipeline import postprocess as pp
+
+    if algorithm == "blocks":
+        monkeypatch.setattr(pp, "NMS_PAIRS", 0)
+        monkeypatch.setattr(pp, "NMS_BLOCK", 64)
     rng = np.random.default_rng(0)
-    xy = rng.uniform(0, 300, (500, 2)).astype(np.float32)
-    boxes = np.concatenate([xy, xy + rng.uniform(5, 80, (500, 2)).astype(np.float32)], axis=1)
-    scores = rng.random(500).astype(np.float32)
-    for iou in (0.3, 0.5, 0.7):
-        ref = torchvision.ops.nms(torch.from_numpy(boxes), torch.from_numpy(scores), iou).numpy()
-        assert np.array_equal(nms(boxes, scores, iou), ref)
+    for n, nc in ((500, 1), (1200, 5), (40, 3), (1, 1)):
+        xy = rng.uniform(-20, 300, (n, 2)).astype(np.float32)
+        boxes = np.concatenate([xy, xy + rng.uniform(5, 80, (n, 2)).astype(np.float32)], axis=1)
+        scores = rng.random(n).astype(np.float32)
+        classes = rng.integers(0, nc, n)
+        for iou in (0.3, 0.5, 0.7):
+            tb, ts = torch.from_numpy(boxes), torch.from_numpy(scores)
+            ref = torchvision.ops.batched_nms(tb, ts, torch.from_numpy(classes), iou).numpy()
+            assert np.array_equal(nms(boxes, scores, iou, classes), ref)
+            assert np.array_equal(nms(boxes, scores, iou), torchvision.ops.nms(tb, ts, iou).numpy())
 
 
 def _images() -> list[Path]:

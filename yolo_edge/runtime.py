@@ -452,7 +452,9 @@ def build_units(
     ``artifacts`` (unit name -> files by suffix): a unit's compiled form as a bundle stores it (its INT8 QDQ
     graph, its ``.rknn``), run as it is where the backend can.
     """
-    cpu = cpu_backend()
+    # onnxruntime's threads spin between ops only where nothing else shares the cores (an all-CPU plan): in a
+    # split they would spin through the accelerator runtime's turn (benchmarks/run_all.py, spinning table)
+    cpu = cpu_backend(spinning=not plan.npu_subgraphs)
     npu_backend = npu if npu is not None else (create_backend(profile) if plan.npu_subgraphs else None)
     tensors = [dict(c) for c in calib]  # grows with op-level pieces' intermediate tensors
     units: list[Unit] = []

@@ -1,7 +1,8 @@
 """Decode output -> class-aware NMS -> boxes in original-image pixels, as a validated ``Detections``.
 
-Matches ultralytics' ``non_max_suppression`` (best class per box, ``max_nms`` candidates, class offset
-of 7680 px, greedy IoU suppression) and ``scale_boxes``.
+Matches ultralytics' ``non_max_suppression`` (best class per box or every class above ``conf``, ``max_nms``
+candidates, greedy IoU suppression per class) and ``scale_boxes``, in numpy: no torch on the board, and
+faster than ultralytics' torch path (``benchmarks/run_all.py``, post-processing table).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import numpy as np
 
 from yolo_edge.pipeline.preprocess import Letterboxed
 
-MAX_WH = 7680  # ultralytics' per-class box offset for class-aware NMS
 MAX_NMS = 30000
 
 
@@ -58,22 +58,97 @@ class Detections:
         ]
 
 
-def nms(boxes: np.ndarray, scores: np.ndarray, iou: float) -> np.ndarray:
-    """Greedy NMS over xyxy ``boxes``; returns kept indices in descending score order (torchvision semantics)."""
-    order = np.argsort(-scores, kind="stable")
-    x1, y1, x2, y2 = boxes.T
-    areas = (x2 - x1) * (y2 - y1)
-    keep = []
-    while order.size:
-        i = order[0]
-        keep.append(i)
-        rest = order[1:]
-        w = np.clip(np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest]), 0, None)
-        h = np.clip(np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest]), 0, None)
-        inter = w * h
-        overlap = inter / (areas[i] + areas[rest] - inter)
-        order = rest[overlap <= iou]
-    return np.asarray(keep, dtype=np.int64)
+NMS_BLOCK = 512  # dense fallback: boxes compared at once, bounding its IoU matrices at NMS_BLOCK x kept values
+NMS_PAIRS = 1 << 22  # pairs of same-class boxes above which NMS uses the dense blocks (one huge class)
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of xyxy boxes ``a`` and ``b``, broadcast (float32, as torchvision's)."""
+    w = np.minimum(a[..., 2], b[..., 2]) - np.maximum(a[..., 0], b[..., 0])
+    h = np.minimum(a[..., 3], b[..., 3]) - np.maximum(a[..., 1], b[..., 1])
+    inter = np.clip(w, 0, None) * np.clip(h, 0, None)
+    union = (a[..., 2] - a[..., 0]) * (a[..., 3] - a[..., 1]) + (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return inter / (union - inter)
+
+
+def _fixed_point(n: int, first: np.ndarray, second: np.ndarray, alive: np.ndarray | None = None) -> np.ndarray:
+    """Greedy NMS without a Python loop per box. ``(first[k], second[k])`` are the overlapping pairs, the
+    first ahead of the second in score order: the first suppresses the second if it is kept. The kept set is
+    the unique fixed point of "a box is kept iff it is alive and no kept box ahead of it overlaps it";
+    iterating that rule from "every alive box" settles at least one more leading box per round and, in
+    practice, stops after as many rounds as the longest chain of suppressions."""
+    alive = np.ones(n, bool) if alive is None else alive
+    kept = alive
+    while True:
+        suppressed = np.zeros(n, bool)
+        suppressed[second[kept[first]]] = True
+        nxt = alive & ~suppressed
+        if np.array_equal(nxt, kept):
+            return kept
+        kept = nxt
+
+
+def _nms_pairs(boxes: np.ndarray, starts: np.ndarray, ends: np.ndarray, iou: float) -> np.ndarray:
+    """Kept mask of ``boxes`` (score order inside each group ``starts[g]:ends[g]``), comparing every pair of
+    one group at once."""
+    n = len(boxes)
+    end_of = np.repeat(ends, ends - starts)
+    partners = end_of - np.arange(n) - 1  # boxes after each one in its group
+    first = np.repeat(np.arange(n), partners)
+    offsets = np.arange(len(first)) - np.repeat(np.cumsum(partners) - partners, partners)
+    second = first + 1 + offsets
+    over = _iou(boxes[first], boxes[second]) > iou
+    return _fixed_point(n, first[over], second[over])
+
+
+def _nms_blocks(boxes: np.ndarray, iou: float) -> np.ndarray:
+    """Kept mask of score-ordered ``boxes`` in blocks of ``NMS_BLOCK``: a block is thinned by the boxes kept
+    so far, then resolved inside itself; memory stays bounded whatever the number of boxes."""
+    kept = np.zeros(len(boxes), bool)
+    kept_boxes = boxes[:0]
+    upper = np.triu(np.ones((NMS_BLOCK, NMS_BLOCK), bool), 1)
+    for start in range(0, len(boxes), NMS_BLOCK):
+        block = boxes[start : start + NMS_BLOCK]
+        alive = ~(_iou(kept_boxes[:, None], block[None]) > iou).any(0)
+        first, second = np.nonzero((_iou(block[:, None], block[None]) > iou) & upper[: len(block), : len(block)])
+        mask = _fixed_point(len(block), first, second, alive)
+        kept[start : start + len(block)] = mask
+        kept_boxes = np.concatenate([kept_boxes, block[mask]])
+    return kept
+
+
+def nms(boxes: np.ndarray, scores: np.ndarray, iou: float, classes: np.ndarray | None = None) -> np.ndarray:
+    """Greedy NMS over xyxy ``boxes``, per class when ``classes`` is given; returns kept indices in descending
+    score order (torchvision's ``nms``/``batched_nms`` result). Only boxes of one class are compared, each
+    pair once, in numpy; one class with more than about 2900 boxes goes through bounded dense blocks."""
+    group = np.zeros(len(scores), np.int64) if classes is None else classes
+    order = np.lexsort((-scores, group))  # by class, then by score (stable)
+    ranked = boxes[order].astype(np.float32, copy=False)
+    _, starts, counts = np.unique(group[order], return_index=True, return_counts=True)
+    if int((counts * (counts - 1) // 2).sum()) <= NMS_PAIRS:
+        kept = order[_nms_pairs(ranked, starts, starts + counts, iou)]
+    else:
+        span = ranked.max() - ranked.min() + 1  # classes shifted apart, as ultralytics' 7680 px offset
+        offset = (group[order] * span).astype(np.float32)[:, None]
+        by_score = np.argsort(-scores[order], kind="stable")  # one score order across classes, boxes kept apart
+        kept = order[by_score[_nms_blocks((ranked + offset)[by_score], iou)]]
+    kept = np.sort(kept)
+    return kept[np.argsort(-scores[kept], kind="stable")]
+
+
+def _candidates(output: np.ndarray, conf: float, multi_label: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(anchor index, class, score) of every candidate above ``conf``, anchors in order (as ultralytics),
+    read from ``output0`` in its own (4+nc, anchors) layout: no transposed copy of the score matrix."""
+    scores = output[0, 4:]
+    if multi_label and len(scores) > 1:
+        cls, idx = np.nonzero(scores > conf)
+        by_anchor = np.argsort(idx, kind="stable")
+        idx, cls = idx[by_anchor], cls[by_anchor]
+        return idx, cls, scores[cls, idx]
+    best = scores.max(0)
+    idx = np.flatnonzero(best > conf)
+    return idx, scores[:, idx].argmax(0), best[idx]
 
 
 def postprocess(
@@ -88,26 +163,17 @@ def postprocess(
     """Turn ``output0`` (1, 4+nc, anchors) of one image into Detections in original-image pixels.
 
     ``multi_label`` keeps every class above ``conf`` for a box (as ultralytics' validator does), instead of
-    only the best one (as its predictor does).
+    only the best one (as its predictor does). ``benchmarks/run_all.py`` times it against ultralytics'.
     """
-    pred = output[0].T  # (anchors, 4+nc)
-    scores_all = pred[:, 4:]
-    if multi_label and scores_all.shape[1] > 1:
-        idx, cls = np.nonzero(scores_all > conf)
-        score = scores_all[idx, cls]
-        xywh = pred[idx, :4]
-    else:
-        best = scores_all.argmax(1)
-        score = scores_all[np.arange(len(best)), best]
-        keep = score > conf
-        xywh, score, cls = pred[keep, :4], score[keep], best[keep]
+    idx, cls, score = _candidates(output, conf, multi_label)
     if not len(score):
         return Detections.empty(names)
     if len(score) > MAX_NMS:
         top = np.argsort(-score, kind="stable")[:MAX_NMS]
-        xywh, score, cls = xywh[top], score[top], cls[top]
+        idx, cls, score = idx[top], cls[top], score[top]
+    xywh = output[0, :4, idx]  # (candidates, 4)
     xyxy = np.concatenate([xywh[:, :2] - xywh[:, 2:] / 2, xywh[:, :2] + xywh[:, 2:] / 2], axis=1)
-    kept = nms(xyxy + cls[:, None].astype(np.float32) * MAX_WH, score, iou)[:max_det]
+    kept = nms(xyxy, score, iou, cls)[:max_det]
     xyxy, score, cls = xyxy[kept], score[kept], cls[kept]
     xyxy = xyxy - np.array([lb.pad[0], lb.pad[1], lb.pad[0], lb.pad[1]], np.float32)
     xyxy = xyxy / np.array([lb.gain[1], lb.gain[0], lb.gain[1], lb.gain[0]], np.float32)

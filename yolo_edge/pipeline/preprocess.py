@@ -43,7 +43,9 @@ def letterbox(image: np.ndarray, imgsz: tuple[int, int]) -> Letterboxed:
     top, bottom = round(dh - 0.1), round(dh + 0.1)
     left, right = round(dw - 0.1), round(dw + 0.1)
     image = cv2.copyMakeBorder(image, top, bottom, left, right, cv2.BORDER_CONSTANT, value=(PAD_VALUE,) * 3)
-    tensor = np.ascontiguousarray(image[..., ::-1].transpose(2, 0, 1))[None].astype(np.float32) / 255.0
+    tensor = np.empty((1, 3, *image.shape[:2]), np.float32)
+    for c in range(3):  # BGR HWC uint8 -> RGB CHW float32 / 255 in one pass per channel, no temporaries
+        np.divide(image[..., 2 - c], np.float32(255), out=tensor[0, c], casting="unsafe")
     return Letterboxed(tensor=tensor, orig_shape=(h, w), gain=(new_h / h, new_w / w), pad=(left, top))
 
 
