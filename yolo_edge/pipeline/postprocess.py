@@ -110,7 +110,7 @@ def _nms_blocks(boxes: np.ndarray, iou: float) -> np.ndarray:
     upper = np.triu(np.ones((NMS_BLOCK, NMS_BLOCK), bool), 1)
     for start in range(0, len(boxes), NMS_BLOCK):
         block = boxes[start : start + NMS_BLOCK]
-        alive = ~(_iou(kept_boxes[:, None], block[None]) > iou).any(0)
+        alive = np.asarray(~(_iou(kept_boxes[:, None], block[None]) > iou).any(0))
         first, second = np.nonzero((_iou(block[:, None], block[None]) > iou) & upper[: len(block), : len(block)])
         mask = _fixed_point(len(block), first, second, alive)
         kept[start : start + len(block)] = mask
