@@ -65,7 +65,6 @@ def measure(imgsz: int, precisions: list[str], profile: DeviceProfile, frames: i
                     split_ms.append(r.model_ms)
                     for s in r.units:
                         parts[f"{s.unit} ({s.device})"].append(s.ms)
-                    parts["copies"].append(r.transfer_ms)
                     outs.append((r.outputs["output0"], t["output0"]))
             events = ex.events.summary().total
             ex.close()

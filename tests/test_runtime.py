@@ -26,6 +26,13 @@ def hand_plan(split: SplitModel, npu: dict[str, str], device: str = "hand") -> P
     return PlacementPlan.manual(split, npu, device)
 
 
+def spins_within_a_run_only(exe: Executable) -> bool:
+    """Whether this CPU executable's onnxruntime threads spin between ops (the default) and stop when a Run
+    returns (read back from its session's options)."""
+    options = exe.session.get_session_options()  # type: ignore[attr-defined]
+    return bool(options.get_session_config_entry("session.force_spinning_stop") == "1")
+
+
 def test_all_cpu_split_execution_equals_monolithic(
     demo: ExportedModel, demo_split: SplitModel, calib_images: list, fast_cfg: DeployConfig
 ) -> None:  # type: ignore[type-arg]
@@ -40,6 +47,8 @@ def test_all_cpu_split_execution_equals_monolithic(
             fuse=fuse,
         )
         ex = SplitExecutor(units, fast_cfg.runtime)
+        # spinning between ops, never after a Run: four sessions in turn would spin through each other's
+        assert all(spins_within_a_run_only(u.cpu) for u in units)
         for i, image in enumerate(calib_images[:4]):
             got = ex.run({"images": image}, i)
             assert np.abs(got.outputs["output0"] - full.run({"images": image})["output0"]).max() <= 1e-4
@@ -61,6 +70,7 @@ def test_int8_backbone_neck_on_host_lowp_keeps_output(
         ex = SplitExecutor(
             build_units(demo_split, plan, profile, tensors[:12], EventLog(), fuse=fuse), fast_cfg.runtime, profile
         )
+        assert all(spins_within_a_run_only(u.cpu) for u in ex.units)  # not through OpenVINO's turn
         for t in tensors[12:16]:
             got = ex.run({"images": t["images"]})
             out, ref = got.outputs["output0"], t["output0"]

@@ -181,11 +181,12 @@ class UnitRun:
 
 @dataclass(frozen=True)
 class Transfer:
-    """One boundary hand-over in a frame: ``producer -> consumer`` (``input`` for the image)."""
+    """One boundary hand-over in a frame: ``producer -> consumer`` (``input`` for the image). On the host it
+    costs nothing more: every backend returns host arrays, read in place by the next unit (its copy out of
+    the accelerator is inside that unit's time). Over the profile's link it takes ``modelled_ms``."""
 
     boundary: str
     bytes: int
-    copy_ms: float  # measured host copy
     modelled_ms: float  # over the profile's link (0 without a profile)
 
 
@@ -200,16 +201,13 @@ class FrameResult:
         return sum(t.bytes for t in self.transfers)
 
     @property
-    def transfer_ms(self) -> float:
-        return sum(t.copy_ms for t in self.transfers)
-
-    @property
     def transfer_modelled_ms(self) -> float:
         return sum(t.modelled_ms for t in self.transfers)
 
     @property
     def model_ms(self) -> float:
-        return sum(s.ms for s in self.units) + self.transfer_ms
+        """Measured wall time of the units (hand-overs are in place)."""
+        return sum(s.ms for s in self.units)
 
 
 class SplitExecutor:
@@ -339,32 +337,27 @@ class SplitExecutor:
         where = {n: "cpu" for n in feeds}  # device holding each tensor
         owner = {n: "input" for n in feeds}  # unit that produced it
         runs = []
-        moved: dict[str, list[float]] = {}  # boundary -> [bytes, copy seconds, modelled seconds]
+        moved: dict[str, list[float]] = {}  # boundary -> [bytes, modelled seconds]
 
-        def hand_over(name: str, boundary: str, copy: bool) -> None:
-            t0 = time.perf_counter()
-            if copy:
-                tensors[name] = np.ascontiguousarray(tensors[name]).copy()
-            spent = time.perf_counter() - t0 if copy else 0.0
+        def hand_over(name: str, boundary: str) -> None:
             n_bytes = tensors[name].nbytes
-            acc = moved.setdefault(boundary, [0, 0.0, 0.0])
+            acc = moved.setdefault(boundary, [0, 0.0])
             acc[0] += n_bytes
-            acc[1] += spent
-            acc[2] += transfer_time(n_bytes, self.profile.link) if self.profile is not None else 0.0
+            acc[1] += transfer_time(n_bytes, self.profile.link) if self.profile is not None else 0.0
 
         for unit in self.units:
             outs, run = self.run_unit(unit, tensors, frame)
-            for name in unit.input_names:  # a tensor changing device is copied across the boundary
+            for name in unit.input_names:  # a tensor changing device crosses the boundary (read in place)
                 if where[name] != run.device:
-                    hand_over(name, f"{owner[name]}->{unit.name}", copy=True)
+                    hand_over(name, f"{owner[name]}->{unit.name}")
                     where[name] = run.device
             tensors.update(outs)
             where.update({n: run.device for n in outs})
             owner.update({n: unit.name for n in outs})
             runs.append(run)
         if where[self.output_name] != "cpu":  # NMS runs on the CPU
-            hand_over(self.output_name, f"{owner[self.output_name]}->nms", copy=False)
-        transfers = tuple(Transfer(k, int(v[0]), v[1] * 1e3, v[2] * 1e3) for k, v in moved.items())
+            hand_over(self.output_name, f"{owner[self.output_name]}->nms")
+        transfers = tuple(Transfer(k, int(v[0]), v[1] * 1e3) for k, v in moved.items())
         return FrameResult({self.output_name: tensors[self.output_name]}, tuple(runs), transfers)
 
 
@@ -452,9 +445,7 @@ def build_units(
     ``artifacts`` (unit name -> files by suffix): a unit's compiled form as a bundle stores it (its INT8 QDQ
     graph, its ``.rknn``), run as it is where the backend can.
     """
-    # onnxruntime's threads spin between ops only where nothing else shares the cores (an all-CPU plan): in a
-    # split they would spin through the accelerator runtime's turn (benchmarks/run_all.py, spinning table)
-    cpu = cpu_backend(spinning=not plan.npu_subgraphs)
+    cpu = cpu_backend()
     npu_backend = npu if npu is not None else (create_backend(profile) if plan.npu_subgraphs else None)
     tensors = [dict(c) for c in calib]  # grows with op-level pieces' intermediate tensors
     units: list[Unit] = []

@@ -58,10 +58,9 @@ def create_backend(profile: DeviceProfile) -> Backend:
     return backend
 
 
-def cpu_backend(spinning: bool = False) -> Backend:
-    """onnxruntime on the CPU in FP32: the reference and the fallback. ``spinning``: its idle threads spin
-    between ops (for a plan where nothing else shares the cores)."""
-    return OnnxRuntimeBackend((CPU_EP,), spinning=spinning)
+def cpu_backend() -> Backend:
+    """onnxruntime on the CPU in FP32: the reference and the fallback."""
+    return OnnxRuntimeBackend((CPU_EP,))
 
 
 AUTO_ORDER = ("tensorrt", "cuda", "intel-npu", "host-lowp")

@@ -31,7 +31,7 @@ class OrtExecutable(Executable):
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
 
-    def __init__(self, providers: Sequence[str] = (CPU_EP,), threads: int = 0, spinning: bool = False) -> None:
+    def __init__(self, providers: Sequence[str] = (CPU_EP,), threads: int = 0) -> None:
         available = ort.get_available_providers()
         missing = [p for p in providers if p not in available]
         if missing:
@@ -42,7 +42,6 @@ class OnnxRuntimeBackend(Backend):
             )
         self.providers = tuple(providers) or (CPU_EP,)
         self.threads = threads
-        self.spinning = spinning
         accel = self.providers[0]
         self.precisions = (
             ("fp16",) if accel == "TensorrtExecutionProvider" else ("fp32", "int8") if accel == CPU_EP else ("fp32",)
@@ -61,9 +60,10 @@ class OnnxRuntimeBackend(Backend):
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
-        # Idle intra-op threads spin between ops by default: faster when onnxruntime has the cores to itself
-        # (all-CPU plans), but in a split pipeline they would spin through the next runtime's turn.
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spinning else "0")
+        # Intra-op threads spin between ops (onnxruntime's default: waking them for every op is slower) and stop
+        # when the Run returns: the next unit may be another session or runtime, whose turn they would otherwise
+        # spin through (four sessions in turn: benchmarks/run_all.py, table 2)
+        opts.add_session_config_entry("session.force_spinning_stop", "1")
         if self.threads:
             opts.intra_op_num_threads = self.threads
         providers: list[str | tuple[str, dict[str, object]]] = list(self.providers)

@@ -23,7 +23,8 @@ from yolo_edge.runtime import FrameResult, SplitExecutor
 @dataclass(frozen=True)
 class FrameTiming:
     """Milliseconds of one frame. ``end_to_end_ms`` uses the modelled NPU and link times for simulated
-    devices (``modelled`` is then True) and measured times everywhere else."""
+    devices (``modelled`` is then True) and measured times everywhere else (where a hand-over between units
+    is in place: ``transfer_ms`` 0)."""
 
     preprocess_ms: float
     unit_ms: dict[str, float]
@@ -99,7 +100,7 @@ class Detector:
             preprocess_ms=(t1 - t0) * 1e3,
             unit_ms=unit_ms,
             unit_device={s.unit: s.device for s in result.units},
-            transfer_ms=result.transfer_modelled_ms if modelled else result.transfer_ms,
+            transfer_ms=result.transfer_modelled_ms if modelled else 0.0,
             nms_ms=(t3 - t2) * 1e3,
             modelled=modelled,
         )
