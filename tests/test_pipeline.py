@@ -39,9 +39,12 @@ def test_nms_matches_torchvision(algorithm: str, monkeypatch: pytest.MonkeyPatch
         monkeypatch.setattr(pp, "NMS_PAIRS", 0)
         monkeypatch.setattr(pp, "NMS_BLOCK", 64)
     rng = np.random.default_rng(0)
-    for n, nc in ((500, 1), (1200, 5), (40, 3), (1, 1)):
+    grid = np.array([[x, y, x + 10, y + 10] for x in range(0, 50, 10) for y in range(0, 30, 10)], np.float32)
+    crafted = np.concatenate([grid, grid, grid + 0.5])  # touching edges, exact duplicates, near duplicates
+    for n, nc in ((500, 1), (1200, 5), (40, 3), (1, 1), (len(crafted), 2)):
         xy = rng.uniform(-20, 300, (n, 2)).astype(np.float32)
         boxes = np.concatenate([xy, xy + rng.uniform(5, 80, (n, 2)).astype(np.float32)], axis=1)
+        boxes = crafted if n == len(crafted) else boxes
         scores = rng.random(n).astype(np.float32)
         classes = rng.integers(0, nc, n)
         for iou in (0.3, 0.5, 0.7):

@@ -89,17 +89,28 @@ def _fixed_point(n: int, first: np.ndarray, second: np.ndarray, alive: np.ndarra
         kept = nxt
 
 
-def _nms_pairs(boxes: np.ndarray, starts: np.ndarray, ends: np.ndarray, iou: float) -> np.ndarray:
-    """Kept mask of ``boxes`` (score order inside each group ``starts[g]:ends[g]``), comparing every pair of
-    one group at once."""
-    n = len(boxes)
-    end_of = np.repeat(ends, ends - starts)
-    partners = end_of - np.arange(n) - 1  # boxes after each one in its group
-    first = np.repeat(np.arange(n), partners)
-    offsets = np.arange(len(first)) - np.repeat(np.cumsum(partners) - partners, partners)
-    second = first + 1 + offsets
+def _x_overlapping_pairs(boxes: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of boxes of one group whose x-ranges overlap (the only pairs with an IoU above 0), once each,
+    as (first, second) indices with first < second: a sweep over the boxes sorted by (group, x1)."""
+    by_x = np.lexsort((boxes[:, 0], group))
+    span = float(boxes[:, 2].max() - boxes[:, 0].min()) + 1.0
+    key = group[by_x] * span + (boxes[by_x, 0] - boxes[:, 0].min())  # groups apart, x1 increasing inside
+    ends = group[by_x] * span + (boxes[by_x, 2] - boxes[:, 0].min())  # each box's x2 on the same axis
+    partners = np.maximum(np.searchsorted(key, ends, side="left") - np.arange(len(key)) - 1, 0)
+    first = np.repeat(np.arange(len(key)), partners)
+    second = first + 1 + np.arange(len(first)) - np.repeat(np.cumsum(partners) - partners, partners)
+    a, b = by_x[first], by_x[second]
+    return np.minimum(a, b), np.maximum(a, b)
+
+
+def _nms_pairs(boxes: np.ndarray, group: np.ndarray, iou: float) -> np.ndarray | None:
+    """Kept mask of ``boxes`` (in score order inside each group), resolving the overlapping pairs of each
+    group at once; None when they are more than ``NMS_PAIRS`` (one huge crowded class)."""
+    first, second = _x_overlapping_pairs(boxes, group)
+    if len(first) > NMS_PAIRS:
+        return None
     over = _iou(boxes[first], boxes[second]) > iou
-    return _fixed_point(n, first[over], second[over])
+    return _fixed_point(len(boxes), first[over], second[over])
 
 
 def _nms_blocks(boxes: np.ndarray, iou: float) -> np.ndarray:
@@ -120,14 +131,15 @@ def _nms_blocks(boxes: np.ndarray, iou: float) -> np.ndarray:
 
 def nms(boxes: np.ndarray, scores: np.ndarray, iou: float, classes: np.ndarray | None = None) -> np.ndarray:
     """Greedy NMS over xyxy ``boxes``, per class when ``classes`` is given; returns kept indices in descending
-    score order (torchvision's ``nms``/``batched_nms`` result). Only boxes of one class are compared, each
-    pair once, in numpy; one class with more than about 2900 boxes goes through bounded dense blocks."""
+    score order (torchvision's ``nms``/``batched_nms`` result). Only boxes of one class whose x-ranges overlap
+    are compared, each pair once, in numpy; past ``NMS_PAIRS`` such pairs, bounded dense blocks. Equal scores
+    go in index order (torchvision leaves them to its sort)."""
     group = np.zeros(len(scores), np.int64) if classes is None else classes
     order = np.lexsort((-scores, group))  # by class, then by score (stable)
     ranked = boxes[order].astype(np.float32, copy=False)
-    _, starts, counts = np.unique(group[order], return_index=True, return_counts=True)
-    if int((counts * (counts - 1) // 2).sum()) <= NMS_PAIRS:
-        kept = order[_nms_pairs(ranked, starts, starts + counts, iou)]
+    mask = _nms_pairs(ranked, group[order], iou) if len(order) else np.zeros(0, bool)
+    if mask is not None:
+        kept = order[mask]
     else:
         span = ranked.max() - ranked.min() + 1  # classes shifted apart, as ultralytics' 7680 px offset
         offset = (group[order] * span).astype(np.float32)[:, None]
