@@ -5,12 +5,14 @@ image size and model size (each configuration in its own process, for an honest 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -109,6 +111,7 @@ def gemm_flops(model: onnx.ModelProto) -> int:
 
 
 def _engine(exe: Executable, on_npu: bool) -> str:
+    """The peak that bounds ``exe``: OpenVINO at its precision on the accelerator, onnxruntime FP32 on the CPU."""
     return f"openvino {exe.precision}" if on_npu else "onnxruntime fp32"
 
 
@@ -120,13 +123,11 @@ def distance_from_limit(
     x = letterbox(bus_image(), split.exported.meta.imgsz).tensor
     model = split.exported.load()
     ov = OpenVinoBackend("CPU")
-    whole: dict[str, tuple[Executable, bool]] = {"whole graph, openvino fp32": (ov.compile(model, "fp32"), True)}
-    if "bf16" in ov.precisions:
-        whole["whole graph, openvino bf16"] = (ov.compile(model, "bf16"), True)
+    whole = {f"whole graph, openvino {p}": ov.compile(model, p) for p in ("fp32", "bf16") if p in ov.precisions}
     paths: dict[str, Callable[[], object]] = {
         k: (lambda d=d: d.executor.run({"images": x})) for k, d in detectors.items()
     }
-    paths |= {k: (lambda e=e: e.run({"images": x})) for k, (e, _) in whole.items()}
+    paths |= {k: (lambda e=e: e.run({"images": x})) for k, e in whole.items()}
     timed = interleave(paths, rounds)
     floors: dict[str, float] = {}
     for name, det in detectors.items():
@@ -135,7 +136,7 @@ def distance_from_limit(
             for u in det.executor.units
             if u.cpu.model is not None
         )
-    for name, (exe, _) in whole.items():
+    for name, exe in whole.items():
         floors[name] = gemm_flops(model) / (peaks[_engine(exe, True)]["gflops"] * 1e6)
     return {
         "gemm_gflop": round(gemm_flops(model) / 1e9, 2),
@@ -183,7 +184,7 @@ def split_detector(split: SplitModel, npu: dict[str, str], images: int = 8) -> D
 
 
 def _cycling(detector: Detector, images: list[np.ndarray]) -> Callable[[], object]:
-    frames = iter(range(10**9))
+    frames = itertools.count()
     return lambda: detector.detect(images[next(frames) % len(images)])
 
 
@@ -196,9 +197,11 @@ def demo_end_to_end(bundle: Bundle, rounds: int) -> dict[str, object]:
     return timed.to_dict()
 
 
-def model_end_to_end(model: str, imgsz: int, npu: dict[str, str], rounds: int, peaks: dict) -> Iterator[dict]:  # type: ignore[type-arg]
+def model_end_to_end(
+    model: str, imgsz: int, npu: dict[str, str], rounds: int, peaks: dict[str, dict[str, float]]
+) -> tuple[dict[str, object], dict[str, object]]:
     """A model (yaml weights: speed only) with the demo's deployed placement, with and without the head on
-    the accelerator, vs all-CPU FP32, end to end on bus.jpg; then each plan's distance from the limit."""
+    the accelerator, vs all-CPU FP32: end to end on bus.jpg, and each plan's distance from the limit."""
     image = bus_image()
     cfg = load_deploy_config()
     with tempfile.TemporaryDirectory() as tmp:
@@ -215,8 +218,8 @@ def model_end_to_end(model: str, imgsz: int, npu: dict[str, str], rounds: int, p
                 "split, head on the NPU": with_head,
             }
             timed = interleave({k: (lambda d=d: d.detect(image)) for k, d in detectors.items()}, rounds)
-            yield {"model": Path(model).stem, "imgsz": imgsz, **timed.to_dict()}
-            yield distance_from_limit(split, detectors, peaks, rounds)
+            e2e: dict[str, object] = {"model": Path(model).stem, "imgsz": imgsz, **timed.to_dict()}
+            return e2e, distance_from_limit(split, detectors, peaks, rounds)
 
 
 # ---------------------------------------------------------------- 6. cost of growth
@@ -234,8 +237,6 @@ def growth_child(onnx_path: str, npu: dict[str, str], budget_s: float = 2.0) -> 
     """One configuration in a fresh process, the all-CPU plan (``npu`` empty) or a split: end-to-end median on
     bus.jpg, the process's memory peak while building (calibration, quantization, compilation) and while
     running frames (the peak reset in between), and the resident memory over the imports' while running."""
-    import time
-
     from yolo_edge.export import load_onnx
 
     base = _status_mb("VmRSS")
@@ -262,7 +263,9 @@ def growth_child(onnx_path: str, npu: dict[str, str], budget_s: float = 2.0) -> 
     }
 
 
-def growth(models: list[str], sizes: list[int], npu: dict[str, str], say: Callable[[str], None]) -> list[dict]:  # type: ignore[type-arg]
+def growth(
+    models: list[str], sizes: list[int], npu: dict[str, str], say: Callable[[str], None]
+) -> list[dict[str, object]]:
     """Latency and memory peak of the all-CPU and split plans over model sizes and image sizes."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

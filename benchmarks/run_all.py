@@ -5,7 +5,7 @@ peak, and how cost grows. Writes ``benchmarks/results.json``, ``benchmarks/growt
 
     YOLO_OFFLINE=1 python benchmarks/run_all.py [--quick]
 
-About 13 minutes on 2 cores; ``--quick`` (fewer rounds, a smaller growth grid) about 5, for trying it out.
+About 8 minutes on 2 cores; ``--quick`` (fewer rounds, a smaller growth grid) about 3, for trying it out.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -65,7 +66,8 @@ def _demo_tensor() -> tuple[Any, Any]:
 
 def run(quick: bool) -> dict[str, Any]:
     k = 2 if quick else 1
-    results: dict[str, Any] = {"cpu": cpu_name(), "cores": _cores(), "versions": _versions(), "quick": quick}
+    cores = len(os.sched_getaffinity(0))
+    results: dict[str, Any] = {"cpu": cpu_name(), "cores": cores, "versions": _versions(), "quick": quick}
     image = sbs.bus_image()
     _say("1/6 end to end per image")
     models = ["yolov8n.yaml", "yolov8s.yaml", str(TRAINED)]
@@ -99,15 +101,9 @@ def run(quick: bool) -> dict[str, Any]:
     return results
 
 
-def _cores() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="fewer rounds and a smaller growth grid (about 5 min)")
+    ap.add_argument("--quick", action="store_true", help="fewer rounds and a smaller growth grid (about 3 min)")
     ap.add_argument("--out", type=Path, default=HERE, help="where results.json, growth.png and README.md go")
     ap.add_argument("--render-only", action="store_true", help="regenerate README.md from results.json")
     args = ap.parse_args()

@@ -206,14 +206,13 @@ def postprocessing(label: str, output: np.ndarray, lb: Letterboxed, rounds: int)
 
     names = tuple(str(i) for i in range(output.shape[1] - 4))
     tensor = torch.from_numpy(output)
-    shape = (lb.orig_shape[0], lb.orig_shape[1])
     net = lb.tensor.shape[2:]
     rows = []
     for conf, multi in ((0.25, False), (0.001, True)):
 
         def ultralytics_post(conf: float = conf, multi: bool = multi) -> int:
             det = non_max_suppression(tensor, conf, 0.7, multi_label=multi, max_det=300)[0]
-            det[:, :4] = scale_boxes(net, det[:, :4], shape)
+            det[:, :4] = scale_boxes(net, det[:, :4], lb.orig_shape)
             return len(det)
 
         def ours(conf: float = conf, multi: bool = multi) -> int:

@@ -60,9 +60,9 @@ class OnnxRuntimeBackend(Backend):
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
-        # Intra-op threads spin between ops (onnxruntime's default: waking them for every op is slower) and stop
-        # when the Run returns: the next unit may be another session or runtime, whose turn they would otherwise
-        # spin through (four sessions in turn: benchmarks/run_all.py, table 2)
+        # Intra-op threads spin between ops (onnxruntime's default) and stop when the Run returns: the next unit
+        # may be another session or runtime, whose turn they would otherwise spin through (four sessions in
+        # turn: benchmarks/run_all.py, table 2)
         opts.add_session_config_entry("session.force_spinning_stop", "1")
         if self.threads:
             opts.intra_op_num_threads = self.threads

@@ -1,8 +1,8 @@
 """Decode output -> class-aware NMS -> boxes in original-image pixels, as a validated ``Detections``.
 
 Matches ultralytics' ``non_max_suppression`` (best class per box or every class above ``conf``, ``max_nms``
-candidates, greedy IoU suppression per class) and ``scale_boxes``, in numpy: no torch on the board, and
-faster than ultralytics' torch path (``benchmarks/run_all.py``, post-processing table).
+candidates, greedy IoU suppression per class) and ``scale_boxes``, in numpy: no torch on the board
+(``benchmarks/run_all.py`` times it against ultralytics' torch path, post-processing table).
 """
 
 from __future__ import annotations
