@@ -68,7 +68,8 @@ from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.pipeline.sources import SourceOptions
-from yolo_edge.plan.placement import PlacementPlan, plan_model
+from yolo_edge.plan.placement import PlacementPlan
+from yolo_edge.plan.planner import plan_model
 from yolo_edge.report import DeployReport
 from yolo_edge.split import SplitModel, split_model
 from yolo_edge.version import __version__

@@ -8,9 +8,10 @@ Layout::
       deploy.yaml        the deploy settings it was proven with (thresholds, NMS, runtime): check/val/bench/run use them
       calib/*            the calibration sample deploy used (the images; agreement data when no labels were given)
       model.onnx         the monolithic FP32 model: the reference for val/check
-      subgraphs/<s>.onnx each subgraph in FP32 (the CPU twin); units/<unit>.int8.onnx the INT8 artifact of each
-                         NPU unit (a subgraph, or fused ones: backbone+neck.int8.onnx); units/<unit>.rknn the
-                         unit as Rockchip's compiler built it, for RKNNLite on the board
+      subgraphs/<s>.onnx each subgraph in FP32 (the CPU twin); units/<unit>.ov.xml + .ov.bin an NPU unit
+                         NNCF quantized for OpenVINO (a subgraph, or fused ones: backbone+neck.ov.xml);
+                         units/<unit>.int8.onnx one quantized by onnxruntime's quantizer (QDQ); units/<unit>.rknn
+                         the unit as Rockchip's compiler built it, for RKNNLite on the board
       profile.yaml       the device profile used
       events.jsonl       the runtime fallback events of the deployed plan's validation and benchmark runs
       report.json, report.md, plots/*.png
@@ -47,7 +48,7 @@ from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit, build_units, plan_units
 from yolo_edge.split import SplitModel, split_model
 
-FORMAT = 3  # 3: deploy.yaml, calib/, relative model path, INT8 schemes in plan.json
+FORMAT = 4  # 4: precision variants (quantizer, kept layers) in plan.json, OpenVINO IR units, calibration left out
 MODEL = "model.onnx"
 CALIB = "calib"
 
@@ -65,9 +66,10 @@ def is_bundle(path: Path) -> bool:
 class DataRecord:
     """What the bundle was validated on, so that check/val/bench can do it again."""
 
-    origin: str  # "demo", "calib" (the calibration sample in the bundle) or the path the user gave
+    origin: str  # "demo" or the path the user gave
     kind: str  # "labels" or "agreement"
     class_map: dict[str, str] | None  # data class name -> model class name, as applied
+    excluded: tuple[str, ...] = ()  # the origin's images left out of the evaluation because they calibrated
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ class BundleMeta:
     def from_dict(cls, d: dict[str, Any]) -> BundleMeta:
         """Raises KeyError naming the first missing key (``data.origin`` for a nested one)."""
         data = d["data"]
-        for key in ("origin", "kind", "class_map"):
+        for key in ("origin", "kind", "class_map", "excluded"):
             if key not in data:
                 raise KeyError(f"data.{key}")
         return cls(
@@ -108,7 +110,7 @@ class BundleMeta:
             ModelMeta.from_dict(d["model"]),
             d["device"],
             d["chosen_plan"],
-            DataRecord(data["origin"], data["kind"], data["class_map"]),
+            DataRecord(data["origin"], data["kind"], data["class_map"], tuple(data["excluded"])),
             float(d["sla_ms"]),
             bool(d["fuse_units"]),
             tuple(d["calib"]),

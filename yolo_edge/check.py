@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from yolo_edge.bundle import Bundle, load_bundle
-from yolo_edge.data.dataset import Dataset, image_folder
-from yolo_edge.data.resolve import CALIB, DEMO, EvalData, resolve_eval_data
+from yolo_edge.data.resolve import DEMO, EvalData, resolve_eval_data
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import atomic_write
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.progress import progress_bar
-from yolo_edge.validate.accuracy import MapResult, detect_all, score
+from yolo_edge.validate.accuracy import MapResult, Scorer, detect_all
 from yolo_edge.validate.latency import LatencyResult, measure_latency
 from yolo_edge.validate.verdict import Limits, explain, failures, status
 
@@ -35,30 +34,23 @@ def bundle_eval_data(
     bundle: Bundle, data: str | Path | EvalData | None = None, class_map: str | None = None
 ) -> EvalData:
     """``data`` if given (an already resolved :class:`EvalData` as it is), else what deploy validated the bundle
-    on: the demo val split, the calibration sample stored in the bundle (agreement), or the user's data set
-    where it still is."""
+    on: the demo val split, or the user's data set where it still is, without the images that calibrated. Given
+    ``data`` leaves out the bundle's calibration images too."""
     if isinstance(data, EvalData):
         return data
     names = bundle.exported.meta.names
     if data is not None:
-        return resolve_eval_data(data, names, bundle.calib_dir, bundle.config.calib_images, class_map)
+        return resolve_eval_data(data, names, class_map, bundle.meta.calib)
     recorded = bundle.meta.data
     origin = recorded.origin
     if origin == DEMO:
-        return resolve_eval_data(None, names, bundle.calib_dir, 0)
-    if origin == CALIB:
-        return EvalData(
-            Dataset(names, image_folder(bundle.calib_dir).records),
-            f"calibration sample ({bundle.calib_dir})",
-            CALIB,
-            False,
-        )
+        return resolve_eval_data(None, names)
     if not Path(origin).exists():
         raise YoloEdgeError(
             f"{bundle.path} was validated on {origin}, which is not on this machine; pass --data "
             "(the same data set, or a folder of images for agreement with the FP32 reference)"
         )
-    return resolve_eval_data(origin, names, bundle.calib_dir, 0, recorded.class_map)
+    return resolve_eval_data(origin, names, recorded.class_map, recorded.excluded)
 
 
 @dataclass(frozen=True)
@@ -98,7 +90,8 @@ def val_bundle(
         ref = detect_all(reference, ev.dataset, cfg.val_nms, bar, "reference")
     with nullcontext(detector) if detector else bundle.detector() as deployed:
         dep = detect_all(deployed, ev.dataset, cfg.val_nms, bar, "deployed")
-    return ValResult(score(ev, ref, ref, cfg.nms.conf), score(ev, ref, dep, cfg.nms.conf), ev.kind, len(ev.dataset))
+    scorer = Scorer(ev, ref, cfg.validate, cfg.nms.conf)
+    return ValResult(scorer.score(ref).map, scorer.score(dep).map, ev.kind, len(ev.dataset))
 
 
 def bench_bundle(

@@ -30,10 +30,52 @@ PRECISION_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 CHECKS = ("op_support", "memory", "precision", "performance")
 INT8_SCHEMES = ("u8", "s8")  # INT8 activations: uint8 asymmetric, int8 symmetric (zero point 0)
 INT8_SCHEME_CHOICES = (*INT8_SCHEMES, "auto")
+# INT8 quantizers: NNCF (OpenVINO's own, ``nncf.quantize``), onnxruntime's ``quantize_static`` (QDQ), Rockchip's
+QUANTIZERS = ("nncf", "qdq", "rknn")
+QUANTIZER_CHOICES = ("nncf", "qdq", "auto")  # an OpenVINO profile's runtime_options.int8_quantizer
 CORE_MASKS = ("auto", "0", "1", "2", "0_1", "0_1_2", "all")
 RUNTIMES = ("onnxruntime", "openvino", "rknn")
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How one unit is compiled: a precision; for INT8 its activation scheme and its quantizer; and, for
+    layer-level mixed precision, the layers (ONNX node names) kept at the backend's higher precision.
+
+    Example:
+        >>> Variant.parse("int8/s8/nncf").label
+        'int8/s8/nncf'
+        >>> Variant("int8", "u8", "nncf", kept=("/model.22/cv3.0/cv3.0.2/Conv",)).label
+        'int8/u8/nncf+1'
+    """
+
+    precision: str
+    scheme: str | None = None  # INT8 activations: u8, s8 (OpenVINO), w8a8 (Rockchip); None: not INT8
+    quantizer: str | None = None  # INT8: one of QUANTIZERS; None: the backend's first
+    kept: tuple[str, ...] = ()  # nodes left out of quantization (NNCF ignored scope, Rockchip's hybrid quantization)
+
+    @property
+    def label(self) -> str:
+        """``int8/u8/nncf``, ``bf16``; ``+N`` counts the layers kept at higher precision."""
+        parts = [self.precision, *(p for p in (self.scheme, self.quantizer) if p)]
+        return "/".join(parts) + (f"+{len(self.kept)}" if self.kept else "")
+
+    @classmethod
+    def parse(cls, text: str) -> Variant:
+        """``int8``, ``int8/s8``, ``int8/u8/qdq``, ``bf16`` (what hand-written plans and the CLI take)."""
+        precision, *rest = text.split("/")
+        if precision not in PRECISIONS or len(rest) > 2 or (rest and precision != "int8"):
+            raise YoloEdgeError(
+                f"'{text}' is not a precision variant; write fp32, bf16, fp16, int8, int8/SCHEME or "
+                "int8/SCHEME/QUANTIZER"
+            )
+        scheme = rest[0] if rest else None
+        quantizer = rest[1] if len(rest) > 1 else None
+        if quantizer is not None and quantizer not in QUANTIZERS:
+            raise YoloEdgeError(f"'{text}': unknown quantizer '{quantizer}'; valid: {', '.join(QUANTIZERS)}")
+        return cls(precision, scheme, quantizer)
 
 
 # ---------------------------------------------------------------- deploy settings (configs/default.yaml)
@@ -73,6 +115,16 @@ class ChecksConfig:
 class PlanConfig:
     head_on_npu: str  # "never" (the design default: head on the CPU in FP32) or "auto" (move it when it passes)
     op_level: bool  # consider op-level fallback for isolated unsupported ops
+    search_candidates: int  # candidate placements the search evaluates with the verdict (drift, SLA), fastest first
+    search_seconds: float  # wall-time budget of the search; the fastest passing candidate so far is kept
+    max_kept_layers: int  # layer-level mixed precision: most layers of one unit kept at higher precision
+
+    def __post_init__(self) -> None:
+        if self.search_candidates < 1 or self.search_seconds <= 0 or self.max_kept_layers < 0:
+            raise YoloEdgeError(
+                "plan.search_candidates must be >= 1, plan.search_seconds > 0 and plan.max_kept_layers >= 0, got "
+                f"{self.search_candidates}, {self.search_seconds}, {self.max_kept_layers}"
+            )
 
 
 @dataclass(frozen=True)
@@ -94,6 +146,15 @@ class ValidateConfig:
     latency_warmup: int
     latency_runs: int
     max_regression: float
+    agreement_draws: int  # no labels: pseudo-label draws from the FP32 reference's detections (validate.accuracy)
+    agreement_box_noise: float  # no labels: each pseudo-true box edge deviates from the reference's by this x its size
+
+    def __post_init__(self) -> None:
+        if self.agreement_draws < 1 or not 0 <= self.agreement_box_noise < 0.5:
+            raise YoloEdgeError(
+                "validate.agreement_draws must be >= 1 and validate.agreement_box_noise in [0, 0.5), got "
+                f"{self.agreement_draws}, {self.agreement_box_noise}"
+            )
 
 
 @dataclass(frozen=True)
@@ -180,6 +241,9 @@ class RuntimeOptions:
     # faster first and keeps it only if its numerics pass; which one wins, and whether s8 is accurate, depends
     # on the CPU)
     int8_activations: str = "auto"
+    # openvino INT8 quantizer: nncf (OpenVINO's own, the default first), qdq (onnxruntime's quantize_static with the
+    # Q/DQ placed as NNCF places them), or auto (the planner tries both; the precision check and the verdict decide)
+    int8_quantizer: str = "auto"
     target: str = ""  # rknn: the chip the compiler builds for (target_platform), e.g. rk3588
     # rknn on the board, with npu_cores 1: the cores the one context runs on (RKNNLite.NPU_CORE_<mask>); with
     # several npu_cores, a stream has one context pinned to each core instead
@@ -189,6 +253,11 @@ class RuntimeOptions:
         if self.core_mask not in CORE_MASKS:
             raise YoloEdgeError(
                 f"runtime_options.core_mask must be one of {', '.join(CORE_MASKS)}, got '{self.core_mask}'"
+            )
+        if self.int8_quantizer not in QUANTIZER_CHOICES:
+            raise YoloEdgeError(
+                f"runtime_options.int8_quantizer must be one of {', '.join(QUANTIZER_CHOICES)}, "
+                f"got '{self.int8_quantizer}'"
             )
         if self.int8_activations not in INT8_SCHEME_CHOICES:
             raise YoloEdgeError(
@@ -200,6 +269,11 @@ class RuntimeOptions:
     def int8_schemes(self) -> tuple[str, ...]:
         """The INT8 activation schemes to consider, in the order tried when their speeds tie."""
         return INT8_SCHEMES if self.int8_activations == "auto" else (self.int8_activations,)
+
+    @property
+    def int8_quantizers(self) -> tuple[str, ...]:
+        """The OpenVINO INT8 quantizers to consider, the preferred first."""
+        return ("nncf", "qdq") if self.int8_quantizer == "auto" else (self.int8_quantizer,)
 
 
 @dataclass(frozen=True)

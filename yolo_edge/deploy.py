@@ -1,13 +1,16 @@
-"""``deploy``: export -> split -> plan -> build -> validate -> report -> bundle, in one call.
+"""``deploy``: export -> split -> plan -> search -> validate -> report -> bundle, in one call.
 
-Three plans are evaluated on the same images, as in the reference's case study: **whole-npu** (the
-whole graph on the accelerator at its first precision), **whole-cpu** (FP32 on the CPU, the reference)
-and **split** (the planner's placement). Each gets a status (ok, or the check it fails), end-to-end
-latency percentiles (the plans timed together, frame by frame in turn, so that a noisy minute on a
-shared machine does not pick the winner), a memory peak and its mAP drift against the FP32 reference: on
-labels of the model's own classes, or, without them, as agreement with the reference (``data.resolve``).
-Every plan's status comes from one rule (``validate.verdict``): ok, or the checks it fails (precision,
-drift, SLA, ...). The chosen plan is the faster (p95) of split and whole-cpu that is ok; whole-npu is
+The planner's four checks leave, per subgraph, the precision variants that pass them; the search
+(``yolo_edge.search``) judges the placements they combine into, fastest estimate first, with the verdict
+(drift against the FP32 reference, p95 against the SLA) until one passes. Three plans are then compared on
+the same images, as in the reference's case study: **whole-npu** (the whole graph on the accelerator at its
+first precision), **whole-cpu** (FP32 on the CPU, the reference) and **split** (the search's choice, or
+when nothing passed, the fastest candidate it judged). Each gets a status (ok, or the check it fails),
+end-to-end latency percentiles (the plans timed together, frame by frame in turn, so that a noisy minute
+on a shared machine does not pick the winner), a memory peak and its mAP drift against the FP32
+reference: on labels of the model's own classes, or, without them, as agreement with the reference
+(``validate.accuracy``), both reported where both exist. Calibration images never judge
+(``data.resolve``). The chosen plan is the faster (p95) of split and whole-cpu that is ok; whole-npu is
 reported for comparison only (the decode must stay FP32 on the CPU). When no plan is ok the verdict is
 FAIL (exit 1) with each plan's reason.
 
@@ -32,19 +35,21 @@ from yolo_edge.backends import create_backend, require_usable, resolve_device
 from yolo_edge.backends.base import NpuCompileError
 from yolo_edge.bundle import BundleMeta, DataRecord, bundle_files, check_writable, write_bundle
 from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config
-from yolo_edge.data.resolve import EvalData, resolve_eval_data
+from yolo_edge.data.resolve import Calibration, EvalData, resolve_data
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, demo_model_path, export_model
 from yolo_edge.graph import GraphInfo
 from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.detector import Detector
-from yolo_edge.pipeline.preprocess import default_calib_dir, list_images, load_calibration, read_image
-from yolo_edge.plan.placement import PlacementPlan, boundary_tensors, plan_model
+from yolo_edge.pipeline.preprocess import load_images, read_image
+from yolo_edge.plan.placement import PlacementPlan, PlanSpace, boundary_tensors
+from yolo_edge.plan.planner import plan_space
 from yolo_edge.progress import Bar, progress_bar
 from yolo_edge.report import DeployReport, markdown, plots
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit, build_units, whole_graph_unit
+from yolo_edge.search import SearchResult, search_plans, with_reason
 from yolo_edge.split import SplitModel, split_model
-from yolo_edge.validate.accuracy import detect_all, score
+from yolo_edge.validate.accuracy import detect_all
 from yolo_edge.validate.latency import measure_latencies
 from yolo_edge.validate.verdict import Limits, PlanRun, choose, explain
 from yolo_edge.version import __version__
@@ -74,7 +79,7 @@ class DeployResult:
 
 @dataclass
 class _Plans:
-    """The three plans built for one deploy: their runs, their detectors, and the split's compiled units."""
+    """The three plans compared by one deploy: their runs, their detectors, and the split's compiled units."""
 
     whole: PlanRun
     reference: PlanRun
@@ -86,6 +91,61 @@ class _Plans:
     @property
     def runs(self) -> list[PlanRun]:
         return [self.whole, self.reference, self.split]
+
+
+@dataclass
+class Searched:
+    """What planning and the search found for one model on one profile (``plan_deployment``)."""
+
+    split: SplitModel
+    evaldata: EvalData
+    calibration: Calibration
+    calib_tensors: list[dict[str, np.ndarray]]  # boundary tensors of the images units calibrate on
+    space: PlanSpace  # what the four checks left
+    search: SearchResult
+    plan: PlacementPlan  # the split plan: the search's choice, else the fastest candidate it judged
+
+
+def plan_deployment(
+    exported: ExportedModel,
+    profile: DeviceProfile,
+    cfg: DeployConfig,
+    data: str | Path | None,
+    calib: str | Path | None,
+    stack: ExitStack,
+    say: Log,
+    bar: Bar,
+    strict: bool = False,
+    class_map: str | None = None,
+) -> Searched:
+    """Resolve the data (evaluation and disjoint calibration images), plan ``exported`` on ``profile`` and
+    search the plan space with the verdict. What it opens (the reference's and the chosen plan's detectors)
+    is closed with ``stack``."""
+    n_calib = cfg.calib_images + cfg.checks.precision.images
+    evaldata, calibration = resolve_data(data, calib, exported.meta.names, n_calib, class_map)
+    for warning in (evaldata.warning, calibration.warning):
+        if warning:
+            say(f"warning: {warning}")
+    say(
+        f"calibrating on {len(calibration.files)} images ({calibration.source}); judging on "
+        f"{len(evaldata.dataset)} others ({evaldata.source})"
+    )
+    split = split_model(exported)
+    images = load_images(calibration.files, exported.meta.imgsz)
+    say(f"planning on {profile.name} ({profile.kind}, latency {profile.latency})")
+    space, planner = plan_space(split, profile, cfg, images, strict=strict, log=say)
+    stack.callback(planner.close)
+    calib_tensors = boundary_tensors(split, images[: cfg.calib_images])
+    say("whole-cpu: the FP32 reference")
+    all_cpu = space.placement(space.cpu_plans()).all_cpu()
+    units = build_units(split, all_cpu, profile, calib_tensors, EventLog(), fuse=cfg.runtime.fuse_units)
+    reference = stack.enter_context(Detector(SplitExecutor(units, cfg.runtime, profile), exported.meta, cfg.nms))
+    found = search_plans(space, planner, profile, cfg, calib_tensors, evaldata, reference, bar, say)
+    if found.detector is not None:
+        stack.enter_context(found.detector)
+    shown = found.shown
+    plan = with_reason(shown.plan if shown else space.candidates()[0], found)
+    return Searched(split, evaldata, calibration, calib_tensors, space, found, plan)
 
 
 def deploy(
@@ -111,9 +171,6 @@ def deploy(
     check_writable(out)
     profile = resolve_device(device)
     require_usable(profile)
-    calib_dir = Path(calib) if calib else default_calib_dir()
-    n_calib = cfg.calib_images + cfg.checks.precision.images
-    calib_files = list_images(calib_dir, "calibration folder")[:n_calib]
     model = model or demo_model_path()
     if imgsz is None and Path(str(model)) == demo_model_path():
         imgsz = DEMO_IMGSZ
@@ -121,38 +178,30 @@ def deploy(
     with tempfile.TemporaryDirectory(prefix="yolo-edge-deploy-") as tmp, ExitStack() as stack:
         say(f"exporting {model}")
         exported = export_model(model, imgsz=imgsz, out_dir=tmp)
-        evaldata = resolve_eval_data(data, exported.meta.names, calib_dir, n_calib, class_map)
-        if evaldata.warning:
-            say(f"warning: {evaldata.warning}")
-        split = split_model(exported)
-        images = load_calibration(calib_dir, exported.meta.imgsz, n_calib)
-        say(f"planning on {profile.name} ({profile.kind}, latency {profile.latency})")
-        plan = plan_model(split, profile, cfg, images, strict=strict, log=say)
-        plans = _build_plans(split, plan, profile, cfg, boundary_tensors(split, images[: cfg.calib_images]), stack, say)
-        _evaluate(plans, evaldata, cfg, bar, say)
+        found = plan_deployment(exported, profile, cfg, data, calib, stack, say, bar, strict, class_map)
+        plans = _compare(found, profile, cfg, stack, bar, say)
         # whole-npu is a comparison row, never the deployment: decode must stay FP32 on the CPU
         chosen, none_ok = choose([plans.reference, plans.split])
-        chosen_plan = plan if chosen.name == "split" else plan.all_cpu()
-        report = _report(str(model), profile, cfg, plan, chosen_plan, plans, chosen, none_ok, evaldata, t0)
-        files = _bundle_files(exported, split, profile, cfg, calib_files, plans, chosen_plan, evaldata, report)
+        chosen_plan = found.plan if chosen.name == "split" else found.plan.all_cpu()
+        report = _report(str(model), profile, cfg, found, chosen_plan, plans, chosen, none_ok, t0)
+        files = _bundle_files(exported, found, profile, cfg, plans, chosen_plan, report)
     bundle = write_bundle(out, files)
     return DeployResult(report, bundle, 0 if report.passed else 1)
 
 
 def _bundle_files(
     exported: ExportedModel,
-    split: SplitModel,
+    found: Searched,
     profile: DeviceProfile,
     cfg: DeployConfig,
-    calib_files: list[Path],
     plans: _Plans,
     chosen_plan: PlacementPlan,
-    evaldata: EvalData,
     report: DeployReport,
 ) -> dict[str, bytes]:
     """Everything the bundle holds, by relative path: the chosen plan's units and events, and what proved it."""
     on_split = report.chosen.name == "split"
-    data = DataRecord(evaldata.origin, evaldata.kind, evaldata.class_map)
+    evaldata, calib_files = found.evaldata, list(found.calibration.files)
+    data = DataRecord(evaldata.origin, evaldata.kind, evaldata.class_map, evaldata.excluded)
     meta = BundleMeta(
         __version__,
         exported.meta,
@@ -167,7 +216,7 @@ def _bundle_files(
     events = plans.events if on_split else EventLog()
     return bundle_files(
         exported,
-        split,
+        found.split,
         chosen_plan,
         profile,
         cfg,
@@ -190,78 +239,54 @@ def _settings(config: str | Path | DeployConfig | None, sla_ms: float | None) ->
     return replace(cfg, validate=replace(cfg.validate, sla_ms=float(sla_ms)))
 
 
-def _build_plans(
-    split: SplitModel,
-    plan: PlacementPlan,
-    profile: DeviceProfile,
-    cfg: DeployConfig,
-    calib: list[dict[str, np.ndarray]],
-    stack: ExitStack,
-    say: Log,
+def _compare(
+    found: Searched, profile: DeviceProfile, cfg: DeployConfig, stack: ExitStack, bar: Bar, say: Log
 ) -> _Plans:
-    """Compile whole-cpu (the FP32 reference), the split and, where it can run, whole-npu; ``stack`` closes them."""
-    meta, fuse = split.exported.meta, cfg.runtime.fuse_units
-    say("whole-cpu: the FP32 reference")
-    cpu_units = build_units(split, plan.all_cpu(), profile, calib, EventLog(), fuse=fuse)
-    detectors = {
-        "whole-cpu": stack.enter_context(Detector(SplitExecutor(cpu_units, cfg.runtime, profile), meta, cfg.nms))
-    }
-    say("split: the planned placement")
-    events = EventLog()
-    units = build_units(split, plan, profile, calib, events, fuse=fuse) if plan.npu_subgraphs else cpu_units
-    detectors["split"] = stack.enter_context(
-        Detector(SplitExecutor(units, cfg.runtime, profile, events), meta, cfg.nms)
-    )
-    whole, whole_detector = _whole_npu(plan, split, profile, cfg, calib, say)
+    """whole-npu, whole-cpu and the split: detections and accuracy (the split's and the reference's from the
+    search), latency measured together frame by frame in turn, status judged."""
+    search, split, plan = found.search, found.split, found.plan
+    reference = search.reference
+    reference.memory_peak_bytes = _memory(plan, split, "whole-cpu")
+    shown = search.shown
+    split_run = shown.run if shown is not None else PlanRun("split", same_as_cpu=True)
+    split_run.name, split_run.memory_peak_bytes = "split", _memory(plan, split, "split")
+    detectors = {"whole-cpu": search.reference_detector, "split": search.detector or search.reference_detector}
+    whole, whole_detector = _whole_npu(plan, found, profile, cfg, say)
     if whole_detector is not None:
         detectors["whole-npu"] = stack.enter_context(whole_detector)
-    reference = PlanRun("whole-cpu", memory_peak_bytes=_memory(plan, split, "whole-cpu"))
-    split_run = PlanRun("split", memory_peak_bytes=_memory(plan, split, "split"), same_as_cpu=not plan.npu_subgraphs)
-    return _Plans(whole, reference, split_run, detectors, units, events)
-
-
-def _evaluate(plans: _Plans, evaldata: EvalData, cfg: DeployConfig, bar: Bar, say: Log) -> None:
-    """Every plan that runs: detections on the evaluation images, latency measured together frame by frame
-    in turn, accuracy scored like the reference's (whose agreement with itself is computed), status judged."""
-    for run in plans.runs:
-        if run.name in plans.detectors:
-            run.detections = detect_all(
-                plans.detectors[run.name], evaldata.dataset, cfg.val_nms, bar, f"{run.name}: validate"
-            )
-    say(f"latency: {', '.join(plans.detectors)}, frame by frame in turn")
-    bench_images = [read_image(r.path) for r in evaldata.dataset.records[:16]]
+        whole.detections = detect_all(whole_detector, found.evaldata.dataset, cfg.val_nms, bar, "whole-npu: validate")
+        whole.accuracy = search.scorer.score(whole.detections)
+        assert reference.accuracy is not None
+        whole.accuracy_drift = whole.accuracy.minus(reference.accuracy)
+    say(f"latency: {', '.join(detectors)}, frame by frame in turn")
+    bench_images = [read_image(r.path) for r in found.evaldata.dataset.records[:16]]
     ticks = iter(bar(range(cfg.validate.latency_runs), "latency"))  # advanced once per timed frame
     latencies = measure_latencies(
-        plans.detectors,
+        detectors,
         bench_images,
         cfg.validate.latency_warmup,
         cfg.validate.latency_runs,
         progress=lambda _i, _n: next(ticks, None),
     )
-    reference = plans.reference.detections
-    assert reference is not None
     limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
-    for run in plans.runs:
+    for run in (whole, reference, split_run):
         run.latency = latencies.get(run.name)
-        run.map = None if run.detections is None else score(evaldata, reference, run.detections, cfg.nms.conf)
-    for run in plans.runs:
-        run.drift = None if run.map is None or plans.reference.map is None else run.map.minus(plans.reference.map)
         run.judge(limits)
+    return _Plans(whole, reference, split_run, detectors, search.units, search.events)
 
 
 def _report(
     model: str,
     profile: DeviceProfile,
     cfg: DeployConfig,
-    plan: PlacementPlan,
+    found: Searched,
     chosen_plan: PlacementPlan,
     plans: _Plans,
     chosen: PlanRun,
     none_ok: list[str],
-    evaldata: EvalData,
     t0: float,
 ) -> DeployReport:
-    """The plans, the verdict and why, the data it was proven on, both placements, fallback events."""
+    """The plans, the verdict and why, the data it was proven on, both placements, the search, fallback events."""
     assert chosen.latency is not None
     limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
     reasons = (["no plan passes: " + "; ".join(none_ok)] if none_ok else []) + explain(
@@ -269,43 +294,37 @@ def _report(
     )
     return DeployReport(
         model=model,
-        model_names=evaldata.dataset.names,
+        model_names=found.evaldata.dataset.names,
         profile=profile,
         host_cpu=cpu_name(),
-        imgsz=plan.imgsz,
+        imgsz=found.plan.imgsz,
         limits=limits,
         plans=tuple(plans.runs),
         chosen=chosen,
         reasons=tuple(reasons),
-        data=evaldata,
+        data=found.evaldata,
+        calibration=found.calibration,
         placement=chosen_plan,
-        split_plan=plan,
+        split_plan=found.plan,
+        search=found.search,
         fallback_events=plans.events.summary(),
         wall_s=round(time.perf_counter() - t0, 1),
     )
 
 
 def _whole_npu(
-    plan: PlacementPlan,
-    split: SplitModel,
-    profile: DeviceProfile,
-    cfg: DeployConfig,
-    calib: list[dict[str, np.ndarray]],
-    say: Log,
+    plan: PlacementPlan, found: Searched, profile: DeviceProfile, cfg: DeployConfig, say: Log
 ) -> tuple[PlanRun, Detector | None]:
     """The whole-graph plan, and its detector for accuracy and the joint latency run (None if it cannot run)."""
-    w = plan.whole_graph_npu
+    w, split = plan.whole_graph_npu, found.split
     run = PlanRun("whole-npu", planned=w.failed_check, memory_peak_bytes=_memory(plan, split, "whole-npu"))
-    if w.failed_check in ("op_support", "memory") or w.precision is None:
+    if w.failed_check in ("op_support", "memory") or w.variant is None:
         return run, None
-    say(f"whole-npu: the whole graph at {w.precision}")
+    say(f"whole-npu: the whole graph at {w.variant.label}")
+    name = split.input.name
     try:
         unit = whole_graph_unit(
-            split.exported.load(),
-            create_backend(profile),
-            w.precision,
-            [{"images": c["images"]} for c in calib],
-            w.int8_scheme,
+            split.exported.load(), create_backend(profile), w.variant, [{name: c[name]} for c in found.calib_tensors]
         )
     except NpuCompileError:
         run.planned = "to compile"

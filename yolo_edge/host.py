@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import platform
 from functools import cache
 from pathlib import Path
@@ -27,6 +28,32 @@ ISA_FLAGS = (
 
 
 @cache
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return frozenset()
+    return frozenset(
+        next((line.split(":", 1)[1].split() for line in info if line.startswith(("flags", "Features"))), [])
+    )
+
+
+_SATURATING_ISA = ("SSE41", "AVX", "AVX2", "AVX512_CORE")  # oneDNN's ISA names below its first VNNI one
+
+
+def int8_products_saturate() -> bool:
+    """Whether this CPU's INT8 kernels sum u8 x s8 products in int16 (x86 without VNNI or AMX: pmaddubsw), so
+    that full-range weights can overflow; what NNCF's overflow fix is for. oneDNN's documented dispatcher
+    control ``ONEDNN_MAX_CPU_ISA`` (e.g. ``AVX2``), which caps the kernels OpenVINO's CPU plugin picks, counts."""
+    if platform.machine().lower() not in ("x86_64", "amd64", "i686", "x86"):
+        return False
+    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in _SATURATING_ISA:
+        return True
+    return not cpu_flags() & {"avx512_vnni", "avx_vnni", "amx_int8"}
+
+
+@cache
 def cpu_name() -> str:
     """The CPU model and its low-precision ISA flags (from /proc/cpuinfo on Linux, else what Python knows)."""
     try:
@@ -36,6 +63,5 @@ def cpu_name() -> str:
     name = next(
         (line.split(":", 1)[1].strip() for line in info if line.startswith(("model name", "Model"))), platform.machine()
     )
-    flags = set(next((line.split(":", 1)[1].split() for line in info if line.startswith(("flags", "Features"))), []))
-    isa = [f for f in ISA_FLAGS if f in flags]
+    isa = [f for f in ISA_FLAGS if f in cpu_flags()]
     return f"{name} ({', '.join(isa) or 'none of ' + '/'.join(ISA_FLAGS[:3])})"

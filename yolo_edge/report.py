@@ -1,6 +1,7 @@
 """The deploy report: a typed :class:`DeployReport` built by :func:`yolo_edge.deploy.deploy` from its plan
-runs, rendered here as Markdown and PNG plots (latency CDF with the SLA line, per-phase bars) and as
-report.json by ``to_dict()`` (the JSON boundary: nothing in the package reads the dict back by key).
+runs and its search, rendered here as Markdown and PNG plots (latency CDF with the SLA line, per-phase
+bars, the search's candidates as latency against drift) and as report.json by ``to_dict()`` (the JSON
+boundary: nothing in the package reads the dict back by key).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from typing import Any
 import numpy as np
 
 from yolo_edge.config import DeviceProfile
-from yolo_edge.data.resolve import EvalData
+from yolo_edge.data.resolve import Calibration, EvalData
 from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
 from yolo_edge.runtime import EventSummary
+from yolo_edge.search import SearchResult, Trial
 from yolo_edge.validate.accuracy import MapResult
 from yolo_edge.validate.verdict import Limits, PlanRun
 from yolo_edge.version import __version__
@@ -34,8 +36,10 @@ class DeployReport:
     chosen: PlanRun
     reasons: tuple[str, ...]  # why the verdict is what it is (empty when it passes)
     data: EvalData
+    calibration: Calibration
     placement: PlacementPlan  # the chosen plan's
     split_plan: PlacementPlan
+    search: SearchResult
     fallback_events: EventSummary  # the split's
     wall_s: float
 
@@ -82,12 +86,91 @@ class DeployReport:
                 "kind": self.data.kind,
                 "class_map": self.data.class_map,
                 "warning": self.data.warning,
+                "left_out_to_calibrate": len(self.data.excluded),
+            },
+            "calibration": {
+                "source": self.calibration.source,
+                "images": len(self.calibration.files),
+                "warning": self.calibration.warning,
             },
             "placement": self.placement.to_dict(),
             "split_plan": self.split_plan.to_dict(),
+            "search": search_dict(self.search),
             "fallback_events": self.fallback_events.to_dict(),
             "wall_s": self.wall_s,
         }
+
+
+def trial_dict(t: Trial) -> dict[str, Any]:
+    """One judged candidate in report.json."""
+    run = t.run
+    return {
+        "index": t.index,
+        "placement": t.plan.label,
+        "why": t.why,
+        "estimated_ms": round(t.estimated_ms, 3),
+        "latency_kind": t.plan.latency_kind,
+        "p95_ms": None if run.latency is None else run.latency.end_to_end.p95,
+        "p95_vs_reference": None if t.p95_ratio is None else round(t.p95_ratio, 3),
+        "map_drift": None if run.drift is None else run.drift.to_dict(),
+        "agreement_drift": None if run.agreement_drift is None else run.agreement_drift.to_dict(),
+        "criterion": None if run.accuracy is None else run.accuracy.criterion,
+        "status": run.status,
+        "passed": t.passed,
+        "wall_s": t.wall_s,
+    }
+
+
+def search_dict(search: SearchResult) -> dict[str, Any]:
+    return {
+        "candidates": search.candidates,
+        "judged": len(search.trials),
+        "stopped": search.stopped,
+        "chosen": None if search.chosen is None else search.chosen.index,
+        "trials": [trial_dict(t) for t in search.trials],
+    }
+
+
+def search_rows(search: SearchResult) -> list[tuple[str, ...]]:
+    """The candidate table: one row per judged candidate (``#``, placement, why, estimate, p95, drift, status)."""
+    rows: list[tuple[str, ...]] = []
+    for t in search.trials:
+        run, d, a = t.run, t.run.drift, t.run.agreement_drift
+        shown = "-" if d is None else f"{d.map50:+.4f} / {d.map50_95:+.4f}"
+        other = (
+            "-"
+            if a is None or run.accuracy is None or run.accuracy.criterion == "agreement"
+            else (f"{a.map50:+.4f} / {a.map50_95:+.4f}")
+        )
+        rows.append(
+            (
+                f"{t.index}{' *' if t is search.chosen else ''}",
+                t.plan.label,
+                t.why,
+                f"{t.estimated_ms:.2f}",
+                "-" if run.latency is None else f"{run.latency.end_to_end.p95:.2f}",
+                "-" if t.p95_ratio is None else f"{t.p95_ratio:.2f}",
+                shown,
+                "-" if run.accuracy is None else run.accuracy.criterion,
+                other,
+                run.status,
+            )
+        )
+    return rows
+
+
+SEARCH_HEADER = (
+    "#",
+    "placement",
+    "why tried",
+    "est. ms",
+    "p95 ms",
+    "p95 / cpu",
+    "drift 50 / 50-95",
+    "decided by",
+    "agreement drift",
+    "status",
+)
 
 
 def _fmt(v: Any, digits: int = 2) -> str:
@@ -111,15 +194,16 @@ def _plan_row(p: PlanRun) -> str:
     return (
         f"| {p.name} | {p.status} | {_fmt(lat.get('p50'))} | {_fmt(lat.get('p95'))} | {_fmt(lat.get('p99'))} | "
         f"{p.latency.kind if p.latency else '-'} | {_fmt(mem / 1e6 if mem else None, 1)} | "
-        f"{' | '.join(_num(p.map))} | {' | '.join(_num(p.drift, signed=True))} |"
+        f"{' | '.join(_num(p.map))} | {' | '.join(_num(p.drift, signed=True))} | "
+        f"{' | '.join(_num(p.agreement_drift if p.criterion == 'labels' else None, signed=True))} |"
     )
 
 
 def _placement_row(s: SubgraphPlan) -> str:
-    precision = s.precision + (f" ({s.int8_scheme})" if s.int8_scheme else "")
+    reason = s.reason + (f"; {s.kept_why}" if s.kept_why else "")
     return (
-        f"| {s.name} | {s.device} | {precision} | {s.granularity} | {_fmt(s.latency_ms)} | {s.latency_kind} | "
-        f"{s.reason} |"
+        f"| {s.name} | {s.device} | {s.variant.label} | {s.granularity} | {_fmt(s.latency_ms)} | {s.latency_kind} | "
+        f"{reason} |"
     )
 
 
@@ -141,16 +225,31 @@ def markdown(report: DeployReport) -> str:
         "## Plans",
         "",
         f"| plan | status | p50 ms | p95 ms | p99 ms | latency | memory peak MB | {what}50 | {what}50-95 | drift "
-        f"{what}50 | drift {what}50-95 |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        f"{what}50 | drift {what}50-95 | agreement drift 50 | agreement drift 50-95 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [_plan_row(p) for p in report.plans]
-    ref = report.reference
+    ref, cal = report.reference, report.calibration
     lines += [
         "",
         f"Reference (FP32, CPU): {what}50 {ref.map50:.4f}, {what}50-95 {ref.map50_95:.4f} "
         f"on {len(data.dataset)} images of {data.source} ({data.kind_text})"
-        + (f", data classes mapped to the model's: {data.class_map}." if data.class_map else "."),
+        + (f", data classes mapped to the model's: {data.class_map}" if data.class_map else "")
+        + f". Calibrated on {len(cal.files)} other images: {cal.source}."
+        + (f" Warning: {cal.warning}." if cal.warning else ""),
+        "",
+        "## Search",
+        "",
+        f"{report.search.candidates} candidate placements passed the four checks; {len(report.search.trials)} "
+        f"judged by the verdict, fastest estimate first ({report.search.stopped}). `*`: chosen. Latency "
+        f"{report.split_plan.latency_kind}; drift decided by labels where there are labels (the agreement figure "
+        "beside it), else by agreement with the FP32 reference. Plot: `plots/search.png`.",
+        "",
+        "| " + " | ".join(SEARCH_HEADER) + " |",
+        "|" + "---|" * len(SEARCH_HEADER),
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in search_rows(report.search)]
+    lines += [
         "",
         "## Placement (chosen plan)",
         "",
@@ -177,7 +276,7 @@ def markdown(report: DeployReport) -> str:
     lines += ["", "## Runtime fallback", "", f"{ev.total} events."]
     if ev.by_trigger:
         lines += ["", "| trigger | count |", "|---|---|"] + [f"| {k} | {v} |" for k, v in ev.by_trigger.items()]
-    lines += ["", "Plots: `plots/latency_cdf.png`, `plots/phases.png`.", ""]
+    lines += ["", "Plots: `plots/latency_cdf.png`, `plots/phases.png`, `plots/search.png`.", ""]
     return "\n".join(lines)
 
 
@@ -218,7 +317,35 @@ def plots(report: DeployReport) -> dict[str, bytes]:
     ax.legend(fontsize=8)
     out["phases.png"] = _png(fig)
     plt.close(fig)
+    out["search.png"] = search_plot(report.search, report.limits)
     return out
+
+
+def search_plot(search: SearchResult, limits: Limits) -> bytes:
+    """The judged candidates as p95 latency against mAP50-95 drift, the drift limit and the SLA drawn in."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    for t in search.trials:
+        d, lat = t.run.drift, t.run.latency
+        if d is None or lat is None:
+            continue
+        colour = "tab:green" if t.passed else "tab:red"
+        marker = "*" if t is search.chosen else "o"
+        ax.scatter(d.map50_95, lat.end_to_end.p95, c=colour, marker=marker, s=140 if marker == "*" else 40)
+        ax.annotate(str(t.index), (d.map50_95, lat.end_to_end.p95), textcoords="offset points", xytext=(5, 4))
+    ax.axvline(-limits.max_drift, color="grey", linestyle="--", label=f"drift limit -{limits.max_drift}")
+    ax.axhline(limits.sla_ms, color="red", linestyle="--", label=f"SLA {limits.sla_ms} ms")
+    ax.set_xlabel("mAP50-95 drift vs the FP32 reference")
+    ax.set_ylabel("p95 latency (ms)")
+    ax.set_title("Candidates judged (green: pass, red: fail, star: chosen)")
+    ax.legend(loc="best", fontsize=8)
+    data = _png(fig)
+    plt.close(fig)
+    return data
 
 
 def _phase_order(name: str) -> tuple[int, str]:

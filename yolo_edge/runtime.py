@@ -38,7 +38,7 @@ from yolo_edge.backends.base import (
     NpuOutOfMemory,
     median_run_s,
 )
-from yolo_edge.config import DeviceProfile, RuntimeConfig
+from yolo_edge.config import DeviceProfile, RuntimeConfig, Variant
 from yolo_edge.devices.cost import transfer_time
 from yolo_edge.graph import SUBGRAPHS
 from yolo_edge.plan.op_level import op_level_groups
@@ -371,25 +371,27 @@ class UnitPlan:
     name: str  # "backbone", "backbone+neck", or "neck.1" for an op-level piece
     model: onnx.ModelProto
     device: str  # "npu" or "cpu"
-    precision: str
-    int8_scheme: str | None = None  # INT8 activations on the accelerator (u8, s8); None: the backend's default
+    variant: Variant
+
+    @property
+    def precision(self) -> str:
+        return self.variant.precision
 
 
 def plan_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -> list[UnitPlan]:
     """The units the executor runs, in order.
 
     A subgraph with op-level CPU nodes is cut into its maximal same-device pieces (``neck.0``, ...).
-    With ``fuse``, consecutive whole subgraphs on the same device at the same precision (and INT8 scheme)
-    become one unit (``backbone+neck``): one NPU graph and one CPU session instead of two, as a vendor
-    toolchain compiles it; no tensor crosses a device between them, so only per-subgraph timing is lost.
+    With ``fuse``, consecutive whole subgraphs on the same device at the same variant (precision, INT8 scheme and
+    quantizer, no layers kept at higher precision) become one unit (``backbone+neck``): one NPU graph and one
+    CPU session instead of two, as a vendor toolchain compiles it; no tensor crosses a device between them, so
+    only per-subgraph timing is lost.
     ``benchmarks/split_vs_cpu.py --no-fuse`` measures what fusion gains.
     """
-    runs: list[
-        tuple[tuple[str, str, str | None] | None, list[str]]
-    ] = []  # (device, precision, scheme) or None (op level)
+    runs: list[tuple[tuple[str, Variant] | None, list[str]]] = []  # (device, variant) or None (op level, kept layers)
     for sg in split.subgraphs:
         sp = plan[sg.name]
-        key = None if sp.cpu_nodes else (sp.device, sp.precision, sp.int8_scheme)
+        key = None if sp.cpu_nodes or sp.variant.kept else (sp.device, sp.variant)
         if fuse and key is not None and runs and runs[-1][0] == key:
             runs[-1][1].append(sg.name)
         else:
@@ -406,16 +408,16 @@ def plan_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -> lis
     for k, (_, names) in enumerate(runs):
         sp = plan[names[0]]
         if len(names) > 1:
-            units.append(UnitPlan("+".join(names), pieces[k].model, sp.device, sp.precision, sp.int8_scheme))
+            units.append(UnitPlan("+".join(names), pieces[k].model, sp.device, sp.variant))
         elif sp.cpu_nodes:
             model = split[names[0]].model
             groups, devices = op_level_groups(model, set(sp.cpu_nodes))
             units += [
-                UnitPlan(f"{names[0]}.{j}", piece.model, dev, sp.precision, sp.int8_scheme)
+                UnitPlan(f"{names[0]}.{j}", piece.model, dev, sp.variant)
                 for j, (piece, dev) in enumerate(zip(cut(model, groups, names[0]), devices))
             ]
         else:
-            units.append(UnitPlan(names[0], split[names[0]].model, sp.device, sp.precision, sp.int8_scheme))
+            units.append(UnitPlan(names[0], split[names[0]].model, sp.device, sp.variant))
     return units
 
 
@@ -461,11 +463,7 @@ def build_units(
         if unit.device == "npu" and npu_backend is not None:
             try:
                 npu_exe = npu_backend.compile(
-                    model,
-                    unit.precision,
-                    [{n: t[n] for n in ins} for t in tensors],
-                    unit.int8_scheme,
-                    (artifacts or {}).get(name),
+                    model, unit.variant, [{n: t[n] for n in ins} for t in tensors], (artifacts or {}).get(name)
                 )
                 _warm_up(npu_exe, {n: tensors[0][n] for n in ins})
             except NpuCompileError as exc:
@@ -484,14 +482,10 @@ def build_units(
 
 
 def whole_graph_unit(
-    model: onnx.ModelProto,
-    npu: Backend,
-    precision: str,
-    calib: Sequence[dict[str, np.ndarray]],
-    scheme: str | None = None,
+    model: onnx.ModelProto, npu: Backend, variant: Variant, calib: Sequence[dict[str, np.ndarray]]
 ) -> Unit:
     """The whole model as one unit on the NPU (with its FP32 CPU twin): the whole-graph plan."""
     cpu_exe = cpu_backend().compile(model, "fp32")
-    npu_exe = npu.compile(model, precision, calib, scheme)
+    npu_exe = npu.compile(model, variant, calib)
     _warm_up(npu_exe, calib[0])
     return Unit("whole", cpu_exe, npu_exe, median_run_s(cpu_exe, calib[0]), getattr(npu_exe, "modelled_s", None))

@@ -19,7 +19,8 @@ from yolo_edge.errors import YoloEdgeError
 def _openvino(profile: DeviceProfile) -> Backend:
     from yolo_edge.backends.openvino import OpenVinoBackend
 
-    return OpenVinoBackend(profile.runtime_options.device, profile.runtime_options.int8_schemes)
+    options = profile.runtime_options
+    return OpenVinoBackend(options.device, options.int8_schemes, options.int8_quantizers)
 
 
 def _onnxruntime(profile: DeviceProfile) -> Backend:

@@ -1,6 +1,6 @@
 """The backend interface (template method, as Polygraphy's runners).
 
-``Backend.compile(model, precision, calib)`` returns an :class:`Executable`. ``Executable.run(feeds)``
+``Backend.compile(model, variant, calib)`` returns an :class:`Executable`. ``Executable.run(feeds)``
 validates the feeds (names, shapes, dtypes), times the call and returns the outputs by name; a backend
 implements only ``_run``. Executables are thread-safe: a pipelined stream calls different units of
 different frames from different threads.
@@ -13,10 +13,12 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
 
+from yolo_edge.config import Variant
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.graph import TensorInfo
 
@@ -24,7 +26,8 @@ Feeds = Mapping[str, np.ndarray]
 CalibSet = Sequence[dict[str, np.ndarray]]
 Artifact = Mapping[str, bytes]  # a unit's compiled files as a bundle stores them, by suffix (ARTIFACT_SUFFIXES)
 QDQ_SUFFIX = ".int8.onnx"  # the INT8 QDQ graph that onnxruntime and OpenVINO run
-ARTIFACT_SUFFIXES = (QDQ_SUFFIX, ".rknn")
+OV_XML_SUFFIX, OV_BIN_SUFFIX = ".ov.xml", ".ov.bin"  # an OpenVINO IR: NNCF's quantized model
+ARTIFACT_SUFFIXES = (QDQ_SUFFIX, OV_XML_SUFFIX, OV_BIN_SUFFIX, ".rknn")
 
 
 def qdq_artifact(artifact: Artifact | None) -> onnx.ModelProto | None:
@@ -72,17 +75,21 @@ class Executable(ABC):
         self,
         inputs: Sequence[TensorInfo],
         outputs: Sequence[TensorInfo],
-        precision: str,
+        variant: Variant,
         device: str,
         model: onnx.ModelProto | None = None,
     ) -> None:
-        self.model = model  # the ONNX actually compiled (the QDQ graph for INT8): what a bundle stores
+        self.model = model  # the ONNX actually compiled (the QDQ graph for INT8 by onnxruntime's quantizer)
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
-        self.precision = precision
+        self.variant = variant
         self.device = device
         self.concurrency = 1  # calls that may run at once, each on its own accelerator core (a stream's pool)
         self._local = threading.local()
+
+    @property
+    def precision(self) -> str:
+        return self.variant.precision
 
     @property
     def last_run_s(self) -> float:
@@ -124,6 +131,19 @@ class Executable(ABC):
         return None
 
 
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine similarity of two arrays, flattened (1 when both are zero)."""
+    # elementwise sums, not np.dot/np.linalg: keeps numpy's BLAS thread pool (which may busy-wait after
+    # a call) out of loops that time the inference runtimes; a precaution, its effect not measured here
+    x, y = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    nx, ny = float(np.sqrt(np.sum(x * x))), float(np.sqrt(np.sum(y * y)))
+    if nx == 0 and ny == 0:
+        return 1.0
+    if nx == 0 or ny == 0:
+        return 0.0
+    return float(np.sum(x * y)) / (nx * ny)
+
+
 def run_chain(executables: Sequence[Executable], feeds: Feeds) -> dict[str, np.ndarray]:
     """Run ``executables`` in order over one dict of tensors: each takes its inputs from it and adds its
     outputs. Returns the dict (the feeds and every output)."""
@@ -145,32 +165,61 @@ def median_run_s(exe: Executable, feeds: Feeds, runs: int = 3, warmup: int = 1) 
     return statistics.median(times)
 
 
+@dataclass(frozen=True)
+class LayerError:
+    """One layer's error at low precision against FP32 on the same input: ``cosine`` of its output, and
+    ``added``, how much of the unit's error this layer adds (the vendor's single-layer figure where it has one)."""
+
+    layer: str  # the ONNX node name (what Variant.kept names)
+    op: str
+    cosine: float
+    added: float
+
+
 class Backend(ABC):
-    """Compiles subgraphs for one runtime/device. Subclasses list the precisions they really compute in."""
+    """Compiles subgraphs for one runtime/device. Subclasses list the precisions they really compute in, the
+    INT8 activation schemes and quantizers they offer, and whether they can keep layers at higher precision."""
 
     name: str = ""
     precisions: tuple[str, ...] = ()
     int8_schemes: tuple[str, ...] = ("u8",)  # INT8 activation schemes this backend can compile (config.INT8_SCHEMES)
+    quantizers: tuple[str, ...] = ("qdq",)  # INT8 quantizers (config.QUANTIZERS), the preferred first
+    kept_precision: str | None = None  # what a layer kept out of INT8 computes in (None: no mixed precision)
     on_accelerator: bool = False  # runs on the profile's accelerator itself (a board's runtime), not a stand-in
 
     @abstractmethod
     def compile(
         self,
         model: onnx.ModelProto,
-        precision: str,
+        variant: Variant | str,
         calib: CalibSet | None = None,
-        scheme: str | None = None,
         artifact: Artifact | None = None,
     ) -> Executable:
-        """Compile ``model`` at ``precision``; INT8 needs ``calib`` (feeds of this subgraph) and uses the
-        activation ``scheme`` (default: the backend's first). ``artifact`` is ``model`` already compiled (a
-        bundle's unit files): what the backend can run of it runs as it is, and ``model`` is what limits are
-        checked on."""
+        """Compile ``model`` as ``variant`` (a precision, or for INT8 also its scheme, quantizer and kept layers:
+        defaults the backend's first); INT8 needs ``calib`` (feeds of this subgraph). ``artifact`` is ``model``
+        already compiled (a bundle's unit files): what the backend can run of it runs as it is, and ``model`` is
+        what limits are checked on."""
 
-    def _check_precision(self, precision: str, scheme: str | None = None) -> str:
-        """Validate ``precision`` (and for INT8 the ``scheme``); returns the INT8 scheme to use."""
-        if precision not in self.precisions:
-            raise YoloEdgeError(f"{self.name} cannot run {precision} here; it runs {list(self.precisions)}")
-        if scheme is not None and scheme not in self.int8_schemes:
-            raise YoloEdgeError(f"{self.name} has no INT8 scheme '{scheme}'; it has {list(self.int8_schemes)}")
-        return scheme or self.int8_schemes[0]
+    def layer_errors(
+        self, model: onnx.ModelProto, variant: Variant, calib: CalibSet, feeds: CalibSet
+    ) -> list[LayerError]:
+        """The layers of ``model`` at ``variant`` ranked by the error they add, worst first, measured on ``feeds``
+        (empty where the backend cannot say)."""
+        return []
+
+    def _resolve(self, variant: Variant | str) -> Variant:
+        """``variant`` validated, with this backend's defaults for an INT8 scheme and quantizer left open."""
+        v = Variant.parse(variant) if isinstance(variant, str) else variant
+        if v.precision not in self.precisions:
+            raise YoloEdgeError(f"{self.name} cannot run {v.precision} here; it runs {list(self.precisions)}")
+        if v.precision != "int8":
+            if v.scheme or v.quantizer or v.kept:
+                raise YoloEdgeError(f"{v.label}: only INT8 has a scheme, a quantizer or kept layers")
+            return v
+        if v.scheme is not None and v.scheme not in self.int8_schemes:
+            raise YoloEdgeError(f"{self.name} has no INT8 scheme '{v.scheme}'; it has {list(self.int8_schemes)}")
+        if v.quantizer is not None and v.quantizer not in self.quantizers:
+            raise YoloEdgeError(f"{self.name} has no INT8 quantizer '{v.quantizer}'; it has {list(self.quantizers)}")
+        if v.kept and self.kept_precision is None:
+            raise YoloEdgeError(f"{self.name} cannot keep layers out of INT8 ({v.label})")
+        return Variant("int8", v.scheme or self.int8_schemes[0], v.quantizer or self.quantizers[0], v.kept)

@@ -12,15 +12,16 @@ import onnxruntime as ort
 
 from yolo_edge.backends.base import Artifact, Backend, CalibSet, Executable, io_infos, qdq_artifact
 from yolo_edge.backends.quantize import quantize_int8
+from yolo_edge.config import Variant
 from yolo_edge.errors import YoloEdgeError
 
 CPU_EP = "CPUExecutionProvider"
 
 
 class OrtExecutable(Executable):
-    def __init__(self, session: ort.InferenceSession, model: onnx.ModelProto, precision: str, device: str) -> None:
+    def __init__(self, session: ort.InferenceSession, model: onnx.ModelProto, variant: Variant, device: str) -> None:
         inputs, outputs = io_infos(model)
-        super().__init__(inputs, outputs, precision, device, model)
+        super().__init__(inputs, outputs, variant, device, model)
         self.session = session
         self._names = [t.name for t in outputs]
 
@@ -30,6 +31,7 @@ class OrtExecutable(Executable):
 
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
+    kept_precision = "fp32"
 
     def __init__(self, providers: Sequence[str] = (CPU_EP,), threads: int = 0) -> None:
         available = ort.get_available_providers()
@@ -50,13 +52,15 @@ class OnnxRuntimeBackend(Backend):
     def compile(
         self,
         model: onnx.ModelProto,
-        precision: str,
+        variant: Variant | str,
         calib: CalibSet | None = None,
-        scheme: str | None = None,
         artifact: Artifact | None = None,
     ) -> Executable:
-        self._check_precision(precision, scheme)  # u8 only: onnxruntime's fast x86 path (U8S8)
-        graph = qdq_artifact(artifact) or (quantize_int8(model, calib or []) if precision == "int8" else model)
+        v = self._resolve(variant)  # u8 only: onnxruntime's fast x86 path (U8S8)
+        precision = v.precision
+        graph = qdq_artifact(artifact) or (
+            quantize_int8(model, calib or [], exclude=v.kept) if precision == "int8" else model
+        )
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
@@ -77,4 +81,4 @@ class OnnxRuntimeBackend(Backend):
                 "the provider failed to load (check its CUDA/TensorRT libraries); refusing to run silently on the CPU"
             )
         device = "cpu" if self.providers[0] == CPU_EP else self.providers[0].removesuffix("ExecutionProvider").lower()
-        return OrtExecutable(session, graph, precision, device)
+        return OrtExecutable(session, graph, v, device)

@@ -1,13 +1,21 @@
 """OpenVINO backend (CPU/GPU/NPU). Precision is OpenVINO's inference-precision hint (``f32``, ``bf16``,
-``f16``); INT8 compiles the QDQ model from onnxruntime's quantizer (the ``openvino`` recipes: Q/DQ where
-NNCF would put them, uint8 or int8 activations), which OpenVINO's low-precision transformations run with
-the CPU's INT8 kernels (VNNI, AMX where present), the SiLU and the requantization fused into each
-convolution. OpenVINO is imported only when used."""
+``f16``). INT8 has two quantizers:
+
+- ``nncf`` (the default): OpenVINO's own, ``nncf.quantize`` on the OpenVINO model (``backends.nncf_int8``), as
+  ultralytics' OpenVINO INT8 export uses it; the unit is stored as OpenVINO IR (``.ov.xml``/``.ov.bin``);
+- ``qdq``: onnxruntime's ``quantize_static`` with the Q/DQ placed where NNCF places them
+  (``backends.quantize``), stored as a QDQ ONNX (``.int8.onnx``).
+
+Both run on the CPU's INT8 kernels (VNNI, AMX where present) with the SiLU and the requantization fused into
+each convolution; ``u8`` is asymmetric uint8 activations, ``s8`` symmetric int8. Layers named in
+``Variant.kept`` stay out of quantization (FP32), and :meth:`OpenVinoBackend.layer_errors` ranks the layers
+by the error they add at INT8. OpenVINO is imported only when used."""
 
 from __future__ import annotations
 
 import tempfile
 import threading
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -15,9 +23,21 @@ from typing import Any
 import numpy as np
 import onnx
 
-from yolo_edge.backends.base import Artifact, Backend, CalibSet, Executable, io_infos, qdq_artifact
+from yolo_edge.backends.base import (
+    OV_BIN_SUFFIX,
+    OV_XML_SUFFIX,
+    QDQ_SUFFIX,
+    Artifact,
+    Backend,
+    CalibSet,
+    Executable,
+    LayerError,
+    cosine,
+    io_infos,
+    qdq_artifact,
+)
 from yolo_edge.backends.quantize import quantize_int8
-from yolo_edge.config import INT8_SCHEMES
+from yolo_edge.config import INT8_SCHEMES, Variant
 from yolo_edge.errors import YoloEdgeError
 
 _HINT = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
@@ -38,11 +58,36 @@ def read_onnx(model: onnx.ModelProto) -> Any:
         return core().read_model(str(path))
 
 
+def read_ir(xml: bytes, weights: bytes) -> Any:
+    """An OpenVINO model from IR bytes held in memory (nothing is read from disk: a bundle's IR cannot name a file)."""
+    import openvino as ov
+
+    return core().read_model(xml.decode(), ov.Tensor(np.frombuffer(weights, np.uint8).copy()))
+
+
+def ir_bytes(ov_model: Any) -> tuple[bytes, bytes]:
+    """(xml, bin) of an OpenVINO model."""
+    import openvino as ov
+
+    with tempfile.TemporaryDirectory(prefix="yolo-edge-ov-") as tmp:
+        xml = Path(tmp, "model.xml")
+        ov.save_model(ov_model, str(xml), compress_to_fp16=False)
+        return xml.read_bytes(), xml.with_suffix(".bin").read_bytes()
+
+
 class OpenVinoExecutable(Executable):
-    def __init__(self, compiled: Any, model: onnx.ModelProto, precision: str, device: str) -> None:
+    def __init__(
+        self,
+        compiled: Any,
+        model: onnx.ModelProto,
+        variant: Variant,
+        device: str,
+        artifact: dict[str, bytes],
+    ) -> None:
         inputs, outputs = io_infos(model)
-        super().__init__(inputs, outputs, precision, device, model)
+        super().__init__(inputs, outputs, variant, device, model)
         self.compiled = compiled
+        self._artifact = artifact
         self._tls = threading.local()
         self._ports = [compiled.output(t.name) for t in outputs]
 
@@ -55,11 +100,20 @@ class OpenVinoExecutable(Executable):
             t.name: np.array(request.get_tensor(port).data, copy=True) for t, port in zip(self.outputs, self._ports)
         }
 
+    def artifact_files(self) -> dict[str, bytes]:
+        return dict(self._artifact)
+
 
 class OpenVinoBackend(Backend):
     name = "openvino"
+    kept_precision = "fp32"
 
-    def __init__(self, device: str = "CPU", int8_schemes: tuple[str, ...] = INT8_SCHEMES) -> None:
+    def __init__(
+        self,
+        device: str = "CPU",
+        int8_schemes: tuple[str, ...] = INT8_SCHEMES,
+        quantizers: tuple[str, ...] = ("nncf", "qdq"),
+    ) -> None:
         devices = core().available_devices
         if not any(d == device or d.startswith(f"{device}.") for d in devices):
             raise YoloEdgeError(
@@ -67,6 +121,7 @@ class OpenVinoBackend(Backend):
             )
         self.device = device
         self.int8_schemes = int8_schemes
+        self.quantizers = quantizers
         caps = set(core().get_property(device, "OPTIMIZATION_CAPABILITIES"))
         self.precisions = tuple(p for p in ("fp32", "bf16", "fp16", "int8") if _CAPABILITY[p] in caps)
 
@@ -81,19 +136,93 @@ class OpenVinoBackend(Backend):
         ]
         return len(ops), [o for o in ops if o not in supported]
 
+    def _graph(self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None, artifact: Artifact | None) -> Any:
+        """The OpenVINO model to compile and what a bundle stores of it."""
+        stored = artifact or {}
+        if OV_XML_SUFFIX in stored and OV_BIN_SUFFIX in stored:
+            xml, weights = stored[OV_XML_SUFFIX], stored[OV_BIN_SUFFIX]
+            return read_ir(xml, weights), {OV_XML_SUFFIX: xml, OV_BIN_SUFFIX: weights}
+        qdq = qdq_artifact(artifact)
+        if qdq is None and v.precision == "int8" and v.quantizer == "qdq":
+            qdq = quantize_int8(model, calib or [], recipe=f"openvino-{v.scheme}", exclude=v.kept)
+        if qdq is not None:
+            return read_onnx(qdq), {QDQ_SUFFIX: qdq.SerializeToString()}
+        if v.precision == "int8":
+            from yolo_edge.backends.nncf_int8 import quantize_nncf
+
+            assert v.scheme is not None
+            xml, weights = quantize_nncf(model, calib or [], v.scheme, v.kept)
+            return read_ir(xml, weights), {OV_XML_SUFFIX: xml, OV_BIN_SUFFIX: weights}
+        return read_onnx(model), {}
+
     def compile(
         self,
         model: onnx.ModelProto,
-        precision: str,
+        variant: Variant | str,
         calib: CalibSet | None = None,
-        scheme: str | None = None,
         artifact: Artifact | None = None,
     ) -> Executable:
-        scheme = self._check_precision(precision, scheme)
-        recipe = "openvino-s8" if scheme == "s8" else "openvino"
-        graph = qdq_artifact(artifact) or (
-            quantize_int8(model, calib or [], recipe=recipe) if precision == "int8" else model
-        )
-        config = {"INFERENCE_PRECISION_HINT": _HINT[precision], "PERFORMANCE_HINT": "LATENCY"}
-        compiled = core().compile_model(read_onnx(graph), self.device, config)
-        return OpenVinoExecutable(compiled, graph, precision, self.device.lower())
+        v = self._resolve(variant)
+        ov_model, stored = self._graph(model, v, calib, artifact)
+        config = {"INFERENCE_PRECISION_HINT": _HINT[v.precision], "PERFORMANCE_HINT": "LATENCY"}
+        compiled = core().compile_model(ov_model, self.device, config)
+        return OpenVinoExecutable(compiled, model, v, self.device.lower(), stored)
+
+    def layer_errors(
+        self, model: onnx.ModelProto, variant: Variant, calib: CalibSet, feeds: CalibSet
+    ) -> list[LayerError]:
+        """Every convolution's output at ``variant`` against FP32 on ``feeds``; a layer's added error is its own
+        (1 - cosine) less the largest of the convolutions feeding it (the error it inherits)."""
+        convs = [n for n in model.graph.node if n.op_type == "Conv"]
+        fp32 = self._tapped(read_onnx(model), [n.name for n in convs], "f32")
+        low = self._tapped(self._graph(model, self._resolve(variant), calib, None)[0], [n.name for n in convs], "f32")
+        worst = dict.fromkeys((n.name for n in convs), 1.0)
+        for f in feeds:
+            a, b = fp32(f), low(f)
+            for name in worst:
+                worst[name] = min(worst[name], cosine(a[name], b[name]))
+        upstream = _upstream_convs(model)
+        rows = []
+        for n in convs:
+            inherited = max((1.0 - worst[u] for u in upstream[n.name]), default=0.0)
+            rows.append(LayerError(n.name, n.op_type, worst[n.name], max(0.0, 1.0 - worst[n.name] - inherited)))
+        return sorted(rows, key=lambda r: -r.added)
+
+    def _tapped(self, ov_model: Any, names: Sequence[str], hint: str) -> Any:
+        """A function running ``ov_model`` that returns the outputs of the ops named ``names`` (by name)."""
+        by_name = {op.get_friendly_name(): op for op in ov_model.get_ops()}
+        ports = ov_model.add_outputs([by_name[n].output(0) for n in names])
+        compiled = core().compile_model(ov_model, self.device, {"INFERENCE_PRECISION_HINT": hint})
+        request = compiled.create_infer_request()
+
+        def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            request.infer({k: v for k, v in feeds.items() if k in {i.get_any_name() for i in compiled.inputs}})
+            return {
+                n: np.array(request.get_tensor(compiled.output(p.get_any_name())).data) for n, p in zip(names, ports)
+            }
+
+        return run
+
+
+def _upstream_convs(model: onnx.ModelProto) -> dict[str, set[str]]:
+    """For each Conv node, the Conv nodes whose outputs reach its input through no other Conv."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    found: dict[str, set[str]] = {}
+    for node in model.graph.node:
+        if node.op_type != "Conv":
+            continue
+        seen: set[str] = set()
+        stack = [node.input[0]]
+        ups: set[str] = set()
+        while stack:
+            tensor = stack.pop()
+            src = producer.get(tensor)
+            if src is None or src.name in seen:
+                continue
+            seen.add(src.name)
+            if src.op_type == "Conv":
+                ups.add(src.name)
+            else:
+                stack.extend(src.input)
+        found[node.name] = ups
+    return found

@@ -6,7 +6,7 @@ Where the Q/DQ pairs go depends on the runtime that will run the model (a *recip
 - ``onnxruntime``: every quantizable op, Conv outputs included, uint8 activations (U8S8, onnxruntime's
   fast path on x86; int8 activations run 4x slower there). onnxruntime fuses ``DQ -> Conv -> Q``
   into QLinearConv and the SiLU into QLinearSigmoid/QLinearMul; it needs the Q on the Conv output.
-- ``openvino``: the inputs of Conv, Add, Concat, Split, MaxPool and Resize only, none on a Conv's
+- ``openvino-u8``: the inputs of Conv, Add, Concat, Split, MaxPool and Resize only, none on a Conv's
   output (the placement NNCF uses), uint8 asymmetric activations. A Q between a Conv and its SiLU
   stops OpenVINO fusing the SiLU and the requantization into the convolution; with this placement
   every Conv runs INT8 with its SiLU fused (tests/test_runtime.py reads OpenVINO's runtime model).
@@ -14,6 +14,9 @@ Where the Q/DQ pairs go depends on the runtime that will run the model (a *recip
   lopsided (-0.28 .. +max), so symmetric codes are twice as coarse; whether OpenVINO's s8 kernels are
   faster than u8, and whether their results are right, depends on the CPU (README: split vs all-CPU,
   ``benchmarks/split_vs_cpu.py``). The planner therefore measures both and verifies the one it keeps.
+
+OpenVINO's own quantizer, NNCF, is ``backends.nncf_int8``; these recipes are its ``qdq`` alternative.
+Nodes in ``exclude`` (layer-level mixed precision) get no Q/DQ and stay FP32.
 
 The calibration feeds are the subgraph's own inputs, produced by running calibration images through
 the preceding subgraphs in FP32 (the neck is calibrated on real backbone outputs). Results are cached on
@@ -26,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +41,7 @@ from yolo_edge.backends.base import CalibSet
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import atomic_write, cache_root
 
-QUANT_VERSION = "qdq-perchannel-minmax-3"
+QUANT_VERSION = "qdq-perchannel-minmax-4"
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,7 @@ class Recipe:
 _OV_OPS = ("Conv", "Add", "Concat", "Split", "MaxPool", "Resize")
 RECIPES = {
     "onnxruntime": Recipe(None),
-    "openvino": Recipe(_OV_OPS, no_output_q=("Conv",)),
+    "openvino-u8": Recipe(_OV_OPS, no_output_q=("Conv",)),
     "openvino-s8": Recipe(_OV_OPS, no_output_q=("Conv",), signed_symmetric_activations=True),
 }
 
@@ -68,6 +72,7 @@ class _Reader(CalibrationDataReader):
 
 
 def calib_key(model: onnx.ModelProto, calib: CalibSet, recipe: str = "onnxruntime") -> str:
+    """A hash of the quantizer's version and options (``recipe``), the model and the calibration data."""
     h = hashlib.sha256(f"{QUANT_VERSION}/{recipe}".encode())
     h.update(model.SerializeToString(deterministic=True))
     for feeds in calib:
@@ -77,15 +82,18 @@ def calib_key(model: onnx.ModelProto, calib: CalibSet, recipe: str = "onnxruntim
     return h.hexdigest()[:32]
 
 
-def quantize_int8(model: onnx.ModelProto, calib: CalibSet, recipe: str = "onnxruntime") -> onnx.ModelProto:
-    """The QDQ INT8 version of ``model`` for the ``recipe``'s runtime, calibrated on ``calib`` (cached);
-    an already-QDQ model is returned as is."""
+def quantize_int8(
+    model: onnx.ModelProto, calib: CalibSet, recipe: str = "onnxruntime", exclude: Sequence[str] = ()
+) -> onnx.ModelProto:
+    """The QDQ INT8 version of ``model`` for the ``recipe``'s runtime, calibrated on ``calib``, ``exclude`` nodes
+    left in FP32 (cached); an already-QDQ model is returned as is."""
     if any(n.op_type == "QuantizeLinear" for n in model.graph.node):
         return model
     if not calib:
         raise YoloEdgeError("INT8 needs calibration images; pass --calib DIR with at least one image")
     options = RECIPES[recipe]
-    path = cache_dir() / f"{calib_key(model, calib, recipe)}.onnx"
+    options_key = f"{recipe}/{','.join(sorted(exclude))}"
+    path = cache_dir() / f"{calib_key(model, calib, options_key)}.onnx"
     if path.is_file():
         return onnx.load(str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,6 +113,7 @@ def quantize_int8(model: onnx.ModelProto, calib: CalibSet, recipe: str = "onnxru
                 weight_type=QuantType.QInt8,
                 per_channel=True,
                 op_types_to_quantize=list(options.ops) if options.ops else None,
+                nodes_to_exclude=list(exclude),
                 extra_options={
                     "ActivationSymmetric": options.signed_symmetric_activations,
                     "WeightSymmetric": True,

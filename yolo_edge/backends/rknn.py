@@ -4,8 +4,10 @@ On the host, :class:`RknnBackend` drives rknn-toolkit2 through its toolchain wor
 a subgraph is compiled for the profile's chip (INT8 by Rockchip's quantizer, calibrated on the subgraph's
 own FP32 inputs; FP16 without quantization), exported as ``.rknn`` for the bundle, and run on Rockchip's
 simulator for numerics. Op support comes from the compiler: a build that fails, or an op it has no NPU
-lowering for (the board's runtime would run it on its CPU), is a refusal naming the nodes. A precision
-failure can be explained by Rockchip's per-layer ``accuracy_analysis`` (:meth:`RknnBackend.layer_errors`).
+lowering for (the board's runtime would run it on its CPU), is a refusal naming the nodes. Rockchip's
+per-layer ``accuracy_analysis`` ranks the layers by the error each adds
+(:meth:`RknnBackend.layer_errors`), and the convolutions named in ``Variant.kept`` stay in float16 through
+Rockchip's hybrid quantization (layer-level mixed precision).
 The simulator cannot load a ``.rknn`` file, so a bundle's unit is rebuilt from its ONNX and calibration
 sample on the host; the ``.rknn`` files are for the board.
 
@@ -34,13 +36,14 @@ from yolo_edge.backends.base import (
     Backend,
     CalibSet,
     Executable,
+    LayerError,
     NpuCompileError,
     NpuError,
     NpuOutOfMemory,
     UnsupportedOperator,
     io_infos,
 )
-from yolo_edge.config import DeviceProfile
+from yolo_edge.config import DeviceProfile, Variant
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.toolchains import RKNN, Worker, WorkerCrashed, WorkerError, toolchain_status, worker_for
 
@@ -51,19 +54,25 @@ _ERROR_LINE = re.compile(r"^(?:\w+Error|E \w+): (?!Traceback)(.+)$", re.M)
 
 
 @dataclass(frozen=True)
-class LayerError:
-    """One layer of Rockchip's accuracy analysis: cosine to FP32, accumulated and of the layer alone."""
+class AnalysisRow:
+    """One layer of Rockchip's accuracy analysis: its output tensor, cosine to FP32 accumulated and of the layer
+    alone (fed FP32 inputs)."""
 
     op: str
-    layer: str
+    tensor: str
     entire_cos: float
     single_cos: float
 
+    @property
+    def layer(self) -> str:
+        """The node's name, as hybrid quantization names it (a Conv's output tensor is ``<node>_output_0``)."""
+        return self.tensor.removesuffix("_output_0")
 
-def parse_error_analysis(text: str) -> list[LayerError]:
+
+def parse_error_analysis(text: str) -> list[AnalysisRow]:
     """The rows of rknn-toolkit2's ``error_analysis.txt`` (``[Type] name  cos | euc  cos | euc``)."""
     row = re.compile(r"^\[(\w+)\]\s+(\S+)\s+([\d.]+)\s*\|\s*[\d.]+\s+([\d.]+)\s*\|", re.M)
-    return [LayerError(m[1], m[2], float(m[3]), float(m[4])) for m in row.finditer(text)]
+    return [AnalysisRow(m[1], m[2], float(m[3]), float(m[4])) for m in row.finditer(text)]
 
 
 def refused_nodes(log: str, error: str = "") -> list[tuple[str, str]]:
@@ -100,9 +109,9 @@ class RknnExecutable(Executable):
     rebuilds it in the fresh worker (same ONNX, same calibration), so a frame is lost to the CPU, never
     the unit."""
 
-    def __init__(self, backend: RknnBackend, job: dict[str, Any], model: onnx.ModelProto, precision: str) -> None:
+    def __init__(self, backend: RknnBackend, job: dict[str, Any], model: onnx.ModelProto, variant: Variant) -> None:
         inputs, outputs = io_infos(model)
-        super().__init__(inputs, outputs, precision, f"rknn-sim:{job['target']}", model)
+        super().__init__(inputs, outputs, variant, f"rknn-sim:{job['target']}", model)
         self.backend = backend
         self.job = job
         self.build_s = 0.0
@@ -164,6 +173,8 @@ class RknnBackend(Backend):
     name = "rknn"
     precisions = ("int8", "fp16")
     int8_schemes = ("w8a8",)  # Rockchip's INT8: asymmetric int8 activations, per-channel int8 weights
+    quantizers = ("rknn",)
+    kept_precision = "fp16"  # hybrid quantization: a kept convolution runs in float16
 
     def __init__(self, target: str, worker: Worker | None = None) -> None:
         self.target = target
@@ -175,7 +186,7 @@ class RknnBackend(Backend):
     def __del__(self) -> None:
         shutil.rmtree(getattr(self, "_dir", ""), ignore_errors=True)
 
-    def _job(self, model: onnx.ModelProto, precision: str, calib: CalibSet | None) -> dict[str, Any]:
+    def _job(self, model: onnx.ModelProto, variant: Variant, calib: CalibSet | None) -> dict[str, Any]:
         """Write the ONNX and (INT8) the calibration dataset file the toolkit reads: one line per sample,
         one ``.npy`` per input (NCHW float32, the subgraph's own inputs from FP32 runs of what precedes it)."""
         self._count += 1
@@ -189,11 +200,12 @@ class RknnBackend(Backend):
         job: dict[str, Any] = {
             "key": key,
             "onnx": str(folder / "model.onnx"),
-            "precision": precision,
+            "precision": variant.precision,
+            "kept": list(variant.kept),
             "target": self.target,
             "rknn": str(folder / f"model{RKNN_SUFFIX}"),
         }
-        if precision == "int8":
+        if variant.precision == "int8":
             if not calib:
                 raise YoloEdgeError("rknn INT8 needs calibration samples")
             inputs = [t.name for t in io_infos(model)[0]]
@@ -210,15 +222,14 @@ class RknnBackend(Backend):
     def compile(
         self,
         model: onnx.ModelProto,
-        precision: str,
+        variant: Variant | str,
         calib: CalibSet | None = None,
-        scheme: str | None = None,
         artifact: Artifact | None = None,
     ) -> Executable:
         """Build ``model`` with Rockchip's compiler. ``artifact`` (a bundle's ``.rknn``) is not loadable by the
         simulator: the unit is rebuilt from the ONNX and ``calib``, as deploy built it."""
-        self._check_precision(precision, scheme)
-        exe = RknnExecutable(self, self._job(model, precision, calib), model, precision)
+        v = self._resolve(variant)
+        exe = RknnExecutable(self, self._job(model, v, calib), model, v)
         exe.build()
         return exe
 
@@ -233,30 +244,34 @@ class RknnBackend(Backend):
         return n_ops, []
 
     def layer_errors(
-        self, model: onnx.ModelProto, precision: str, calib: CalibSet, feeds: dict[str, np.ndarray]
+        self, model: onnx.ModelProto, variant: Variant, calib: CalibSet, feeds: CalibSet
     ) -> list[LayerError]:
-        """Rockchip's per-layer accuracy analysis of ``model`` at ``precision`` on one input, worst first."""
-        job = self._job(model, precision, calib)
+        """Rockchip's per-layer accuracy analysis of ``model`` at ``variant`` on the first of ``feeds``: its
+        convolutions (what hybrid quantization can keep in float16), worst single-layer cosine first."""
+        job = self._job(model, self._resolve(variant), calib)
         folder = Path(job["onnx"]).parent
         inputs = []
         for j, t in enumerate(io_infos(model)[0]):
-            np.save(folder / f"analysis_{j}.npy", np.ascontiguousarray(feeds[t.name], dtype=np.float32))
+            np.save(folder / f"analysis_{j}.npy", np.ascontiguousarray(feeds[0][t.name], dtype=np.float32))
             inputs.append(str(folder / f"analysis_{j}.npy"))
         try:
             reply = self.worker.call("accuracy", {**job, "inputs": inputs, "output_dir": str(folder / "analysis")})
         except (WorkerError, WorkerCrashed):
             return []
-        rows = parse_error_analysis(Path(reply.result["report"]).read_text())
-        return sorted(rows, key=lambda r: r.single_cos)
+        rows = [r for r in parse_error_analysis(Path(reply.result["report"]).read_text()) if r.op == "Conv"]
+        return [
+            LayerError(r.layer, r.op, r.entire_cos, 1.0 - r.single_cos)
+            for r in sorted(rows, key=lambda r: r.single_cos)
+        ]
 
 
 class RknnLiteExecutable(Executable):
     """A bundle's ``.rknn`` on the board: one RKNNLite context per NPU core in ``cores``, a call taking a free one
     (a stream runs ``concurrency`` calls at once, one per core)."""
 
-    def __init__(self, runtimes: list[Any], model: onnx.ModelProto, precision: str, cores: str) -> None:
+    def __init__(self, runtimes: list[Any], model: onnx.ModelProto, variant: Variant, cores: str) -> None:
         inputs, outputs = io_infos(model)
-        super().__init__(inputs, outputs, precision, f"rknn-npu:{cores}", model)
+        super().__init__(inputs, outputs, variant, f"rknn-npu:{cores}", model)
         self.runtimes = runtimes
         self.concurrency = len(runtimes)
         self._free: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -289,6 +304,8 @@ class RknnLiteBackend(Backend):
     name = "rknn-lite"
     precisions = ("int8", "fp16")
     int8_schemes = ("w8a8",)
+    quantizers = ("rknn",)
+    kept_precision = "fp16"
     on_accelerator = True  # the board's NPU: measured, never wrapped as a simulation
 
     def __init__(self, core_mask: str, cores: int = 1) -> None:
@@ -298,12 +315,11 @@ class RknnLiteBackend(Backend):
     def compile(
         self,
         model: onnx.ModelProto,
-        precision: str,
+        variant: Variant | str,
         calib: CalibSet | None = None,
-        scheme: str | None = None,
         artifact: Artifact | None = None,
     ) -> Executable:
-        self._check_precision(precision, scheme)
+        v = self._resolve(variant)
         data = (artifact or {}).get(RKNN_SUFFIX)
         if not data:
             raise NpuCompileError(
@@ -324,7 +340,7 @@ class RknnLiteBackend(Backend):
             if runtime.load_rknn(str(path)) != 0 or runtime.init_runtime(core_mask=getattr(RKNNLite, mask)) != 0:
                 raise NpuCompileError(f"RKNNLite could not load {path.name} on {mask}")
             runtimes.append(runtime)
-        return RknnLiteExecutable(runtimes, model, precision, ",".join(m.removeprefix("NPU_CORE_") for m in masks))
+        return RknnLiteExecutable(runtimes, model, v, ",".join(m.removeprefix("NPU_CORE_") for m in masks))
 
 
 def rknn_backend(profile: DeviceProfile) -> Backend:

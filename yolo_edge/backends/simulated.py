@@ -20,11 +20,12 @@ from yolo_edge.backends.base import (
     Backend,
     CalibSet,
     Executable,
+    LayerError,
     NpuError,
     NpuOutOfMemory,
     UnsupportedOperator,
 )
-from yolo_edge.config import DeviceProfile, Faults
+from yolo_edge.config import DeviceProfile, Faults, Variant
 from yolo_edge.devices.cost import npu_time
 from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
 from yolo_edge.graph import GraphInfo
@@ -63,7 +64,7 @@ class SimulatedExecutable(Executable):
     def __init__(
         self, inner: Executable, modelled_s: float, injector: FaultInjector, hang_s: float, device: str
     ) -> None:
-        super().__init__(inner.inputs, inner.outputs, inner.precision, device, inner.model)
+        super().__init__(inner.inputs, inner.outputs, inner.variant, device, inner.model)
         self.inner = inner
         self.modelled_s = modelled_s
         self.injector = injector
@@ -97,21 +98,27 @@ class SimulatedNpu(Backend):
         self.numerics = numerics
         self.precisions = tuple(p for p in profile.precisions if p in numerics.precisions)
         self.int8_schemes = numerics.int8_schemes
+        self.quantizers = numerics.quantizers
+        self.kept_precision = numerics.kept_precision
         self.faults = faults or profile.faults
         self.injector = FaultInjector(self.faults)
-        # what the numerics backend's compiler can tell (rknn: its op refusals, its per-layer accuracy analysis)
+        # what the numerics backend's compiler can tell (rknn: its op refusals)
         self.query: Any = getattr(numerics, "query", None)
-        self.layer_errors: Any = getattr(numerics, "layer_errors", None)
+
+    def layer_errors(
+        self, model: onnx.ModelProto, variant: Variant, calib: CalibSet, feeds: CalibSet
+    ) -> list[LayerError]:
+        return self.numerics.layer_errors(model, variant, calib, feeds)
 
     def compile(
         self,
         model: onnx.ModelProto,
-        precision: str,
+        variant: Variant | str,
         calib: CalibSet | None = None,
-        scheme: str | None = None,
         artifact: Artifact | None = None,
     ) -> Executable:
-        self._check_precision(precision, scheme)
+        v = self._resolve(variant)
+        precision = v.precision
         info = GraphInfo.of(model)
         bad = unsupported_ops(info, self.profile)
         if bad:
@@ -122,7 +129,7 @@ class SimulatedNpu(Backend):
         why = memory_violation(memory_use(info, precision), self.profile)
         if why:
             raise NpuOutOfMemory(f"{self.profile.name}: {why}")
-        inner = self.numerics.compile(model, precision, calib, scheme, artifact)
+        inner = self.numerics.compile(model, v, calib, artifact)
         modelled = npu_time(info, self.profile, precision).total_s
         exe = SimulatedExecutable(inner, modelled, self.injector, self.faults.hang_s, f"sim:{self.profile.name}")
         exe.concurrency = self.profile.npu_cores

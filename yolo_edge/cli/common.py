@@ -124,8 +124,8 @@ def _is_number(s: str) -> bool:
 
 
 def placement_line(plan: PlacementPlan) -> str:
-    """``backbone=npu/int8/u8, neck=npu/bf16, head=cpu/fp32, ...``."""
-    return ", ".join(f"{s.name}={s.device}/{s.variant}" for s in plan.subgraphs)
+    """``backbone=npu/int8/u8/nncf, neck=npu/bf16, head=cpu/fp32, ...``."""
+    return plan.label
 
 
 def warn_placement(problems: Sequence[str], command: str) -> None:

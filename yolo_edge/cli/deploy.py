@@ -11,6 +11,7 @@ from pathlib import Path
 
 from yolo_edge.cli.common import add_device, add_imgsz, add_model, placement_line, positive_float, table
 from yolo_edge.deploy import deploy
+from yolo_edge.report import SEARCH_HEADER, search_rows
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,8 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--data",
         default=None,
         help="data.yaml or COCO JSON labelled with the model's classes, or an image folder "
-        "(agreement with the FP32 reference); default: the demo val split for the demo's classes, else agreement "
-        "on the calibration images",
+        "(agreement with the FP32 reference); default: the demo val split for the demo's classes. Without --calib, "
+        "a model that is not the demo calibrates on some of these images (never judged on them)",
     )
     p.add_argument(
         "--class-map",
@@ -33,7 +34,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "indices; unmapped data classes are dropped)",
     )
     p.add_argument(
-        "--calib", type=Path, default=None, help="calibration image folder (default: the shipped calib_data)"
+        "--calib",
+        type=Path,
+        default=None,
+        help="calibration image folder (default: the shipped calib_data for the demo model, else images of --data)",
     )
     p.add_argument("--config", type=Path, default=None)
     p.add_argument("--out", type=Path, default=Path("out/bundle"))
@@ -75,13 +79,19 @@ def run(args: argparse.Namespace) -> int:
                 f"{d.map50_95:+.4f}" if d else "-",
             )
         )
-    what, ref, data = r.metric, r.reference, r.data
+    what, ref, data, search = r.metric, r.reference, r.data, r.search
     print(f"latency measured on {r.host_cpu}")
+    print(
+        f"search: {search.candidates} candidates passed the four checks, {len(search.trials)} judged "
+        f"({search.stopped}); * chosen"
+    )
+    print(table(SEARCH_HEADER, search_rows(search)) + "\n")
     print(table(("plan", "status", "p95 ms", "latency", "memory MB", f"drift {what}50", f"drift {what}50-95"), rows))
     mapped = f", classes mapped {data.class_map}" if data.class_map else ""
     print(
         f"\nreference {what}50 {ref.map50:.4f}, {what}50-95 {ref.map50_95:.4f} on {len(data.dataset)} images of "
-        f"{data.source} [{data.kind_text}]{mapped}"
+        f"{data.source} [{data.kind_text}]{mapped}; calibrated on {len(r.calibration.files)} others "
+        f"({r.calibration.source})"
     )
     print("split plan: " + placement_line(r.split_plan))
     print("deployed:   " + placement_line(r.placement))

@@ -1,20 +1,30 @@
-"""``yolo-edge plan``: place each subgraph on the NPU or the CPU by the four checks, and explain why."""
+"""``yolo-edge plan``: the four checks over every precision variant of each subgraph, the candidate placements
+they leave (fastest estimate first), and, with images to judge them on (``--data``, or the demo's own), the
+search that judges them with the verdict; every decision explained. Writes no bundle."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import tempfile
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
 from yolo_edge.backends import require_usable, resolve_device
 from yolo_edge.cli.common import add_device, add_imgsz, add_model, positive_int, print_json, table
 from yolo_edge.config import load_deploy_config
+from yolo_edge.data.synthetic import CLASS_NAMES
+from yolo_edge.deploy import plan_deployment
 from yolo_edge.export import export_model
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
-from yolo_edge.plan.placement import PlacementPlan, plan_model
+from yolo_edge.plan.placement import PlacementPlan, PlanSpace
+from yolo_edge.plan.planner import plan_space
+from yolo_edge.progress import progress_bar
+from yolo_edge.report import SEARCH_HEADER, search_dict, search_plot, search_rows
+from yolo_edge.search import SearchResult
 from yolo_edge.split import split_model
+from yolo_edge.validate.verdict import Limits
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,13 +33,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_device(p)
     add_imgsz(p)
     p.add_argument(
-        "--calib", type=Path, default=None, help="folder of calibration images (default: the shipped calib_data)"
+        "--data",
+        default=None,
+        help="images to judge the candidates on (as deploy's --data); without it, and for a model that is not the "
+        "demo, only the four checks and the estimates are shown",
+    )
+    p.add_argument("--class-map", default=None, help="map the data set's classes to the model's (as deploy's)")
+    p.add_argument(
+        "--calib", type=Path, default=None, help="folder of calibration images (default: as deploy chooses them)"
     )
     p.add_argument(
         "--calib-images", type=positive_int, default=None, help="calibration images to use (default: config)"
     )
     p.add_argument("--config", type=Path, default=None, help="deploy config YAML (default: configs/default.yaml)")
     p.add_argument("--strict", action="store_true", help="fail (exit 1) instead of falling back to the CPU")
+    p.add_argument("--plot", type=Path, default=None, help="write the judged candidates' latency-vs-drift PNG here")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -40,22 +58,43 @@ def run(args: argparse.Namespace) -> int:
         cfg = replace(cfg, calib_images=args.calib_images)
     profile = resolve_device(args.device)
     require_usable(profile)
-    with tempfile.TemporaryDirectory(prefix="yolo-edge-plan-") as tmp:
-        split = split_model(export_model(args.model, imgsz=args.imgsz, out_dir=tmp))
-        n = cfg.calib_images + cfg.checks.precision.images
-        images = load_calibration(args.calib or default_calib_dir(), split.exported.meta.imgsz, n)
-        log = None if args.json else (lambda msg: print(f"  .. {msg}", file=sys.stderr))
-        plan = plan_model(split, profile, cfg, images, strict=args.strict, log=log)
+    say = (lambda _m: None) if args.json else (lambda msg: print(f"  .. {msg}", file=sys.stderr))
+    with tempfile.TemporaryDirectory(prefix="yolo-edge-plan-") as tmp, ExitStack() as stack:
+        exported = export_model(args.model, imgsz=args.imgsz, out_dir=tmp)
+        search: SearchResult | None = None
+        if args.data is not None or exported.meta.names == CLASS_NAMES:
+            bar = progress_bar(not args.json)
+            found = plan_deployment(
+                exported, profile, cfg, args.data, args.calib, stack, say, bar, args.strict, args.class_map
+            )
+            plan, search, space = found.plan, found.search, found.space
+        else:
+            say("no --data: the candidates are not judged (pass --data with the model's own images to search them)")
+            n = cfg.calib_images + cfg.checks.precision.images
+            images = load_calibration(args.calib or default_calib_dir(), exported.meta.imgsz, n)
+            space, planner = plan_space(split_model(exported), profile, cfg, images, args.strict, say)
+            planner.close()
+            plan = space.candidates()[0]
+        if args.plot is not None and search is not None:
+            args.plot.write_bytes(search_plot(search, Limits(cfg.validate.max_drift, cfg.validate.sla_ms)))
     if args.json:
-        print_json(plan.to_dict())
+        doc = plan.to_dict()
+        doc["search"] = None if search is None else search_dict(search)
+        doc["candidates"] = [
+            {"placement": c.label, "estimated_ms": round(c.estimated_ms, 3)} for c in space.candidates()
+        ]
+        doc["rejected"] = {
+            n: [{"variant": r.variant.label, "reason": r.reason} for r in rs] for n, rs in space.rejected.items()
+        }
+        print_json(doc)
     else:
-        print(format_plan(plan))
+        print(format_plan(plan, space, search))
     return 0
 
 
-def format_plan(plan: PlacementPlan) -> str:
+def format_plan(plan: PlacementPlan, space: PlanSpace, search: SearchResult | None = None) -> str:
     w = plan.whole_graph_npu
-    at = f"{w.precision}" + (f"/{w.int8_scheme}" if w.int8_scheme else "")
+    at = "-" if w.variant is None else w.variant.label
     verdict = "PASS" if w.passed else f"FAIL ({w.failed_check})"
     lines = [
         f"device {plan.device} ({plan.device_kind}, latency {plan.latency_kind}), imgsz "
@@ -63,12 +102,22 @@ def format_plan(plan: PlacementPlan) -> str:
         f"whole graph on the NPU at {at}: {verdict}: {w.reason}",
         "",
     ]
+    if search is not None:
+        lines += [
+            f"search: {search.candidates} candidates passed the four checks, {len(search.trials)} judged "
+            f"({search.stopped}); * chosen",
+            table(SEARCH_HEADER, search_rows(search)),
+            "",
+        ]
+    else:
+        shown = [(str(k + 1), c.label, f"{c.estimated_ms:.2f}") for k, c in enumerate(space.candidates()[:12])]
+        lines += ["candidates, fastest estimate first (not judged):", table(("#", "placement", "est. ms"), shown), ""]
     mark = {True: "pass", False: "FAIL", None: "-"}
     rows = [
         (
             s.name,
             s.device,
-            s.variant,
+            s.variant.label,
             s.granularity,
             *(mark[s.checks[c].passed] for c in ("op_support", "memory", "precision", "performance")),
             f"{s.latency_ms:.2f}",
@@ -76,29 +125,18 @@ def format_plan(plan: PlacementPlan) -> str:
         )
         for s in plan.subgraphs
     ]
-    lines.append(
-        table(
-            (
-                "subgraph",
-                "device",
-                "precision",
-                "granularity",
-                "ops",
-                "memory",
-                "precision",
-                "perf",
-                f"ms ({plan.latency_kind})",
-                "xfer MB",
-            ),
-            rows,
-        )
-    )
+    header = ("subgraph", "device", "precision", "granularity", "ops", "memory", "precision", "perf")
+    lines.append(table((*header, f"ms ({plan.latency_kind})", "xfer MB"), rows))
     lines.append(
         f"\nestimated model latency {plan.estimated_ms:.2f} ms ({plan.latency_kind}), of which transfers "
         f"{plan.transfer_ms:.2f} ms\n"
     )
     for s in plan.subgraphs:
-        lines.append(f"{s.name} -> {s.device} {s.variant}: {s.reason}")
+        lines.append(
+            f"{s.name} -> {s.device} {s.variant.label}: {s.reason}" + (f"; {s.kept_why}" if s.kept_why else "")
+        )
         for name, c in s.checks.items():
             lines.append(f"    {name:12} {mark[c.passed]:5} {c.reason}")
+        for r in space.rejected.get(s.name, ()):
+            lines.append(f"    ruled out   {r.reason}")
     return "\n".join(lines)

@@ -1,5 +1,15 @@
-"""Which images prove a model, and against what: labels in the model's own classes, or agreement with
-the FP32 reference.
+"""Which images calibrate a model, which prove it, and against what: labels in the model's own classes, or
+agreement with the FP32 reference.
+
+Calibration and evaluation never share an image (the images that set the INT8 ranges would flatter the
+plan that judges them):
+
+* ``--calib DIR``: its first images (by name) calibrate; any of them also in the evaluation data is left out
+  of the evaluation;
+* no ``--calib``, the demo model (its classes are the shipped shapes): the shipped calibration set;
+* no ``--calib``, any other model: images spread evenly over ``--data`` calibrate (at most half of them),
+  the rest judge; a warning when there are fewer than the config asks for. Without ``--data`` either, a
+  one-line error: the shipped synthetic shapes say nothing about another model's inputs.
 
 A model is never scored against labels whose class names are not its own:
 
@@ -9,12 +19,13 @@ A model is never scored against labels whose class names are not its own:
 * ``--data`` a folder of images: no labels, so accuracy is the **agreement** of each plan with the
   FP32 reference (the reference's confident detections are the pseudo ground truth).
 * no ``--data``: the demo val split when the model's classes are the demo's shapes; otherwise
-  agreement on the calibration images, with a warning that no labels were given.
+  agreement on the ``--calib`` folder's images beyond those that calibrate, with a warning that no labels
+  were given.
 
 Example:
-    >>> ev = resolve_eval_data(None, ("coin", "spark"), default_calib_dir(), images=40)  # doctest: +SKIP
-    >>> ev.kind, ev.warning is not None  # doctest: +SKIP
-    ('agreement', True)
+    >>> ev, calib = resolve_data("photos/", None, ("coin", "spark"), images=40)  # doctest: +SKIP
+    >>> ev.kind, len(ev.dataset), len(calib.files)  # doctest: +SKIP
+    ('agreement', 60, 40)
 """
 
 from __future__ import annotations
@@ -30,7 +41,6 @@ from yolo_edge.data.synthetic import CLASS_NAMES, demo_val_data
 from yolo_edge.errors import YoloEdgeError
 
 DEMO = "demo"  # EvalData.origin: the demo val split
-CALIB = "calib"  # the calibration images (agreement)
 
 
 @dataclass(frozen=True)
@@ -40,10 +50,11 @@ class EvalData:
 
     dataset: Dataset
     source: str  # what to show: a path, or a description
-    origin: str  # DEMO, CALIB, or the path the user gave (a bundle records it to re-validate)
+    origin: str  # DEMO, or the path the user gave (a bundle records it to re-validate)
     labelled: bool
     class_map: dict[str, str] | None = None  # data class name -> model class name, as applied
     warning: str | None = None
+    excluded: tuple[str, ...] = ()  # names of the origin's images left out because they calibrate
 
     @property
     def kind(self) -> str:
@@ -99,41 +110,117 @@ def apply_class_map(
     return Dataset(tuple(model_names), tuple(records)), {dataset.names[s]: model_names[d] for s, d in ids.items()}
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """The images that calibrate (INT8 ranges, then the precision check), and where they came from."""
+
+    files: tuple[Path, ...]
+    source: str
+    warning: str | None = None
+
+
 def resolve_eval_data(
     data: str | Path | None,
     model_names: Sequence[str],
-    calib_dir: Path,
-    images: int,
     class_map: str | Mapping[str, str] | None = None,
+    exclude: Sequence[str] = (),
 ) -> EvalData:
-    """The evaluation images for a model with ``model_names``: see the module docstring. ``images``
-    calibration images (the first, by name) are used when agreement falls back on them."""
+    """The evaluation images for a model with ``model_names`` (see the module docstring), without the images
+    named in ``exclude`` (they calibrated). ``data`` None is the demo val split (the demo's classes only)."""
     names = tuple(model_names)
     if isinstance(class_map, str):
         class_map = parse_class_map(class_map)
     if data is None:
-        if names == CLASS_NAMES:
-            path = demo_val_data()
-            return _labelled(load_dataset(path), names, f"demo val split ({path})", DEMO, class_map)
-        if class_map:
-            raise YoloEdgeError("--class-map maps the classes of a labelled --data set; pass --data too")
-        folder = image_folder(calib_dir, limit=images)
-        warning = (
-            f"no --data: the model's classes {_show(names, 6)} are not the demo's, so accuracy is its agreement "
-            f"with the FP32 reference on {len(folder)} calibration images (no labels); pass --data with labelled "
-            "images for mAP"
-        )
-        return EvalData(
-            Dataset(names, folder.records), f"calibration images ({calib_dir})", CALIB, False, None, warning
-        )
+        if names != CLASS_NAMES:
+            raise YoloEdgeError(
+                f"the model's classes {_show(names, 6)} are not the demo's: pass --data with its own images "
+                "(a data.yaml or COCO JSON labelled with its classes, or a folder of images for agreement)"
+            )
+        path = demo_val_data()
+        return _labelled(load_dataset(path), names, f"demo val split ({path})", DEMO, class_map)
     path = Path(data)
     if path.is_dir():
         if class_map:
             raise YoloEdgeError(
                 f"--class-map maps the classes of a labelled data set, but {path} is a folder of unlabelled images"
             )
-        return EvalData(Dataset(names, image_folder(path).records), str(path), str(path.resolve()), False)
-    return _labelled(load_dataset(path), names, str(path), str(path.resolve()), class_map)
+        ev = EvalData(Dataset(names, image_folder(path).records), str(path), str(path.resolve()), False)
+    else:
+        ev = _labelled(load_dataset(path), names, str(path), str(path.resolve()), class_map)
+    return _without(ev, exclude)
+
+
+def _without(ev: EvalData, exclude: Sequence[str]) -> EvalData:
+    """``ev`` without the images named in ``exclude``; a one-line error if none is left."""
+    if not exclude:
+        return ev
+    skip = set(exclude)
+    kept = tuple(r for r in ev.dataset.records if r.path.name not in skip)
+    if not kept:
+        raise YoloEdgeError(
+            f"every evaluation image of {ev.source} also calibrates: pass --data with images that --calib does not hold"
+        )
+    gone = tuple(sorted(r.path.name for r in ev.dataset.records if r.path.name in skip))
+    return replace(ev, dataset=Dataset(ev.dataset.names, kept), excluded=gone)
+
+
+def resolve_data(
+    data: str | Path | None,
+    calib: str | Path | None,
+    model_names: Sequence[str],
+    images: int,
+    class_map: str | Mapping[str, str] | None = None,
+) -> tuple[EvalData, Calibration]:
+    """The evaluation images and the (disjoint) calibration images for a model with ``model_names``, ``images``
+    calibration images wanted: see the module docstring."""
+    from yolo_edge.pipeline.preprocess import default_calib_dir, list_images
+
+    names = tuple(model_names)
+    if calib is not None or names == CLASS_NAMES:
+        folder = Path(calib) if calib is not None else default_calib_dir()
+        files = tuple(list_images(folder, "calibration folder")[:images])
+        shown = str(folder) if calib is not None else f"the shipped calibration set ({folder})"
+        if data is None and names != CLASS_NAMES:
+            ev = _rest_of_calib(folder, names, files)
+        else:
+            ev = resolve_eval_data(data, names, class_map, [f.name for f in files])
+        return ev, Calibration(files, shown, _fewer(len(files), images, shown))
+    if data is None:
+        resolve_eval_data(None, names)  # the one-line error: another model needs its own images
+    ev = resolve_eval_data(data, names, class_map)
+    records = ev.dataset.records
+    if len(records) < 3:
+        raise YoloEdgeError(
+            f"{ev.source} has {len(records)} image(s): calibrating and judging needs at least 3 (2 to calibrate, "
+            "1 to judge), or pass --calib DIR"
+        )
+    n = min(images, len(records) // 2)
+    picked = sorted({round(i * (len(records) - 1) / max(n - 1, 1)) for i in range(n)})
+    files = tuple(records[i].path for i in picked)
+    shown = f"{len(files)} of the {len(records)} images of {ev.source}"
+    return _without(ev, [f.name for f in files]), Calibration(files, shown, _fewer(len(files), images, shown))
+
+
+def _rest_of_calib(folder: Path, names: tuple[str, ...], files: tuple[Path, ...]) -> EvalData:
+    """Agreement on the ``--calib`` folder's images beyond the ones that calibrate (no ``--data``)."""
+    ev = EvalData(Dataset(names, image_folder(folder).records), str(folder), str(folder.resolve()), False)
+    warning = (
+        f"no --data: accuracy is agreement with the FP32 reference on the --calib images that do not calibrate "
+        f"({folder}); pass --data with labelled images of the model's classes for mAP"
+    )
+    try:
+        return replace(_without(ev, [f.name for f in files]), warning=warning)
+    except YoloEdgeError:
+        raise YoloEdgeError(
+            f"no --data, and all {len(files)} images of --calib {folder} calibrate: pass --data with images of the "
+            "model's own to judge it on"
+        ) from None
+
+
+def _fewer(found: int, wanted: int, shown: str) -> str | None:
+    if found >= wanted:
+        return None
+    return f"calibrating on {found} images ({shown}), fewer than the {wanted} the config asks for"
 
 
 def _labelled(

@@ -8,6 +8,7 @@ the precision's width. Figures from this module are always reported as *modelled
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from yolo_edge.config import PRECISION_BYTES, CpuModel, DeviceProfile, Link
@@ -29,8 +30,17 @@ class CostEstimate:
         return self.total_s * 1e3
 
 
-def estimate(info: GraphInfo, peak_flops: float, dram_bps: float, overhead_s: float, value_bytes: int) -> CostEstimate:
-    """Modelled time of the whole graph ``info`` on a device with the given peak, bandwidth and overhead."""
+def estimate(
+    info: GraphInfo,
+    peak_flops: float,
+    dram_bps: float,
+    overhead_s: float,
+    value_bytes: int,
+    kept: Mapping[str, tuple[float, int]] | None = None,
+) -> CostEstimate:
+    """Modelled time of the whole graph ``info`` on a device with the given peak, bandwidth and overhead;
+    ``kept`` nodes (mixed precision) run at their own (peak, value bytes)."""
+    kept = kept or {}
     producer = {o: n for n in info.nodes for o in n.output}
     fused: set[str] = set()
     compute = memory = overhead = total = 0.0
@@ -39,14 +49,15 @@ def estimate(info: GraphInfo, peak_flops: float, dram_bps: float, overhead_s: fl
         if node.op_type == "Constant":
             continue
         flops = info.node_flops(node)
+        peak, width = kept.get(node.name, (peak_flops, value_bytes))
         src = producer.get(node.input[0]) if node.input else None
         if node.op_type in FUSABLE and src is not None and (src.op_type == "Conv" or src.name in fused):
             fused.add(node.name)
-            compute += flops / peak_flops
-            total += flops / peak_flops
+            compute += flops / peak
+            total += flops / peak
             continue
-        t_c = flops / peak_flops
-        t_m = info.node_bytes(node, value_bytes, weight_bytes=value_bytes) / dram_bps
+        t_c = flops / peak
+        t_m = info.node_bytes(node, width, weight_bytes=width) / dram_bps
         compute += t_c
         memory += t_m
         overhead += overhead_s
@@ -55,9 +66,19 @@ def estimate(info: GraphInfo, peak_flops: float, dram_bps: float, overhead_s: fl
     return CostEstimate(compute, memory, overhead, total, launched)
 
 
-def npu_time(info: GraphInfo, profile: DeviceProfile, precision: str) -> CostEstimate:
-    peak = profile.peak_tops[precision] * 1e12 * profile.utilization
-    return estimate(info, peak, profile.dram_gbps * 1e9, profile.op_overhead_us * 1e-6, PRECISION_BYTES[precision])
+def npu_time(
+    info: GraphInfo, profile: DeviceProfile, precision: str, kept: Sequence[str] = (), kept_precision: str = "fp16"
+) -> CostEstimate:
+    """Modelled accelerator time of ``info`` at ``precision``, the ``kept`` nodes at ``kept_precision`` (the
+    profile's peak for it, else the precision's: a profile that does not say cannot price mixed precision)."""
+
+    def peak(p: str) -> float:
+        return profile.peak_tops.get(p, profile.peak_tops[precision]) * 1e12 * profile.utilization
+
+    slow = {n: (peak(kept_precision), PRECISION_BYTES[kept_precision]) for n in kept}
+    return estimate(
+        info, peak(precision), profile.dram_gbps * 1e9, profile.op_overhead_us * 1e-6, PRECISION_BYTES[precision], slow
+    )
 
 
 def cpu_time(info: GraphInfo, cpu: CpuModel) -> CostEstimate:

@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,10 +72,14 @@ def list_images(folder: str | Path, what: str = "image folder") -> list[Path]:
     return files
 
 
+def load_images(files: Sequence[Path], imgsz: tuple[int, int]) -> list[np.ndarray]:
+    """Letterboxed network inputs of ``files``."""
+    return [letterbox(read_image(f), imgsz).tensor for f in files]
+
+
 def load_calibration(folder: str | Path, imgsz: tuple[int, int], limit: int | None = None) -> list[np.ndarray]:
     """Letterboxed network inputs from a folder of images (the first ``limit`` in name order)."""
-    files = list_images(folder, "calibration folder")[:limit]
-    return [letterbox(read_image(f), imgsz).tensor for f in files]
+    return load_images(list_images(folder, "calibration folder")[:limit], imgsz)
 
 
 def default_calib_dir() -> Path:

@@ -20,8 +20,16 @@ import numpy as np
 import onnx
 
 from yolo_edge.backends import cpu_backend
-from yolo_edge.backends.base import Backend, Executable, NpuCompileError, median_run_s, run_chain
-from yolo_edge.config import PRECISION_BYTES, DeployConfig, DeviceProfile, PrecisionCheckConfig
+from yolo_edge.backends.base import (
+    Backend,
+    Executable,
+    LayerError,
+    NpuCompileError,
+    cosine,
+    median_run_s,
+    run_chain,
+)
+from yolo_edge.config import PRECISION_BYTES, DeployConfig, DeviceProfile, PrecisionCheckConfig, Variant
 from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
 from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
 from yolo_edge.graph import GraphInfo
@@ -43,23 +51,6 @@ class CheckResult:
 
 def skipped(name: str, why: str) -> CheckResult:
     return CheckResult(name, None, f"not evaluated: {why}")
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    # elementwise sums, not np.dot/np.linalg: keeps numpy's BLAS thread pool (which may busy-wait after
-    # a call) out of loops that time the inference runtimes; a precaution, its effect not measured here
-    x, y = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
-    nx, ny = float(np.sqrt(np.sum(x * x))), float(np.sqrt(np.sum(y * y)))
-    if nx == 0 and ny == 0:
-        return 1.0
-    if nx == 0 or ny == 0:
-        return 0.0
-    return float(np.sum(x * y)) / (nx * ny)
-
-
-def variant_label(precision: str, scheme: str | None) -> str:
-    """``int8/s8`` for an INT8 variant with its activation scheme, else the precision."""
-    return f"{precision}/{scheme}" if scheme else precision
 
 
 @dataclass
@@ -101,9 +92,10 @@ class Checker:
         self.cfg = cfg
         self.npu = npu
         self.cpu = cpu_backend()
-        self._compiled: dict[tuple[str, str, str | None], Executable] = {}
+        self._compiled: dict[tuple[str, Variant], Executable] = {}
         self._cpu_s: dict[str, tuple[float, str]] = {}
         self._queried: dict[str, tuple[int, list[str]]] = {}
+        self._ranked: dict[tuple[str, Variant], list[LayerError]] = {}
 
     def _query(self, cand: Candidate) -> tuple[int, list[str]]:
         """The runtime's answer to which of ``cand``'s ops it refuses (OpenVINO query_model, Rockchip's compiler)."""
@@ -184,46 +176,72 @@ class Checker:
             numbers,
         )
 
-    def compile(self, cand: Candidate, precision: str, scheme: str | None = None) -> Executable:
-        key = (cand.name, precision, scheme)
+    def compile(self, cand: Candidate, variant: Variant) -> Executable:
+        key = (cand.name, variant)
         if key not in self._compiled:
-            self._compiled[key] = self.npu.compile(cand.model, precision, cand.feeds_calib, scheme)
+            self._compiled[key] = self.npu.compile(cand.model, variant, cand.feeds_calib)
         return self._compiled[key]
 
+    def close(self) -> None:
+        """Release the executables compiled for the checks (a toolchain worker's compiled graphs)."""
+        for exe in self._compiled.values():
+            exe.close()
+        self._compiled.clear()
+
+    def ranked_layers(self, cand: Candidate, variant: Variant) -> list[LayerError]:
+        """``cand``'s layers at ``variant`` by the error each adds, worst first (the backend's own measurement:
+        Rockchip's accuracy analysis, OpenVINO per-convolution outputs); cached."""
+        key = (cand.name, variant)
+        if key not in self._ranked:
+            self._ranked[key] = self.npu.layer_errors(cand.model, variant, cand.feeds_calib, cand.feeds_eval[:4])
+        return self._ranked[key]
+
     # -- 3. precision
-    def precision(self, cand: Candidate, precision: str, scheme: str | None = None) -> CheckResult:
-        label = variant_label(precision, scheme)
+    def precision(self, cand: Candidate, variant: Variant) -> CheckResult:
         try:
-            exe = self.compile(cand, precision, scheme)
+            exe = self.compile(cand, variant)
         except NpuCompileError as exc:
             return CheckResult(
-                "precision", False, f"cannot compile at {label}: {exc}", {"precision": precision, "int8_scheme": scheme}
+                "precision", False, f"cannot compile at {variant.label}: {exc}", {"precision": variant.precision}
             )
         outputs = [exe.run(feeds) for feeds in cand.feeds_eval]
-        result = judge(self.cfg.checks.precision, cand, precision, scheme, outputs)
-        return result if result.passed else layer_evidence(self.npu, self.profile, result, cand, precision)
+        result = judge(self.cfg.checks.precision, cand, variant, outputs)
+        if result.passed or variant.precision != "int8":
+            return result
+        worst = ", ".join(f"{r.layer} ({r.op}) cos {r.cosine:.4f}" for r in self.ranked_layers(cand, variant)[:3])
+        if not worst:
+            return result
+        return CheckResult(
+            result.name,
+            result.passed,
+            f"{result.reason}; worst layers by {self.npu.name}'s per-layer error: {worst}",
+            {**result.numbers, "worst_layers": worst},
+        )
 
     # -- 4. performance
     def _measure(self, exe: Executable, feeds: dict[str, np.ndarray]) -> float:
         perf = self.cfg.checks.performance
         return median_run_s(exe, feeds, perf.runs, perf.warmup)
 
-    def int8_schemes(self, cand: Candidate) -> tuple[list[str], str]:
-        """The backend's INT8 activation schemes for ``cand``, fastest first, and how they were ordered.
+    def int8_variants(self, cand: Candidate) -> tuple[list[Variant], str]:
+        """The backend's INT8 variants (each activation scheme with each quantizer) for ``cand``, fastest first,
+        and how they were ordered.
 
         Measured where latency is measured (which scheme is faster depends on the CPU's kernels); with
-        modelled latency, or one scheme, the configured order."""
-        schemes = list(self.npu.int8_schemes)
-        if len(schemes) < 2 or self.profile.latency == "modelled":
-            return schemes, ""
-        speed: dict[str, float] = {}
-        for scheme in schemes:
+        modelled latency, or one variant, the configured order."""
+        variants = [Variant("int8", s, q) for q in self.npu.quantizers for s in self.npu.int8_schemes]
+        if len(variants) < 2 or self.profile.latency == "modelled":
+            return variants, ""
+        speed: dict[Variant, float] = {}
+        for v in variants:
             try:
-                speed[scheme] = self.times(cand, "int8", scheme)[0]
+                speed[v] = self.times(cand, v)[0]
             except NpuCompileError:
-                speed[scheme] = float("inf")
-        schemes.sort(key=lambda s: speed[s])
-        return schemes, "INT8 schemes by measured speed: " + ", ".join(f"{s} {speed[s] * 1e3:.2f} ms" for s in schemes)
+                speed[v] = float("inf")
+        variants.sort(key=lambda v: speed[v])
+        return variants, "INT8 variants by measured speed: " + ", ".join(
+            f"{v.label} {speed[v] * 1e3:.2f} ms" for v in variants
+        )
 
     def cpu_s(self, cand: Candidate) -> tuple[float, str]:
         """CPU FP32 seconds of ``cand`` (modelled on the profile's board CPU, or measured here); cached."""
@@ -238,25 +256,30 @@ class Checker:
                 )
         return self._cpu_s[cand.name]
 
-    def times(self, cand: Candidate, precision: str, scheme: str | None = None) -> tuple[float, float, str]:
-        """(NPU seconds, CPU seconds, 'measured'|'modelled') for ``cand`` at ``precision``."""
+    def times(self, cand: Candidate, variant: Variant) -> tuple[float, float, str]:
+        """(NPU seconds, CPU seconds, 'measured'|'modelled') for ``cand`` at ``variant``."""
         cpu_s, kind = self.cpu_s(cand)
         if kind == "modelled":
-            return npu_time(cand.info, self.profile, precision).total_s, cpu_s, kind
-        return self._measure(self.compile(cand, precision, scheme), cand.feeds_eval[0]), cpu_s, kind
+            kept_precision = self.npu.kept_precision or variant.precision
+            return (
+                npu_time(cand.info, self.profile, variant.precision, variant.kept, kept_precision).total_s,
+                cpu_s,
+                kind,
+            )
+        return self._measure(self.compile(cand, variant), cand.feeds_eval[0]), cpu_s, kind
 
     def transfer_s(self, cand: Candidate, precision: str) -> float:
         width = PRECISION_BYTES[precision] / 4
         n_bytes = int((cand.transfer_in_bytes + cand.transfer_out_bytes) * width)
         return transfer_time(n_bytes, self.profile.link, cand.transfers)
 
-    def performance(self, cand: Candidate, precision: str, scheme: str | None = None) -> CheckResult:
+    def performance(self, cand: Candidate, variant: Variant) -> CheckResult:
         limit = self.cfg.checks.performance.max_ratio
         try:
-            npu_s, cpu_s, kind = self.times(cand, precision, scheme)
+            npu_s, cpu_s, kind = self.times(cand, variant)
         except NpuCompileError as exc:
-            return CheckResult("performance", False, f"cannot compile at {variant_label(precision, scheme)}: {exc}")
-        xfer = self.transfer_s(cand, precision)
+            return CheckResult("performance", False, f"cannot compile at {variant.label}: {exc}")
+        xfer = self.transfer_s(cand, variant.precision)
         ratio = (npu_s + xfer) / cpu_s if cpu_s > 0 else float("inf")
         numbers: dict[str, Number] = {
             "npu_ms": round(npu_s * 1e3, 3),
@@ -273,7 +296,7 @@ class Checker:
             return CheckResult("performance", False, f"{verdict} > {limit}x", numbers)
         return CheckResult("performance", True, f"{verdict} <= {limit}x", numbers)
 
-    def run_all(self, cand: Candidate, precision: str, scheme: str | None = None) -> dict[str, CheckResult]:
+    def run_all(self, cand: Candidate, variant: Variant) -> dict[str, CheckResult]:
         """Run the checks in the configured order, stopping at the first failure (the rest: not evaluated)."""
         results: dict[str, CheckResult] = {}
         failed: str | None = None
@@ -284,34 +307,14 @@ class Checker:
             if name == "op_support":
                 results[name] = self.op_support(cand)
             elif name == "memory":
-                results[name] = self.memory(cand, precision)
+                results[name] = self.memory(cand, variant.precision)
             elif name == "precision":
-                results[name] = self.precision(cand, precision, scheme)
+                results[name] = self.precision(cand, variant)
             else:
-                results[name] = self.performance(cand, precision, scheme)
+                results[name] = self.performance(cand, variant)
             if results[name].passed is False:
                 failed = name
         return results
-
-
-def layer_evidence(
-    npu: Backend, profile: DeviceProfile, result: CheckResult, cand: Candidate, precision: str
-) -> CheckResult:
-    """A failed precision check with the vendor's per-layer analysis attached, where the toolchain has one
-    (Rockchip's accuracy_analysis: each layer's cosine to FP32 on the simulator, of the layer alone)."""
-    analyse = getattr(npu, "layer_errors", None)
-    if analyse is None:
-        return result
-    rows = analyse(cand.model, precision, cand.feeds_calib, cand.feeds_eval[0])[:3]
-    if not rows:
-        return result
-    worst = ", ".join(f"{r.layer} ({r.op}) cos {r.single_cos:.4f}" for r in rows)
-    return CheckResult(
-        result.name,
-        result.passed,
-        f"{result.reason}; worst layers by {profile.runtime} accuracy analysis: {worst}",
-        {**result.numbers, "worst_layers": worst},
-    )
 
 
 @dataclass(frozen=True)
@@ -351,21 +354,20 @@ def fidelity(cand: Candidate, outputs: Sequence[dict[str, np.ndarray]]) -> Fidel
 def judge(
     pc: PrecisionCheckConfig,
     cand: Candidate,
-    precision: str,
-    scheme: str | None,
+    variant: Variant,
     outputs: Sequence[dict[str, np.ndarray]],
     what: str = "",
 ) -> CheckResult:
-    """The precision verdict on ``outputs`` (``cand`` at ``precision`` on each eval image): decided end to
+    """The precision verdict on ``outputs`` (``cand`` at ``variant`` on each eval image): decided end to
     end on the detector output, the subgraph's own outputs only warn."""
-    label = variant_label(precision, scheme)
+    label, precision = variant.label, variant.precision
     sensitive = sorted({n.op_type for n in cand.info.nodes if n.op_type in SENSITIVE_OPS})
     if cand.final_output and precision != "fp32":
         sensitive.append("box/score concat (output0)")
     f = fidelity(cand, outputs)
     numbers: dict[str, Number] = {
         "precision": precision,
-        "int8_scheme": scheme,
+        "variant": label,
         "images": len(outputs),
         "box_cosine": round(f.box_cosine, 5),
         "score_cosine": round(f.score_cosine, 5),

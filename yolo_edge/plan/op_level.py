@@ -15,11 +15,11 @@ import numpy as np
 import onnx
 
 from yolo_edge.backends.base import NpuCompileError, run_chain
-from yolo_edge.config import PRECISION_BYTES
+from yolo_edge.config import PRECISION_BYTES, Variant
 from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
 from yolo_edge.devices.limits import memory_use, memory_violation
 from yolo_edge.graph import GraphInfo
-from yolo_edge.plan.checks import Candidate, Checker, CheckResult, judge, variant_label
+from yolo_edge.plan.checks import Candidate, Checker, CheckResult, judge
 from yolo_edge.split import Piece, cut
 
 
@@ -48,11 +48,9 @@ class OpLevelResult:
     cpu_nodes: tuple[str, ...]
 
 
-def op_level_search(
-    checker: Checker, cand: Candidate, precision: str, scheme: str | None, cpu_ms: float
-) -> OpLevelResult | None:
+def op_level_search(checker: Checker, cand: Candidate, variant: Variant, cpu_ms: float) -> OpLevelResult | None:
     """The op-level split of ``cand`` and its checks; None when an accelerator piece does not fit in memory."""
-    profile = checker.profile
+    profile, precision = checker.profile, variant.precision
     assert profile.cpu is not None
     bad = checker.refused_nodes(cand)
     groups, devices = op_level_groups(cand.model, bad)
@@ -89,28 +87,28 @@ def op_level_search(
             "latency_kind": "modelled",
         },
     )
-    checks = {"precision": _precision(checker, cand, pieces, devices, precision, scheme), "performance": perf}
+    checks = {"precision": _precision(checker, cand, pieces, devices, variant), "performance": perf}
     return OpLevelResult(checks, total_ms, tuple(sorted(bad)))
 
 
 def _precision(
-    checker: Checker, cand: Candidate, pieces: list[Piece], devices: list[str], precision: str, scheme: str | None
+    checker: Checker, cand: Candidate, pieces: list[Piece], devices: list[str], variant: Variant
 ) -> CheckResult:
-    """The pieces in sequence, accelerator pieces at ``precision`` (calibrated on FP32 runs of the pieces
+    """The pieces in sequence, accelerator pieces at ``variant`` (calibrated on FP32 runs of the pieces
     before them), judged like a whole subgraph."""
     fp32 = [checker.cpu.compile(p.model, "fp32") for p in pieces]
     calib: list[dict[str, np.ndarray]] = [run_chain(fp32, f) for f in cand.feeds_calib]
     try:
         exes = [
-            checker.npu.compile(p.model, precision, [{n: t[n] for n in p.inputs} for t in calib], scheme)
+            checker.npu.compile(p.model, variant, [{n: t[n] for n in p.inputs} for t in calib])
             if d == "npu"
             else fp32[k]
             for k, (p, d) in enumerate(zip(pieces, devices))
         ]
     except NpuCompileError as exc:
-        return CheckResult("precision", False, f"cannot compile a piece at {variant_label(precision, scheme)}: {exc}")
+        return CheckResult("precision", False, f"cannot compile a piece at {variant.label}: {exc}")
     outputs = [
         {n: out[n] for n in ref}
         for out, ref in ((run_chain(exes, f), r) for f, r in zip(cand.feeds_eval, cand.reference))
     ]
-    return judge(checker.cfg.checks.precision, cand, precision, scheme, outputs, what="op level at ")
+    return judge(checker.cfg.checks.precision, cand, variant, outputs, what="op level at ")

@@ -3,7 +3,8 @@ pins), started by ``yolo_edge.toolchains.Worker`` with this file's path. Standar
 ``rknn.api`` only.
 
 Ops (``wire.serve``): ``hello``; ``compile`` (ONNX + calibration dataset file -> RKNN object built for the
-target, optionally exported as ``.rknn``, then loaded on Rockchip's simulator under a key); ``run`` (the
+target, optionally exported as ``.rknn``, then loaded on Rockchip's simulator under a key; with ``kept`` layers,
+Rockchip's hybrid quantization keeps those convolutions in float16); ``run`` (the
 simulator on one set of inputs, NCHW); ``accuracy`` (Rockchip's per-layer ``accuracy_analysis`` of a fresh
 build on given inputs); ``release``. Refusals are reported through the request's captured log, which the
 client parses: this module only drives the toolkit.
@@ -37,9 +38,35 @@ def _build(args: dict[str, Any]) -> Any:
     if r.load_onnx(model=args["onnx"]) != 0:
         raise RuntimeError("load_onnx failed")
     quantize = args["precision"] == "int8"
+    if quantize and args.get("kept"):
+        return _hybrid(r, args)
     if r.build(do_quantization=quantize, dataset=args.get("dataset") if quantize else None) != 0:
         raise RuntimeError("build failed")
     return r
+
+
+def _hybrid(r: Any, args: dict[str, Any]) -> Any:
+    """Rockchip's hybrid quantization: step 1 writes the quantized graph and its config beside the ONNX, the
+    ``kept`` convolutions are listed under ``custom_quantize_layers`` as float16, step 2 builds from them."""
+    folder, stem = os.path.split(os.path.splitext(args["onnx"])[0])
+    here = os.getcwd()
+    os.chdir(folder)  # step 1 writes <stem>.model, .data and .quantization.cfg into the current folder
+    try:
+        if r.hybrid_quantization_step1(dataset=args["dataset"]) != 0:
+            raise RuntimeError("hybrid_quantization_step1 failed")
+        r.release()
+        cfg = f"{stem}.quantization.cfg"
+        with open(cfg) as f:
+            text = f.read()
+        layers = "".join(f"    '{name}': float16\n" for name in args["kept"])
+        with open(cfg, "w") as f:
+            f.write(text.replace("custom_quantize_layers: {}\n", f"custom_quantize_layers:\n{layers}", 1))
+        r = _rknn()
+        if r.hybrid_quantization_step2(f"{stem}.model", f"{stem}.data", cfg) != 0:
+            raise RuntimeError("hybrid_quantization_step2 failed")
+        return r
+    finally:
+        os.chdir(here)
 
 
 def hello(args: dict[str, Any], arrays: Arrays) -> tuple[dict[str, Any], Arrays]:

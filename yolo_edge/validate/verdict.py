@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from yolo_edge.pipeline.postprocess import Detections
-from yolo_edge.validate.accuracy import MapResult
+from yolo_edge.validate.accuracy import Accuracy, MapResult
 from yolo_edge.validate.latency import LatencyResult
 
 OK = "ok"
@@ -72,12 +72,32 @@ class PlanRun:
     name: str
     planned: str | None = None  # the planner's failed check for this plan (precision, op_support, memory, to compile)
     latency: LatencyResult | None = None
-    map: MapResult | None = None
-    drift: MapResult | None = None
+    accuracy: Accuracy | None = None  # against labels where there are labels, and agreement with the reference
+    accuracy_drift: Accuracy | None = None  # both, minus the reference's
     memory_peak_bytes: int | None = None
     detections: list[Detections] | None = None
     same_as_cpu: bool = False  # the split placed nothing on the NPU: it is the whole-cpu plan
     fails: list[str] = field(default_factory=list)
+
+    @property
+    def map(self) -> MapResult | None:
+        """The accuracy figure that decides (labels where there are labels, else agreement)."""
+        return None if self.accuracy is None else self.accuracy.map
+
+    @property
+    def drift(self) -> MapResult | None:
+        """The drift that decides, against the reference."""
+        return None if self.accuracy_drift is None else self.accuracy_drift.map
+
+    @property
+    def criterion(self) -> str | None:
+        """``labels`` or ``agreement``: which drift decided (None: not measured)."""
+        return None if self.accuracy is None else self.accuracy.criterion
+
+    @property
+    def agreement_drift(self) -> MapResult | None:
+        """The drift in agreement with the reference (pseudo-labels), reported beside the labelled one."""
+        return None if self.accuracy_drift is None else self.accuracy_drift.agreement
 
     def judge(self, limits: Limits) -> None:
         self.fails = failures(
@@ -109,6 +129,8 @@ class PlanRun:
             "memory_peak_bytes": self.memory_peak_bytes,
             "map": None if self.map is None else self.map.to_dict(),
             "map_drift": None if self.drift is None else self.drift.to_dict(),
+            "agreement_drift": None if self.agreement_drift is None else self.agreement_drift.to_dict(),
+            "criterion": self.criterion,
         }
 
 

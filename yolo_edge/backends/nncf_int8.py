@@ -1,0 +1,85 @@
+"""INT8 post-training quantization with NNCF, OpenVINO's own quantizer, as ultralytics' OpenVINO INT8 export
+runs it: ``nncf.quantize`` on the OpenVINO model with the MIXED preset (symmetric weights, asymmetric ``u8``
+activations) or PERFORMANCE (symmetric ``s8`` activations), fast bias correction, every calibration sample.
+
+The overflow fix: without VNNI (AVX2-only x86), u8 x s8 products are summed in int16 and saturate, so NNCF
+quantizes the first layer's weights to 7 bits (its default ``FIRST_LAYER``); with VNNI or AMX nothing
+saturates and the fix is off (``DISABLE``), which is more accurate. Which one ran is in the cache key and in
+:func:`overflow_fix`'s answer, so a plan can say it.
+
+Layers kept at higher precision (layer-level mixed precision) go in NNCF's ignored scope: their
+convolutions get no FakeQuantize and compute in FP32.
+
+Results are cached on disk by a hash of the model, the calibration data and the options.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from collections.abc import Sequence
+
+import onnx
+
+from yolo_edge.backends.base import CalibSet
+from yolo_edge.backends.quantize import cache_dir, calib_key
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.files import atomic_write
+from yolo_edge.host import int8_products_saturate
+
+NNCF_VERSION = "nncf-ov-1"
+
+
+def overflow_fix() -> str:
+    """NNCF's overflow fix for this CPU: ``disable`` where int8 dot products do not saturate, else ``first_layer``."""
+    return "first_layer" if int8_products_saturate() else "disable"
+
+
+def _ignored_names(ov_model: object, kept: Sequence[str]) -> list[str]:
+    """OpenVINO op names of the ONNX nodes in ``kept``: the node's own op and the ops OpenVINO decomposed it into
+    (a Conv with a bias reads as ``<name>/WithoutBiases`` + ``<name>``)."""
+    names = [op.get_friendly_name() for op in ov_model.get_ops()]  # type: ignore[attr-defined]
+    found = [n for n in names if any(n == k or n.startswith(f"{k}/") for k in kept)]
+    missing = [k for k in kept if not any(n == k or n.startswith(f"{k}/") for n in found)]
+    if missing:
+        raise YoloEdgeError(f"layers to keep at higher precision are not in the model: {', '.join(missing[:3])}")
+    return found
+
+
+def quantize_nncf(
+    model: onnx.ModelProto, calib: CalibSet, scheme: str, kept: Sequence[str] = ()
+) -> tuple[bytes, bytes]:
+    """The INT8 OpenVINO IR (xml, bin) of ``model``, NNCF-quantized on ``calib`` with ``scheme`` activations
+    (``u8``: MIXED preset, ``s8``: PERFORMANCE), ``kept`` nodes left in FP32; cached."""
+    if not calib:
+        raise YoloEdgeError("INT8 needs calibration images; pass --calib DIR with at least one image")
+    fix = overflow_fix()
+    key = calib_key(model, calib, f"{NNCF_VERSION}/{scheme}/{fix}/{','.join(sorted(kept))}")
+    xml_path, bin_path = cache_dir() / f"{key}.xml", cache_dir() / f"{key}.bin"
+    if xml_path.is_file() and bin_path.is_file():
+        return xml_path.read_bytes(), bin_path.read_bytes()
+    import nncf
+    from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
+
+    from yolo_edge.backends.openvino import ir_bytes, read_onnx
+
+    nncf.set_log_level(logging.ERROR)
+    ov_model = read_onnx(model)
+    inputs = [i.get_any_name() for i in ov_model.inputs]
+    with contextlib.redirect_stdout(io.StringIO()):  # NNCF draws its progress bars on stdout (rich)
+        quantized = nncf.quantize(
+            ov_model,
+            nncf.Dataset([{n: feeds[n] for n in inputs} for feeds in calib]),
+            preset=nncf.QuantizationPreset.MIXED if scheme == "u8" else nncf.QuantizationPreset.PERFORMANCE,
+            target_device=nncf.TargetDevice.CPU,
+            subset_size=len(calib),
+            fast_bias_correction=True,
+            ignored_scope=nncf.IgnoredScope(names=_ignored_names(ov_model, kept)) if kept else None,
+            advanced_parameters=AdvancedQuantizationParameters(overflow_fix=OverflowFix(fix)),
+        )
+    xml, weights = ir_bytes(quantized)
+    xml_path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(bin_path, weights)  # the weights first: an xml on disk means its bin is complete
+    atomic_write(xml_path, xml)
+    return xml, weights

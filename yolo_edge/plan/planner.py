@@ -1,0 +1,375 @@
+"""The planner: the four checks at three granularities, over every precision variant, into a :class:`PlanSpace`.
+
+* whole graph: the full model on the NPU at the profile's first precision, checked like any subgraph
+  (the safety-net comparison and the case study's first row);
+* subgraph (the default): backbone and neck are NPU candidates at every variant the host computes (each
+  precision of the profile; for INT8 each activation scheme with each quantizer); head and decode stay on
+  the CPU in FP32 (``plan.head_on_npu: auto`` makes the head a candidate too; decode always stays FP32);
+* op level: when a variant fails only on a few unsupported ops, its nodes are cut into NPU and CPU runs
+  (connected groups in execution order, as onnxruntime's GetCapability partitions), kept only if the pieces
+  plus their transfers beat running the subgraph on the CPU.
+
+Layer-level mixed precision: an INT8 variant that fails only the precision check is retried with its most
+sensitive layers (ranked by the backend's per-layer error) kept at higher precision, 1, 2, 4, ... up to
+``plan.max_kept_layers``, until it passes; :meth:`Planner.relax` does the same for a variant the verdict
+blames for drift. The checks prune; the search (``yolo_edge.search``) decides among what is left.
+
+Example:
+    >>> plan = plan_model(split, load_profile("sim-edge-npu"), load_deploy_config(), images)  # doctest: +SKIP
+    >>> [(s.name, s.device, s.precision) for s in plan.subgraphs]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+
+import numpy as np
+import onnx
+
+from yolo_edge.backends import cpu_backend, create_backend
+from yolo_edge.backends.base import Backend, NpuCompileError
+from yolo_edge.config import CHECKS, DeployConfig, DeviceProfile, Variant
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.graph import GraphInfo
+from yolo_edge.plan.checks import SENSITIVE_OPS, Candidate, Checker, CheckResult, first_failure, skipped
+from yolo_edge.plan.op_level import op_level_search
+from yolo_edge.plan.placement import FP32, PlacementPlan, PlanSpace, SubgraphPlan, WholeGraphVerdict, boundary_tensors
+from yolo_edge.split import SplitModel
+
+Log = Callable[[str], None]
+
+
+def _rule(name: str, cfg: DeployConfig) -> str | None:
+    """Why a design rule keeps subgraph ``name`` on the CPU in FP32, or None."""
+    if name == "decode":
+        return (
+            "decode stays FP32 on the CPU: DFL softmax, dist2bbox and the box/score concat lose the class scores "
+            "at low precision"
+        )
+    if name == "head" and cfg.plan.head_on_npu == "never":
+        return "head on the CPU in FP32 by default (plan.head_on_npu: never)"
+    return None
+
+
+def _placed_by_rule(
+    checker: Checker, cand: Candidate, rule: str, primary: str, cpu_ms: float, kind: str
+) -> SubgraphPlan:
+    """A subgraph a design rule keeps on the CPU, with the compile-time checks still reported."""
+    sensitive = sorted({n.op_type for n in cand.info.nodes if n.op_type in SENSITIVE_OPS})
+    precision = (
+        CheckResult(
+            "precision",
+            False,
+            f"{primary}: precision-sensitive ops {', '.join(sensitive)} and output0 at low precision",
+            {"precision": primary},
+        )
+        if cand.name == "decode"
+        else skipped("precision", "placed by rule")
+    )
+    checks = {
+        "op_support": checker.op_support(cand),
+        "memory": checker.memory(cand, primary),
+        "precision": precision,
+        "performance": skipped("performance", "placed by rule"),
+    }
+    return SubgraphPlan(cand.name, "cpu", FP32, "rule", rule, checks, None, cpu_ms, kind)
+
+
+class PlanRefused(YoloEdgeError):
+    """--strict: the plan would fall back to the CPU. Exit code 1 (not a usage error)."""
+
+    exit_code = 1
+
+
+class Planner:
+    def __init__(
+        self,
+        split: SplitModel,
+        profile: DeviceProfile,
+        cfg: DeployConfig,
+        images: Sequence[np.ndarray],
+        log: Log | None = None,
+        npu: Backend | None = None,
+    ) -> None:
+        if len(images) < 2:
+            raise YoloEdgeError("planning needs at least 2 calibration images; pass --calib DIR with more images")
+        self.split = split
+        self.profile = profile
+        self.cfg = cfg
+        self.log = log or (lambda _msg: None)
+        n_cal = min(cfg.calib_images, len(images) - 1)
+        n_eval = min(cfg.checks.precision.images, len(images) - n_cal)
+        self.log(f"running {len(images)} calibration images through the FP32 subgraphs")
+        cpu = cpu_backend()
+        self.fp32 = [cpu.compile(sg.model, "fp32") for sg in split.subgraphs]
+        tensors = boundary_tensors(split, images, self.fp32)
+        self.calib, self.eval = tensors[:n_cal], tensors[n_cal : n_cal + n_eval]
+        self.checker = Checker(profile, cfg, npu or create_backend(profile))
+        self.output_name = split.output.name
+        self._candidates: dict[str, Candidate] = {}
+
+    def close(self) -> None:
+        self.checker.close()
+
+    def _candidate(self, name: str, model: onnx.ModelProto, inputs: Sequence[str], outputs: Sequence[str]) -> Candidate:
+        """``name`` is ``whole_graph`` or a subgraph: the subgraphs after it run in FP32 for the end-to-end check.
+        Its transfers are counted as if every input and output crossed the link (the worst case)."""
+        if name in self._candidates:
+            return self._candidates[name]
+        names = [sg.name for sg in self.split.subgraphs]
+        later = self.fp32[names.index(name) + 1 :] if name in names else []
+        info = GraphInfo.of(model)
+        cand = Candidate(
+            name=name,
+            model=model,
+            info=info,
+            feeds_calib=[{n: t[n] for n in inputs} for t in self.calib],
+            feeds_eval=[{n: t[n] for n in inputs} for t in self.eval],
+            reference=[{n: t[n] for n in outputs} for t in self.eval],
+            eval_tensors=self.eval,
+            downstream=tuple(later),
+            output_name=self.output_name,
+            transfer_in_bytes=sum(info.tensor(n).bytes for n in inputs),
+            transfer_out_bytes=sum(info.tensor(n).bytes for n in outputs),
+            transfers=len(inputs) + len(outputs),
+        )
+        self._candidates[name] = cand
+        return cand
+
+    def subgraph_candidate(self, name: str) -> Candidate:
+        sg = self.split[name]
+        return self._candidate(name, sg.model, [t.name for t in sg.inputs], [t.name for t in sg.outputs])
+
+    @property
+    def precisions(self) -> list[str]:
+        """The profile's precisions that the accelerator's backend can really compute on this host."""
+        return [p for p in self.profile.precisions if p in self.checker.npu.precisions]
+
+    @property
+    def skipped_precisions(self) -> list[str]:
+        """Why the profile's other precisions are not tried (e.g. no FP16 kernels in this CPU's OpenVINO)."""
+        return [
+            f"{p} skipped: {self.checker.npu.name} cannot compute {p} on this host"
+            for p in self.profile.precisions
+            if p not in self.checker.npu.precisions
+        ]
+
+    def _variants(self, cand: Candidate, precisions: Sequence[str]) -> Iterator[tuple[Variant, str]]:
+        """(variant, how the INT8 variants were ordered) in the order the planner tries them: the profile's
+        precisions, and within INT8 each scheme with each quantizer, fastest first. Lazy: INT8 is timed only
+        when reached."""
+        for precision in precisions:
+            if precision != "int8":
+                yield Variant(precision), ""
+                continue
+            variants, how = self.checker.int8_variants(cand)
+            for v in variants:
+                yield v, how
+
+    # ---------------------------------------------------------------- whole graph
+    def whole_graph(self) -> WholeGraphVerdict:
+        model = self.split.exported.load()
+        cand = self._candidate("whole_graph", model, [self.split.input.name], [self.split.output.name])
+        if not self.precisions:
+            raise YoloEdgeError(
+                f"{self.profile.name}: this host computes none of its precisions "
+                f"({'; '.join(self.skipped_precisions)}); "
+                "pick another --device"
+            )
+        self.log(f"checking the whole graph on {self.profile.name} at {self.precisions[0]}")
+        results: dict[str, CheckResult] = {}
+        variant: Variant | None = None
+        for variant, _ in self._variants(cand, self.precisions[:1]):  # the first that passes, else the last
+            results = self.checker.run_all(cand, variant)
+            if first_failure(results) is None:
+                break
+        failed = first_failure(results)
+        reason = results[failed].reason if failed else "all four checks pass"
+        return WholeGraphVerdict(failed is None, variant, failed, reason, results)
+
+    # ---------------------------------------------------------------- subgraphs
+    def space(self, strict: bool = False) -> PlanSpace:
+        """Every subgraph's options and rejected variants; ``strict``: no subgraph may fall back to the CPU."""
+        whole = self.whole_graph()
+        options: dict[str, tuple[SubgraphPlan, ...]] = {}
+        rejected: dict[str, tuple[SubgraphPlan, ...]] = {}
+        for sg in self.split.subgraphs:
+            self.log(f"placing {sg.name}")
+            options[sg.name], rejected[sg.name] = self._options(self.subgraph_candidate(sg.name))
+        if strict:
+            refused = [n for n, opts in options.items() if opts[0].device == "cpu" and opts[0].granularity != "rule"]
+            refused += [n for n, opts in options.items() if opts[0].cpu_nodes]
+            if refused:
+                raise PlanRefused(
+                    "strict mode: "
+                    + "; ".join(f"{n} would fall back to the CPU ({options[n][-1].reason})" for n in refused)
+                )
+            options = {n: opts if opts[0].granularity == "rule" else opts[:-1] for n, opts in options.items()}
+        notes = (f"latency is {self.profile.latency} ({self.profile.kind} device {self.profile.name})",)
+        meta = self.split.exported.meta
+        base = PlacementPlan(
+            str(self.split.exported.path),
+            self.profile.name,
+            self.profile.kind,
+            self.profile.latency,
+            meta.imgsz,
+            strict,
+            whole,
+            (),
+            0.0,
+            notes,
+        )
+        return PlanSpace(self.split, self.profile.link, base, options, rejected)
+
+    def _options(self, cand: Candidate) -> tuple[tuple[SubgraphPlan, ...], tuple[SubgraphPlan, ...]]:
+        """(the plans of ``cand`` that pass the checks: accelerator variants fastest first, then the CPU; the
+        variants ruled out). A rule keeps it on the CPU alone."""
+        cpu_s, kind = self.checker.cpu_s(cand)
+        cpu_ms = cpu_s * 1e3
+        rule = _rule(cand.name, self.cfg)
+        if rule:
+            return (_placed_by_rule(self.checker, cand, rule, self.precisions[0], cpu_ms, kind),), ()
+        passed: list[SubgraphPlan] = []
+        failed: list[SubgraphPlan] = []
+        for variant, how in self._variants(cand, self.precisions):
+            plan = self._try(cand, variant, how, cpu_ms, kind)
+            (passed if plan.device == "npu" else failed).append(plan)
+            if plan.checks["op_support"].passed is False:
+                break  # op support is the same at every precision
+        if not any(p.precision == "int8" for p in passed):  # INT8 fails only on precision: keep layers out of it
+            for f in (f for f in failed if f.precision == "int8" and first_failure(f.checks) == "precision"):
+                mixed = self.mixed(cand, f.variant, 1, f.reason, cpu_ms, kind)
+                if mixed is not None:
+                    passed.append(mixed)
+                    break
+        passed.sort(key=lambda p: p.latency_ms)
+        if passed:
+            why, checks = "on the CPU in FP32", {c: skipped(c, "on the CPU in FP32") for c in CHECKS}
+        else:  # the old "back to the CPU", with each variant's reason and the last one's checks
+            reasons = [p.reason for p in failed] + self.skipped_precisions
+            why, checks = "back to the CPU: " + "; ".join(reasons), failed[-1].checks if failed else {}
+        cpu = SubgraphPlan(cand.name, "cpu", FP32, "subgraph", why, checks, None, cpu_ms, kind)
+        return (*passed, cpu), tuple(failed)
+
+    def _try(self, cand: Candidate, variant: Variant, how: str, cpu_ms: float, kind: str) -> SubgraphPlan:
+        """``cand`` at ``variant`` through the checks: a passing accelerator plan, an op-level or mixed-precision
+        one where that rescues it, else the failure (device ``cpu``, its reason)."""
+        results = self.checker.run_all(cand, variant)
+        failed = first_failure(results)
+        if failed is None:
+            why = f"all four checks pass at {variant.label}" + (f" ({how})" if how else "")
+            return self._accelerated(cand, variant, results, why, cpu_ms, kind)
+        reason = f"{variant.label} failed {failed}: {results[failed].reason.removeprefix(f'{variant.label}: ')}"
+        if (
+            failed == "op_support"
+            and self.cfg.plan.op_level
+            and self.profile.latency == "modelled"
+            and self.profile.cpu
+        ):
+            op_plan = _op_level_plan(self.checker, cand, variant, results, cpu_ms, kind)
+            if op_plan is not None:
+                return op_plan
+            reason += " (op-level fallback does not pay)"
+        return SubgraphPlan(cand.name, "cpu", variant, "subgraph", reason, results, None, cpu_ms, kind)
+
+    def _accelerated(
+        self, cand: Candidate, variant: Variant, results: dict[str, CheckResult], why: str, cpu_ms: float, kind: str
+    ) -> SubgraphPlan:
+        npu_ms = float(results["performance"].numbers["npu_ms"] or 0.0)
+        return SubgraphPlan(cand.name, "npu", variant, "subgraph", why, results, npu_ms, cpu_ms, kind)
+
+    def mixed(
+        self, cand: Candidate, variant: Variant, start: int, after: str, cpu_ms: float, kind: str
+    ) -> SubgraphPlan | None:
+        """``variant`` with ``start``, then twice as many, ... of ``cand``'s most sensitive layers kept at the
+        backend's higher precision, up to ``plan.max_kept_layers``: the first that passes the checks, else None."""
+        npu = self.checker.npu
+        if variant.precision != "int8" or npu.kept_precision is None or self.cfg.plan.max_kept_layers < start:
+            return None
+        ranked = self.checker.ranked_layers(cand, replace(variant, kept=()))
+        k = start
+        while ranked and k <= min(self.cfg.plan.max_kept_layers, len(ranked)):
+            top = ranked[:k]
+            trial = replace(variant, kept=tuple(r.layer for r in top))
+            self.log(f"{cand.name}: {trial.label}, keeping {k} layer(s) at {npu.kept_precision}")
+            results = self.checker.run_all(cand, trial)
+            if first_failure(results) is None:
+                layers = ", ".join(f"{r.layer} (adds {r.added:.4f})" for r in top)
+                why = (
+                    f"kept the {k} layer(s) adding the most error, by {npu.name}'s per-layer measurement, at "
+                    f"{npu.kept_precision}: {layers}; after {after}"
+                )
+                plan = self._accelerated(cand, trial, results, f"all four checks pass at {trial.label}", cpu_ms, kind)
+                return replace(plan, granularity="layer", kept_why=why)
+            k *= 2
+        return None
+
+    def relax(self, option: SubgraphPlan, why: str) -> SubgraphPlan | None:
+        """``option`` (an INT8 accelerator plan the verdict blames for drift) with twice as many layers kept at
+        higher precision (at least 1 more), if that passes the checks and ``plan.max_kept_layers`` allows."""
+        if option.device != "npu" or option.cpu_nodes:
+            return None
+        cand = self.subgraph_candidate(option.name)
+        base = replace(option.variant, kept=())
+        return self.mixed(cand, base, max(1, 2 * len(option.variant.kept)), why, option.cpu_ms, option.latency_kind)
+
+
+def _op_level_plan(
+    checker: Checker,
+    cand: Candidate,
+    variant: Variant,
+    results: dict[str, CheckResult],
+    cpu_ms: float,
+    kind: str,
+) -> SubgraphPlan | None:
+    """The subgraph with its unsupported ops on the CPU and the rest on the accelerator, if that pays."""
+    found = op_level_search(checker, cand, variant, cpu_ms)
+    if found is None or not all(c.passed for c in found.checks.values()):
+        return None
+    checks = {**results, "memory": checker.memory(cand, variant.precision), **found.checks}
+    reason = (
+        f"op-level: {len(found.cpu_nodes)} unsupported op(s) ({', '.join(found.cpu_nodes)}) run on the CPU, "
+        f"the rest on the NPU at {variant.label}; {found.total_ms:.2f} ms beats all-CPU {cpu_ms:.2f} ms"
+    )
+    return SubgraphPlan(
+        cand.name, "npu", variant, "op", reason, checks, found.total_ms, cpu_ms, kind, cpu_nodes=found.cpu_nodes
+    )
+
+
+def plan_space(
+    split: SplitModel,
+    profile: DeviceProfile,
+    cfg: DeployConfig,
+    images: Sequence[np.ndarray],
+    strict: bool = False,
+    log: Log | None = None,
+    npu: Backend | None = None,
+) -> tuple[PlanSpace, Planner]:
+    """The placements of ``split`` on ``profile`` the four checks leave (letterboxed calibration ``images``),
+    and the planner that made them (for :meth:`Planner.relax`; close it when done)."""
+    planner = Planner(split, profile, cfg, images, log, npu)
+    try:
+        return planner.space(strict), planner
+    except NpuCompileError as exc:  # a compile failure outside a check is still explained, not a traceback
+        planner.close()
+        raise YoloEdgeError(f"{profile.name}: {exc}") from None
+    except BaseException:
+        planner.close()
+        raise
+
+
+def plan_model(
+    split: SplitModel,
+    profile: DeviceProfile,
+    cfg: DeployConfig,
+    images: Sequence[np.ndarray],
+    strict: bool = False,
+    log: Log | None = None,
+    npu: Backend | None = None,
+) -> PlacementPlan:
+    """The fastest placement (by estimate) that passes the four checks; see the module docstring. ``npu``: the
+    accelerator backend (default: the profile's)."""
+    space, planner = plan_space(split, profile, cfg, images, strict, log, npu)
+    planner.close()
+    return space.candidates()[0]

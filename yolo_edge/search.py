@@ -1,0 +1,310 @@
+"""Plan search with the verdict as its objective: the fastest placement that passes the proof.
+
+The four checks prune (``plan.planner``: op support, memory, precision, performance, per subgraph and
+precision variant); what is left is a :class:`~yolo_edge.plan.placement.PlanSpace` whose candidates, every
+combination of the subgraphs' options, are ordered by estimated latency. The search builds the fastest
+candidate and judges it as deploy judges a plan: drift on the evaluation images against the FP32
+reference (labels where there are labels, else agreement) and p95 latency against the SLA, measured
+interleaved with the reference. The first that passes ends the search; a slower one already passed is
+kept only if nothing faster passes.
+
+A candidate that fails drift is relaxed where the drift comes from: each of its accelerator subgraphs is
+judged alone at its variant (its sensitivity: the drift with only that subgraph at low precision; each such
+run is itself a candidate and a row of the table). A subgraph variant that fails drift alone is dropped from
+every candidate still waiting (adding low precision elsewhere is not expected to win the drift back), and
+its INT8 form is retried with twice as many of its most sensitive layers at higher precision
+(:meth:`Planner.relax`). When every subgraph passes alone, only that combination is dropped.
+
+The budget (``plan.search_candidates`` judged, ``plan.search_seconds``) bounds the work; every candidate
+judged is reported, with why it was tried and its placement, estimated and measured latency, drift and
+status.
+
+Example:
+    >>> result = search_plans(space, planner, ...)  # doctest: +SKIP
+    >>> [(t.plan.label, t.run.status) for t in result.trials]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from yolo_edge.config import DeployConfig, DeviceProfile
+from yolo_edge.data.resolve import EvalData
+from yolo_edge.pipeline.detector import Detector
+from yolo_edge.pipeline.preprocess import read_image
+from yolo_edge.plan.placement import PlacementPlan, PlanSpace, SubgraphPlan
+from yolo_edge.plan.planner import Planner
+from yolo_edge.progress import Bar
+from yolo_edge.runtime import EventLog, SplitExecutor, Unit, build_units
+from yolo_edge.split import SplitModel
+from yolo_edge.validate.accuracy import Scorer, detect_all
+from yolo_edge.validate.latency import measure_latencies
+from yolo_edge.validate.verdict import Limits, PlanRun
+
+Log = Callable[[str], None]
+Clock = Callable[[], float]
+
+
+@dataclass
+class Trial:
+    """One candidate judged by the verdict."""
+
+    index: int  # 1, 2, ... in the order judged
+    plan: PlacementPlan
+    why: str  # why it was tried: the fastest left, a subgraph's sensitivity, a relaxed variant
+    run: PlanRun  # its drift, latency and status
+    reference_p95_ms: float  # the whole-cpu reference's p95, measured in the same interleaved loop
+    wall_s: float
+
+    @property
+    def estimated_ms(self) -> float:
+        return self.plan.estimated_ms
+
+    @property
+    def passed(self) -> bool:
+        return self.run.ok or (self.run.same_as_cpu and not self.run.fails)
+
+    @property
+    def p95_ratio(self) -> float | None:
+        """p95 over the reference's p95 from the same loop: comparable between trials judged minutes apart."""
+        lat = self.run.latency
+        return None if lat is None or self.reference_p95_ms <= 0 else lat.end_to_end.p95 / self.reference_p95_ms
+
+
+@dataclass
+class SearchResult:
+    trials: list[Trial]
+    chosen: Trial | None  # the fastest that passed (None: none did)
+    candidates: int  # placements the checks left
+    stopped: str  # why the search ended
+    reference: PlanRun  # whole-cpu, the FP32 reference: its detections and accuracy
+    reference_detector: Detector
+    scorer: Scorer  # scores any other plan on the same images against the same reference
+    detector: Detector | None  # the chosen trial's (or, when none passed, the first trial's), still open
+    units: list[Unit]
+    events: EventLog
+
+    @property
+    def shown(self) -> Trial | None:
+        """The trial deploy reports as its split plan: the chosen one, else the fastest judged."""
+        return self.chosen or (self.trials[0] if self.trials else None)
+
+
+class _Judge:
+    """Builds a candidate and judges it: detections on the evaluation images, accuracy against the reference's,
+    latency interleaved with the reference's, status."""
+
+    def __init__(
+        self,
+        split: SplitModel,
+        profile: DeviceProfile,
+        cfg: DeployConfig,
+        calib: Sequence[dict[str, np.ndarray]],
+        evaldata: EvalData,
+        reference: Detector,
+        bar: Bar,
+    ) -> None:
+        self.split, self.profile, self.cfg, self.calib, self.evaldata, self.bar = (
+            split,
+            profile,
+            cfg,
+            calib,
+            evaldata,
+            bar,
+        )
+        self.reference_detector = reference
+        dets = detect_all(reference, evaldata.dataset, cfg.val_nms, bar, "whole-cpu: validate")
+        self.scorer = Scorer(evaldata, dets, cfg.validate, cfg.nms.conf)
+        accuracy = self.scorer.score(dets)
+        self.reference = PlanRun(
+            "whole-cpu", accuracy=accuracy, accuracy_drift=accuracy.minus(accuracy), detections=dets
+        )
+        self.bench = [read_image(r.path) for r in evaldata.dataset.records[:16]]
+        self.limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
+
+    def detector(self, plan: PlacementPlan, events: EventLog) -> tuple[Detector, list[Unit]]:
+        fuse = self.cfg.runtime.fuse_units
+        units = build_units(self.split, plan, self.profile, self.calib, events, fuse=fuse)
+        executor = SplitExecutor(units, self.cfg.runtime, self.profile, events)
+        return Detector(executor, self.split.exported.meta, self.cfg.nms), units
+
+    def judge(self, name: str, plan: PlacementPlan, detector: Detector) -> tuple[PlanRun, float]:
+        """``plan`` (run by ``detector``) judged; and the reference's p95 in the same latency loop."""
+        dets = detect_all(detector, self.evaldata.dataset, self.cfg.val_nms, self.bar, f"{name}: validate")
+        accuracy = self.scorer.score(dets)
+        assert self.reference.accuracy is not None
+        v = self.cfg.validate
+        timed = measure_latencies(
+            {name: detector, "whole-cpu": self.reference_detector}, self.bench, v.latency_warmup, v.latency_runs
+        )
+        run = PlanRun(
+            name,
+            latency=timed[name],
+            accuracy=accuracy,
+            accuracy_drift=accuracy.minus(self.reference.accuracy),
+            detections=dets,
+            same_as_cpu=not plan.npu_subgraphs,
+        )
+        run.judge(self.limits)
+        return run, timed["whole-cpu"].end_to_end.p95
+
+
+class _Search:
+    def __init__(self, space: PlanSpace, planner: Planner, judge: _Judge, cfg: DeployConfig, say: Log, clock: Clock):
+        self.space, self.planner, self.judge, self.cfg, self.say, self.clock = space, planner, judge, cfg, say, clock
+        self.pool = space.candidates()
+        self.candidates = len(self.pool)
+        self.trials: list[Trial] = []
+        self.seen: set[object] = set()
+        self.blamed: set[tuple[str, object]] = set()
+        self.kept: tuple[Trial, Detector, list[Unit], EventLog] | None = None  # the best trial's, open
+        self.t0 = clock()
+
+    def budget_left(self) -> str | None:
+        if len(self.trials) >= self.cfg.plan.search_candidates:
+            return f"budget: {self.cfg.plan.search_candidates} candidates judged (plan.search_candidates)"
+        if self.clock() - self.t0 >= self.cfg.plan.search_seconds:
+            return f"budget: {self.cfg.plan.search_seconds:.0f} s (plan.search_seconds)"
+        return None
+
+    def best(self) -> Trial | None:
+        passed = [t for t in self.trials if t.passed]
+        return min(passed, key=lambda t: (t.p95_ratio or float("inf"), t.estimated_ms)) if passed else None
+
+    def try_plan(self, plan: PlacementPlan, why: str) -> Trial:
+        self.seen.add(plan.key)
+        name = f"candidate {len(self.trials) + 1}"
+        self.say(f"{name}: {plan.label} ({why}; estimated {plan.estimated_ms:.2f} ms)")
+        t0 = self.clock()
+        events = EventLog()
+        detector, units = self.judge.detector(plan, events)
+        run, ref_p95 = self.judge.judge(name, plan, detector)
+        trial = Trial(len(self.trials) + 1, plan, why, run, ref_p95, round(self.clock() - t0, 1))
+        self.trials.append(trial)
+        self.say(f"{name}: {run.status}")
+        if self._worth_keeping(trial):
+            if self.kept is not None:
+                self.kept[1].close()
+            self.kept = (trial, detector, units, events)
+        else:
+            detector.close()
+            run.detections = None
+        return trial
+
+    def _worth_keeping(self, trial: Trial) -> bool:
+        """The open detector kept is the best passing trial's, else the first trial's."""
+        if self.kept is None:
+            return True
+        return trial.passed and (self.best() is trial)
+
+    def run(self) -> str:
+        while self.pool:
+            best = self.best()
+            if best is not None and self.pool[0].estimated_ms >= best.estimated_ms:
+                return "the fastest candidate left is estimated slower than one that passed"
+            stop = self.budget_left()
+            if stop:
+                return stop
+            plan = self.pool.pop(0)
+            if plan.key in self.seen or any((s.name, _opt(s)) in self.blamed for s in plan.subgraphs):
+                continue
+            trial = self.try_plan(plan, "the fastest candidate left")
+            if "drift" in trial.run.fails:
+                self.relax(trial)
+        best = self.best()
+        return "a candidate passed" if best else "no candidate left"
+
+    def relax(self, trial: Trial) -> None:
+        """Judge each accelerator subgraph of a candidate that failed drift alone; drop and relax those that fail
+        alone (with one accelerator subgraph, that is the one)."""
+        if self.space.base.strict:  # no subgraph may leave the accelerator: nothing to judge alone
+            return
+        accelerated = [s for s in trial.plan.subgraphs if s.device == "npu"]
+        for s in accelerated:
+            alone = trial if len(accelerated) == 1 else self.trial_of(self.alone(trial.plan, s))
+            if alone is None:
+                if self.budget_left():
+                    continue  # no budget left to find out
+                alone = self.try_plan(self.alone(trial.plan, s), f"sensitivity: {s.name} alone at {s.variant.label}")
+            if "drift" in alone.run.fails:
+                self.blame(s, f"{s.name} alone at {s.variant.label} failed drift (candidate {alone.index})")
+
+    def trial_of(self, plan: PlacementPlan) -> Trial | None:
+        return next((t for t in self.trials if t.plan.key == plan.key), None)
+
+    def blame(self, option: SubgraphPlan, why: str) -> None:
+        """Drop ``option`` from every waiting candidate; put its relaxed form (more layers kept) in its place."""
+        self.blamed.add((option.name, _opt(option)))
+        relaxed = self.planner.relax(option, why)
+        if relaxed is None:
+            return
+        self.say(f"{option.name}: relaxed to {relaxed.variant.label} ({why})")
+        waiting = [p for p in self.pool if _opt(p[option.name]) == _opt(option)]
+        swapped = [
+            self.space.placement([relaxed if s.name == option.name else s for s in p.subgraphs]) for p in waiting
+        ]
+        swapped.append(self.alone(self.pool[0] if self.pool else self.trials[-1].plan, relaxed))
+        self.pool += [p for p in swapped if p.key not in self.seen]
+        self.pool.sort(key=lambda p: p.estimated_ms)
+
+    def alone(self, plan: PlacementPlan, option: SubgraphPlan) -> PlacementPlan:
+        """``plan`` with only ``option``'s subgraph on the accelerator (every other subgraph on the CPU)."""
+        cpu = {s.name: s for s in self.space.cpu_plans()}
+        return self.space.placement([option if s.name == option.name else cpu[s.name] for s in plan.subgraphs])
+
+
+def _opt(s: SubgraphPlan) -> object:
+    return (s.device, s.variant, s.cpu_nodes)
+
+
+def search_plans(
+    space: PlanSpace,
+    planner: Planner,
+    profile: DeviceProfile,
+    cfg: DeployConfig,
+    calib: Sequence[dict[str, np.ndarray]],
+    evaldata: EvalData,
+    reference: Detector,
+    bar: Bar,
+    say: Log,
+    clock: Clock = time.monotonic,
+) -> SearchResult:
+    """Judge ``space``'s candidates, fastest estimate first, until one passes or the budget ends (module
+    docstring). ``reference`` is the whole-cpu detector; ``calib`` the boundary tensors units calibrate on.
+    The result holds the best trial's detector open: close it (``result.detector``) when done."""
+    judge = _Judge(space.split, profile, cfg, calib, evaldata, reference, bar)
+    search = _Search(space, planner, judge, cfg, say, clock)
+    stopped = search.run()
+    kept = search.kept
+    chosen = search.best()
+    assert kept is None or chosen is None or kept[0] is chosen, "the open detector is the chosen trial's"
+    detector, units, events = (kept[1], kept[2], kept[3]) if kept else (None, [], EventLog())
+    return SearchResult(
+        search.trials,
+        chosen,
+        search.candidates,
+        stopped,
+        judge.reference,
+        reference,
+        judge.scorer,
+        detector,
+        units,
+        events,
+    )
+
+
+def with_reason(plan: PlacementPlan, result: SearchResult) -> PlacementPlan:
+    """``plan`` with each CPU subgraph's reason saying what the search found (a variant that failed drift)."""
+    failed = [t for t in result.trials if "drift" in t.run.fails]
+    subs = []
+    for s in plan.subgraphs:
+        tried = [t for t in failed if t.plan[s.name].device == "npu" and s.device == "cpu"]
+        if tried:
+            shown = "; ".join(f"{t.plan[s.name].variant.label} in candidate {t.index}" for t in tried[:3])
+            s = replace(s, reason=f"{s.reason}; the verdict rejected it on the accelerator (drift): {shown}")
+        subs.append(s)
+    return replace(plan, subgraphs=tuple(subs))
