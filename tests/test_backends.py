@@ -68,27 +68,30 @@ def test_openvino_recipe_lets_openvino_fuse_silu_and_requantize_into_each_conv(
 
     backbone = demo_split["backbone"]
     calib = [{"images": x["images"]} for x in tensors[:4]]
-    for_ort, for_ov = quantize_int8(backbone.model, calib), quantize_int8(backbone.model, calib, recipe="openvino")
+    for_ort, for_ov = quantize_int8(backbone.model, calib), quantize_int8(backbone.model, calib, recipe="openvino-u8")
     q_inputs = {n.input[0] for m in (for_ort, for_ov) for n in m.graph.node if n.op_type == "QuantizeLinear"}
     conv_outs = {n.output[0] for n in backbone.model.graph.node if n.op_type == "Conv"}
     assert conv_outs <= q_inputs  # onnxruntime's recipe quantizes every Conv output (QLinearConv)...
     assert not conv_outs & {
         n.input[0] for n in for_ov.graph.node if n.op_type == "QuantizeLinear"
     }  # ...OpenVINO's none
-    exe = OpenVinoBackend().compile(backbone.model, "int8", calib)
-    runtime = exe.compiled.get_runtime_model()  # type: ignore[attr-defined]
-    convs = [
-        op.get_rt_info()
-        for op in runtime.get_ordered_ops()
-        if op.get_rt_info()["layerType"].astype(str) == "Convolution"
-    ]
-    assert len(convs) == sum(n.op_type == "Conv" for n in backbone.model.graph.node)
-    fused = [ri for ri in convs if "/act/Mul" in ri["originalLayersNames"].astype(str)]
-    int8 = [ri for ri in convs if ri["runtimePrecision"].astype(str) in ("u8", "i8")]
-    assert len(fused) == len(convs) and len(int8) == len(convs), "every Conv runs INT8 with its SiLU fused"
-    out = exe.run(calib[0])
-    ref = tensors[0]
-    assert all(cosine(out[name], ref[name]) >= 0.95 for name in out)
+    for variant in ("int8/u8/qdq", "int8/u8/nncf", "int8/s8/nncf"):  # onnxruntime's quantizer, then NNCF's
+        exe = OpenVinoBackend().compile(backbone.model, variant, calib)
+        runtime = exe.compiled.get_runtime_model()  # type: ignore[attr-defined]
+        convs = [
+            op.get_rt_info()
+            for op in runtime.get_ordered_ops()
+            if op.get_rt_info()["layerType"].astype(str) == "Convolution"
+        ]
+        assert len(convs) == sum(n.op_type == "Conv" for n in backbone.model.graph.node)
+        fused = [ri for ri in convs if "/act/Mul" in ri["originalLayersNames"].astype(str)]
+        int8 = [ri for ri in convs if ri["runtimePrecision"].astype(str) in ("u8", "i8")]
+        assert len(fused) == len(convs) and len(int8) == len(convs), f"{variant}: every Conv INT8, its SiLU fused"
+        out = exe.run(calib[0])
+        ref = tensors[0]
+        assert all(cosine(out[name], ref[name]) >= 0.95 for name in out), variant
+        suffixes = set(exe.artifact_files())  # what a bundle stores: the QDQ graph, or NNCF's OpenVINO IR
+        assert suffixes == ({".int8.onnx"} if variant.endswith("qdq") else {".ov.xml", ".ov.bin"})
     s8 = quantize_int8(backbone.model, calib, recipe="openvino-s8")
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in s8.graph.initializer}
     zero_points = [inits[n.input[2]] for n in s8.graph.node if n.op_type == "QuantizeLinear"]

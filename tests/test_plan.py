@@ -13,7 +13,8 @@ from yolo_edge.cli.main import main
 from yolo_edge.config import DeployConfig, DeviceProfile, Link, OpSupport, load_profile
 from yolo_edge.export import ExportedModel
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
-from yolo_edge.plan.placement import PlacementPlan, PlanRefused, plan_model
+from yolo_edge.plan.placement import PlacementPlan
+from yolo_edge.plan.planner import PlanRefused, plan_model
 from yolo_edge.split import split_model
 
 SIM = load_profile("sim-edge-npu")

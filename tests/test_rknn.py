@@ -29,7 +29,8 @@ from yolo_edge.bundle import load_bundle
 from yolo_edge.config import DeployConfig, load_profile
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, load_onnx
-from yolo_edge.plan.placement import PlacementPlan, plan_model
+from yolo_edge.plan.placement import PlacementPlan
+from yolo_edge.plan.planner import plan_model
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit
 from yolo_edge.split import SplitModel, split_model
 from yolo_edge.toolchains import RKNN, install_toolchain, toolchain_status, worker_for

@@ -22,9 +22,9 @@ from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Artifact, Executable
 from yolo_edge.backends.openvino import OpenVinoBackend
 from yolo_edge.cli.main import main
-from yolo_edge.config import DeployConfig, load_deploy_config, load_profile
-from yolo_edge.data.dataset import load_dataset
-from yolo_edge.data.resolve import apply_class_map, parse_class_map, resolve_eval_data
+from yolo_edge.config import DeployConfig, Variant, load_deploy_config, load_profile
+from yolo_edge.data.dataset import Dataset, load_dataset
+from yolo_edge.data.resolve import apply_class_map, parse_class_map, resolve_data, resolve_eval_data
 from yolo_edge.data.synthetic import CLASS_NAMES, write_dataset
 from yolo_edge.deploy import DeployResult, deploy
 from yolo_edge.errors import YoloEdgeError
@@ -32,11 +32,12 @@ from yolo_edge.export import ExportedModel, export_model
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.checks import Checker
-from yolo_edge.plan.placement import PlacementPlan, Planner, boundary_tensors, plan_model
+from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
+from yolo_edge.plan.planner import Planner, plan_space
 from yolo_edge.progress import progress_bar
 from yolo_edge.runtime import EventLog, SplitExecutor, build_units, whole_graph_unit
 from yolo_edge.split import split_model
-from yolo_edge.validate.accuracy import MapResult, agreement_map, coco_map, detect_all
+from yolo_edge.validate.accuracy import Accuracy, MapResult, Scorer, _gt_coco, _rows, coco_map, detect_all
 from yolo_edge.validate.latency import LatencyResult, Percentiles
 from yolo_edge.validate.verdict import Limits, PlanRun, choose, failures, status
 
@@ -69,14 +70,14 @@ def _cpu_detector(model: ExportedModel, cfg: DeployConfig, fuse: bool = True) ->
 
 def test_labels_of_other_classes_are_refused_with_both_name_lists(shapes_val: Path) -> None:
     with pytest.raises(YoloEdgeError) as err:
-        resolve_eval_data(shapes_val, ("coin", "spark"), default_calib_dir(), 8)
+        resolve_eval_data(shapes_val, ("coin", "spark"))
     msg = str(err.value)
     assert "circle" in msg and "coin" in msg and "--class-map" in msg and "\n" not in msg
     with pytest.raises(
         YoloEdgeError,
         match="--class-map circle=circle,rectangle=rectangle,.*ring=ring \\(the same names in another order\\)",
     ):
-        resolve_eval_data(shapes_val, tuple(reversed(CLASS_NAMES)), default_calib_dir(), 8)
+        resolve_eval_data(shapes_val, tuple(reversed(CLASS_NAMES)))
 
 
 def test_deploy_refuses_labels_of_other_classes(
@@ -102,14 +103,30 @@ def test_deploy_refuses_labels_of_other_classes(
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
-def test_no_data_for_a_foreign_model_is_agreement_on_calibration_images() -> None:
-    ev = resolve_eval_data(None, ("coin", "spark"), default_calib_dir(), 10)
-    assert (
-        ev.kind == "agreement" and not ev.labelled and len(ev.dataset) == 10 and ev.dataset.names == ("coin", "spark")
-    )
-    assert ev.warning and "no --data" in ev.warning and "agreement" in ev.warning
-    demo = resolve_eval_data(None, CLASS_NAMES, default_calib_dir(), 10)
-    assert demo.kind == "labels" and demo.warning is None and len(demo.dataset) == 300
+def test_calibration_and_evaluation_images_are_disjoint(tmp_path: Path) -> None:
+    """The user's images calibrate a foreign model (evenly spread, at most half) and the rest judge it; --calib
+    images that are also in --data are left out of the judging; the shipped set calibrates the demo only."""
+    folder = tmp_path / "photos"
+    write_dataset(folder, seed=9, sizes={"val": 30}, classes=SECOND_CLASSES)
+    images = folder / "images" / "val"
+    ev, calib = resolve_data(images, None, ("coin", "spark"), 40)
+    judged = {r.path for r in ev.dataset.records}
+    assert len(calib.files) == 15 and len(judged) == 15 and not judged & set(calib.files)
+    assert calib.warning and "fewer than the 40" in calib.warning and ev.kind == "agreement"
+    assert ev.excluded == tuple(sorted(p.name for p in calib.files))
+    ev, calib = resolve_data(images, images, ("coin", "spark"), 8)  # --calib equal to --data
+    assert len(calib.files) == 8 and len(ev.dataset) == 22 and calib.warning is None
+    assert not {r.path.name for r in ev.dataset.records} & {p.name for p in calib.files}
+    demo, shipped = resolve_data(None, None, CLASS_NAMES, 40)
+    assert demo.kind == "labels" and len(demo.dataset) == 300 and shipped.files[0].parent == default_calib_dir()
+    with pytest.raises(YoloEdgeError, match="pass --data with its own images"):
+        resolve_data(None, None, ("coin", "spark"), 40)  # the shipped shapes are not another model's data
+    two = tmp_path / "two"
+    two.mkdir()
+    for p in sorted(images.glob("*.jpg"))[:2]:
+        shutil.copy(p, two)
+    with pytest.raises(YoloEdgeError, match="at least 3"):
+        resolve_data(two, None, ("coin", "spark"), 40)
 
 
 def test_class_map_by_name_and_by_index(shapes_val: Path) -> None:
@@ -138,6 +155,26 @@ def test_class_map_scores_the_second_model_on_relabelled_shapes(
     right, _ = apply_class_map(ds, second.meta.names, {"circle": "coin", "star": "spark"})
     wrong, _ = apply_class_map(ds, second.meta.names, {"circle": "spark", "star": "coin"})
     assert coco_map(right, dets).map50 > 0.5 and coco_map(wrong, dets).map50 < 0.1
+    assert coco_map(right, dets) == _pycocotools_map(right, dets)  # faster-coco-eval: pycocotools' figures
+
+
+def _pycocotools_map(dataset: Dataset, detections: list) -> MapResult:  # type: ignore[type-arg]
+    """mAP50 and mAP50-95 by pycocotools itself, on the same ground truth and results rows."""
+    import contextlib
+    import io
+
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    gt = COCO()
+    gt.dataset = _gt_coco(dataset, [r.boxes for r in dataset.records], [r.classes for r in dataset.records]).dataset
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt.createIndex()
+        ev = COCOeval(gt, gt.loadRes(_rows(detections)), "bbox")
+        ev.evaluate()
+        ev.accumulate()
+        ev.summarize()
+    return MapResult(float(ev.stats[1]), float(ev.stats[0]))
 
 
 # ---------------------------------------------------------------- agreement
@@ -146,29 +183,33 @@ def test_class_map_scores_the_second_model_on_relabelled_shapes(
 def test_agreement_of_the_fp32_split_with_the_monolithic_model(
     second: ExportedModel, fast_cfg: DeployConfig, tmp_path: Path
 ) -> None:
-    """Four FP32 subgraphs in sequence vs the one-graph model on an unlabelled folder: agreement >= 0.99;
-    the reference against itself is 1.0 from the computation, and an empty reference is refused."""
+    """Four FP32 subgraphs in sequence vs the one-graph model on an unlabelled folder: no drift on the
+    pseudo-labels; the reference's own figure is a labelled-scale mAP (below 1), the same every time (seeded
+    draws); detections of other images drift far; an empty reference is refused."""
     folder = tmp_path / "photos"
     write_dataset(folder, seed=9, sizes={"val": 20}, classes=SECOND_CLASSES)
-    ev = resolve_eval_data(folder / "images" / "val", second.meta.names, default_calib_dir(), 8)
+    ev = resolve_eval_data(folder / "images" / "val", second.meta.names)
     assert ev.kind == "agreement" and ev.dataset.names == second.meta.names
     sample = [{"images": load_calibration(default_calib_dir(), second.meta.imgsz, 1)[0]}]
     whole = Detector(
-        SplitExecutor([whole_graph_unit(second.load(), cpu_backend(), "fp32", sample)], fast_cfg.runtime),
+        SplitExecutor([whole_graph_unit(second.load(), cpu_backend(), Variant("fp32"), sample)], fast_cfg.runtime),
         second.meta,
         fast_cfg.nms,
     )
     ref = detect_all(whole, ev.dataset, fast_cfg.val_nms, NO_BAR, "")
     four = detect_all(_cpu_detector(second, fast_cfg, fuse=False), ev.dataset, fast_cfg.val_nms, NO_BAR, "")
     assert sum(int((d.confidence >= fast_cfg.nms.conf).sum()) for d in ref) >= 20  # the reference sees coins and sparks
-    assert agreement_map(ev.dataset, ref, ref, fast_cfg.nms.conf) == MapResult(1.0, 1.0)
-    split = agreement_map(ev.dataset, ref, four, fast_cfg.nms.conf)
-    assert split.map50 >= 0.99 and split.map50_95 >= 0.99
-    shuffled = agreement_map(ev.dataset, ref, ref[1:] + ref[:1], fast_cfg.nms.conf)  # detections of other images
-    assert shuffled.map50 < 0.5
+    scorer = Scorer(ev, ref, fast_cfg.validate, fast_cfg.nms.conf)
+    own = scorer.score(ref)
+    assert own.labels is None and own.agreement is not None and 0.3 < own.agreement.map50_95 < own.agreement.map50 < 1
+    assert Scorer(ev, ref, fast_cfg.validate, fast_cfg.nms.conf).score(ref) == own
+    split = scorer.score(four).minus(own).map
+    assert split.map50 >= -0.002 and split.map50_95 >= -0.002
+    shuffled = scorer.score(ref[1:] + ref[:1]).minus(own).map  # detections of other images
+    assert shuffled.map50 < -0.3
     empty = [replace(d, confidence=d.confidence * 0) for d in ref]
     with pytest.raises(YoloEdgeError, match="detects nothing"):
-        agreement_map(ev.dataset, empty, ref, fast_cfg.nms.conf)
+        Scorer(ev, empty, fast_cfg.validate, fast_cfg.nms.conf)
 
 
 # ---------------------------------------------------------------- one status rule
@@ -187,13 +228,15 @@ def test_status_rule_and_choice() -> None:
     )  # NaN never passes
     assert status(failures(None, 10.0, limits)) == "fails drift"
     assert status(failures(None, None, limits, planned="op_support")) == "fails op_support"  # stopped before it ran
-    ref = PlanRun("whole-cpu", latency=_latency(40.0), drift=MapResult(0.0, 0.0))
-    fast_but_drifting = PlanRun("split", latency=_latency(10.0), drift=MapResult(-0.05, -0.03))
+    ref = PlanRun("whole-cpu", latency=_latency(40.0), accuracy_drift=Accuracy(MapResult(0.0, 0.0), None))
+    fast_but_drifting = PlanRun(
+        "split", latency=_latency(10.0), accuracy_drift=Accuracy(MapResult(-0.05, -0.03), MapResult(0.0, 0.0))
+    )
     for r in (ref, fast_but_drifting):
         r.judge(limits)
     assert fast_but_drifting.status == "fails drift" and not fast_but_drifting.ok
     assert choose([ref, fast_but_drifting]) == (ref, [])
-    slow = PlanRun("whole-cpu", latency=_latency(70.0), drift=MapResult(0.0, 0.0))
+    slow = PlanRun("whole-cpu", latency=_latency(70.0), accuracy_drift=Accuracy(None, MapResult(0.0, 0.0)))
     slow.judge(limits)
     chosen, why = choose([slow, fast_but_drifting])  # nothing passes: the one within the drift limit, and why
     assert chosen is slow and why == ["whole-cpu fails SLA", "split fails drift"]
@@ -206,7 +249,7 @@ class _Tampered(Executable):
     """A test double around a real executable: a fixed delay, or outputs scaled so their numerics fail."""
 
     def __init__(self, inner: Executable, delay_s: float, scale: float) -> None:
-        super().__init__(inner.inputs, inner.outputs, inner.precision, inner.device, inner.model)
+        super().__init__(inner.inputs, inner.outputs, inner.variant, inner.device, inner.model)
         self.inner, self.delay_s, self.scale = inner, delay_s, scale
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -220,20 +263,19 @@ class _OpenVino(OpenVinoBackend):
     """The real OpenVINO backend with one INT8 scheme tampered (test only): ``slow`` or ``broken``."""
 
     def __init__(self, schemes: tuple[str, ...], slow: str | None = None, broken: str | None = None) -> None:
-        super().__init__("CPU", schemes)
+        super().__init__("CPU", schemes, ("qdq",))
         self.slow, self.broken = slow, broken
 
     def compile(
         self,
         model: onnx.ModelProto,
-        precision: str,
-        calib: list | None = None,
-        scheme: str | None = None,  # type: ignore[type-arg, override]
+        variant: Variant | str,
+        calib: list | None = None,  # type: ignore[type-arg]
         artifact: Artifact | None = None,
     ) -> Executable:
-        exe = super().compile(model, precision, calib, scheme, artifact)
-        scheme = scheme or self.int8_schemes[0]
-        if precision == "int8" and scheme in (self.slow, self.broken):
+        exe = super().compile(model, variant, calib, artifact)
+        scheme = exe.variant.scheme
+        if exe.precision == "int8" and scheme in (self.slow, self.broken):
             return _Tampered(exe, 0.05 if scheme == self.slow else 0.0, 0.3 if scheme == self.broken else 1.0)
         return exe
 
@@ -241,19 +283,11 @@ class _OpenVino(OpenVinoBackend):
 def test_int8_schemes_are_ordered_by_measured_speed(demo: ExportedModel, fast_cfg: DeployConfig) -> None:
     images = load_calibration(default_calib_dir(), demo.meta.imgsz, 8)
     planner = Planner(split_model(demo), load_profile("host-lowp"), fast_cfg, images)
-    neck = planner._candidate(
-        "neck",
-        planner.split["neck"].model,
-        [t.name for t in planner.split["neck"].inputs],
-        [t.name for t in planner.split["neck"].outputs],
-        0,
-        0,
-        1,
-    )
+    neck = planner.subgraph_candidate("neck")
     for slow, first in (("s8", "u8"), ("u8", "s8")):
         checker = Checker(planner.profile, fast_cfg, _OpenVino(("u8", "s8"), slow=slow))
-        order, how = checker.int8_schemes(neck)
-        assert order == [first, slow] and "by measured speed" in how
+        order, how = checker.int8_variants(neck)
+        assert [v.scheme for v in order] == [first, slow] and "by measured speed" in how
 
 
 def test_int8_scheme_falls_back_when_the_first_fails_its_numerics(demo: ExportedModel, fast_cfg: DeployConfig) -> None:
@@ -266,11 +300,15 @@ def test_int8_scheme_falls_back_when_the_first_fails_its_numerics(demo: Exported
     images = load_calibration(
         default_calib_dir(), demo.meta.imgsz, fast_cfg.calib_images + fast_cfg.checks.precision.images
     )
-    plan = plan_model(split_model(demo), profile, fast_cfg, images, npu=npu)
-    neck = plan["neck"]
-    assert (neck.device, neck.precision, neck.int8_scheme) == ("npu", "int8", "u8")
-    assert "int8/s8 failed precision" in neck.reason and "all four checks pass at int8/u8" in neck.reason
-    assert PlacementPlan.from_dict(json.loads(json.dumps(plan.to_dict())))["neck"].int8_scheme == "u8"
+    space, planner = plan_space(split_model(demo), profile, fast_cfg, images, npu=npu)
+    planner.close()
+    neck = space.candidates()[0]["neck"]
+    assert (neck.device, neck.variant) == ("npu", Variant("int8", "u8", "qdq"))
+    assert "all four checks pass at int8/u8/qdq" in neck.reason
+    assert [r.variant.label for r in space.rejected["neck"]] == ["int8/s8/qdq"]
+    assert "int8/s8/qdq failed precision" in space.rejected["neck"][0].reason
+    plan = space.candidates()[0]
+    assert PlacementPlan.from_dict(json.loads(json.dumps(plan.to_dict())))["neck"].variant.scheme == "u8"
 
 
 def test_demo_neck_at_int8_accepted_end_to_end_though_its_own_output_drifts(demo: ExportedModel) -> None:
@@ -280,9 +318,10 @@ def test_demo_neck_at_int8_accepted_end_to_end_though_its_own_output_drifts(demo
     cfg = load_deploy_config()
     images = load_calibration(default_calib_dir(), demo.meta.imgsz, cfg.calib_images + cfg.checks.precision.images)
     planner = Planner(split_model(demo), load_profile("host-lowp"), cfg, images)
-    sg = planner.split["neck"]
-    neck = planner._candidate("neck", sg.model, [t.name for t in sg.inputs], [t.name for t in sg.outputs], 0, 0, 1)
-    result = Checker(planner.profile, cfg, OpenVinoBackend("CPU", ("u8",))).precision(neck, "int8", "u8")
+    neck = planner.subgraph_candidate("neck")
+    result = Checker(planner.profile, cfg, OpenVinoBackend("CPU", ("u8",), ("qdq",))).precision(
+        neck, Variant("int8", "u8", "qdq")
+    )
     n = result.numbers
     assert float(n["local_min_cosine"]) < cfg.checks.precision.local_min_cosine  # type: ignore[arg-type]
     assert result.passed is True and "warning: own output" in result.reason
@@ -293,21 +332,35 @@ def test_demo_neck_at_int8_accepted_end_to_end_though_its_own_output_drifts(demo
 
 
 @pytest.fixture(scope="module")
-def foreign(second_model: Path, small_cfg: Path, tmp_path_factory: pytest.TempPathFactory) -> DeployResult:
+def photos(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """40 unlabelled photos of coins and sparks: a user's own images for the second model."""
+    folder = tmp_path_factory.mktemp("photos")
+    write_dataset(folder, seed=9, sizes={"val": 40}, classes=SECOND_CLASSES)
+    return folder / "images" / "val"
+
+
+@pytest.fixture(scope="module")
+def foreign(
+    second_model: Path, photos: Path, small_cfg: Path, tmp_path_factory: pytest.TempPathFactory
+) -> DeployResult:
     return deploy(
         model=second_model,
         device="host-lowp",
         imgsz=256,
+        data=photos,
         config=small_cfg,
         quiet=True,
         out=tmp_path_factory.mktemp("foreign") / "bundle",
     )
 
 
-def test_foreign_model_without_data_is_proven_by_agreement(foreign: DeployResult) -> None:
+def test_foreign_model_on_its_own_photos_is_proven_by_agreement(foreign: DeployResult) -> None:
+    """No --calib: 16 of the user's 40 photos calibrate (the small config asks 12 + 4), the other 24 judge."""
     r = foreign.report.to_dict()
-    assert r["map"]["kind"] == "agreement" and r["data"]["kind"] == "agreement" and "no --data" in r["data"]["warning"]
-    assert r["model_names"] == ["coin", "spark"] and r["map"]["reference"] == {"map50": 1.0, "map50_95": 1.0}
+    assert r["map"]["kind"] == "agreement" and r["data"]["kind"] == "agreement" and r["data"]["warning"] is None
+    assert r["calibration"]["images"] == 16 and r["data"]["images"] == 24 and r["data"]["left_out_to_calibrate"] == 16
+    ref = r["map"]["reference"]
+    assert r["model_names"] == ["coin", "spark"] and 0.3 < ref["map50_95"] < ref["map50"] < 1.0
     plans = {p["name"]: p for p in r["plans"]}
     assert plans["whole-cpu"]["status"] == "ok" and plans["whole-cpu"]["map_drift"] == {"map50": 0.0, "map50_95": 0.0}
     assert plans["whole-npu"]["status"].startswith("fails precision")  # INT8 output0: the scores are gone here too
@@ -319,7 +372,7 @@ def test_foreign_model_without_data_is_proven_by_agreement(foreign: DeployResult
             failures(drift, (p["latency_ms"] or {}).get("p95"), Limits(r["max_drift"], r["sla_ms"]), planned)
         )
     md = (foreign.bundle / "report.md").read_text()
-    assert "agreement with the FP32 reference" in md and "Warning:" in md
+    assert "agreement with the FP32 reference" in md and "Calibrated on 16 other images" in md
     assert all(f"| {p['name']} | {p['status']} |" in md for p in r["plans"])
 
 
@@ -337,7 +390,52 @@ def test_copied_bundle_passes_check_with_the_settings_it_was_deployed_with(
     )
     assert main(["check", str(copy), "--runs", "5"]) == 0
     out = capsys.readouterr().out
-    assert "agreement" in out and "status ok" in out and "(16 images)" in out
+    assert "agreement" in out and "status ok" in out and "(24 images)" in out  # the photos that did not calibrate
     assert main(["check", str(copy), "--runs", "5", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["limits"]["sla_ms"] == 10000.0  # the deploy config's SLA, not the package default
+
+
+# ---------------------------------------------------------------- agreement on the labelled scale
+
+
+@pytest.mark.slow
+def test_agreement_verdict_equals_the_labelled_verdict_on_the_demo(demo: ExportedModel) -> None:
+    """On the demo's 300 labelled val images, for FP32, BF16 (where this CPU has it), INT8 u8 and s8, the head
+    at INT8 and two broken plans (INT8 calibrated on one image; the whole graph at INT8), the drift verdict
+    from agreement with the FP32 reference (no labels used) is the verdict from the labels."""
+    cfg = load_deploy_config()
+    split = split_model(demo)
+    profile = load_profile("host-lowp")
+    calib = boundary_tensors(split, load_calibration(default_calib_dir(), demo.meta.imgsz, cfg.calib_images))
+    data = resolve_eval_data(None, demo.meta.names)
+    bf16 = ["bf16"] if "bf16" in OpenVinoBackend().precisions else []
+    plans: dict[str, tuple[dict[str, str], int]] = {
+        "fp32": ({}, len(calib)),
+        **{p: ({"backbone": p, "neck": p}, len(calib)) for p in (*bf16, "int8/u8", "int8/s8")},
+        "head int8": ({"backbone": "int8/u8", "neck": "int8/u8", "head": "int8/u8"}, len(calib)),
+        "int8 on 1 image": ({"backbone": "int8/u8/qdq", "neck": "int8/u8/qdq", "head": "int8/u8/qdq"}, 1),
+    }
+
+    def detections(plan: PlacementPlan, n_calib: int) -> list:  # type: ignore[type-arg]
+        units = build_units(split, plan, profile, calib[:n_calib], EventLog())
+        with Detector(SplitExecutor(units, cfg.runtime, profile), demo.meta, cfg.nms) as d:
+            return detect_all(d, data.dataset, cfg.val_nms, NO_BAR, "")
+
+    runs = {name: detections(PlacementPlan.manual(split, npu, "host-lowp"), n) for name, (npu, n) in plans.items()}
+    whole = whole_graph_unit(
+        demo.load(), OpenVinoBackend(), Variant("int8", "u8"), [{"images": c["images"]} for c in calib]
+    )
+    with Detector(SplitExecutor([whole], cfg.runtime, profile), demo.meta, cfg.nms) as d:
+        runs["whole graph int8"] = detect_all(d, data.dataset, cfg.val_nms, NO_BAR, "")
+    scorer = Scorer(data, runs["fp32"], cfg.validate, cfg.nms.conf)
+    reference = scorer.score(runs["fp32"])
+    limit = cfg.validate.max_drift
+    verdicts = {}
+    for name, dets in runs.items():
+        drift = scorer.score(dets).minus(reference)
+        assert drift.labels is not None and drift.agreement is not None
+        verdicts[name] = tuple(min(d.map50, d.map50_95) >= -limit for d in (drift.labels, drift.agreement))
+    assert verdicts["fp32"] == (True, True) and verdicts["whole graph int8"] == (False, False), verdicts
+    assert verdicts["int8 on 1 image"] == (False, False), verdicts  # broken by its calibration, not by the scale
+    assert all(labels == agreement for labels, agreement in verdicts.values()), verdicts

@@ -248,8 +248,8 @@ def _compare(
     reference = search.reference
     reference.memory_peak_bytes = _memory(plan, split, "whole-cpu")
     shown = search.shown
-    split_run = shown.run if shown is not None else PlanRun("split", same_as_cpu=True)
-    split_run.name, split_run.memory_peak_bytes = "split", _memory(plan, split, "split")
+    split_run = replace(shown.run, name="split") if shown is not None else PlanRun("split", same_as_cpu=True)
+    split_run.memory_peak_bytes = _memory(plan, split, "split")  # a copy: the trial keeps what the search measured
     detectors = {"whole-cpu": search.reference_detector, "split": search.detector or search.reference_detector}
     whole, whole_detector = _whole_npu(plan, found, profile, cfg, say)
     if whole_detector is not None:

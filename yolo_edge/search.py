@@ -243,12 +243,12 @@ class _Search:
         if relaxed is None:
             return
         self.say(f"{option.name}: relaxed to {relaxed.variant.label} ({why})")
-        waiting = [p for p in self.pool if _opt(p[option.name]) == _opt(option)]
-        swapped = [
-            self.space.placement([relaxed if s.name == option.name else s for s in p.subgraphs]) for p in waiting
-        ]
-        swapped.append(self.alone(self.pool[0] if self.pool else self.trials[-1].plan, relaxed))
-        self.pool += [p for p in swapped if p.key not in self.seen]
+        having = [p for p in [*self.pool, *(t.plan for t in self.trials)] if _opt(p[option.name]) == _opt(option)]
+        swapped = {}
+        for p in having:  # every placement with the blamed option, judged or waiting, with the relaxed one instead
+            relaxed_plan = self.space.placement([relaxed if s.name == option.name else s for s in p.subgraphs])
+            swapped[relaxed_plan.key] = relaxed_plan
+        self.pool += [p for k, p in swapped.items() if k not in self.seen]
         self.pool.sort(key=lambda p: p.estimated_ms)
 
     def alone(self, plan: PlacementPlan, option: SubgraphPlan) -> PlacementPlan:

@@ -3,8 +3,8 @@ runs it: ``nncf.quantize`` on the OpenVINO model with the MIXED preset (symmetri
 activations) or PERFORMANCE (symmetric ``s8`` activations), fast bias correction, every calibration sample.
 
 The overflow fix: without VNNI (AVX2-only x86), u8 x s8 products are summed in int16 and saturate, so NNCF
-quantizes the first layer's weights to 7 bits (its default ``FIRST_LAYER``); with VNNI or AMX nothing
-saturates and the fix is off (``DISABLE``), which is more accurate. Which one ran is in the cache key and in
+quantizes the first layer's weights to 7 bits (its default ``first_layer_only``); with VNNI or AMX nothing
+saturates and the fix is off (``disable``), which is more accurate. Which one ran is in the cache key and in
 :func:`overflow_fix`'s answer, so a plan can say it.
 
 Layers kept at higher precision (layer-level mixed precision) go in NNCF's ignored scope: their
@@ -28,12 +28,13 @@ from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import atomic_write
 from yolo_edge.host import int8_products_saturate
 
-NNCF_VERSION = "nncf-ov-1"
+NNCF_VERSION = "nncf-ov-2"
 
 
 def overflow_fix() -> str:
-    """NNCF's overflow fix for this CPU: ``disable`` where int8 dot products do not saturate, else ``first_layer``."""
-    return "first_layer" if int8_products_saturate() else "disable"
+    """NNCF's overflow fix for this CPU: ``disable`` where int8 dot products do not saturate, else
+    ``first_layer_only`` (NNCF's default)."""
+    return "first_layer_only" if int8_products_saturate() else "disable"
 
 
 def _ignored_names(ov_model: object, kept: Sequence[str]) -> list[str]:
@@ -61,11 +62,15 @@ def quantize_nncf(
         return xml_path.read_bytes(), bin_path.read_bytes()
     import nncf
     from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
+    from openvino._offline_transformations import apply_moc_transformations
 
     from yolo_edge.backends.openvino import ir_bytes, read_onnx
 
     nncf.set_log_level(logging.ERROR)
     ov_model = read_onnx(model)
+    # OpenVINO's own front-end clean-up first (as its PyTorch import does): Sigmoid * x becomes Swish, so NNCF sees
+    # Conv -> Swish as one pattern and quantizes its output, not the Sigmoid's: each SiLU fuses into its convolution
+    apply_moc_transformations(ov_model, cf=False)
     inputs = [i.get_any_name() for i in ov_model.inputs]
     with contextlib.redirect_stdout(io.StringIO()):  # NNCF draws its progress bars on stdout (rich)
         quantized = nncf.quantize(

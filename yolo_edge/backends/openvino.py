@@ -191,7 +191,7 @@ class OpenVinoBackend(Backend):
     def _tapped(self, ov_model: Any, names: Sequence[str], hint: str) -> Any:
         """A function running ``ov_model`` that returns the outputs of the ops named ``names`` (by name)."""
         by_name = {op.get_friendly_name(): op for op in ov_model.get_ops()}
-        ports = ov_model.add_outputs([by_name[n].output(0) for n in names])
+        ports = ov_model.add_outputs([by_name[n].output(0) for n in names])  # each Conv's (bias Add's) output
         compiled = core().compile_model(ov_model, self.device, {"INFERENCE_PRECISION_HINT": hint})
         request = compiled.create_infer_request()
 

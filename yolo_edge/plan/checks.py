@@ -214,7 +214,7 @@ class Checker:
         return CheckResult(
             result.name,
             result.passed,
-            f"{result.reason}; worst layers by {self.npu.name}'s per-layer error: {worst}",
+            f"{result.reason}; worst layers by {self.profile.runtime}'s per-layer error: {worst}",
             {**result.numbers, "worst_layers": worst},
         )
 

@@ -297,8 +297,8 @@ class Planner:
             if first_failure(results) is None:
                 layers = ", ".join(f"{r.layer} (adds {r.added:.4f})" for r in top)
                 why = (
-                    f"kept the {k} layer(s) adding the most error, by {npu.name}'s per-layer measurement, at "
-                    f"{npu.kept_precision}: {layers}; after {after}"
+                    f"kept the {k} layer(s) adding the most error, by {self.profile.runtime}'s per-layer measurement, "
+                    f"at {npu.kept_precision}: {layers}; after {after}"
                 )
                 plan = self._accelerated(cand, trial, results, f"all four checks pass at {trial.label}", cpu_ms, kind)
                 return replace(plan, granularity="layer", kept_why=why)

@@ -1,4 +1,5 @@
-"""mAP with pycocotools: against ground truth, or (no labels) against pseudo-labels drawn from the FP32
+"""COCO mAP (faster-coco-eval: pycocotools' COCOeval in C++, as ultralytics validates; the same figures,
+``tests/test_verdict.py``): against ground truth, or (no labels) against pseudo-labels drawn from the FP32
 reference, so that a plan's drift reads on the same scale either way.
 
 Agreement on the labelled scale: taking the reference's boxes as exact ground truth makes sub-pixel jitter
@@ -28,8 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from pycocotools.coco import COCO
-from pycocotools.cocoeval import COCOeval
+from faster_coco_eval import COCO, COCOeval_faster
 
 from yolo_edge.config import NmsConfig, ValidateConfig
 from yolo_edge.data.dataset import Dataset
@@ -81,16 +81,30 @@ def _gt_coco(dataset: Dataset, boxes: Sequence[np.ndarray], classes: Sequence[np
     return gt
 
 
+def _rows(detections: Sequence[Detections]) -> np.ndarray:
+    """COCO result rows ``[image_id, x, y, w, h, score, category_id]`` (ids from 1) of every detection."""
+    parts = [
+        np.column_stack(
+            [
+                np.full(len(d.confidence), i + 1),
+                d.xyxy[:, :2],
+                d.xyxy[:, 2:] - d.xyxy[:, :2],
+                d.confidence,
+                d.class_id + 1,
+            ]
+        )
+        for i, d in enumerate(detections)
+        if len(d.confidence)
+    ]
+    return np.concatenate(parts).astype(np.float64) if parts else np.zeros((0, 7))
+
+
 def _evaluate(gt: COCO, detections: Sequence[Detections]) -> MapResult:
-    rows = []
-    for i, det in enumerate(detections):
-        for box, conf, cls in zip(det.xyxy, det.confidence, det.class_id):
-            rows.append([i + 1, box[0], box[1], box[2] - box[0], box[3] - box[1], conf, cls + 1])
-    if not rows:
+    rows = _rows(detections)
+    if not len(rows):
         return MapResult(0.0, 0.0)
     with contextlib.redirect_stdout(io.StringIO()):
-        dt = gt.loadRes(np.asarray(rows, dtype=np.float64))
-        ev = COCOeval(gt, dt, "bbox")
+        ev = COCOeval_faster(gt, gt.loadRes(rows), "bbox", print_function=lambda *_a, **_k: None)
         ev.evaluate()
         ev.accumulate()
         ev.summarize()

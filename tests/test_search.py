@@ -1,0 +1,178 @@
+"""The plan search judges candidates with the verdict, and layer-level mixed precision rescues a unit.
+
+The model is the demo with one layer made sensitive to INT8 by construction, exactly as a user's model can
+be: the neck's ``/model.16/conv/Conv`` reads one extra input channel holding 10000 everywhere, with zero
+weights, so its FP32 output is unchanged while its activations' INT8 range (0 .. 10000) leaves no codes for
+the real ones. Keeping that one convolution out of INT8 repairs the neck; nothing else does. The profile
+is a simulated INT8 accelerator (numerics from OpenVINO, latency modelled), so the order of the candidates
+is the cost model's on any CPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import yaml
+from onnx import helper, numpy_helper
+
+from yolo_edge.backends import cpu_backend
+from yolo_edge.config import DeployConfig, Variant, configs_dir, load_profile
+from yolo_edge.deploy import deploy
+from yolo_edge.export import ExportedModel, load_onnx
+from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
+from yolo_edge.plan.planner import plan_space
+from yolo_edge.split import split_model
+
+SENSITIVE = "/model.16/conv/Conv"
+
+
+def _with_an_outlier_channel(model: onnx.ModelProto, conv: str) -> onnx.ModelProto:
+    """``model`` whose ``conv`` also reads a constant channel of 10000 through zero weights: the same FP32 output,
+    an INT8 activation range no real activation fits in."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    node = next(n for n in graph.node if n.name == conv)
+    inits = {t.name: t for t in graph.initializer}
+    weight = numpy_helper.to_array(inits[node.input[1]])
+    wide = np.concatenate([weight, np.zeros((weight.shape[0], 1, *weight.shape[2:]), weight.dtype)], axis=1)
+    graph.initializer.remove(inits[node.input[1]])
+    base = conv.removesuffix("/Conv") + "/outlier"
+    graph.initializer.extend(
+        [
+            numpy_helper.from_array(wide, node.input[1]),
+            numpy_helper.from_array(np.array([0], np.int64), f"{base}/starts"),
+            numpy_helper.from_array(np.array([1], np.int64), f"{base}/ends"),
+            numpy_helper.from_array(np.array([1], np.int64), f"{base}/axes"),
+            numpy_helper.from_array(np.array(1e4, np.float32), f"{base}/scale"),
+        ]
+    )
+    x = node.input[0]
+    added = [  # one real channel of the input, times 10000: an activation, not a constant
+        helper.make_node(
+            "Slice", [x, f"{base}/starts", f"{base}/ends", f"{base}/axes"], [f"{base}/one"], f"{base}/Slice"
+        ),
+        helper.make_node("Mul", [f"{base}/one", f"{base}/scale"], [f"{base}/big"], f"{base}/Mul"),
+        helper.make_node("Concat", [x, f"{base}/big"], [f"{base}/wide"], f"{base}/Concat", axis=1),
+    ]
+    at = list(graph.node).index(node)
+    for k, extra in enumerate(added):
+        graph.node.insert(at + k, extra)
+    node.input[0] = f"{base}/wide"
+    return out
+
+
+@pytest.fixture(scope="module")
+def sensitive(demo: ExportedModel, tmp_path_factory: pytest.TempPathFactory) -> ExportedModel:
+    path = tmp_path_factory.mktemp("sensitive") / "demo_sensitive.onnx"
+    onnx.save(_with_an_outlier_channel(demo.load(), SENSITIVE), str(path))
+    model = load_onnx(path)
+    image = load_calibration(default_calib_dir(), model.meta.imgsz, 1)[0]
+    got = cpu_backend().compile(model.load(), "fp32").run({"images": image})["output0"]
+    want = cpu_backend().compile(demo.load(), "fp32").run({"images": image})["output0"]
+    assert np.abs(got - want).max() <= 1e-3  # the same detector in FP32
+    return model
+
+
+@pytest.fixture(scope="module")
+def int8_npu(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A simulated INT8-only accelerator: sim-edge-npu with one INT8 variant (u8, NNCF) and no FP16."""
+    profile = yaml.safe_load((configs_dir() / "devices" / "sim-edge-npu.yaml").read_text())
+    profile.update(name="sim-int8", precisions=["int8"], peak_tops={"int8": 6.0, "fp32": 0.75})
+    profile["runtime_options"].update(int8_activations="u8", int8_quantizer="nncf")
+    path = tmp_path_factory.mktemp("profile") / "sim-int8.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    return path
+
+
+def test_a_unit_failing_only_on_precision_keeps_its_most_sensitive_layer(
+    sensitive: ExportedModel, int8_npu: Path, fast_cfg: DeployConfig
+) -> None:
+    """The neck fails the precision check at INT8; ranked by OpenVINO's per-layer error, the convolution with the
+    outlier comes first, and with it alone kept in FP32 the neck passes: the plan names the layer and why."""
+    images = load_calibration(default_calib_dir(), sensitive.meta.imgsz, 16)
+    space, planner = plan_space(split_model(sensitive), load_profile(int8_npu), fast_cfg, images)
+    planner.close()
+    neck = [o for o in space.options["neck"] if o.device == "npu"]
+    assert [r.variant for r in space.rejected["neck"]] == [Variant("int8", "u8", "nncf")]
+    assert "failed precision" in space.rejected["neck"][0].reason
+    assert len(neck) == 1 and neck[0].variant == Variant("int8", "u8", "nncf", (SENSITIVE,))
+    assert neck[0].granularity == "layer" and SENSITIVE in neck[0].kept_why and "failed precision" in neck[0].kept_why
+    assert neck[0].checks["precision"].passed
+    backbone = [o.variant for o in space.options["backbone"] if o.device == "npu"]
+    assert backbone == [Variant("int8", "u8", "nncf")]  # nothing kept where nothing fails
+    doc = space.candidates()[0].to_dict()
+    assert next(s for s in doc["subgraphs"] if s["name"] == "neck")["kept_layers"] == [SENSITIVE]  # type: ignore[index]
+
+
+def _deploy(model: ExportedModel, profile: Path, small_cfg: Path, data: Path, tmp_path: Path, **plan: int):  # type: ignore[no-untyped-def]
+    """Deploy ``model`` with a precision check that lets anything finite through (the verdict must catch it) and
+    the ``plan`` settings given."""
+    cfg = yaml.safe_load(small_cfg.read_text())
+    cfg["checks"]["precision"].update(min_cosine=0.0, max_score_error=1.0)
+    cfg["plan"].update(plan)
+    path = tmp_path / "lenient.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return deploy(model=model.path, device=str(profile), data=data, config=path, out=tmp_path / "b", quiet=True)
+
+
+def test_a_candidate_failing_drift_is_followed_by_the_next_fastest_which_is_chosen(
+    sensitive: ExportedModel, int8_npu: Path, small_cfg: Path, small_val: Path, tmp_path: Path
+) -> None:
+    """The fastest candidate (backbone and neck at INT8) passes the checks and fails drift on the labels. Judged
+    alone, the backbone passes and the neck fails: every candidate with the neck at INT8 is dropped, and the
+    next fastest, the backbone alone, is deployed. Every candidate judged is in the report, in order."""
+    result = _deploy(sensitive, int8_npu, small_cfg, small_val, tmp_path, max_kept_layers=0)
+    search = result.report.search
+    trials = [(t.plan.label, t.why, t.run.status) for t in search.trials]
+    assert [t.plan.npu_subgraphs for t in search.trials] == [["backbone", "neck"], ["backbone"], ["neck"]], trials
+    assert [t.estimated_ms for t in search.trials] == sorted(t.estimated_ms for t in search.trials)
+    assert "drift" in search.trials[0].run.fails and "drift" in search.trials[2].run.fails, trials
+    assert search.chosen is search.trials[1] and search.trials[1].why == "sensitivity: backbone alone at int8/u8/nncf"
+    assert result.report.chosen.name == "split" and result.report.placement.npu_subgraphs == ["backbone"]
+    neck = result.report.placement["neck"]
+    assert "the verdict rejected it on the accelerator (drift): int8/u8/nncf in candidate 1" in neck.reason
+    doc = result.report.to_dict()["search"]
+    assert [t["status"] for t in doc["trials"]] == [t[2] for t in trials] and doc["chosen"] == 2
+    md = (result.bundle / "report.md").read_text()
+    assert "## Search" in md and all(f"| {t[0]} | {t[1]} |" in md for t in trials)
+    assert (result.bundle / "plots" / "search.png").stat().st_size > 1000
+
+
+def test_a_subgraph_blamed_for_drift_is_relaxed_by_keeping_its_most_sensitive_layer(
+    sensitive: ExportedModel, int8_npu: Path, small_cfg: Path, small_val: Path, tmp_path: Path
+) -> None:
+    """As above, but the neck's INT8 is retried with its most sensitive layer (by OpenVINO's per-layer error)
+    kept in FP32: backbone INT8 with that neck is judged next and passes. Of what passed, the fastest as
+    measured is deployed; the plan names the kept layer and why."""
+    result = _deploy(sensitive, int8_npu, small_cfg, small_val, tmp_path)
+    search = result.report.search
+    assert len(search.trials) == 4 and "drift" in search.trials[0].run.fails
+    relaxed = search.trials[3]
+    assert relaxed.plan["backbone"].device == "npu" and relaxed.plan["neck"].variant.kept == (SENSITIVE,)
+    assert relaxed.passed and relaxed.why == "the fastest candidate left"
+    assert search.chosen is min((t for t in search.trials if t.passed), key=lambda t: t.p95_ratio or 0.0)
+    assert result.report.placement.key == search.chosen.plan.key
+    neck = relaxed.plan["neck"]
+    assert neck.granularity == "layer" and SENSITIVE in neck.kept_why and "failed drift (candidate 3)" in neck.kept_why
+
+
+def test_the_search_stops_at_its_budget(
+    sensitive: ExportedModel, int8_npu: Path, small_cfg: Path, small_val: Path, tmp_path: Path
+) -> None:
+    """A budget of one candidate: the first fails drift, nothing else is judged, and the verdict says so."""
+    cfg = yaml.safe_load(small_cfg.read_text())
+    cfg["checks"]["precision"].update(min_cosine=0.0, max_score_error=1.0)
+    cfg["plan"]["search_candidates"] = 1
+    path = tmp_path / "one.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    result = deploy(
+        model=sensitive.path, device=str(int8_npu), data=small_val, config=path, out=tmp_path / "b", quiet=True
+    )
+    search = result.report.search
+    assert len(search.trials) == 1 and search.chosen is None and "budget: 1 candidates" in search.stopped
+    assert result.report.chosen.name == "whole-cpu"  # the reference, since no candidate passed
+    assert result.report.plans[2].status.startswith("fails drift")
