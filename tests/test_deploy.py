@@ -29,8 +29,8 @@ def test_deploy_compares_three_plans(deployed: DeployResult) -> None:
     assert {"sla_ms", "verdict", "chosen_plan", "plans", "map", "fallback_events", "placement", "split_plan"} <= set(r)
     plans = {p["name"]: p for p in r["plans"]}
     assert set(plans) == {"whole-npu", "whole-cpu", "split"}
-    assert plans["whole-npu"]["status"] == "fails precision, drift"  # INT8 on the decode loses the class scores
-    assert plans["whole-npu"]["map_drift"]["map50"] < -0.1
+    # the decode at INT8: its softmax, sigmoid and the box/score concat are ruled out whatever the drift shows
+    assert plans["whole-npu"]["status"].startswith("fails precision")
     assert plans["split"]["status"] == "ok" and plans["whole-cpu"]["status"] == "ok"
     for p in plans.values():
         assert set(p["latency_ms"]) == {"p50", "p95", "p99"} and p["latency_kind"] == "measured"
@@ -65,22 +65,26 @@ def test_bundle_contents_and_plots(deployed: DeployResult) -> None:
         "subgraphs/decode.onnx",
         "plots/latency_cdf.png",
         "plots/phases.png",
+        "plots/search.png",
     ):
         assert (b / rel).is_file(), rel
-    for png in ("latency_cdf.png", "phases.png"):
+    for png in ("latency_cdf.png", "phases.png", "search.png"):
         image = cv2.imread(str(b / "plots" / png))
         assert image is not None and image.shape[0] > 200 and image.shape[1] > 300 and image.std() > 10
     md = (b / "report.md").read_text()
-    assert "| whole-npu | fails precision, drift |" in md and "## Placement" in md and "## Runtime fallback" in md
+    assert "| whole-npu | fails precision" in md and "## Placement" in md and "## Runtime fallback" in md
+    assert "## Search" in md and "| 1" in md
     assert not [p for p in b.parent.iterdir() if p.name.startswith(".bundle")]  # no temp dirs left
     if deployed.report.chosen.name == "split":  # one INT8 artifact per NPU unit (backbone+neck fused by default)
         bundle = load_bundle(b)
-        units = [
-            u.name
-            for u in plan_units(bundle.split, bundle.plan, bundle.meta.fuse_units)
-            if u.device == "npu" and u.precision == "int8"
-        ]
-        assert sorted(p.name for p in (b / "units").glob("*.int8.onnx")) == sorted(f"{n}.int8.onnx" for n in units)
+        units = [u for u in plan_units(bundle.split, bundle.plan, bundle.meta.fuse_units) if u.device == "npu"]
+        want = {  # NNCF's OpenVINO IR, or onnxruntime's quantizer's QDQ graph
+            f"{u.name}{suffix}"
+            for u in units
+            if u.precision == "int8"
+            for suffix in ((".ov.xml", ".ov.bin") if u.variant.quantizer == "nncf" else (".int8.onnx",))
+        }
+        assert {p.name for p in (b / "units").iterdir()} == want
 
 
 def test_check_passes_then_fails_on_sla_and_regression(

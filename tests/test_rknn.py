@@ -26,7 +26,7 @@ from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import UnsupportedOperator
 from yolo_edge.backends.rknn import RknnBackend, RknnExecutable, parse_error_analysis
 from yolo_edge.bundle import load_bundle
-from yolo_edge.config import DeployConfig, load_profile
+from yolo_edge.config import DeployConfig, Variant, load_profile
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, load_onnx
 from yolo_edge.plan.placement import PlacementPlan
@@ -79,7 +79,7 @@ def test_int8_and_fp16_on_rockchips_simulator(rknn: RknnBackend, demo_split: Spl
     """The backbone quantized by Rockchip's quantizer on its own FP32 inputs, run on the simulator: close to
     onnxruntime FP32 on an image it was not calibrated on; the neck at FP16 closer still; a real .rknn file."""
     backbone, neck = demo_split["backbone"].model, demo_split["neck"].model
-    int8 = rknn.compile(backbone, "int8", _feeds(backbone, tensors[:8]), "w8a8")
+    int8 = rknn.compile(backbone, "int8/w8a8", _feeds(backbone, tensors[:8]))
     fp16 = rknn.compile(neck, "fp16")
     for model, exe, floor in ((backbone, int8, 0.99), (neck, fp16, 0.999)):
         feeds = _feeds(model, tensors[12:13])[0]
@@ -149,7 +149,7 @@ def test_a_refused_op_runs_on_the_cpu_and_the_rest_on_the_npu(
     neck = plan["neck"]
     assert neck.checks["op_support"].passed is False and "/model.12/refused" in neck.checks["op_support"].reason
     assert (neck.device, neck.granularity, neck.cpu_nodes) == ("npu", "op", ("/model.12/refused",))
-    assert neck.checks["precision"].passed and neck.int8_scheme == "w8a8"
+    assert neck.checks["precision"].passed and neck.variant == Variant("int8", "w8a8", "rknn")
     assert plan["backbone"].device == "npu" and plan["backbone"].checks["op_support"].reason.endswith("(rknn compiler)")
 
 
@@ -163,8 +163,26 @@ def test_whole_graph_precision_failure_carries_rockchips_layer_analysis(
     whole = plan.whole_graph_npu
     assert whole.failed_check == "precision"
     check = whole.checks["precision"]
-    assert "worst layers by rknn accuracy analysis" in check.reason and check.numbers["worst_layers"]
-    assert plan["backbone"].device == "npu" and plan["backbone"].variant == "int8/w8a8"
+    assert "worst layers by rknn's per-layer error" in check.reason and check.numbers["worst_layers"]
+    assert plan["backbone"].device == "npu" and plan["backbone"].variant.label == "int8/w8a8/rknn"
+
+
+def test_hybrid_quantization_keeps_the_sensitive_layer_in_float16(
+    rknn: RknnBackend, demo: ExportedModel, fast_cfg: DeployConfig, calib_images: list, tmp_path: Path
+) -> None:  # type: ignore[type-arg]
+    """The demo with one neck layer made sensitive to INT8 (tests/test_search.py): at Rockchip's INT8 the neck
+    fails precision; ranked by Rockchip's accuracy analysis, that convolution comes first, and kept in float16
+    by Rockchip's hybrid quantization the neck passes."""
+    from tests.test_search import SENSITIVE, _with_an_outlier_channel
+
+    path = tmp_path / "sensitive.onnx"
+    onnx.save(_with_an_outlier_channel(demo.load(), SENSITIVE), str(path))
+    split = split_model(load_onnx(path))
+    plan = plan_model(split, load_profile("rk3588"), fast_cfg, calib_images)
+    neck = plan["neck"]
+    assert neck.device == "npu" and neck.variant == Variant("int8", "w8a8", "rknn", (SENSITIVE,)), neck.reason
+    assert "rknn's per-layer measurement, at fp16" in neck.kept_why and "failed precision" in neck.kept_why
+    assert plan["backbone"].variant.kept == ()
 
 
 def test_error_analysis_rows_parse() -> None:
@@ -174,10 +192,11 @@ def test_error_analysis_rows_parse() -> None:
         "[exSwish] /model.0/act/Mul_output_0                       0.99994 | 5.64520   0.99996 | 4.30055\n"
     )
     rows = parse_error_analysis(text)
-    assert [(r.op, r.layer, r.entire_cos, r.single_cos) for r in rows] == [
+    assert [(r.op, r.tensor, r.entire_cos, r.single_cos) for r in rows] == [
         ("Conv", "/model.0/conv/Conv_output_0", 0.99998, 0.99991),
         ("exSwish", "/model.0/act/Mul_output_0", 0.99994, 0.99996),
     ]
+    assert rows[0].layer == "/model.0/conv/Conv"  # the node hybrid quantization names
 
 
 def test_a_killed_worker_costs_one_frame_on_the_cpu(
@@ -219,8 +238,8 @@ def test_deploy_to_rk3588_writes_the_rknn_units(small_deploy) -> None:  # type: 
     assert "precision" in rows["whole-npu"]["fails"]
     assert rows["split"]["status"] == "ok" and rows["split"]["latency"]["kind"] == "modelled NPU + measured CPU"
     split = PlacementPlan.from_dict(report["split_plan"])
-    assert [(split[s].device, split[s].variant) for s in ("backbone", "neck")] == [("npu", "int8/w8a8")] * 2
-    assert "worst layers by rknn accuracy analysis" in split.whole_graph_npu.reason
+    assert [(split[s].device, split[s].variant.label) for s in ("backbone", "neck")] == [("npu", "int8/w8a8/rknn")] * 2
+    assert "worst layers by rknn's per-layer error" in split.whole_graph_npu.reason
     assert (result.bundle / "units" / "backbone+neck.rknn").read_bytes().startswith(b"RKNN")
 
 

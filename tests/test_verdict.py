@@ -31,7 +31,7 @@ from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, export_model
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
-from yolo_edge.plan.checks import Checker
+from yolo_edge.plan.checks import Checker, int8_variants
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
 from yolo_edge.plan.planner import Planner, plan_space
 from yolo_edge.progress import progress_bar
@@ -286,7 +286,7 @@ def test_int8_schemes_are_ordered_by_measured_speed(demo: ExportedModel, fast_cf
     neck = planner.subgraph_candidate("neck")
     for slow, first in (("s8", "u8"), ("u8", "s8")):
         checker = Checker(planner.profile, fast_cfg, _OpenVino(("u8", "s8"), slow=slow))
-        order, how = checker.int8_variants(neck)
+        order, how = int8_variants(checker, neck)
         assert [v.scheme for v in order] == [first, slow] and "by measured speed" in how
 
 

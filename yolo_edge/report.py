@@ -207,6 +207,22 @@ def _placement_row(s: SubgraphPlan) -> str:
     )
 
 
+def _search_section(report: DeployReport) -> list[str]:
+    search = report.search
+    return [
+        "## Search",
+        "",
+        f"{search.candidates} candidate placements passed the four checks; {len(search.trials)} judged by the "
+        f"verdict, fastest estimate first ({search.stopped}). `*`: chosen. Latency {report.split_plan.latency_kind}; "
+        "drift decided by labels where there are labels (the agreement figure beside it), else by agreement with "
+        "the FP32 reference. Plot: `plots/search.png`.",
+        "",
+        "| " + " | ".join(SEARCH_HEADER) + " |",
+        "|" + "---|" * len(SEARCH_HEADER),
+        *("| " + " | ".join(row) + " |" for row in search_rows(search)),
+    ]
+
+
 def markdown(report: DeployReport) -> str:
     what, data, limits = report.metric, report.data, report.limits
     lines = [
@@ -219,8 +235,7 @@ def markdown(report: DeployReport) -> str:
         + (f" ({'; '.join(report.reasons)})." if report.reasons else "."),
         "",
     ]
-    if data.warning:
-        lines += [f"> **Warning:** {data.warning}", ""]
+    lines += [f"> **Warning:** {data.warning}", ""] if data.warning else []
     lines += [
         "## Plans",
         "",
@@ -238,18 +253,7 @@ def markdown(report: DeployReport) -> str:
         + f". Calibrated on {len(cal.files)} other images: {cal.source}."
         + (f" Warning: {cal.warning}." if cal.warning else ""),
         "",
-        "## Search",
-        "",
-        f"{report.search.candidates} candidate placements passed the four checks; {len(report.search.trials)} "
-        f"judged by the verdict, fastest estimate first ({report.search.stopped}). `*`: chosen. Latency "
-        f"{report.split_plan.latency_kind}; drift decided by labels where there are labels (the agreement figure "
-        "beside it), else by agreement with the FP32 reference. Plot: `plots/search.png`.",
-        "",
-        "| " + " | ".join(SEARCH_HEADER) + " |",
-        "|" + "---|" * len(SEARCH_HEADER),
-    ]
-    lines += ["| " + " | ".join(row) + " |" for row in search_rows(report.search)]
-    lines += [
+        *_search_section(report),
         "",
         "## Placement (chosen plan)",
         "",
@@ -260,7 +264,8 @@ def markdown(report: DeployReport) -> str:
     w = report.split_plan.whole_graph_npu
     lines += [
         "",
-        f"Whole graph on the NPU at {w.precision}: {'passes' if w.passed else f'fails {w.failed_check}'}: {w.reason}",
+        f"Whole graph on the NPU at {'-' if w.variant is None else w.variant.label}: "
+        f"{'passes' if w.passed else f'fails {w.failed_check}'}: {w.reason}",
     ]
     if report.chosen.latency:
         lines += [

@@ -171,11 +171,15 @@ class OpenVinoBackend(Backend):
     def layer_errors(
         self, model: onnx.ModelProto, variant: Variant, calib: CalibSet, feeds: CalibSet
     ) -> list[LayerError]:
-        """Every convolution's output at ``variant`` against FP32 on ``feeds``; a layer's added error is its own
-        (1 - cosine) less the largest of the convolutions feeding it (the error it inherits)."""
-        convs = [n for n in model.graph.node if n.op_type == "Conv"]
-        fp32 = self._tapped(read_onnx(model), [n.name for n in convs], "f32")
-        low = self._tapped(self._graph(model, self._resolve(variant), calib, None)[0], [n.name for n in convs], "f32")
+        """Every convolution's output at ``variant`` against FP32 on ``feeds`` (those OpenVINO keeps by name: a
+        convolution folded into another op is not measured); a layer's added error is its own (1 - cosine) less
+        the largest of the convolutions feeding it (the error it inherits)."""
+        low_model = self._graph(model, self._resolve(variant), calib, None)[0]
+        fp32_model = read_onnx(model)
+        ops = [{op.get_friendly_name() for op in m.get_ops()} for m in (low_model, fp32_model)]
+        convs = [n for n in model.graph.node if n.op_type == "Conv" and all(n.name in names for names in ops)]
+        fp32 = self._tapped(fp32_model, [n.name for n in convs], "f32")
+        low = self._tapped(low_model, [n.name for n in convs], "f32")
         worst = dict.fromkeys((n.name for n in convs), 1.0)
         for f in feeds:
             a, b = fp32(f), low(f)
@@ -184,7 +188,7 @@ class OpenVinoBackend(Backend):
         upstream = _upstream_convs(model)
         rows = []
         for n in convs:
-            inherited = max((1.0 - worst[u] for u in upstream[n.name]), default=0.0)
+            inherited = max((1.0 - worst[u] for u in upstream[n.name] if u in worst), default=0.0)
             rows.append(LayerError(n.name, n.op_type, worst[n.name], max(0.0, 1.0 - worst[n.name] - inherited)))
         return sorted(rows, key=lambda r: -r.added)
 

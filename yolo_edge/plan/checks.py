@@ -149,32 +149,7 @@ class Checker:
 
     # -- 2. memory
     def memory(self, cand: Candidate, precision: str) -> CheckResult:
-        use = memory_use(cand.info, precision)
-        numbers: dict[str, Number] = {
-            "peak_activation_bytes": use.peak_activation_bytes,
-            "weight_bytes": use.weight_bytes,
-            "required_bytes": use.dram_bytes,
-            "budget_bytes": int(self.profile.memory_mb * 2**20),
-            "largest_untiled_bytes": use.largest_untiled_bytes,
-            "largest_untiled_node": use.largest_untiled_node or None,
-            "sram_bytes": int(self.profile.sram_kb * 1024) if self.profile.sram_kb is not None else None,
-        }
-        why = memory_violation(use, self.profile)
-        if why:
-            return CheckResult("memory", False, why, numbers)
-        return CheckResult(
-            "memory",
-            True,
-            f"{use.dram_bytes / 2**20:.1f} MiB of {self.profile.memory_mb:.0f} MiB"
-            + (
-                f"; largest untiled working set {use.largest_untiled_bytes / 2**20:.2f} MiB fits SRAM"
-                if self.profile.sram_kb and use.largest_untiled_bytes
-                else "; every op tiles through SRAM"
-                if self.profile.sram_kb
-                else ""
-            ),
-            numbers,
-        )
+        return memory_check(self.profile, cand.info, precision)
 
     def compile(self, cand: Candidate, variant: Variant) -> Executable:
         key = (cand.name, variant)
@@ -222,26 +197,6 @@ class Checker:
     def _measure(self, exe: Executable, feeds: dict[str, np.ndarray]) -> float:
         perf = self.cfg.checks.performance
         return median_run_s(exe, feeds, perf.runs, perf.warmup)
-
-    def int8_variants(self, cand: Candidate) -> tuple[list[Variant], str]:
-        """The backend's INT8 variants (each activation scheme with each quantizer) for ``cand``, fastest first,
-        and how they were ordered.
-
-        Measured where latency is measured (which scheme is faster depends on the CPU's kernels); with
-        modelled latency, or one variant, the configured order."""
-        variants = [Variant("int8", s, q) for q in self.npu.quantizers for s in self.npu.int8_schemes]
-        if len(variants) < 2 or self.profile.latency == "modelled":
-            return variants, ""
-        speed: dict[Variant, float] = {}
-        for v in variants:
-            try:
-                speed[v] = self.times(cand, v)[0]
-            except NpuCompileError:
-                speed[v] = float("inf")
-        variants.sort(key=lambda v: speed[v])
-        return variants, "INT8 variants by measured speed: " + ", ".join(
-            f"{v.label} {speed[v] * 1e3:.2f} ms" for v in variants
-        )
 
     def cpu_s(self, cand: Candidate) -> tuple[float, str]:
         """CPU FP32 seconds of ``cand`` (modelled on the profile's board CPU, or measured here); cached."""
@@ -328,6 +283,58 @@ class Fidelity:
     local_worst_tensor: str
     max_abs_error: float
     nan_inf: int
+
+
+def memory_check(profile: DeviceProfile, info: GraphInfo, precision: str) -> CheckResult:
+    """2. Peak live activations + weights at ``precision`` vs the DRAM budget; untiled working sets vs SRAM."""
+    use = memory_use(info, precision)
+    numbers: dict[str, Number] = {
+        "peak_activation_bytes": use.peak_activation_bytes,
+        "weight_bytes": use.weight_bytes,
+        "required_bytes": use.dram_bytes,
+        "budget_bytes": int(profile.memory_mb * 2**20),
+        "largest_untiled_bytes": use.largest_untiled_bytes,
+        "largest_untiled_node": use.largest_untiled_node or None,
+        "sram_bytes": int(profile.sram_kb * 1024) if profile.sram_kb is not None else None,
+    }
+    why = memory_violation(use, profile)
+    if why:
+        return CheckResult("memory", False, why, numbers)
+    return CheckResult(
+        "memory",
+        True,
+        f"{use.dram_bytes / 2**20:.1f} MiB of {profile.memory_mb:.0f} MiB"
+        + (
+            f"; largest untiled working set {use.largest_untiled_bytes / 2**20:.2f} MiB fits SRAM"
+            if profile.sram_kb and use.largest_untiled_bytes
+            else "; every op tiles through SRAM"
+            if profile.sram_kb
+            else ""
+        ),
+        numbers,
+    )
+
+
+def int8_variants(checker: Checker, cand: Candidate) -> tuple[list[Variant], str]:
+    """The accelerator's INT8 variants (each activation scheme with each quantizer) for ``cand``, fastest first,
+    and how they were ordered.
+
+    Measured where latency is measured (which scheme is faster depends on the CPU's kernels); with modelled
+    latency, or one variant, the configured order."""
+    npu = checker.npu
+    variants = [Variant("int8", s, q) for q in npu.quantizers for s in npu.int8_schemes]
+    if len(variants) < 2 or checker.profile.latency == "modelled":
+        return variants, ""
+    speed: dict[Variant, float] = {}
+    for v in variants:
+        try:
+            speed[v] = checker.times(cand, v)[0]
+        except NpuCompileError:
+            speed[v] = float("inf")
+    variants.sort(key=lambda v: speed[v])
+    return variants, "INT8 variants by measured speed: " + ", ".join(
+        f"{v.label} {speed[v] * 1e3:.2f} ms" for v in variants
+    )
 
 
 def fidelity(cand: Candidate, outputs: Sequence[dict[str, np.ndarray]]) -> Fidelity:

@@ -28,11 +28,19 @@ import numpy as np
 import onnx
 
 from yolo_edge.backends import cpu_backend, create_backend
-from yolo_edge.backends.base import Backend, NpuCompileError
+from yolo_edge.backends.base import Backend, LayerError, NpuCompileError
 from yolo_edge.config import CHECKS, DeployConfig, DeviceProfile, Variant
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.graph import GraphInfo
-from yolo_edge.plan.checks import SENSITIVE_OPS, Candidate, Checker, CheckResult, first_failure, skipped
+from yolo_edge.plan.checks import (
+    SENSITIVE_OPS,
+    Candidate,
+    Checker,
+    CheckResult,
+    first_failure,
+    int8_variants,
+    skipped,
+)
 from yolo_edge.plan.op_level import op_level_search
 from yolo_edge.plan.placement import FP32, PlacementPlan, PlanSpace, SubgraphPlan, WholeGraphVerdict, boundary_tensors
 from yolo_edge.split import SplitModel
@@ -112,7 +120,7 @@ class Planner:
     def close(self) -> None:
         self.checker.close()
 
-    def _candidate(self, name: str, model: onnx.ModelProto, inputs: Sequence[str], outputs: Sequence[str]) -> Candidate:
+    def candidate(self, name: str, model: onnx.ModelProto, inputs: Sequence[str], outputs: Sequence[str]) -> Candidate:
         """``name`` is ``whole_graph`` or a subgraph: the subgraphs after it run in FP32 for the end-to-end check.
         Its transfers are counted as if every input and output crossed the link (the worst case)."""
         if name in self._candidates:
@@ -139,7 +147,7 @@ class Planner:
 
     def subgraph_candidate(self, name: str) -> Candidate:
         sg = self.split[name]
-        return self._candidate(name, sg.model, [t.name for t in sg.inputs], [t.name for t in sg.outputs])
+        return self.candidate(name, sg.model, [t.name for t in sg.inputs], [t.name for t in sg.outputs])
 
     @property
     def precisions(self) -> list[str]:
@@ -155,7 +163,7 @@ class Planner:
             if p not in self.checker.npu.precisions
         ]
 
-    def _variants(self, cand: Candidate, precisions: Sequence[str]) -> Iterator[tuple[Variant, str]]:
+    def variants(self, cand: Candidate, precisions: Sequence[str]) -> Iterator[tuple[Variant, str]]:
         """(variant, how the INT8 variants were ordered) in the order the planner tries them: the profile's
         precisions, and within INT8 each scheme with each quantizer, fastest first. Lazy: INT8 is timed only
         when reached."""
@@ -163,66 +171,11 @@ class Planner:
             if precision != "int8":
                 yield Variant(precision), ""
                 continue
-            variants, how = self.checker.int8_variants(cand)
+            variants, how = int8_variants(self.checker, cand)
             for v in variants:
                 yield v, how
 
-    # ---------------------------------------------------------------- whole graph
-    def whole_graph(self) -> WholeGraphVerdict:
-        model = self.split.exported.load()
-        cand = self._candidate("whole_graph", model, [self.split.input.name], [self.split.output.name])
-        if not self.precisions:
-            raise YoloEdgeError(
-                f"{self.profile.name}: this host computes none of its precisions "
-                f"({'; '.join(self.skipped_precisions)}); "
-                "pick another --device"
-            )
-        self.log(f"checking the whole graph on {self.profile.name} at {self.precisions[0]}")
-        results: dict[str, CheckResult] = {}
-        variant: Variant | None = None
-        for variant, _ in self._variants(cand, self.precisions[:1]):  # the first that passes, else the last
-            results = self.checker.run_all(cand, variant)
-            if first_failure(results) is None:
-                break
-        failed = first_failure(results)
-        reason = results[failed].reason if failed else "all four checks pass"
-        return WholeGraphVerdict(failed is None, variant, failed, reason, results)
-
-    # ---------------------------------------------------------------- subgraphs
-    def space(self, strict: bool = False) -> PlanSpace:
-        """Every subgraph's options and rejected variants; ``strict``: no subgraph may fall back to the CPU."""
-        whole = self.whole_graph()
-        options: dict[str, tuple[SubgraphPlan, ...]] = {}
-        rejected: dict[str, tuple[SubgraphPlan, ...]] = {}
-        for sg in self.split.subgraphs:
-            self.log(f"placing {sg.name}")
-            options[sg.name], rejected[sg.name] = self._options(self.subgraph_candidate(sg.name))
-        if strict:
-            refused = [n for n, opts in options.items() if opts[0].device == "cpu" and opts[0].granularity != "rule"]
-            refused += [n for n, opts in options.items() if opts[0].cpu_nodes]
-            if refused:
-                raise PlanRefused(
-                    "strict mode: "
-                    + "; ".join(f"{n} would fall back to the CPU ({options[n][-1].reason})" for n in refused)
-                )
-            options = {n: opts if opts[0].granularity == "rule" else opts[:-1] for n, opts in options.items()}
-        notes = (f"latency is {self.profile.latency} ({self.profile.kind} device {self.profile.name})",)
-        meta = self.split.exported.meta
-        base = PlacementPlan(
-            str(self.split.exported.path),
-            self.profile.name,
-            self.profile.kind,
-            self.profile.latency,
-            meta.imgsz,
-            strict,
-            whole,
-            (),
-            0.0,
-            notes,
-        )
-        return PlanSpace(self.split, self.profile.link, base, options, rejected)
-
-    def _options(self, cand: Candidate) -> tuple[tuple[SubgraphPlan, ...], tuple[SubgraphPlan, ...]]:
+    def options(self, cand: Candidate) -> tuple[tuple[SubgraphPlan, ...], tuple[SubgraphPlan, ...]]:
         """(the plans of ``cand`` that pass the checks: accelerator variants fastest first, then the CPU; the
         variants ruled out). A rule keeps it on the CPU alone."""
         cpu_s, kind = self.checker.cpu_s(cand)
@@ -232,7 +185,7 @@ class Planner:
             return (_placed_by_rule(self.checker, cand, rule, self.precisions[0], cpu_ms, kind),), ()
         passed: list[SubgraphPlan] = []
         failed: list[SubgraphPlan] = []
-        for variant, how in self._variants(cand, self.precisions):
+        for variant, how in self.variants(cand, self.precisions):
             plan = self._try(cand, variant, how, cpu_ms, kind)
             (passed if plan.device == "npu" else failed).append(plan)
             if plan.checks["op_support"].passed is False:
@@ -284,26 +237,18 @@ class Planner:
     ) -> SubgraphPlan | None:
         """``variant`` with ``start``, then twice as many, ... of ``cand``'s most sensitive layers kept at the
         backend's higher precision, up to ``plan.max_kept_layers``: the first that passes the checks, else None."""
-        npu = self.checker.npu
-        if variant.precision != "int8" or npu.kept_precision is None or self.cfg.plan.max_kept_layers < start:
+        found = keep_layers(self.checker, cand, variant, start, self.cfg.plan.max_kept_layers, self.log)
+        if found is None:
             return None
-        ranked = self.checker.ranked_layers(cand, replace(variant, kept=()))
-        k = start
-        while ranked and k <= min(self.cfg.plan.max_kept_layers, len(ranked)):
-            top = ranked[:k]
-            trial = replace(variant, kept=tuple(r.layer for r in top))
-            self.log(f"{cand.name}: {trial.label}, keeping {k} layer(s) at {npu.kept_precision}")
-            results = self.checker.run_all(cand, trial)
-            if first_failure(results) is None:
-                layers = ", ".join(f"{r.layer} (adds {r.added:.4f})" for r in top)
-                why = (
-                    f"kept the {k} layer(s) adding the most error, by {self.profile.runtime}'s per-layer measurement, "
-                    f"at {npu.kept_precision}: {layers}; after {after}"
-                )
-                plan = self._accelerated(cand, trial, results, f"all four checks pass at {trial.label}", cpu_ms, kind)
-                return replace(plan, granularity="layer", kept_why=why)
-            k *= 2
-        return None
+        kept, results, top = found
+        npu = self.checker.npu
+        layers = ", ".join(f"{r.layer} (adds {r.added:.4f})" for r in top)
+        why = (
+            f"kept the {len(top)} layer(s) adding the most error, by {self.profile.runtime}'s per-layer measurement, "
+            f"at {npu.kept_precision}: {layers}; after {after}"
+        )
+        plan = self._accelerated(cand, kept, results, f"all four checks pass at {kept.label}", cpu_ms, kind)
+        return replace(plan, granularity="layer", kept_why=why)
 
     def relax(self, option: SubgraphPlan, why: str) -> SubgraphPlan | None:
         """``option`` (an INT8 accelerator plan the verdict blames for drift) with twice as many layers kept at
@@ -313,6 +258,83 @@ class Planner:
         cand = self.subgraph_candidate(option.name)
         base = replace(option.variant, kept=())
         return self.mixed(cand, base, max(1, 2 * len(option.variant.kept)), why, option.cpu_ms, option.latency_kind)
+
+
+def whole_graph(planner: Planner) -> WholeGraphVerdict:
+    """The whole model on the accelerator at the profile's first precision: the safety-net comparison row."""
+    model = planner.split.exported.load()
+    cand = planner.candidate("whole_graph", model, [planner.split.input.name], [planner.split.output.name])
+    if not planner.precisions:
+        raise YoloEdgeError(
+            f"{planner.profile.name}: this host computes none of its precisions "
+            f"({'; '.join(planner.skipped_precisions)}); "
+            "pick another --device"
+        )
+    planner.log(f"checking the whole graph on {planner.profile.name} at {planner.precisions[0]}")
+    results: dict[str, CheckResult] = {}
+    variant: Variant | None = None
+    for variant, _ in planner.variants(cand, planner.precisions[:1]):  # the first that passes, else the last
+        results = planner.checker.run_all(cand, variant)
+        if first_failure(results) is None:
+            break
+    failed = first_failure(results)
+    reason = results[failed].reason if failed else "all four checks pass"
+    return WholeGraphVerdict(failed is None, variant, failed, reason, results)
+
+
+def plan_options(planner: Planner, strict: bool = False) -> PlanSpace:
+    """Every subgraph's options and rejected variants; ``strict``: no subgraph may fall back to the CPU."""
+    whole = whole_graph(planner)
+    options: dict[str, tuple[SubgraphPlan, ...]] = {}
+    rejected: dict[str, tuple[SubgraphPlan, ...]] = {}
+    for sg in planner.split.subgraphs:
+        planner.log(f"placing {sg.name}")
+        options[sg.name], rejected[sg.name] = planner.options(planner.subgraph_candidate(sg.name))
+    if strict:
+        refused = [n for n, opts in options.items() if opts[0].device == "cpu" and opts[0].granularity != "rule"]
+        refused += [n for n, opts in options.items() if opts[0].cpu_nodes]
+        if refused:
+            raise PlanRefused(
+                "strict mode: "
+                + "; ".join(f"{n} would fall back to the CPU ({options[n][-1].reason})" for n in refused)
+            )
+        options = {n: opts if opts[0].granularity == "rule" else opts[:-1] for n, opts in options.items()}
+    notes = (f"latency is {planner.profile.latency} ({planner.profile.kind} device {planner.profile.name})",)
+    meta = planner.split.exported.meta
+    base = PlacementPlan(
+        str(planner.split.exported.path),
+        planner.profile.name,
+        planner.profile.kind,
+        planner.profile.latency,
+        meta.imgsz,
+        strict,
+        whole,
+        (),
+        0.0,
+        notes,
+    )
+    return PlanSpace(planner.split, planner.profile.link, base, options, rejected)
+
+
+def keep_layers(
+    checker: Checker, cand: Candidate, variant: Variant, start: int, most: int, log: Log
+) -> tuple[Variant, dict[str, CheckResult], list[LayerError]] | None:
+    """Layer-level mixed precision: ``variant`` with ``start``, ``2 * start``, ... (up to ``most``) of ``cand``'s
+    layers that add the most error kept at the backend's higher precision; the first that passes the checks
+    (the variant, its checks, the layers), else None."""
+    npu = checker.npu
+    if variant.precision != "int8" or npu.kept_precision is None or most < start:
+        return None
+    ranked = checker.ranked_layers(cand, replace(variant, kept=()))
+    k = start
+    while ranked and k <= min(most, len(ranked)):
+        trial = replace(variant, kept=tuple(r.layer for r in ranked[:k]))
+        log(f"{cand.name}: {trial.label}, keeping {k} layer(s) at {npu.kept_precision}")
+        results = checker.run_all(cand, trial)
+        if first_failure(results) is None:
+            return trial, results, ranked[:k]
+        k *= 2
+    return None
 
 
 def _op_level_plan(
@@ -350,7 +372,7 @@ def plan_space(
     and the planner that made them (for :meth:`Planner.relax`; close it when done)."""
     planner = Planner(split, profile, cfg, images, log, npu)
     try:
-        return planner.space(strict), planner
+        return plan_options(planner, strict), planner
     except NpuCompileError as exc:  # a compile failure outside a check is still explained, not a traceback
         planner.close()
         raise YoloEdgeError(f"{profile.name}: {exc}") from None
