@@ -319,8 +319,13 @@ def test_deploy_replaces_a_bundle_and_an_empty_folder_but_reports_in_one_line_ea
     """The other side of the --out rule, and bundles a person can read: not 0700, no progress bars in logs."""
     target = _copy_bundle(env, "replace-me")
     old = (target / "report.json").read_text()
-    deploy_yaml, data = str(env.bundle / "deploy.yaml"), str(env.bundle / "calib")
-    proc = _cli(env, "deploy", "--device", "host-lowp", "--out", str(target), "--config", deploy_yaml, "--data", data)
+    deploy_yaml, data = str(env.bundle / "deploy.yaml"), env.root / "others"
+    data.mkdir(exist_ok=True)
+    for p in sorted(default_calib_dir().glob("*.jpg"))[40:48]:  # not among those the demo calibrates on
+        shutil.copy(p, data)
+    proc = _cli(
+        env, "deploy", "--device", "host-lowp", "--out", str(target), "--config", deploy_yaml, "--data", str(data)
+    )
     assert proc.returncode == 0, proc.stderr
     assert (target / "report.json").read_text() != old and (target / "report.md").is_file()
     assert (target.stat().st_mode & 0o777) == 0o777 & ~_umask()

@@ -20,8 +20,11 @@ def test_markdown_says_what_the_json_says(deployed: DeployResult) -> None:
         assert f"| {p['name']} | {p['status']} |" in md
     assert "| drift mAP50 | drift mAP50-95 |" in md and "mAP vs labels" in md and "Warning" not in md
     for s in r["placement"]["subgraphs"]:
-        precision = s["precision"] + (f" ({s['int8_scheme']})" if s["int8_scheme"] else "")
-        assert f"| {s['name']} | {s['device']} | {precision} |" in md
+        variant = "/".join(p for p in (s["precision"], s["int8_scheme"], s["quantizer"]) if p)
+        variant += f"+{len(s['kept_layers'])}" if s["kept_layers"] else ""
+        assert f"| {s['name']} | {s['device']} | {variant} |" in md
+    for t in r["search"]["trials"]:  # every candidate judged, with its status
+        assert f"| {t['index']}" in md and f"| {t['placement']} | {t['why']} |" in md and f"| {t['status']} |" in md
     chosen = next(p for p in r["plans"] if p["name"] == r["chosen_plan"])
     assert all(f"| {phase} |" in md for phase in chosen["latency"]["phases"])
     assert f"{r['fallback_events']['total']} events." in md

@@ -54,7 +54,9 @@ class Variant:
     precision: str
     scheme: str | None = None  # INT8 activations: u8, s8 (OpenVINO), w8a8 (Rockchip); None: not INT8
     quantizer: str | None = None  # INT8: one of QUANTIZERS; None: the backend's first
-    kept: tuple[str, ...] = ()  # nodes left out of quantization (NNCF ignored scope, Rockchip's hybrid quantization)
+    # layers left out of quantization, as the backend names them: ONNX node names (NNCF's ignored scope, onnxruntime's
+    # nodes_to_exclude), output tensors (Rockchip's hybrid quantization)
+    kept: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:

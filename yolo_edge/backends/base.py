@@ -170,7 +170,7 @@ class LayerError:
     """One layer's error at low precision against FP32 on the same input: ``cosine`` of its output, and
     ``added``, how much of the unit's error this layer adds (the vendor's single-layer figure where it has one)."""
 
-    layer: str  # the ONNX node name (what Variant.kept names)
+    layer: str  # as the backend names it, what Variant.kept holds (an ONNX node; Rockchip: its output tensor)
     op: str
     cosine: float
     added: float

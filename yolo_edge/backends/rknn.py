@@ -59,14 +59,9 @@ class AnalysisRow:
     alone (fed FP32 inputs)."""
 
     op: str
-    tensor: str
+    tensor: str  # the layer's output: what hybrid quantization's custom_quantize_layers names
     entire_cos: float
     single_cos: float
-
-    @property
-    def layer(self) -> str:
-        """The node's name, as hybrid quantization names it (a Conv's output tensor is ``<node>_output_0``)."""
-        return self.tensor.removesuffix("_output_0")
 
 
 def parse_error_analysis(text: str) -> list[AnalysisRow]:
@@ -260,7 +255,7 @@ class RknnBackend(Backend):
             return []
         rows = [r for r in parse_error_analysis(Path(reply.result["report"]).read_text()) if r.op == "Conv"]
         return [
-            LayerError(r.layer, r.op, r.entire_cos, 1.0 - r.single_cos)
+            LayerError(r.tensor, r.op, r.entire_cos, 1.0 - r.single_cos)
             for r in sorted(rows, key=lambda r: r.single_cos)
         ]
 

@@ -1,6 +1,6 @@
 """Rockchip rknn-toolkit2 worker: runs inside the toolchain's own environment (its numpy, onnx and torch
-pins), started by ``yolo_edge.toolchains.Worker`` with this file's path. Standard library, numpy and
-``rknn.api`` only.
+pins), started by ``yolo_edge.toolchains.Worker`` with this file's path. Standard library, numpy, ``rknn.api``
+and (to read hybrid quantization's graph) the toolchain's own onnx only.
 
 Ops (``wire.serve``): ``hello``; ``compile`` (ONNX + calibration dataset file -> RKNN object built for the
 target, optionally exported as ``.rknn``, then loaded on Rockchip's simulator under a key; with ``kept`` layers,
@@ -47,7 +47,9 @@ def _build(args: dict[str, Any]) -> Any:
 
 def _hybrid(r: Any, args: dict[str, Any]) -> Any:
     """Rockchip's hybrid quantization: step 1 writes the quantized graph and its config beside the ONNX, the
-    ``kept`` convolutions are listed under ``custom_quantize_layers`` as float16, step 2 builds from them."""
+    ``kept`` layers (by their output tensors) and the activations they read are listed under
+    ``custom_quantize_layers`` as float16 (a layer kept out of INT8 reads unquantized inputs, as NNCF's ignored
+    scope leaves them), step 2 builds from them."""
     folder, stem = os.path.split(os.path.splitext(args["onnx"])[0])
     here = os.getcwd()
     os.chdir(folder)  # step 1 writes <stem>.model, .data and .quantization.cfg into the current folder
@@ -58,7 +60,7 @@ def _hybrid(r: Any, args: dict[str, Any]) -> Any:
         cfg = f"{stem}.quantization.cfg"
         with open(cfg) as f:
             text = f.read()
-        layers = "".join(f"    '{name}': float16\n" for name in args["kept"])
+        layers = "".join(f"    '{name}': float16\n" for name in _with_inputs(f"{stem}.model", args["kept"]))
         with open(cfg, "w") as f:
             f.write(text.replace("custom_quantize_layers: {}\n", f"custom_quantize_layers:\n{layers}", 1))
         r = _rknn()
@@ -67,6 +69,19 @@ def _hybrid(r: Any, args: dict[str, Any]) -> Any:
         return r
     finally:
         os.chdir(here)
+
+
+def _with_inputs(model_path: str, kept: list[str]) -> list[str]:
+    """``kept`` output tensors and the activations their layers read, in step 1's quantized graph (an ONNX file)."""
+    import onnx
+
+    graph = onnx.load(model_path).graph
+    produced = {o for n in graph.node for o in n.output}
+    found = dict.fromkeys(kept)
+    for node in graph.node:
+        if any(o in kept for o in node.output):
+            found.update(dict.fromkeys(i for i in node.input if i in produced))
+    return list(found)
 
 
 def hello(args: dict[str, Any], arrays: Arrays) -> tuple[dict[str, Any], Arrays]:

@@ -1,0 +1,173 @@
+"""The plan yolo-edge deploys against ultralytics' one-line OpenVINO INT8 export (NNCF), end to end, on the CPU this
+runs on: ``YOLO(pt).export(format="openvino", int8=True, data=...)`` then ``YOLO(dir).predict(image)``, against
+``load_bundle(deploy(...)).detector().detect(image)``, both at 640, conf 0.25, on ultralytics' own photos
+(``bus.jpg``, ``zidane.jpg``), the two paths interleaved in one process (``side_by_side.interleave``).
+
+Models: the second model (``tests/data``: a trained 2-class YOLOv8n, a user's own), deployed to host-lowp with its
+own synthetic photos as ``--data`` (half calibrate, half judge: the search's verdict decides the plan), and
+YOLOv8s from its yaml (random weights: speed only, the drift cannot be judged, so the plan is the fastest
+candidate the four checks leave, the one the search judges first). ultralytics calibrates on the same photos.
+Accuracy, on the second model's photos the deploy did not calibrate on: how many of the FP32 model's boxes
+(ultralytics' PyTorch predict, conf 0.25) each keeps (same class, IoU >= 0.5).
+
+Goal: yolo-edge <= 0.90x the time of ultralytics' INT8 predict, at drift within the limit.
+
+    YOLO_OFFLINE=1 python benchmarks/vs_ultralytics_int8.py [--rounds 30] [--photos 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from side_by_side import interleave  # noqa: E402
+
+from tests.conftest import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
+from yolo_edge.bundle import load_bundle  # noqa: E402
+from yolo_edge.config import load_deploy_config, load_profile  # noqa: E402
+from yolo_edge.data.synthetic import write_dataset  # noqa: E402
+from yolo_edge.deploy import deploy  # noqa: E402
+from yolo_edge.export import export_model  # noqa: E402
+from yolo_edge.host import cpu_name  # noqa: E402
+from yolo_edge.pipeline.detector import Detector  # noqa: E402
+from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration  # noqa: E402
+from yolo_edge.plan.placement import boundary_tensors  # noqa: E402
+from yolo_edge.plan.planner import plan_model  # noqa: E402
+from yolo_edge.runtime import EventLog, SplitExecutor, build_units  # noqa: E402
+from yolo_edge.split import split_model  # noqa: E402
+
+IMGSZ = 640
+
+
+def photos() -> list[np.ndarray]:
+    from ultralytics.utils import ASSETS
+
+    return [cv2.imread(str(ASSETS / name)) for name in ("bus.jpg", "zidane.jpg")]
+
+
+def ultralytics_int8(model: str, data_yaml: Path, out: Path) -> Any:
+    """ultralytics' OpenVINO INT8 export of ``model`` calibrated on ``data_yaml``'s images, loaded for predict."""
+    from ultralytics import YOLO
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        path = YOLO(model).export(format="openvino", int8=True, data=str(data_yaml), imgsz=IMGSZ, batch=1)
+    return YOLO(str(Path(path).rename(out / Path(path).name)), task="detect")
+
+
+def boxes_kept(reference: list[Any], candidate: list[Any]) -> int:
+    """How many of ``reference``'s boxes (per image: xyxy, class) ``candidate`` keeps (same class, IoU >= 0.5)."""
+    kept = 0
+    for (rb, rc), (cb, cc) in zip(reference, candidate):
+        for box, cls in zip(rb, rc):
+            same = cb[cc == cls]
+            if not len(same):
+                continue
+            x1, y1 = np.maximum(box[:2], same[:, :2]).T
+            x2, y2 = np.minimum(box[2:], same[:, 2:]).T
+            inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
+            area = lambda b: (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])  # noqa: E731
+            kept += int((inter / (area(box) + area(same) - inter)).max() >= 0.5)
+    return kept
+
+
+def _ultralytics_boxes(yolo: Any, images: list[np.ndarray]) -> list[Any]:
+    out = []
+    for image in images:
+        r = yolo.predict(image, imgsz=IMGSZ, conf=0.25, iou=0.7, verbose=False)[0]
+        out.append((r.boxes.xyxy.cpu().numpy(), r.boxes.cls.cpu().numpy().astype(int)))
+    return out
+
+
+def _our_boxes(detector: Detector, images: list[np.ndarray]) -> list[Any]:
+    return [(d.xyxy, d.class_id) for d in (detector.detect(image)[0] for image in images)]
+
+
+def trained(rounds: int, n_photos: int, work: Path) -> None:
+    """The second model, deployed with its own photos (drift judged); boxes kept on those that did not calibrate."""
+    from ultralytics import YOLO
+
+    data_yaml = write_dataset(work / "photos", seed=9, sizes={"val": n_photos}, classes=SECOND_CLASSES)
+    folder = work / "photos" / "images" / "val"
+    result = deploy(model=SECOND_MODEL, device="host-lowp", imgsz=IMGSZ, data=folder, out=work / "bundle", quiet=True)
+    report = result.report
+    judged = [cv2.imread(str(r.path)) for r in report.data.dataset.records]
+    print(
+        f"\nsecond model at {IMGSZ}: deploy {'PASS' if report.passed else 'FAIL'}, chosen {report.chosen.name}: "
+        f"{report.placement.label}"
+    )
+    for t in report.search.trials:
+        d = t.run.drift
+        shown = "-" if d is None else f"{d.map50:+.4f} / {d.map50_95:+.4f}"
+        print(
+            f"  candidate {t.index}{' *' if t is report.search.chosen else ''}: {t.plan.label}: {t.run.status}, "
+            f"drift {shown} ({t.run.criterion}), p95 {t.p95_ratio or 0:.2f}x the FP32 reference"
+        )
+    ov = ultralytics_int8(str(SECOND_MODEL), data_yaml, work)
+    with load_bundle(result.bundle).detector() as ours:
+        fp32 = _ultralytics_boxes(YOLO(str(SECOND_MODEL)), judged)
+        total = sum(len(b) for b, _ in fp32)
+        theirs, mine = boxes_kept(fp32, _ultralytics_boxes(ov, judged)), boxes_kept(fp32, _our_boxes(ours, judged))
+        print(
+            f"  FP32 boxes on the {len(judged)} judged photos: {total}; ultralytics INT8 keeps {theirs}, "
+            f"yolo-edge keeps {mine}"
+        )
+        race("second model", ov, ours, rounds)
+
+
+def random_v8s(rounds: int, work: Path, data_yaml: Path) -> None:
+    """YOLOv8s from its yaml: the fastest plan the four checks leave (no verdict on random weights)."""
+    cfg, profile = load_deploy_config(), load_profile("host-lowp")
+    split = split_model(export_model("yolov8s.yaml", imgsz=IMGSZ, out_dir=work / "v8s"))
+    n = cfg.calib_images + cfg.checks.precision.images
+    images = load_calibration(default_calib_dir(), split.exported.meta.imgsz, n)
+    plan = plan_model(split, profile, cfg, images)
+    print(f"\nyolov8s.yaml at {IMGSZ} (random weights): the fastest candidate by estimate: {plan.label}")
+    units = build_units(split, plan, profile, boundary_tensors(split, images[: cfg.calib_images]), EventLog())
+    ov = ultralytics_int8("yolov8s.yaml", data_yaml, work)
+    with Detector(SplitExecutor(units, cfg.runtime, profile), split.exported.meta, cfg.nms) as ours:
+        race("yolov8s", ov, ours, rounds)
+
+
+def race(name: str, ov: Any, ours: Detector, rounds: int) -> None:
+    for image, label in zip(photos(), ("bus.jpg", "zidane.jpg")):
+        paths: dict[str, Callable[[], object]] = {
+            "ultralytics openvino int8": lambda image=image: ov.predict(image, imgsz=IMGSZ, conf=0.25, verbose=False),
+            "yolo-edge": lambda image=image: ours.detect(image),
+        }
+        timed = interleave(paths, rounds)
+        ms, ratio = timed.median_ms, timed.ratio["yolo-edge"]
+        print(
+            f"  {name}, {label}: ultralytics INT8 {ms['ultralytics openvino int8']:.2f} ms, yolo-edge "
+            f"{ms['yolo-edge']:.2f} ms: {ratio:.3f}x ({'meets' if ratio <= 0.90 else 'misses'} <= 0.90x)"
+        )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=30)
+    p.add_argument("--photos", type=int, default=60, help="the second model's own photos (half calibrate)")
+    args = p.parse_args()
+    print(f"CPU: {cpu_name()}")
+    work = Path(tempfile.mkdtemp(prefix="vs-ultralytics-"))
+    try:
+        trained(args.rounds, args.photos, work)
+        random_v8s(args.rounds, work, work / "photos" / "data.yaml")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
