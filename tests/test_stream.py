@@ -23,6 +23,7 @@ import pytest
 from yolo_edge.bundle import load_bundle
 from yolo_edge.deploy import DeployResult
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner
 from yolo_edge.pipeline.sources import SourceOptions, parse_source
 
@@ -131,10 +132,13 @@ def test_a_video_gives_every_frame_in_order_and_a_playable_annotated_video(
     assert "clip300.avi: 300 read, 300 delivered, dropped: none" in proc.stderr
 
 
-def _runner(deployed: DeployResult, urls: list[str], **options: object) -> StreamRunner:
+def _runner(deployed: DeployResult, urls: list[str], split: bool = False, **options: object) -> StreamRunner:
+    """A stream runner on the bundle's deployed plan, or (``split``) on the split plan it compared, whichever won."""
     src = SourceOptions(**{k: v for k, v in options.items() if k in SourceOptions.__dataclass_fields__})  # type: ignore[arg-type]
     rest = {k: v for k, v in options.items() if k in StreamOptions.__dataclass_fields__}
-    detector = load_bundle(deployed.bundle).detector()
+    bundle = load_bundle(deployed.bundle)
+    plan = deployed.report.split_plan if split else bundle.plan
+    detector = Detector(bundle.executor(plan=plan), bundle.exported.meta, bundle.config.nms)
     return StreamRunner(detector, [parse_source(u) for u in urls], StreamOptions(src, **rest))  # type: ignore[arg-type]
 
 
@@ -259,8 +263,8 @@ def test_a_missing_source_is_one_line_before_anything_runs(deployed: DeployResul
 
 
 def _pool_fps(deployed: DeployResult, video: Path, cores: int) -> tuple[float, list[int]]:
-    runner = _runner(deployed, [str(video)], emulate_latency=True, in_flight=8)
-    unit = runner.detector.executor.units[0]
+    runner = _runner(deployed, [str(video)], split=True, emulate_latency=True, in_flight=8)
+    unit = next(u for u in runner.detector.executor.units if u.npu is not None)
     assert unit.npu is not None
     unit.modelled_s = 0.06  # as a simulated accelerator's modelled time: 60 ms a frame, emulated by sleeping
     unit.npu.concurrency = cores
