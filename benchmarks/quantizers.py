@@ -27,6 +27,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.conftest import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
@@ -48,13 +50,13 @@ from yolo_edge.validate.accuracy import Scorer, detect_all  # noqa: E402
 RECIPES = ("int8/u8/nncf", "int8/s8/nncf", "int8/u8/qdq", "int8/s8/qdq")
 
 
-def _detector(split: SplitModel, npu: dict[str, str], calib: list) -> Detector:  # type: ignore[type-arg]
+def _detector(split: SplitModel, npu: dict[str, str], calib: list[dict[str, np.ndarray]]) -> Detector:
     cfg, profile = load_deploy_config(), load_profile("host-lowp")
     units = build_units(split, PlacementPlan.manual(split, npu, profile.name), profile, calib, EventLog())
     return Detector(SplitExecutor(units, cfg.runtime, profile), split.exported.meta, cfg.nms)
 
 
-def _fidelity(split: SplitModel, detector: Detector, tensors: list) -> tuple[float, float]:  # type: ignore[type-arg]
+def _fidelity(split: SplitModel, detector: Detector, tensors: list[dict[str, np.ndarray]]) -> tuple[float, float]:
     """(min class-score cosine, min box cosine) of the detector output against FP32 on held-out images."""
     scores, boxes = 1.0, 1.0
     for t in tensors:
@@ -64,7 +66,7 @@ def _fidelity(split: SplitModel, detector: Detector, tensors: list) -> tuple[flo
     return scores, boxes
 
 
-def _ratio(reference: Detector, detector: Detector, images: list, frames: int) -> float:  # type: ignore[type-arg]
+def _ratio(reference: Detector, detector: Detector, images: list[np.ndarray], frames: int) -> float:
     """Median per-frame ratio of ``detector``'s model time to ``reference``'s, interleaved in alternating order."""
     ratios = []
     for i in range(frames):

@@ -10,6 +10,10 @@ candidate the four checks leave, the one the search judges first). ultralytics c
 Accuracy, on the second model's photos the deploy did not calibrate on: how many of the FP32 model's boxes
 (ultralytics' PyTorch predict, conf 0.25) each keeps (same class, IoU >= 0.5).
 
+Each yolo-edge deployment runs twice: with the shipped config (head and decode FP32 on the CPU) and with
+``plan.head_on_npu: auto`` (the head a candidate too; decode FP32 on the CPU by rule, as ultralytics' export keeps
+the Detect head's decode out of INT8).
+
 Goal: yolo-edge <= 0.90x the time of ultralytics' INT8 predict, at drift within the limit.
 
     YOLO_OFFLINE=1 python benchmarks/vs_ultralytics_int8.py [--rounds 30] [--photos 60]
@@ -24,6 +28,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +42,7 @@ from side_by_side import interleave  # noqa: E402
 
 from tests.conftest import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
 from yolo_edge.bundle import load_bundle  # noqa: E402
-from yolo_edge.config import load_deploy_config, load_profile  # noqa: E402
+from yolo_edge.config import DeployConfig, load_deploy_config, load_profile  # noqa: E402
 from yolo_edge.data.synthetic import write_dataset  # noqa: E402
 from yolo_edge.deploy import deploy  # noqa: E402
 from yolo_edge.export import export_model  # noqa: E402
@@ -55,7 +60,8 @@ IMGSZ = 640
 def photos() -> list[np.ndarray]:
     from ultralytics.utils import ASSETS
 
-    return [cv2.imread(str(ASSETS / name)) for name in ("bus.jpg", "zidane.jpg")]
+    found = [cv2.imread(str(ASSETS / name)) for name in ("bus.jpg", "zidane.jpg")]
+    return [image for image in found if image is not None]
 
 
 def ultralytics_int8(model: str, data_yaml: Path, out: Path) -> Any:
@@ -95,18 +101,24 @@ def _our_boxes(detector: Detector, images: list[np.ndarray]) -> list[Any]:
     return [(d.xyxy, d.class_id) for d in (detector.detect(image)[0] for image in images)]
 
 
-def trained(rounds: int, n_photos: int, work: Path) -> None:
+def _config(head: str) -> DeployConfig:
+    cfg = load_deploy_config()
+    return replace(cfg, plan=replace(cfg.plan, head_on_npu=head))
+
+
+def trained(rounds: int, work: Path, ov: Any, head: str) -> None:
     """The second model, deployed with its own photos (drift judged); boxes kept on those that did not calibrate."""
     from ultralytics import YOLO
 
-    data_yaml = write_dataset(work / "photos", seed=9, sizes={"val": n_photos}, classes=SECOND_CLASSES)
-    folder = work / "photos" / "images" / "val"
-    result = deploy(model=SECOND_MODEL, device="host-lowp", imgsz=IMGSZ, data=folder, out=work / "bundle", quiet=True)
+    folder, out = work / "photos" / "images" / "val", work / f"bundle-{head}"
+    result = deploy(
+        model=SECOND_MODEL, device="host-lowp", imgsz=IMGSZ, data=folder, config=_config(head), out=out, quiet=True
+    )
     report = result.report
-    judged = [cv2.imread(str(r.path)) for r in report.data.dataset.records]
+    judged = [image for image in (cv2.imread(str(r.path)) for r in report.data.dataset.records) if image is not None]
     print(
-        f"\nsecond model at {IMGSZ}: deploy {'PASS' if report.passed else 'FAIL'}, chosen {report.chosen.name}: "
-        f"{report.placement.label}"
+        f"\nsecond model at {IMGSZ}, plan.head_on_npu {head}: deploy {'PASS' if report.passed else 'FAIL'}, "
+        f"chosen {report.chosen.name}: {report.placement.label} ({len(judged)} photos judge)"
     )
     for t in report.search.trials:
         d = t.run.drift
@@ -115,38 +127,40 @@ def trained(rounds: int, n_photos: int, work: Path) -> None:
             f"  candidate {t.index}{' *' if t is report.search.chosen else ''}: {t.plan.label}: {t.run.status}, "
             f"drift {shown} ({t.run.criterion}), p95 {t.p95_ratio or 0:.2f}x the FP32 reference"
         )
-    ov = ultralytics_int8(str(SECOND_MODEL), data_yaml, work)
     with load_bundle(result.bundle).detector() as ours:
         fp32 = _ultralytics_boxes(YOLO(str(SECOND_MODEL)), judged)
         total = sum(len(b) for b, _ in fp32)
         theirs, mine = boxes_kept(fp32, _ultralytics_boxes(ov, judged)), boxes_kept(fp32, _our_boxes(ours, judged))
-        print(
-            f"  FP32 boxes on the {len(judged)} judged photos: {total}; ultralytics INT8 keeps {theirs}, "
-            f"yolo-edge keeps {mine}"
-        )
-        race("second model", ov, ours, rounds)
+        print(f"  FP32 boxes on those photos: {total}; ultralytics INT8 keeps {theirs}, yolo-edge keeps {mine}")
+        race(f"second model, head {head}", ov, ours, rounds)
 
 
-def random_v8s(rounds: int, work: Path, data_yaml: Path) -> None:
+def random_v8s(rounds: int, work: Path, ov: Any, head: str) -> None:
     """YOLOv8s from its yaml: the fastest plan the four checks leave (no verdict on random weights)."""
-    cfg, profile = load_deploy_config(), load_profile("host-lowp")
-    split = split_model(export_model("yolov8s.yaml", imgsz=IMGSZ, out_dir=work / "v8s"))
+    cfg, profile = _config(head), load_profile("host-lowp")
+    split = split_model(export_model("yolov8s.yaml", imgsz=IMGSZ, out_dir=work / f"v8s-{head}"))
     n = cfg.calib_images + cfg.checks.precision.images
     images = load_calibration(default_calib_dir(), split.exported.meta.imgsz, n)
     plan = plan_model(split, profile, cfg, images)
-    print(f"\nyolov8s.yaml at {IMGSZ} (random weights): the fastest candidate by estimate: {plan.label}")
+    print(
+        f"\nyolov8s.yaml at {IMGSZ} (random weights), plan.head_on_npu {head}: the fastest candidate by estimate: "
+        f"{plan.label}"
+    )
     units = build_units(split, plan, profile, boundary_tensors(split, images[: cfg.calib_images]), EventLog())
-    ov = ultralytics_int8("yolov8s.yaml", data_yaml, work)
     with Detector(SplitExecutor(units, cfg.runtime, profile), split.exported.meta, cfg.nms) as ours:
-        race("yolov8s", ov, ours, rounds)
+        race(f"yolov8s, head {head}", ov, ours, rounds)
 
 
 def race(name: str, ov: Any, ours: Detector, rounds: int) -> None:
     for image, label in zip(photos(), ("bus.jpg", "zidane.jpg")):
-        paths: dict[str, Callable[[], object]] = {
-            "ultralytics openvino int8": lambda image=image: ov.predict(image, imgsz=IMGSZ, conf=0.25, verbose=False),
-            "yolo-edge": lambda image=image: ours.detect(image),
-        }
+
+        def theirs(image: np.ndarray = image) -> object:
+            return ov.predict(image, imgsz=IMGSZ, conf=0.25, verbose=False)
+
+        def mine(image: np.ndarray = image) -> object:
+            return ours.detect(image)
+
+        paths: dict[str, Callable[[], object]] = {"ultralytics openvino int8": theirs, "yolo-edge": mine}
         timed = interleave(paths, rounds)
         ms, ratio = timed.median_ms, timed.ratio["yolo-edge"]
         print(
@@ -163,8 +177,13 @@ def main() -> None:
     print(f"CPU: {cpu_name()}")
     work = Path(tempfile.mkdtemp(prefix="vs-ultralytics-"))
     try:
-        trained(args.rounds, args.photos, work)
-        random_v8s(args.rounds, work, work / "photos" / "data.yaml")
+        data_yaml = write_dataset(work / "photos", seed=9, sizes={"val": args.photos}, classes=SECOND_CLASSES)
+        ov = ultralytics_int8(str(SECOND_MODEL), data_yaml, work)
+        for head in ("never", "auto"):
+            trained(args.rounds, work, ov, head)
+        ov = ultralytics_int8("yolov8s.yaml", data_yaml, work)
+        for head in ("never", "auto"):
+            random_v8s(args.rounds, work, ov, head)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
