@@ -52,6 +52,7 @@ RECIPES = ("int8/u8/nncf", "int8/s8/nncf", "int8/u8/qdq", "int8/s8/qdq")
 
 def _detector(split: SplitModel, npu: dict[str, str], calib: list[dict[str, np.ndarray]]) -> Detector:
     cfg, profile = load_deploy_config(), load_profile("host-lowp")
+    profile = replace(profile, runtime_options=replace(profile.runtime_options, int8_quantizer="auto"))  # both
     units = build_units(split, PlacementPlan.manual(split, npu, profile.name), profile, calib, EventLog())
     return Detector(SplitExecutor(units, cfg.runtime, profile), split.exported.meta, cfg.nms)
 

@@ -243,8 +243,9 @@ class RuntimeOptions:
     # faster first and keeps it only if its numerics pass; which one wins, and whether s8 is accurate, depends
     # on the CPU)
     int8_activations: str = "auto"
-    # openvino INT8 quantizer: nncf (OpenVINO's own, the default first), qdq (onnxruntime's quantize_static with the
-    # Q/DQ placed as NNCF places them), or auto (the planner tries both; the precision check and the verdict decide)
+    # openvino INT8 quantizer: nncf (OpenVINO's own; the shipped profiles' choice), qdq (onnxruntime's
+    # quantize_static with the Q/DQ placed as NNCF places them), or auto (both are candidates: the precision check
+    # and the verdict decide, at twice the planning time; benchmarks/quantizers.py compares them)
     int8_quantizer: str = "auto"
     target: str = ""  # rknn: the chip the compiler builds for (target_platform), e.g. rk3588
     # rknn on the board, with npu_cores 1: the cores the one context runs on (RKNNLite.NPU_CORE_<mask>); with

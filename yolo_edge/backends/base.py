@@ -207,7 +207,7 @@ class Backend(ABC):
         (empty where the backend cannot say)."""
         return []
 
-    def _resolve(self, variant: Variant | str) -> Variant:
+    def resolve(self, variant: Variant | str) -> Variant:
         """``variant`` validated, with this backend's defaults for an INT8 scheme and quantizer left open."""
         v = Variant.parse(variant) if isinstance(variant, str) else variant
         if v.precision not in self.precisions:

@@ -56,7 +56,7 @@ class OnnxRuntimeBackend(Backend):
         calib: CalibSet | None = None,
         artifact: Artifact | None = None,
     ) -> Executable:
-        v = self._resolve(variant)  # u8 only: onnxruntime's fast x86 path (U8S8)
+        v = self.resolve(variant)  # u8 only: onnxruntime's fast x86 path (U8S8)
         precision = v.precision
         graph = qdq_artifact(artifact) or (
             quantize_int8(model, calib or [], exclude=v.kept) if precision == "int8" else model

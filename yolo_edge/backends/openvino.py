@@ -162,7 +162,7 @@ class OpenVinoBackend(Backend):
         calib: CalibSet | None = None,
         artifact: Artifact | None = None,
     ) -> Executable:
-        v = self._resolve(variant)
+        v = self.resolve(variant)
         ov_model, stored = self._graph(model, v, calib, artifact)
         config = {"INFERENCE_PRECISION_HINT": _HINT[v.precision], "PERFORMANCE_HINT": "LATENCY"}
         compiled = core().compile_model(ov_model, self.device, config)
@@ -174,7 +174,7 @@ class OpenVinoBackend(Backend):
         """Every convolution's output at ``variant`` against FP32 on ``feeds`` (those OpenVINO keeps by name: a
         convolution folded into another op is not measured); a layer's added error is its own (1 - cosine) less
         the largest of the convolutions feeding it (the error it inherits)."""
-        low_model = self._graph(model, self._resolve(variant), calib, None)[0]
+        low_model = self._graph(model, self.resolve(variant), calib, None)[0]
         fp32_model = read_onnx(model)
         ops = [{op.get_friendly_name() for op in m.get_ops()} for m in (low_model, fp32_model)]
         convs = [n for n in model.graph.node if n.op_type == "Conv" and all(n.name in names for names in ops)]

@@ -223,7 +223,7 @@ class RknnBackend(Backend):
     ) -> Executable:
         """Build ``model`` with Rockchip's compiler. ``artifact`` (a bundle's ``.rknn``) is not loadable by the
         simulator: the unit is rebuilt from the ONNX and ``calib``, as deploy built it."""
-        v = self._resolve(variant)
+        v = self.resolve(variant)
         exe = RknnExecutable(self, self._job(model, v, calib), model, v)
         exe.build()
         return exe
@@ -243,7 +243,7 @@ class RknnBackend(Backend):
     ) -> list[LayerError]:
         """Rockchip's per-layer accuracy analysis of ``model`` at ``variant`` on the first of ``feeds``: its
         convolutions (what hybrid quantization can keep in float16), worst single-layer cosine first."""
-        job = self._job(model, self._resolve(variant), calib)
+        job = self._job(model, self.resolve(variant), calib)
         folder = Path(job["onnx"]).parent
         inputs = []
         for j, t in enumerate(io_infos(model)[0]):
@@ -314,7 +314,7 @@ class RknnLiteBackend(Backend):
         calib: CalibSet | None = None,
         artifact: Artifact | None = None,
     ) -> Executable:
-        v = self._resolve(variant)
+        v = self.resolve(variant)
         data = (artifact or {}).get(RKNN_SUFFIX)
         if not data:
             raise NpuCompileError(

@@ -117,7 +117,7 @@ class SimulatedNpu(Backend):
         calib: CalibSet | None = None,
         artifact: Artifact | None = None,
     ) -> Executable:
-        v = self._resolve(variant)
+        v = self.resolve(variant)
         precision = v.precision
         info = GraphInfo.of(model)
         bad = unsupported_ops(info, self.profile)
