@@ -20,11 +20,12 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 
 from yolo_edge.backends import cpu_backend
-from yolo_edge.config import DeviceProfile, load_deploy_config, load_profile
+from yolo_edge.config import DeviceProfile, Variant, load_deploy_config, load_profile
 from yolo_edge.export import demo_model_path, export_model
 from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
@@ -106,9 +107,14 @@ def main() -> None:
     )
     args = ap.parse_args()
     profile = load_profile(args.device)
+    if profile.runtime == "openvino":  # NNCF (the default) or onnxruntime's QDQ recipe, as --precision names them
+        profile = replace(profile, runtime_options=replace(profile.runtime_options, int8_quantizer="auto"))
     schemes = profile.runtime_options.int8_schemes if profile.runtime == "openvino" else ("u8",)
+    variants = [Variant.parse(p) for p in args.precision]
     precisions = [
-        p for p in args.precision if p.split("/")[0] in profile.precisions and p.partition("/")[2] in ("", *schemes)
+        p
+        for p, v in zip(args.precision, variants)
+        if v.precision in profile.precisions and v.scheme in (None, *schemes)
     ]
     print(f"CPU: {cpu_name()}")
     print(

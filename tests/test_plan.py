@@ -9,10 +9,12 @@ from dataclasses import replace
 import pytest
 
 from tests.conftest import ExportFn
+from yolo_edge.backends.openvino import OpenVinoBackend
 from yolo_edge.cli.main import main
 from yolo_edge.config import DeployConfig, DeviceProfile, Link, OpSupport, Variant, load_profile
 from yolo_edge.export import ExportedModel
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
+from yolo_edge.plan.checks import Checker
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.plan.planner import PlanRefused, plan_model, plan_space
 from yolo_edge.split import split_model
@@ -102,13 +104,12 @@ def test_whole_graph_int8_fails_precision_on_scores(demo: ExportedModel, fast_cf
     concat's shared scale); NNCF keeps the concat out of INT8, and the decode's softmax, sigmoid and output concat
     at INT8 still fail the precision check by rule."""
     images = load_calibration(default_calib_dir(), demo.meta.imgsz, fast_cfg.calib_images + 4)
-    host = load_profile("host-lowp")
-    both = dataclasses.replace(host, runtime_options=replace(host.runtime_options, int8_quantizer="auto"))
-    space, planner = plan_space(split_model(demo), both, fast_cfg, images)
+    space, planner = plan_space(split_model(demo), load_profile("host-lowp"), fast_cfg, images)
     w = space.base.whole_graph_npu
     assert w.passed is False and w.failed_check == "precision" and "precision-sensitive ops at int8" in w.reason
     whole = planner.candidate("whole_graph", demo.load(), ["images"], ["output0"])
-    qdq = planner.checker.precision(whole, Variant("int8", "u8", "qdq"))
+    qdq_backend = OpenVinoBackend("CPU", ("u8",), ("qdq",))
+    qdq = Checker(planner.profile, fast_cfg, qdq_backend).precision(whole, Variant("int8", "u8", "qdq"))
     planner.close()
     assert qdq.passed is False and float(qdq.numbers["score_max_error"]) > 0.5  # type: ignore[arg-type]
     # the split passes precision where the whole graph fails; which variant is fastest depends on measured speed,

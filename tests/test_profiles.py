@@ -48,10 +48,14 @@ def test_bundle_runs_the_placement_deploy_reported(device: str, small_deploy, tm
     ex.close()
 
     images = bundle.calib_dir
-    run = _cli("run", str(result.bundle), "--source", str(images), "--json", "--events", str(tmp_path / "events.jsonl"))
+    # one frame at a time: in a pipeline on 2 cores the units' threads slow each other, which the hysteresis may
+    # rightly read as a slow accelerator; here the placement itself is what is checked
+    events = tmp_path / "events.jsonl"
+    run = _cli("run", str(result.bundle), "--source", str(images), "--json", "--sequential", "--events", str(events))
     assert run.returncode == 0, run.stderr
     frames = [json.loads(line) for line in run.stdout.splitlines()]
-    assert len(frames) == len(list(images.iterdir())) and all(f["devices"] == want for f in frames)
+    shown = events.read_text() if events.exists() else ""
+    assert len(frames) == len(list(images.iterdir())) and all(f["devices"] == want for f in frames), shown
     assert not (tmp_path / "events.jsonl").exists() or not (tmp_path / "events.jsonl").read_text()
     assert "WARNING" not in run.stderr
 
