@@ -66,8 +66,13 @@ def photos() -> list[np.ndarray]:
 
 def ultralytics_int8(model: str, data_yaml: Path, out: Path) -> Any:
     """ultralytics' OpenVINO INT8 export of ``model`` calibrated on ``data_yaml``'s images, loaded for predict."""
+    import yaml
     from ultralytics import YOLO
 
+    doc = yaml.safe_load(data_yaml.read_text())
+    doc["train"] = doc["val"]  # ultralytics' dataset check wants both keys; it calibrates on the val images
+    data_yaml = data_yaml.with_name("ultralytics.yaml")
+    data_yaml.write_text(yaml.safe_dump(doc))
     with contextlib.redirect_stdout(io.StringIO()):
         path = YOLO(model).export(format="openvino", int8=True, data=str(data_yaml), imgsz=IMGSZ, batch=1)
     return YOLO(str(Path(path).rename(out / Path(path).name)), task="detect")
@@ -125,7 +130,7 @@ def trained(rounds: int, work: Path, ov: Any, head: str) -> None:
         shown = "-" if d is None else f"{d.map50:+.4f} / {d.map50_95:+.4f}"
         print(
             f"  candidate {t.index}{' *' if t is report.search.chosen else ''}: {t.plan.label}: {t.run.status}, "
-            f"drift {shown} ({t.run.criterion}), p95 {t.p95_ratio or 0:.2f}x the FP32 reference"
+            f"drift {shown} ({t.run.criterion}), median {t.speed_ratio or 0:.2f}x the FP32 reference"
         )
     with load_bundle(result.bundle).detector() as ours:
         fp32 = _ultralytics_boxes(YOLO(str(SECOND_MODEL)), judged)

@@ -108,7 +108,7 @@ def test_a_unit_failing_only_on_precision_keeps_its_most_sensitive_layer(
     assert next(s for s in doc["subgraphs"] if s["name"] == "neck")["kept_layers"] == [SENSITIVE]  # type: ignore[index]
 
 
-def _deploy(model: ExportedModel, profile: Path, small_cfg: Path, data: Path, tmp_path: Path, **plan: int):  # type: ignore[no-untyped-def]
+def _deploy(model: ExportedModel, profile: Path, small_cfg: Path, data: Path, tmp_path: Path, **plan: float):  # type: ignore[no-untyped-def]
     """Deploy ``model`` with a precision check that lets anything finite through (the verdict must catch it) and
     the ``plan`` settings given."""
     cfg = yaml.safe_load(small_cfg.read_text())
@@ -154,7 +154,7 @@ def test_a_subgraph_blamed_for_drift_is_relaxed_by_keeping_its_most_sensitive_la
     relaxed = search.trials[3]
     assert relaxed.plan["backbone"].device == "npu" and relaxed.plan["neck"].variant.kept == (SENSITIVE,)
     assert relaxed.passed and relaxed.why == "the fastest candidate left"
-    assert search.chosen is min((t for t in search.trials if t.passed), key=lambda t: t.p95_ratio or 0.0)
+    assert search.chosen is min((t for t in search.trials if t.passed), key=lambda t: t.speed_ratio or 0.0)
     assert result.report.split_plan.key == search.chosen.plan.key
     neck = relaxed.plan["neck"]
     assert neck.granularity == "layer" and SENSITIVE in neck.kept_why and "failed drift (candidate 3)" in neck.kept_why
@@ -176,3 +176,18 @@ def test_the_search_stops_at_its_budget(
     assert len(search.trials) == 1 and search.chosen is None and "budget: 1 candidates" in search.stopped
     assert result.report.chosen.name == "whole-cpu"  # the reference, since no candidate passed
     assert result.report.plans[2].status.startswith("fails drift")
+
+
+def test_candidates_estimated_within_the_margin_are_judged_and_the_measured_median_picks(
+    demo: ExportedModel, int8_npu: Path, small_cfg: Path, small_val: Path, tmp_path: Path
+) -> None:
+    """With ``plan.search_margin: 1.0`` a candidate that passes does not end the search: those estimated less
+    than twice its time are judged too, fastest estimate first, and the fastest by measured median is chosen."""
+    result = _deploy(demo, int8_npu, small_cfg, small_val, tmp_path, max_kept_layers=0, search_margin=1.0)
+    search = result.report.search
+    first = next(t for t in search.trials if t.passed)
+    later = search.trials[first.index :]
+    assert later, [(t.plan.label, t.run.status) for t in search.trials]
+    assert all(t.estimated_ms < 2 * first.estimated_ms for t in later)
+    assert search.chosen is min((t for t in search.trials if t.passed), key=lambda t: t.speed_ratio or 0.0)
+    assert "plan.search_margin 100%" in search.stopped or search.stopped == "a candidate passed"

@@ -119,13 +119,20 @@ class PlanConfig:
     op_level: bool  # consider op-level fallback for isolated unsupported ops
     search_candidates: int  # candidate placements the search evaluates with the verdict (drift, SLA), fastest first
     search_seconds: float  # wall-time budget of the search; the fastest passing candidate so far is kept
+    search_margin: float  # candidates estimated within this fraction of a passing one are judged too
     max_kept_layers: int  # layer-level mixed precision: most layers of one unit kept at higher precision
 
     def __post_init__(self) -> None:
-        if self.search_candidates < 1 or self.search_seconds <= 0 or self.max_kept_layers < 0:
+        if (
+            self.search_candidates < 1
+            or self.search_seconds <= 0
+            or self.max_kept_layers < 0
+            or not 0 <= self.search_margin <= 1
+        ):
             raise YoloEdgeError(
-                "plan.search_candidates must be >= 1, plan.search_seconds > 0 and plan.max_kept_layers >= 0, got "
-                f"{self.search_candidates}, {self.search_seconds}, {self.max_kept_layers}"
+                "plan.search_candidates must be >= 1, plan.search_seconds > 0, plan.search_margin in [0, 1] and "
+                f"plan.max_kept_layers >= 0, got {self.search_candidates}, {self.search_seconds}, "
+                f"{self.search_margin}, {self.max_kept_layers}"
             )
 
 

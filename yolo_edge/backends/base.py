@@ -155,14 +155,23 @@ def run_chain(executables: Sequence[Executable], feeds: Feeds) -> dict[str, np.n
 
 def median_run_s(exe: Executable, feeds: Feeds, runs: int = 3, warmup: int = 1) -> float:
     """Median wall seconds of ``runs`` calls of ``exe`` on ``feeds``, after ``warmup`` untimed ones: the one
-    timing loop for planning, unit estimates and the hysteresis (frame latency is ``validate.latency``'s)."""
+    timing loop for unit estimates and the hysteresis (frame latency is ``validate.latency``'s)."""
+    return interleaved_run_s([exe], feeds, runs, warmup)[0]
+
+
+def interleaved_run_s(exes: Sequence[Executable], feeds: Feeds, runs: int = 3, warmup: int = 1) -> list[float]:
+    """Median wall seconds of each of ``exes`` on the same ``feeds``, called in turn ``runs`` rounds after
+    ``warmup`` untimed ones: a machine that slows down or speeds up meanwhile slows all of them alike, so it
+    cannot rank them (planning compares a subgraph's variants this way)."""
     for _ in range(warmup):
-        exe.run(feeds)
-    times = []
+        for exe in exes:
+            exe.run(feeds)
+    times: list[list[float]] = [[] for _ in exes]
     for _ in range(runs):
-        exe.run(feeds)
-        times.append(exe.last_run_s)
-    return statistics.median(times)
+        for exe, got in zip(exes, times):
+            exe.run(feeds)
+            got.append(exe.last_run_s)
+    return [statistics.median(t) for t in times]
 
 
 @dataclass(frozen=True)

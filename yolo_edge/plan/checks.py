@@ -26,7 +26,7 @@ from yolo_edge.backends.base import (
     LayerError,
     NpuCompileError,
     cosine,
-    median_run_s,
+    interleaved_run_s,
     run_chain,
 )
 from yolo_edge.config import PRECISION_BYTES, DeployConfig, DeviceProfile, PrecisionCheckConfig, Variant
@@ -195,9 +195,28 @@ class Checker:
         )
 
     # -- 4. performance
-    def _measure(self, exe: Executable, feeds: dict[str, np.ndarray]) -> float:
-        perf = self.cfg.checks.performance
-        return median_run_s(exe, feeds, perf.runs, perf.warmup)
+    def time_together(self, cand: Candidate, variants: Sequence[Variant]) -> None:
+        """Measure ``cand`` in FP32 on the CPU and at each of ``variants`` that passes op support and memory on
+        the accelerator, interleaved call by call, into the caches ``cpu_s`` and ``times`` read: timed one after
+        another, a shared machine's load at the moment would rank them. A variant that does not compile is left
+        to the performance check to report; modelled latency has nothing to time."""
+        if self.profile.latency == "modelled" or cand.name in self._cpu_s:
+            return
+        timed: list[Variant] = []
+        if self.op_support(cand).passed is not False:
+            for v in variants:
+                try:
+                    if self.memory(cand, v.precision).passed is not False:
+                        self.compile(cand, v)
+                        timed.append(v)
+                except NpuCompileError:
+                    continue
+        cpu, perf = self.cpu.compile(cand.model, "fp32"), self.cfg.checks.performance
+        exes = [cpu, *(self.compile(cand, v) for v in timed)]
+        times = interleaved_run_s(exes, cand.feeds_eval[0], perf.runs, perf.warmup)
+        cpu.close()
+        self._cpu_s[cand.name] = (times[0], "measured")
+        self._npu_s.update({(cand.name, v): s for v, s in zip(timed, times[1:])})
 
     def cpu_s(self, cand: Candidate) -> tuple[float, str]:
         """CPU FP32 seconds of ``cand`` (modelled on the profile's board CPU, or measured here); cached."""
@@ -206,10 +225,7 @@ class Checker:
                 assert self.profile.cpu is not None
                 self._cpu_s[cand.name] = (cpu_time(cand.info, self.profile.cpu).total_s, "modelled")
             else:
-                self._cpu_s[cand.name] = (
-                    self._measure(self.cpu.compile(cand.model, "fp32"), cand.feeds_eval[0]),
-                    "measured",
-                )
+                self.time_together(cand, ())
         return self._cpu_s[cand.name]
 
     def times(self, cand: Candidate, variant: Variant) -> tuple[float, float, str]:
@@ -223,8 +239,14 @@ class Checker:
                 kind,
             )
         key = (cand.name, variant)
-        if key not in self._npu_s:
-            self._npu_s[key] = self._measure(self.compile(cand, variant), cand.feeds_eval[0])
+        if key not in self._npu_s:  # one not timed with the others (a mixed-precision retry): with the CPU again
+            perf = self.cfg.checks.performance
+            cpu = self.cpu.compile(cand.model, "fp32")
+            npu_s, now_cpu_s = interleaved_run_s(
+                [self.compile(cand, variant), cpu], cand.feeds_eval[0], perf.runs, perf.warmup
+            )
+            cpu.close()
+            self._npu_s[key] = npu_s * cpu_s / now_cpu_s  # on the scale of the CPU time the others were timed with
         return self._npu_s[key], cpu_s, kind
 
     def transfer_s(self, cand: Candidate, precision: str) -> float:
@@ -319,14 +341,18 @@ def memory_check(profile: DeviceProfile, info: GraphInfo, precision: str) -> Che
     )
 
 
+def all_int8_variants(npu: Backend) -> list[Variant]:
+    """Each of the accelerator's INT8 activation schemes with each of its quantizers."""
+    return [Variant("int8", s, q) for q in npu.quantizers for s in npu.int8_schemes]
+
+
 def int8_variants(checker: Checker, cand: Candidate) -> tuple[list[Variant], str]:
     """The accelerator's INT8 variants (each activation scheme with each quantizer) for ``cand``, fastest first,
     and how they were ordered.
 
     Measured where latency is measured (which scheme is faster depends on the CPU's kernels); with modelled
     latency, or one variant, the configured order."""
-    npu = checker.npu
-    variants = [Variant("int8", s, q) for q in npu.quantizers for s in npu.int8_schemes]
+    variants = all_int8_variants(checker.npu)
     if len(variants) < 2 or checker.profile.latency == "modelled":
         return variants, ""
     speed: dict[Variant, float] = {}

@@ -37,6 +37,7 @@ from yolo_edge.plan.checks import (
     Candidate,
     Checker,
     CheckResult,
+    all_int8_variants,
     first_failure,
     int8_variants,
     skipped,
@@ -178,9 +179,16 @@ class Planner:
     def options(self, cand: Candidate) -> tuple[tuple[SubgraphPlan, ...], tuple[SubgraphPlan, ...]]:
         """(the plans of ``cand`` that pass the checks: accelerator variants fastest first, then the CPU; the
         variants ruled out). A rule keeps it on the CPU alone."""
+        rule = _rule(cand.name, self.cfg)
+        if not rule:
+            every = [
+                v
+                for p in self.precisions
+                for v in (all_int8_variants(self.checker.npu) if p == "int8" else [Variant(p)])
+            ]
+            self.checker.time_together(cand, every)
         cpu_s, kind = self.checker.cpu_s(cand)
         cpu_ms = cpu_s * 1e3
-        rule = _rule(cand.name, self.cfg)
         if rule:
             return (_placed_by_rule(self.checker, cand, rule, self.precisions[0], cpu_ms, kind),), ()
         passed: list[SubgraphPlan] = []
