@@ -20,7 +20,10 @@ from pathlib import Path
 
 import cv2
 import pytest
+import yaml
 
+from yolo_edge.config import configs_dir
+from yolo_edge.data.synthetic import CLASS_NAMES
 from yolo_edge.deploy import DeployResult
 from yolo_edge.pipeline.preprocess import default_calib_dir
 
@@ -139,9 +142,223 @@ def _a_file(env: Env) -> str:
     return str(env.root / "afile")
 
 
+BOMB = "\n".join(  # a "billion laughs": under 1 KB of YAML, 9**9 strings once its aliases are expanded
+    ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    + [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+)
+
+
+def _config(key: str, value: object) -> Callable[[Env], str]:
+    """The shipped deploy config with ``key`` (dotted) set to ``value``."""
+
+    def make(env: Env) -> str:
+        doc = yaml.safe_load((configs_dir() / "default.yaml").read_text())
+        *parents, last = key.split(".")
+        node = doc
+        for k in parents:
+            node = node[k]
+        node[last] = value
+        path = env.root / f"cfg-{key}.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        return str(path)
+
+    return make
+
+
+def _text(name: str, data: str | bytes) -> Callable[[Env], str]:
+    def make(env: Env) -> str:
+        path = env.root / name
+        path.write_bytes(data if isinstance(data, bytes) else data.encode())
+        return str(path)
+
+    return make
+
+
+def _fifo(env: Env) -> str:
+    path = env.root / "fifo.yaml"
+    if not path.exists():
+        os.mkfifo(path)
+    return str(path)
+
+
+def _bundle_with(name: str, make_it: Callable[[Path], None]) -> Callable[[Env], str]:
+    def make(env: Env) -> str:
+        b = _copy_bundle(env, f"hostile-{name}")
+        make_it(b / name)
+        return str(b)
+
+    return make
+
+
+def _replace_by_link(target: str) -> Callable[[Path], None]:
+    def make(path: Path) -> None:
+        path.unlink()
+        path.symlink_to(target)
+
+    return make
+
+
+def _replace_by_fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _labelled(rows: str) -> Callable[[Env], str]:
+    """A one-image ultralytics data.yaml (the demo's six classes) whose label file holds ``rows``."""
+
+    def make(env: Env) -> str:
+        root = env.root / f"labels-{abs(hash(rows))}"
+        (root / "images").mkdir(parents=True, exist_ok=True)
+        (root / "labels").mkdir(exist_ok=True)
+        shutil.copy(env.image, root / "images" / "a.jpg")
+        (root / "labels" / "a.txt").write_text(rows)
+        doc = {"path": str(root), "val": "images", "names": list(CLASS_NAMES)}
+        (root / "data.yaml").write_text(yaml.safe_dump(doc))
+        return str(root / "data.yaml")
+
+    return make
+
+
 # (case, argv builder, exit code, words the one-line message must contain)
 Case = tuple[str, Callable[[Env], list[str]], int, str]
 CASES: list[Case] = [
+    # defects of issue #21: config values range-checked where they are parsed, before any work
+    (
+        "latency_runs: 0",
+        lambda e: ["deploy", "--config", _config("validate.latency_runs", 0)(e)],
+        2,
+        "latency_runs: must be >= 1",
+    ),
+    (
+        "latency_runs: -1",
+        lambda e: ["deploy", "--config", _config("validate.latency_runs", -1)(e)],
+        2,
+        "must be >= 1, got -1",
+    ),
+    (
+        "precision.images: 0",
+        lambda e: ["deploy", "--config", _config("checks.precision.images", 0)(e)],
+        2,
+        "images: must be >= 1",
+    ),
+    (
+        "min_cosine: 2",
+        lambda e: ["deploy", "--config", _config("checks.precision.min_cosine", 2)(e)],
+        2,
+        "min_cosine: must be in [-1, 1]",
+    ),
+    (
+        "max_drift: -1",
+        lambda e: ["deploy", "--config", _config("validate.max_drift", -1)(e)],
+        2,
+        "max_drift: must be in [0, 1]",
+    ),
+    ("max_drift: nan", lambda e: ["deploy", "--config", _config("validate.max_drift", float("nan"))(e)], 2, "got nan"),
+    ("sla_ms: -5", lambda e: ["deploy", "--config", _config("validate.sla_ms", -5)(e)], 2, "sla_ms: must be > 0"),
+    ("nms.conf: 2", lambda e: ["deploy", "--config", _config("nms.conf", 2)(e)], 2, "nms.conf: must be in (0, 1]"),
+    # a config that is not one
+    (
+        "binary --config",
+        lambda e: ["deploy", "--config", _text("bin.yaml", b"\x00\xff\xfe" * 50)(e)],
+        2,
+        "is not a text file",
+    ),
+    ("folder --config", lambda e: ["deploy", "--config", _empty_dir(e)], 2, "is a folder"),
+    ("FIFO --config", lambda e: ["deploy", "--config", _fifo(e)], 2, "not a regular file"),
+    (
+        "alias bomb --config",
+        lambda e: ["deploy", "--config", _text("bomb.yaml", BOMB)(e)],
+        2,
+        "aliases (*name) are not allowed",
+    ),
+    ("/dev/zero --config", lambda e: ["deploy", "--config", "/dev/zero"], 2, "not a regular file"),
+    # a bundle is untrusted input
+    (
+        "alias bomb deploy.yaml",
+        lambda e: ["bench", _damaged("deploy.yaml", BOMB.encode())(e)],
+        2,
+        "aliases (*name) are not allowed",
+    ),
+    (
+        "alias bomb profile.yaml",
+        lambda e: ["bench", _damaged("profile.yaml", BOMB.encode())(e)],
+        2,
+        "aliases (*name) are not allowed",
+    ),
+    (
+        "profile.yaml -> /dev/zero",
+        lambda e: ["bench", _bundle_with("profile.yaml", _replace_by_link("/dev/zero"))(e)],
+        2,
+        "not a regular file",
+    ),
+    (
+        "deploy.yaml a FIFO",
+        lambda e: ["bench", _bundle_with("deploy.yaml", _replace_by_fifo)(e)],
+        2,
+        "not a regular file",
+    ),
+    # data that is not what it says
+    (
+        "binary data.yaml",
+        lambda e: ["val", str(e.bundle), "--data", _text("data.yaml", b"\x00\xff" * 64)(e)],
+        2,
+        "is not a text file",
+    ),
+    (
+        "binary COCO JSON",
+        lambda e: ["val", str(e.bundle), "--data", _text("ann.json", b"\x00\xff" * 64)(e)],
+        2,
+        "is not a COCO detection JSON",
+    ),
+    (
+        "garbage label row",
+        lambda e: ["val", str(e.bundle), "--data", _labelled("zz top\n")(e)],
+        2,
+        "expected 'class cx cy w h' numbers",
+    ),
+    (
+        "ragged label row",
+        lambda e: ["val", str(e.bundle), "--data", _labelled("0 0.5 0.5 0.2\n")(e)],
+        2,
+        "expected 5 values",
+    ),
+    (
+        "label class 99",
+        lambda e: ["val", str(e.bundle), "--data", _labelled("99 0.5 0.5 0.2 0.2\n")(e)],
+        2,
+        "class 99 is not one of the 6",
+    ),
+    (
+        "label class -1",
+        lambda e: ["val", str(e.bundle), "--data", _labelled("-1 0.5 0.5 0.2 0.2\n")(e)],
+        2,
+        "class -1 is not one of",
+    ),
+    (
+        "label NaN",
+        lambda e: ["val", str(e.bundle), "--data", _labelled("0 nan 0.5 0.2 0.2\n")(e)],
+        2,
+        "normalised to [0, 1]",
+    ),
+    (
+        "label polygon",
+        lambda e: ["val", str(e.bundle), "--data", _labelled("0 0.1 0.1 0.5 0.1 0.5 0.5\n")(e)],
+        2,
+        "segmentation polygon",
+    ),
+    # live-source options
+    (
+        "run --max-fps nan",
+        lambda e: ["run", str(e.bundle), "--source", str(e.image), "--max-fps", "nan"],
+        2,
+        "not a finite number",
+    ),
+    (
+        "run --max-age-ms -5",
+        lambda e: ["run", str(e.bundle), "--source", str(e.image), "--max-age-ms", "-5"],
+        2,
+        "must be a positive number",
+    ),
     # defects of issue #11
     (
         "deploy --out a user's folder",

@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 from yolo_edge.backends.base import ARTIFACT_SUFFIXES
-from yolo_edge.config import DeployConfig, DeviceProfile, build, load_deploy_config
+from yolo_edge.config import DeployConfig, DeviceProfile, build, load_deploy_config, read_yaml
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, ModelMeta, load_onnx
 from yolo_edge.pipeline.detector import Detector
@@ -330,7 +330,7 @@ def load_bundle(path: str | Path) -> Bundle:
         if not (path / rel).exists():
             raise YoloEdgeError(f"{path}: damaged bundle (no {rel}); deploy it again")
     try:
-        profile = build(DeviceProfile, yaml.safe_load((path / "profile.yaml").read_text()), str(path / "profile.yaml"))
+        profile = build(DeviceProfile, read_yaml(path / "profile.yaml", "profile.yaml"), str(path / "profile.yaml"))
         config = load_deploy_config(path / "deploy.yaml")
         exported = load_onnx(path / MODEL)
     except (YoloEdgeError, yaml.YAMLError) as exc:

@@ -19,11 +19,12 @@ import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import yaml
 
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.files import read_regular
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 PRECISION_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
@@ -37,6 +38,32 @@ CORE_MASKS = ("auto", "0", "1", "2", "0_1", "0_1_2", "all")
 RUNTIMES = ("onnxruntime", "openvino", "rknn")
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Range:
+    """A config number's valid range, ``Annotated[float, Range(0, 1)]`` on the field: ``lo`` <= (or <, ``lo_open``)
+    value <= (or <, ``hi_open``) ``hi``, never NaN. :func:`build` checks it where the YAML is parsed, so a value
+    that would fail minutes into a deploy, or pass silently, is a one-line error up front."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def holds(self, v: float) -> bool:
+        if v != v:  # NaN
+            return False
+        if self.lo is not None and (v <= self.lo if self.lo_open else v < self.lo):
+            return False
+        return self.hi is None or (v < self.hi if self.hi_open else v <= self.hi)
+
+    def __str__(self) -> str:
+        if self.hi is None:
+            return f"{'>' if self.lo_open else '>='} {self.lo:g}"
+        if self.lo is None:
+            return f"{'<' if self.hi_open else '<='} {self.hi:g}"
+        return f"in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
 
 
 @dataclass(frozen=True)
@@ -85,25 +112,25 @@ class Variant:
 
 @dataclass(frozen=True)
 class NmsConfig:
-    conf: float
-    iou: float
-    max_det: int
+    conf: Annotated[float, Range(0, 1, lo_open=True)]
+    iou: Annotated[float, Range(0, 1, lo_open=True)]
+    max_det: Annotated[int, Range(1)]
     multi_label: bool = False  # every class above conf per box (ultralytics' validator) or the best only
 
 
 @dataclass(frozen=True)
 class PrecisionCheckConfig:
-    min_cosine: float  # end to end: the detector output's box and class-score cosine vs the FP32 model
-    max_score_error: float  # end to end: largest class-score error
-    local_min_cosine: float  # the subgraph's own outputs: below it a warning only
-    images: int
+    min_cosine: Annotated[float, Range(-1, 1)]  # end to end: the detector output's box and class-score cosine vs FP32
+    max_score_error: Annotated[float, Range(0, 1)]  # end to end: largest class-score error
+    local_min_cosine: Annotated[float, Range(-1, 1)]  # the subgraph's own outputs: below it a warning only
+    images: Annotated[int, Range(1)]
 
 
 @dataclass(frozen=True)
 class PerformanceCheckConfig:
-    max_ratio: float
-    warmup: int
-    runs: int
+    max_ratio: Annotated[float, Range(0, lo_open=True)]
+    warmup: Annotated[int, Range(0)]
+    runs: Annotated[int, Range(1)]
 
 
 @dataclass(frozen=True)
@@ -117,58 +144,48 @@ class ChecksConfig:
 class PlanConfig:
     head_on_npu: str  # "never" (the design default: head on the CPU in FP32) or "auto" (move it when it passes)
     op_level: bool  # consider op-level fallback for isolated unsupported ops
-    search_candidates: int  # candidate placements the search evaluates with the verdict (drift, SLA), fastest first
-    search_seconds: float  # wall-time budget of the search; the fastest passing candidate so far is kept
-    search_margin: float  # candidates estimated within this fraction of a passing one are judged too
-    max_kept_layers: int  # layer-level mixed precision: most layers of one unit kept at higher precision
-
-    def __post_init__(self) -> None:
-        if (
-            self.search_candidates < 1
-            or self.search_seconds <= 0
-            or self.max_kept_layers < 0
-            or not 0 <= self.search_margin <= 1
-        ):
-            raise YoloEdgeError(
-                "plan.search_candidates must be >= 1, plan.search_seconds > 0, plan.search_margin in [0, 1] and "
-                f"plan.max_kept_layers >= 0, got {self.search_candidates}, {self.search_seconds}, "
-                f"{self.search_margin}, {self.max_kept_layers}"
-            )
+    search_candidates: Annotated[
+        int, Range(1)
+    ]  # placements the search judges with the verdict (drift, SLA), fastest first
+    search_seconds: Annotated[
+        float, Range(0, lo_open=True)
+    ]  # the search's wall-time budget: then the best passing so far
+    search_margin: Annotated[
+        float, Range(0, 1)
+    ]  # candidates estimated within this fraction of a passing one are judged too
+    max_kept_layers: Annotated[
+        int, Range(0)
+    ]  # layer-level mixed precision: most layers of one unit kept at higher precision
 
 
 @dataclass(frozen=True)
 class RuntimeConfig:
-    unit_timeout_s: float
-    breaker_failures: int  # K consecutive NPU failures open the breaker
-    breaker_cooldown_s: float  # then a half-open probe after this long
-    slow_frames: int  # N consecutive slow frames move a unit to the CPU
-    recover_probes: int  # M consecutive good probes move it back
-    probe_every: int  # frames between probes of a unit parked on the CPU
-    slow_ratio: float  # "slow" = unit time above this times its CPU estimate
+    unit_timeout_s: Annotated[float, Range(0, lo_open=True)]
+    breaker_failures: Annotated[int, Range(1)]  # K consecutive NPU failures open the breaker
+    breaker_cooldown_s: Annotated[float, Range(0)]  # then a half-open probe after this long
+    slow_frames: Annotated[int, Range(1)]  # N consecutive slow frames move a unit to the CPU
+    recover_probes: Annotated[int, Range(1)]  # M consecutive good probes move it back
+    probe_every: Annotated[int, Range(1)]  # frames between probes of a unit parked on the CPU
+    slow_ratio: Annotated[float, Range(1)]  # "slow" = unit time above this times its CPU estimate
     fuse_units: bool  # consecutive subgraphs on one device at one precision run as one compiled unit
 
 
 @dataclass(frozen=True)
 class ValidateConfig:
-    max_drift: float
-    sla_ms: float
-    latency_warmup: int
-    latency_runs: int
-    max_regression: float
-    agreement_draws: int  # no labels: pseudo-label draws from the FP32 reference's detections (validate.accuracy)
-    agreement_box_noise: float  # no labels: each pseudo-true box edge deviates from the reference's by this x its size
-
-    def __post_init__(self) -> None:
-        if self.agreement_draws < 1 or not 0 <= self.agreement_box_noise < 0.5:
-            raise YoloEdgeError(
-                "validate.agreement_draws must be >= 1 and validate.agreement_box_noise in [0, 0.5), got "
-                f"{self.agreement_draws}, {self.agreement_box_noise}"
-            )
+    max_drift: Annotated[float, Range(0, 1)]
+    sla_ms: Annotated[float, Range(0, lo_open=True)]
+    latency_warmup: Annotated[int, Range(0)]
+    latency_runs: Annotated[int, Range(1)]
+    max_regression: Annotated[float, Range(0)]
+    agreement_draws: Annotated[int, Range(1)]  # no labels: pseudo-label draws from the FP32 reference's detections
+    agreement_box_noise: Annotated[
+        float, Range(0, 0.5, hi_open=True)
+    ]  # each pseudo-true box edge moves by this x its size
 
 
 @dataclass(frozen=True)
 class DeployConfig:
-    calib_images: int
+    calib_images: Annotated[int, Range(1)]
     nms: NmsConfig
     val_nms: NmsConfig
     checks: ChecksConfig
@@ -208,17 +225,17 @@ class OpSupport:
 
 @dataclass(frozen=True)
 class Link:
-    gbps: float  # host <-> accelerator bandwidth, GB/s
-    latency_us: float  # per transfer
+    gbps: Annotated[float, Range(0, lo_open=True)]  # host <-> accelerator bandwidth, GB/s
+    latency_us: Annotated[float, Range(0)]  # per transfer
 
 
 @dataclass(frozen=True)
 class CpuModel:
     """The board's CPU, for modelled profiles: FP32 throughput, DRAM bandwidth, per-op overhead."""
 
-    gflops: float
-    dram_gbps: float
-    op_overhead_us: float
+    gflops: Annotated[float, Range(0, lo_open=True)]
+    dram_gbps: Annotated[float, Range(0, lo_open=True)]
+    op_overhead_us: Annotated[float, Range(0)]
 
 
 @dataclass(frozen=True)
@@ -226,13 +243,13 @@ class Faults:
     """Fault injection for simulated NPUs: per-call probabilities, deterministic from ``seed``, plus an
     optional burst: calls ``burst_start`` .. ``burst_start + burst_len - 1`` all fail with ``burst_kind``."""
 
-    error_rate: float = 0.0
-    nan_rate: float = 0.0
-    hang_rate: float = 0.0
-    hang_s: float = 0.0
+    error_rate: Annotated[float, Range(0, 1)] = 0.0
+    nan_rate: Annotated[float, Range(0, 1)] = 0.0
+    hang_rate: Annotated[float, Range(0, 1)] = 0.0
+    hang_s: Annotated[float, Range(0)] = 0.0
     seed: int = 0
     burst_start: int = -1
-    burst_len: int = 0
+    burst_len: Annotated[int, Range(0)] = 0
     burst_kind: str = "error"
 
     def __post_init__(self) -> None:
@@ -295,8 +312,8 @@ class DeviceProfile:
     runtime_options: RuntimeOptions
     precisions: tuple[str, ...]  # in order of preference
     latency: str  # "measured" or "modelled"
-    memory_mb: float
-    sram_kb: float | None
+    memory_mb: Annotated[float, Range(0, lo_open=True)]
+    sram_kb: Annotated[float | None, Range(0)]
     op_support: OpSupport
     peak_tops: dict[str, float]  # per precision, 1e12 ops/s
     utilization: float  # fraction of peak that convolutions reach
@@ -338,6 +355,12 @@ def _fail(where: str, msg: str) -> typing.NoReturn:
     raise YoloEdgeError(f"{where}: {msg}")
 
 
+def _shown(value: Any) -> str:
+    """``value`` for an error line: its repr, cut short (a YAML value can be megabytes)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
 def _convert(tp: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
@@ -350,27 +373,27 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
         return build(tp, value, where)  # type: ignore[arg-type]
     if origin is tuple:
         if not isinstance(value, list | tuple):
-            _fail(where, f"expected a list, got {type(value).__name__} {value!r}")
+            _fail(where, f"expected a list, got {type(value).__name__} {_shown(value)}")
         return tuple(_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
     if origin is dict:
         if not isinstance(value, dict):
-            _fail(where, f"expected a mapping, got {type(value).__name__} {value!r}")
+            _fail(where, f"expected a mapping, got {type(value).__name__} {_shown(value)}")
         return {str(k): _convert(args[1], v if v is not None else {}, f"{where}.{k}") for k, v in value.items()}
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            _fail(where, f"expected a number, got {type(value).__name__} {value!r}")
+            _fail(where, f"expected a number, got {type(value).__name__} {_shown(value)}")
         return float(value)
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            _fail(where, f"expected an integer, got {type(value).__name__} {value!r}")
+            _fail(where, f"expected an integer, got {type(value).__name__} {_shown(value)}")
         return value
     if tp is bool:
         if not isinstance(value, bool):
-            _fail(where, f"expected true or false, got {value!r}")
+            _fail(where, f"expected true or false, got {_shown(value)}")
         return value
     if tp is str:
         if not isinstance(value, str):
-            _fail(where, f"expected a string, got {type(value).__name__} {value!r}")
+            _fail(where, f"expected a string, got {type(value).__name__} {_shown(value)}")
         return value
     raise TypeError(f"unsupported config type {tp}")
 
@@ -379,7 +402,7 @@ def build(cls: type[T], data: Any, where: str) -> T:
     """Build dataclass ``cls`` from a YAML mapping, rejecting unknown keys and wrong types."""
     if not isinstance(data, dict):
         _fail(where, f"expected a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(data) - set(fields))
     if unknown:
@@ -390,17 +413,39 @@ def build(cls: type[T], data: Any, where: str) -> T:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 _fail(where, f"missing key '{name}'")
             continue
-        kwargs[name] = _convert(hints[name], data[name], f"{where}.{name}")
+        hint, bound = hints[name], None
+        if typing.get_origin(hint) is Annotated:
+            hint, bound = hint.__origin__, next(m for m in hint.__metadata__ if isinstance(m, Range))
+        kwargs[name] = value = _convert(hint, data[name], f"{where}.{name}")
+        if bound is not None and value is not None and not bound.holds(value):
+            _fail(f"{where}.{name}", f"must be {bound}, got {value!r}")
     return cls(**kwargs)
 
 
-def _read_yaml(path: Path) -> Any:
+MAX_YAML_BYTES = 1 << 20  # a config, profile or data.yaml is a few KB
+
+
+class StrictLoader(yaml.SafeLoader):
+    """``yaml.safe_load`` without aliases: no config needs them, and a few hundred bytes of nested aliases (a
+    "billion laughs") expand to gigabytes; refused as they are read."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed", mark)
+        return super().compose_node(parent, index)
+
+
+def read_yaml(path: Path, what: str = "config file") -> Any:
+    """The YAML document at ``path``: a regular text file of at most 1 MiB, no aliases; else a one-line error."""
+    data = read_regular(path, what, MAX_YAML_BYTES)
     try:
-        return yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise YoloEdgeError(f"config file not found: {path}") from None
+        return yaml.load(data.decode("utf-8"), Loader=StrictLoader)  # noqa: S506 (a SafeLoader)
+    except UnicodeDecodeError:
+        raise YoloEdgeError(f"{path} is not a text file; name a YAML file") from None
     except yaml.YAMLError as exc:
-        raise YoloEdgeError(f"{path} is not valid YAML ({type(exc).__name__})") from None
+        problem = getattr(exc, "problem", None)
+        raise YoloEdgeError(f"{path} is not valid YAML ({problem or type(exc).__name__})") from None
 
 
 def configs_dir() -> Path:
@@ -411,7 +456,7 @@ def configs_dir() -> Path:
 def load_deploy_config(path: str | Path | None = None) -> DeployConfig:
     """The deploy settings from ``path`` (default: the shipped ``configs/default.yaml``), strictly validated."""
     p = Path(path) if path else configs_dir() / "default.yaml"
-    return build(DeployConfig, _read_yaml(p), str(p))
+    return build(DeployConfig, read_yaml(p), str(p))
 
 
 def profile_names() -> list[str]:
@@ -427,4 +472,4 @@ def load_profile(name_or_path: str | Path) -> DeviceProfile:
             raise YoloEdgeError(
                 f"unknown device '{name_or_path}'; valid: {', '.join(['auto', *profile_names()])} or a profile .yaml"
             )
-    return build(DeviceProfile, _read_yaml(p), str(p))
+    return build(DeviceProfile, read_yaml(p), str(p))

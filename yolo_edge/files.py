@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -21,6 +22,31 @@ def cache_root() -> Path:
         os.environ.get("YOLO_EDGE_CACHE")
         or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "yolo-edge"
     )
+
+
+def read_regular(path: Path, what: str, max_bytes: int) -> bytes:
+    """The bytes of the regular file ``path`` (a symlink is followed), at most ``max_bytes``: a folder, a FIFO
+    or a device (``/dev/zero``) is refused before it is opened, so it cannot hang or exhaust memory, and a
+    larger file is refused; each a one-line error naming ``what``."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise YoloEdgeError(f"{what} not found: {path}") from None
+    except OSError as exc:
+        raise YoloEdgeError(f"{what} {path}: cannot read it ({exc.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, socket or device)"
+        raise YoloEdgeError(f"{what} {path} is {kind}; name a file")
+    if st.st_size > max_bytes:
+        raise YoloEdgeError(f"{what} {path} is {st.st_size} bytes, more than the {max_bytes} allowed")
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except OSError as exc:
+        raise YoloEdgeError(f"{what} {path}: cannot read it ({exc.strerror})") from None
+    if len(data) > max_bytes:  # it grew since the stat
+        raise YoloEdgeError(f"{what} {path} is more than the {max_bytes} bytes allowed")
+    return data
 
 
 def check_can_write(path: Path, what: str) -> None:

@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 
 from yolo_edge.bundle import load_bundle
-from yolo_edge.cli.common import warn_placement
+from yolo_edge.cli.common import positive_float, warn_placement
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner, summarize
 from yolo_edge.pipeline.metrics import MetricsServer
@@ -49,8 +49,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="one JSON line per frame")
     p.add_argument("--events", type=Path, default=None, help="append runtime fallback events to this JSONL file")
     p.add_argument("--drop-policy", choices=DROP_POLICIES, default="drop-oldest", help="live sources when behind")
-    p.add_argument("--max-fps", type=float, default=None, help="live sources: keep at most this many frames/s")
-    p.add_argument("--max-age-ms", type=float, default=None, help="live sources: drop frames older than this")
+    p.add_argument("--max-fps", type=positive_float, default=None, help="live sources: keep at most this many frames/s")
+    p.add_argument("--max-age-ms", type=positive_float, default=None, help="live sources: drop frames older than this")
     p.add_argument(
         "--in-flight", type=int, default=None, help="frames in the pipeline at once (default: one per stage, +1)"
     )

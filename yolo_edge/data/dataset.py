@@ -19,9 +19,10 @@ from typing import Any
 
 import cv2
 import numpy as np
-import yaml
 
+from yolo_edge.config import read_yaml
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.files import read_regular
 from yolo_edge.pipeline.preprocess import IMAGE_SUFFIXES
 
 
@@ -74,10 +75,7 @@ def _names(raw: object, source: Path) -> tuple[str, ...]:
 
 
 def _from_yolo_yaml(path: Path, split: str) -> Dataset:
-    try:
-        cfg = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise YoloEdgeError(f"{path} is not valid YAML ({exc.__class__.__name__})") from None
+    cfg = read_yaml(path, "data.yaml")
     if not isinstance(cfg, dict) or split not in cfg:
         raise YoloEdgeError(
             f"{path} has no '{split}' entry; an ultralytics data.yaml names its splits (val: images/val)"
@@ -93,26 +91,54 @@ def _from_yolo_yaml(path: Path, split: str) -> Dataset:
     for img in sorted(p for p in img_dir.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES):
         label = _label_path(img)
         h, w = _image_size(img)
-        rows = (
-            np.loadtxt(label, ndmin=2, dtype=np.float64)
-            if label.is_file() and label.stat().st_size
-            else np.zeros((0, 5))
-        )
-        if rows.shape[1] < 5:
-            raise YoloEdgeError(f"{label}: expected 'class cx cy w h' rows")
+        rows = _yolo_rows(label, len(names)) if label.is_file() else np.zeros((0, 5))
         cx, cy, bw, bh = rows[:, 1] * w, rows[:, 2] * h, rows[:, 3] * w, rows[:, 4] * h
         boxes = np.stack([cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2], axis=1).astype(np.float32)
         records.append(ImageRecord(img, w, h, boxes, rows[:, 0].astype(np.int64)))
     return Dataset(names, tuple(records))
 
 
+def _yolo_rows(label: Path, n_classes: int) -> np.ndarray:
+    """``label``'s rows ``class cx cy w h`` (normalised), checked as ultralytics' dataset check does: a class
+    outside the names, a coordinate that is not a finite number in [0, 1], an empty box or a segmentation
+    polygon is a one-line error naming the file and line, never a silently mis-scored label."""
+    rows = []
+    text = read_regular(label, "label file", 1 << 24).decode("utf-8", errors="replace")
+    for n, line in enumerate(text.splitlines(), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        where = f"{label}:{n}"
+        if len(fields) > 5:
+            raise YoloEdgeError(
+                f"{where}: {len(fields)} values, a segmentation polygon; detection labels are 'class cx cy w h'"
+            )
+        try:
+            values = [float(v) for v in fields]
+        except ValueError:
+            raise YoloEdgeError(f"{where}: expected 'class cx cy w h' numbers, got {line[:60]!r}") from None
+        if len(values) != 5:
+            raise YoloEdgeError(f"{where}: expected 5 values 'class cx cy w h', got {len(values)}")
+        cls = values[0]
+        if not cls.is_integer() or not 0 <= cls < n_classes:
+            raise YoloEdgeError(
+                f"{where}: class {fields[0]} is not one of the {n_classes} classes (0..{n_classes - 1})"
+            )
+        if not all(math.isfinite(v) and 0 <= v <= 1 for v in values[1:]) or values[3] <= 0 or values[4] <= 0:
+            raise YoloEdgeError(
+                f"{where}: cx cy w h must be normalised to [0, 1] with w, h > 0, got {' '.join(fields[1:])}"
+            )
+        rows.append(values)
+    return np.array(rows, np.float64).reshape(-1, 5)
+
+
 def _from_coco(path: Path, images: Path | None) -> Dataset:
     try:
-        coco = json.loads(path.read_text())
+        coco = json.loads(read_regular(path, "COCO JSON", 1 << 31))
         cats = sorted(coco["categories"], key=lambda c: c["id"])
         imgs = coco["images"]
         anns = coco.get("annotations", [])
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
         raise YoloEdgeError(f"{path} is not a COCO detection JSON ({exc.__class__.__name__}: {exc})") from None
     try:
         return _coco_records(path, cats, imgs, anns, images or path.parent)
