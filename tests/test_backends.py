@@ -4,12 +4,14 @@ quantization (calibrated on real subgraph outputs, cached) and the OpenVINO reci
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 
 from yolo_edge.backends import RUNTIMES, cpu_backend, runtime_backend
+from yolo_edge.backends.base import QDQ_SUFFIX
 from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
 from yolo_edge.backends.quantize import cache_dir, quantize_int8
 from yolo_edge.config import load_profile
@@ -98,3 +100,49 @@ def test_openvino_recipe_lets_openvino_fuse_silu_and_requantize_into_each_conv(
     assert zero_points and all(z.dtype == np.int8 and not z.any() for z in zero_points)  # symmetric int8 activations
     with pytest.raises(YoloEdgeError, match="int8_activations must be one of u8, s8, auto"):
         replace(load_profile("host-lowp").runtime_options, int8_activations="i4")
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
+def test_a_stored_int8_unit_naming_external_data_is_refused(
+    runtime: str, demo_split: SplitModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bundle's ``.int8.onnx`` whose weights name ``cwd_secret.bin``: the runtime would read that file from the
+    current folder and use its bytes as weights (issue #21). Refused before any session exists."""
+    from onnx.external_data_helper import set_external_data
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cwd_secret.bin").write_bytes(bytes(1 << 20))
+    model = onnx.ModelProto()
+    original = demo_split["head"].model
+    model.CopyFrom(original)
+    weight = next(t for t in model.graph.initializer if t.raw_data or t.float_data)
+    weight.ClearField("raw_data")
+    weight.ClearField("float_data")
+    set_external_data(weight, location="cwd_secret.bin")
+    weight.data_location = onnx.TensorProto.EXTERNAL
+    backend = cpu_backend() if runtime == "onnxruntime" else runtime_backend(load_profile("host-lowp"))
+    with pytest.raises(YoloEdgeError, match="names external data for"):
+        backend.compile(original, "int8", artifact={QDQ_SUFFIX: model.SerializeToString()})
+
+
+def test_the_int8_cache_is_keyed_on_the_graph_and_a_damaged_entry_is_rebuilt(
+    demo_split: SplitModel,
+    tensors: list,  # type: ignore[type-arg]
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The same graph with other metadata (ultralytics writes the export date there) hits the same entry; an
+    entry cut short is discarded with a warning and rebuilt, not a DecodeError on every later deploy."""
+    neck = demo_split["neck"]
+    calib = [{t.name: x[t.name] for t in neck.inputs} for x in tensors[:2]]
+    before = set(cache_dir().glob("*.onnx"))
+    q = quantize_int8(neck.model, calib, exclude=("/model.12/cv1/conv/Conv",))
+    (entry,) = set(cache_dir().glob("*.onnx")) - before  # this test's own (no other test keeps that layer)
+    dated = onnx.ModelProto()
+    dated.CopyFrom(neck.model)
+    onnx.helper.set_model_props(dated, {"date": "2026-12-01T12:00:00"})
+    assert quantize_int8(dated, calib, exclude=("/model.12/cv1/conv/Conv",)).graph == q.graph
+    assert set(cache_dir().glob("*.onnx")) == before | {entry}  # the same entry, no new one
+    entry.write_bytes(entry.read_bytes()[:100])  # truncated (a full disk, a killed process)
+    again = quantize_int8(neck.model, calib, exclude=("/model.12/cv1/conv/Conv",))
+    assert "is damaged" in capsys.readouterr().err
+    assert onnx.helper.printable_graph(again.graph) == onnx.helper.printable_graph(q.graph)

@@ -219,6 +219,48 @@ def _labelled(rows: str) -> Callable[[Env], str]:
     return make
 
 
+def _pictures(env: Env, name: str = "pics") -> str:
+    """A user's folder of two photos (the calibration images), made once."""
+    folder = env.root / name / "imgs"
+    if not folder.is_dir():
+        folder.mkdir(parents=True)
+        for k, src in enumerate(sorted(default_calib_dir().glob("*.jpg"))[:2]):
+            shutil.copy(src, folder / f"img{k}.jpg")
+    return str(folder)
+
+
+def _new_unit(name: str, make_it: Callable[[Path], None]) -> Callable[[Env], str]:
+    """A copied bundle with ``units/<name>`` made by ``make_it`` (a unit the plan may not even use)."""
+
+    def make(env: Env) -> str:
+        b = _copy_bundle(env, f"unit-{name}")
+        (b / "units").mkdir(exist_ok=True)
+        make_it(b / "units" / name)
+        return str(b)
+
+    return make
+
+
+def _plan_edit(name: str, edit: Callable[[dict[str, object]], None]) -> Callable[[Env], str]:
+    def make(env: Env) -> str:
+        b = _copy_bundle(env, f"plan-{name}")
+        plan = json.loads((b / "plan.json").read_text())
+        edit(plan)
+        (b / "plan.json").write_text(json.dumps(plan))
+        return str(b)
+
+    return make
+
+
+def _rename_first(plan: dict[str, object]) -> None:
+    plan["subgraphs"][0]["name"] = "torso"  # type: ignore[index]
+
+
+def _decode_on_npu(plan: dict[str, object]) -> None:
+    decode = next(s for s in plan["subgraphs"] if s["name"] == "decode")  # type: ignore[attr-defined, index]
+    decode["device"] = "npu"
+
+
 # (case, argv builder, exit code, words the one-line message must contain)
 Case = tuple[str, Callable[[Env], list[str]], int, str]
 CASES: list[Case] = [
@@ -297,6 +339,26 @@ CASES: list[Case] = [
         2,
         "not a regular file",
     ),
+    ("a FIFO in units/", lambda e: ["bench", _new_unit("spare.int8.onnx", os.mkfifo)(e)], 2, "is not a regular file"),
+    (
+        "a unit -> /dev/zero",
+        lambda e: ["bench", _new_unit("spare.int8.onnx", lambda p: p.symlink_to("/dev/zero"))(e)],
+        2,
+        "points outside it",
+    ),
+    (
+        "plan.json names an unknown subgraph",
+        lambda e: ["bench", _plan_edit("torso", _rename_first)(e)],
+        2,
+        "the model's subgraphs are",
+    ),
+    (
+        "plan.json puts the decode on the NPU",
+        lambda e: ["bench", _plan_edit("decode", _decode_on_npu)(e)],
+        2,
+        "decode on the accelerator",
+    ),
+    ("deploy --out a mount point", lambda e: ["deploy", "--quiet", "--out", "/proc"], 2, "is a mount point"),
     # data that is not what it says
     (
         "binary data.yaml",
@@ -359,6 +421,40 @@ CASES: list[Case] = [
         2,
         "must be a positive number",
     ),
+    # every output path checked before any work
+    (
+        "run --events a folder",
+        lambda e: ["run", str(e.bundle), "--source", str(e.image), "--events", _empty_dir(e)],
+        2,
+        "is a folder",
+    ),
+    (
+        "run --events in a missing folder",
+        lambda e: ["run", str(e.bundle), "--source", str(e.image), "--events", "no/ev.jsonl"],
+        2,
+        "does not exist",
+    ),
+    (
+        "run --save the source folder",
+        lambda e: ["run", str(e.bundle), "--source", _pictures(e), "--save", _pictures(e)],
+        2,
+        "over the originals",
+    ),
+    (
+        "run --save a source's folder",
+        lambda e: [
+            "run",
+            str(e.bundle),
+            "--source",
+            str(e.image),
+            "--source",
+            _pictures(e),
+            "--save",
+            str(Path(_pictures(e)).parent),
+        ],
+        2,
+        "over the originals",
+    ),
     # defects of issue #11
     (
         "deploy --out a user's folder",
@@ -414,7 +510,7 @@ CASES: list[Case] = [
         "run --save an unwritable folder",
         lambda e: ["run", str(e.bundle), "--source", str(e.image), "--save", _a_file(e) + "/sub"],
         2,
-        "cannot write there",
+        "cannot write in",
     ),
     (
         "bundle without profile.yaml",
@@ -533,21 +629,27 @@ def test_bad_input(env: Env, case: str) -> None:
 
 
 def test_deploy_replaces_a_bundle_and_an_empty_folder_but_reports_in_one_line_each(env: Env) -> None:
-    """The other side of the --out rule, and bundles a person can read: not 0700, no progress bars in logs."""
+    """The other side of the --out rule, and bundles a person can read: not 0700, no progress bars in logs. The
+    --out named is a symlink to the bundle: the bundle it points at is replaced, the link kept."""
     target = _copy_bundle(env, "replace-me")
+    link = env.root / "link-to-it"
+    link.unlink(missing_ok=True)
+    link.symlink_to(target)
     old = (target / "report.json").read_text()
     deploy_yaml, data = str(env.bundle / "deploy.yaml"), env.root / "others"
     data.mkdir(exist_ok=True)
     for p in sorted(default_calib_dir().glob("*.jpg"))[40:48]:  # not among those the demo calibrates on
         shutil.copy(p, data)
     proc = _cli(
-        env, "deploy", "--device", "host-lowp", "--out", str(target), "--config", deploy_yaml, "--data", str(data)
+        env, "deploy", "--device", "host-lowp", "--out", str(link), "--config", deploy_yaml, "--data", str(data)
     )
     assert proc.returncode == 0, proc.stderr
+    assert link.is_symlink() and link.resolve() == target.resolve()
     assert (target / "report.json").read_text() != old and (target / "report.md").is_file()
     assert (target.stat().st_mode & 0o777) == 0o777 & ~_umask()
     assert "\r" not in proc.stderr and "it/s" not in proc.stderr  # no tqdm bars when stderr is not a terminal
-    assert not _leftovers(env) and not [p for p in target.parent.iterdir() if p.name.startswith(".replace-me")]
+    hidden = [p for p in target.parent.iterdir() if p.name.startswith((".replace-me", ".link-to-it"))]
+    assert not _leftovers(env) and not hidden
 
 
 def _umask() -> int:
@@ -617,3 +719,76 @@ def test_unreadable_image_and_truncated_video_are_reported_not_dropped(env: Env)
     read = len(proc.stdout.splitlines())
     assert proc.returncode == 1 and 0 < read < 10
     assert f"read {read} frames but its header says 10" in proc.stderr
+
+
+def test_run_save_keeps_two_sources_apart_and_the_originals_untouched(env: Env) -> None:
+    """Two folders whose files have the same names: each source's annotated frames go to their own folder under
+    --save (``imgs``, ``imgs-2``), all four kept; the originals are byte for byte what they were."""
+    a, b = Path(_pictures(env, "first")), Path(_pictures(env, "second"))
+    (b / "img0.jpg").write_bytes((b / "img1.jpg").read_bytes())  # the same names, not the same photos
+    before = {p: p.read_bytes() for p in [*a.iterdir(), *b.iterdir()]}
+    proc = _cli(env, "run", str(env.bundle), "--source", str(a), "--source", str(b), "--save", "ann", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    made = sorted(str(p.relative_to(env.root / "ann")) for p in (env.root / "ann").rglob("*.jpg"))
+    assert made == ["imgs-2/img0.jpg", "imgs-2/img1.jpg", "imgs/img0.jpg", "imgs/img1.jpg"]
+    assert {p: p.read_bytes() for p in before} == before
+
+
+def test_run_save_on_a_full_disk_counts_each_frame_it_could_not_write(env: Env) -> None:
+    """A write that fails (the file-size limit here, EFBIG, as a full disk gives ENOSPC: both an OSError on
+    write) is a ``sink_error`` drop per frame and exit 1, not "delivered, dropped: none"."""
+    import resource
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))  # Python ignores SIGXFSZ: writes fail with EFBIG
+
+    child = {**os.environ, "TMPDIR": str(env.tmp), "YOLO_OFFLINE": "1"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "yolo_edge.cli.main",
+            "run",
+            str(env.bundle),
+            "--source",
+            _pictures(env),
+            "--save",
+            "full",
+        ],
+        cwd=env.root,
+        env=child,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=small_files,
+    )
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "2 read, 0 delivered, dropped: sink_error 2" in proc.stdout, proc.stdout
+    assert "File too large" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not list((env.root / "full").rglob("*")), "a half-written image or temporary file left behind"
+
+
+def test_a_full_disk_while_deploying_is_one_line_and_leaves_nothing(env: Env) -> None:
+    """A write that fails for lack of room (the file-size limit here, EFBIG, the same OSError as ENOSPC on a
+    full disk) while deploy writes its working files: one line saying what to do, exit 2, no --out, TMPDIR
+    empty."""
+    import resource
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    cache = env.root / "full-cache"  # not the user's cache: the same limit holds for what deploy caches
+    child = {**os.environ, "TMPDIR": str(env.tmp), "YOLO_OFFLINE": "1", "YOLO_EDGE_CACHE": str(cache)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "yolo_edge.cli.main", "deploy", "--quiet", "--out", "full-out"],
+        cwd=env.root,
+        env=child,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=small_files,
+    )
+    err = proc.stderr.strip()
+    assert proc.returncode == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "File too large" in err and "write elsewhere" in err, err
+    assert not (env.root / "full-out").exists() and not _leftovers(env)

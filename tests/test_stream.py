@@ -341,3 +341,25 @@ def test_results_come_out_in_order_and_a_lost_frame_does_not_hold_the_rest() -> 
     assert list(order.ready()) == [] and order.waiting
     now[0] = 1.1
     assert [r.name for r in order.ready()] == ["0#3"] and not order.waiting
+
+
+def test_a_pipeline_thread_that_fails_ends_the_run_with_its_error(
+    deployed: DeployResult, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A unit whose run raises something no fallback handles (a bug injected here; the hang of issue #21 was an
+    events file raising in a stage thread) ends the run with that error within seconds: the frames in flight are
+    counted, nothing waits forever."""
+    video = _video(tmp_path / "clip.avi", 20, sorted((deployed.bundle / "calib").glob("*.jpg")))
+    with load_bundle(deployed.bundle).detector() as detector:
+
+        def broken(*_args: object, **_kw: object) -> object:
+            raise RuntimeError("injected: a unit that raises past the fallback")
+
+        monkeypatch.setattr(detector.executor, "run_unit", broken)
+        runner = StreamRunner(detector, [parse_source(str(video))])
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError, match="injected"):
+            runner.run(lambda _r: None)
+        assert time.monotonic() - t0 < 30
+        stats = runner.stats[0]
+        assert stats.delivered == 0 and stats.read == stats.delivered + sum(stats.dropped.values())

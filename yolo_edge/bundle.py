@@ -40,6 +40,7 @@ from yolo_edge.backends.base import ARTIFACT_SUFFIXES
 from yolo_edge.config import DeployConfig, DeviceProfile, build, load_deploy_config, read_yaml
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, ModelMeta, load_onnx
+from yolo_edge.files import read_regular
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
 from yolo_edge.pipeline.preprocess import load_calibration
@@ -122,6 +123,11 @@ def check_writable(out: Path) -> None:
     when it exists and is anything but an empty folder or a bundle: deploy replaces a bundle, never a user's folder."""
     if out.exists() and not out.is_dir():
         raise YoloEdgeError(f"cannot write the bundle to {out}: it is a file; pick another --out")
+    if os.path.ismount(os.path.realpath(out)):
+        raise YoloEdgeError(
+            f"cannot write the bundle to {out}: it is a mount point, which cannot be replaced as a whole; "
+            f"name a folder inside it (--out {Path(out) / 'bundle'})"
+        )
     here = Path.cwd()
     if Path(os.path.abspath(out)) in (here, *here.parents):
         raise YoloEdgeError(
@@ -152,7 +158,7 @@ def check_writable(out: Path) -> None:
 def write_bundle(out: str | Path, files: Mapping[str, bytes]) -> Path:
     """Write ``files`` (relative path -> bytes) as the directory ``out``, atomically: into a temp dir beside
     it, then renamed over it. A crash leaves the old bundle (or none), never half a bundle."""
-    out = Path(os.path.abspath(out))
+    out = Path(os.path.realpath(out))  # through a symlink: the bundle it names is the one replaced
     check_writable(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -192,13 +198,39 @@ def unit_artifacts(units: list[Unit]) -> dict[str, bytes]:
     }
 
 
+MAX_DOC_BYTES = 1 << 26  # meta.json, plan.json, report.json
+MAX_UNIT_BYTES = 1 << 31  # a compiled unit (protobuf's own limit for an ONNX graph)
+
+
+def bundle_file(root: Path, rel: str) -> Path:
+    """``root / rel`` if it is a regular file inside the bundle: a symlink out of it, a FIFO or a device
+    (``/dev/zero``) is a damaged bundle, refused before it is opened (it could read another file, hang or
+    exhaust memory). A bundle someone else wrote is untrusted input; every file of it is read through here."""
+    path, base = root / rel, root.resolve()
+    real = path.resolve()
+    if not real.is_relative_to(base):
+        raise YoloEdgeError(f"{root}: damaged bundle ({rel} points outside it, to {real}); deploy it again")
+    if path.exists() and not path.is_file():
+        raise YoloEdgeError(f"{root}: damaged bundle ({rel} is not a regular file); deploy it again")
+    return path
+
+
+def _bundle_bytes(root: Path, rel: str, max_bytes: int) -> bytes:
+    path = bundle_file(root, rel)
+    try:
+        return read_regular(path, rel, max_bytes)
+    except YoloEdgeError as exc:
+        raise YoloEdgeError(f"{root}: damaged bundle ({exc}); deploy it again") from None
+
+
 def read_unit_artifacts(folder: Path) -> dict[str, dict[str, bytes]]:
-    """A bundle's ``units/`` folder: unit name -> {suffix: bytes}."""
+    """A bundle's ``units/`` folder: unit name -> {suffix: bytes}, each a regular file inside the bundle."""
     found: dict[str, dict[str, bytes]] = {}
     for path in sorted(folder.glob("*")) if folder.is_dir() else []:
         suffix = next((s for s in ARTIFACT_SUFFIXES if path.name.endswith(s)), None)
         if suffix is not None:
-            found.setdefault(path.name.removesuffix(suffix), {})[suffix] = path.read_bytes()
+            data = _bundle_bytes(folder.parent, f"{folder.name}/{path.name}", MAX_UNIT_BYTES)
+            found.setdefault(path.name.removesuffix(suffix), {})[suffix] = data
     return found
 
 
@@ -307,37 +339,63 @@ def load_bundle(path: str | Path) -> Bundle:
     """Open the bundle at ``path`` (any folder or machine: its paths are relative); a one-line error if it
     is not a bundle, is damaged, or was written by a yolo-edge with another bundle format."""
     path = Path(path)
-    if not (path / "meta.json").is_file() or not (path / "plan.json").is_file():
+    if not (path / "meta.json").exists() or not (path / "plan.json").exists():
         raise YoloEdgeError(
             f"{path} is not a yolo-edge bundle (no meta.json/plan.json); make one with yolo-edge deploy --out {path}"
         )
     try:
-        raw = json.loads((path / "meta.json").read_text())
+        raw = json.loads(_bundle_bytes(path, "meta.json", MAX_DOC_BYTES))
         if not isinstance(raw, dict) or raw.get("format") != FORMAT:
             found = raw.get("format") if isinstance(raw, dict) else None
             raise YoloEdgeError(f"{path}: bundle format {found} is not {FORMAT}; deploy it again with this yolo-edge")
         meta = BundleMeta.from_dict(raw)
     except KeyError as exc:
         raise YoloEdgeError(f"{path}: damaged bundle (meta.json has no {exc.args[0]}); deploy it again") from None
-    except (json.JSONDecodeError, TypeError, ValueError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, TypeError, ValueError) as exc:
         raise YoloEdgeError(f"{path}: damaged bundle (meta.json: {type(exc).__name__}); deploy it again") from None
     try:
-        plan = PlacementPlan.from_dict(json.loads((path / "plan.json").read_text()))
-        report = json.loads((path / "report.json").read_text()) if (path / "report.json").is_file() else {}
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        plan = PlacementPlan.from_dict(json.loads(_bundle_bytes(path, "plan.json", MAX_DOC_BYTES)))
+        has_report = (path / "report.json").exists()
+        report = json.loads(_bundle_bytes(path, "report.json", MAX_DOC_BYTES)) if has_report else {}
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
         raise YoloEdgeError(f"{path}: damaged bundle ({type(exc).__name__}: {exc}); deploy it again") from None
     for rel in ("profile.yaml", "deploy.yaml", MODEL, CALIB):
         if not (path / rel).exists():
             raise YoloEdgeError(f"{path}: damaged bundle (no {rel}); deploy it again")
+    for calib in sorted((path / CALIB).iterdir()) if (path / CALIB).is_dir() else []:
+        bundle_file(path, f"{CALIB}/{calib.name}")
+    profile_path, config_path, model_path = (bundle_file(path, rel) for rel in ("profile.yaml", "deploy.yaml", MODEL))
     try:
-        profile = build(DeviceProfile, read_yaml(path / "profile.yaml", "profile.yaml"), str(path / "profile.yaml"))
-        config = load_deploy_config(path / "deploy.yaml")
-        exported = load_onnx(path / MODEL)
+        profile = build(DeviceProfile, read_yaml(profile_path, "profile.yaml"), str(profile_path))
+        config = load_deploy_config(config_path)
+        exported = load_onnx(model_path)
+        split = split_model(exported)
+        check_plan(plan, split, profile)
     except (YoloEdgeError, yaml.YAMLError) as exc:
-        raise YoloEdgeError(
-            f"{path}: damaged bundle ({str(exc).replace('; re-export it', '')}); deploy it again"
-        ) from None
-    return Bundle(path, meta, plan, profile, config, exported, split_model(exported), report)
+        text = str(exc).replace("; re-export it", "")
+        raise YoloEdgeError(f"{path}: damaged bundle ({text}); deploy it again") from None
+    return Bundle(path, meta, plan, profile, config, exported, split, report)
+
+
+def check_plan(plan: PlacementPlan, split: SplitModel, profile: DeviceProfile) -> None:
+    """A stored plan must place exactly the model's subgraphs, in order, on ``npu`` or ``cpu``, the CPU ones in
+    FP32, the accelerator ones at a precision of the profile, and the decode on the CPU (its rule)."""
+    names = [sg.name for sg in split.subgraphs]
+    got = [s.name for s in plan.subgraphs]
+    if got != names:
+        raise YoloEdgeError(f"plan.json places {got}, but the model's subgraphs are {names}")
+    for s in plan.subgraphs:
+        if s.device not in ("npu", "cpu"):
+            raise YoloEdgeError(f"plan.json puts {s.name} on '{s.device}'; a subgraph runs on npu or cpu")
+        if s.device == "cpu" and s.precision != "fp32":
+            raise YoloEdgeError(f"plan.json runs {s.name} on the CPU at {s.precision}; the CPU runs FP32")
+        if s.device == "npu" and s.precision not in profile.precisions:
+            raise YoloEdgeError(
+                f"plan.json runs {s.name} at {s.precision}, which {profile.name} does not compute "
+                f"({', '.join(profile.precisions)})"
+            )
+    if plan["decode"].device != "cpu":
+        raise YoloEdgeError("plan.json puts the decode on the accelerator; the decode runs FP32 on the CPU by rule")
 
 
 def stream(bundle: str | Path | Bundle, sources: Sequence[str], options: StreamOptions | None = None) -> StreamRunner:

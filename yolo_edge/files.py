@@ -7,8 +7,10 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 
@@ -80,3 +82,31 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def read_cached(path: Path) -> bytes | None:
+    """The cache entry ``path`` written by :func:`write_cached`, verified against its digest: None when absent;
+    a damaged entry (truncated, swapped, its digest missing) is deleted with a warning, and the caller rebuilds
+    it: a bad entry costs one rebuild, never every later run."""
+    digest = path.with_name(f"{path.name}.sha256")
+    if not path.is_file():
+        return None
+    data = path.read_bytes()
+    want = digest.read_text().strip() if digest.is_file() else None
+    if want != hashlib.sha256(data).hexdigest():
+        print(
+            f"yolo-edge: WARNING: cache entry {path} is damaged (its digest does not match); rebuilding it",
+            file=sys.stderr,
+        )
+        path.unlink(missing_ok=True)
+        digest.unlink(missing_ok=True)
+        return None
+    return data
+
+
+def write_cached(path: Path, data: bytes) -> None:
+    """``data`` as the cache entry ``path`` with its digest beside it, each written atomically (the digest
+    last: an entry without one is damaged)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, data)
+    atomic_write(path.with_name(f"{path.name}.sha256"), hashlib.sha256(data).hexdigest().encode())

@@ -78,15 +78,21 @@ class EventLog:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path else None
         self.events: list[FallbackEvent] = []
+        self.write_error: str | None = None  # the file stopped taking events: a problem of the run, not a crash
         self._lock = threading.Lock()
 
     def add(self, frame: int, unit: str, trigger: str, action: str, detail: str = "") -> None:
         ev = FallbackEvent(time.time(), frame, unit, trigger, action, detail)
         with self._lock:
             self.events.append(ev)
-            if self.path:
-                with self.path.open("a") as f:
-                    f.write(json.dumps(asdict(ev)) + "\n")
+            if self.path and self.write_error is None:
+                try:
+                    with self.path.open("a") as f:
+                        f.write(json.dumps(asdict(ev)) + "\n")
+                except OSError as exc:
+                    self.write_error = (
+                        f"--events {self.path}: {exc.strerror or exc}; events from frame {frame} on are not in it"
+                    )
 
     def to_jsonl(self) -> str:
         with self._lock:

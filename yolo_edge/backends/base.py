@@ -31,9 +31,24 @@ ARTIFACT_SUFFIXES = (QDQ_SUFFIX, OV_XML_SUFFIX, OV_BIN_SUFFIX, ".rknn")
 
 
 def qdq_artifact(artifact: Artifact | None) -> onnx.ModelProto | None:
-    """The INT8 QDQ graph in ``artifact``, if it holds one."""
+    """The INT8 QDQ graph in ``artifact``, if it holds one. It must carry its weights: a stored graph whose
+    tensors name external data would have the runtime open that file relative to the current folder (a
+    bundle is untrusted input), so it is refused."""
     data = (artifact or {}).get(QDQ_SUFFIX)
-    return onnx.load_from_string(data) if data else None
+    if not data:
+        return None
+    try:
+        model = onnx.load_from_string(data)
+    except Exception as exc:  # DecodeError and protobuf's other errors
+        raise YoloEdgeError(f"a stored INT8 unit is not a readable ONNX graph ({type(exc).__name__})") from None
+    tensors = [*model.graph.initializer]
+    tensors += [a.t for n in model.graph.node for a in n.attribute if a.type == onnx.AttributeProto.TENSOR]
+    external = [t.name for t in tensors if t.data_location == onnx.TensorProto.EXTERNAL]
+    if external:
+        raise YoloEdgeError(
+            f"a stored INT8 unit names external data for {external[0]}; yolo-edge writes its units self-contained"
+        )
+    return model
 
 
 class NpuError(Exception):

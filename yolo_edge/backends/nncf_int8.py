@@ -25,10 +25,10 @@ import onnx
 from yolo_edge.backends.base import CalibSet
 from yolo_edge.backends.quantize import cache_dir, calib_key
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import atomic_write
+from yolo_edge.files import read_cached, write_cached
 from yolo_edge.host import int8_products_saturate
 
-NNCF_VERSION = "nncf-ov-2"
+NNCF_VERSION = "nncf-ov-3"  # 3: entries verified by digest
 
 
 def overflow_fix() -> str:
@@ -58,8 +58,9 @@ def quantize_nncf(
     fix = overflow_fix()
     key = calib_key(model, calib, f"{NNCF_VERSION}/{scheme}/{fix}/{','.join(sorted(kept))}")
     xml_path, bin_path = cache_dir() / f"{key}.xml", cache_dir() / f"{key}.bin"
-    if xml_path.is_file() and bin_path.is_file():
-        return xml_path.read_bytes(), bin_path.read_bytes()
+    xml_cached, bin_cached = read_cached(xml_path), read_cached(bin_path)
+    if xml_cached is not None and bin_cached is not None:
+        return xml_cached, bin_cached
     import nncf
     from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
     from openvino._offline_transformations import apply_moc_transformations
@@ -84,7 +85,6 @@ def quantize_nncf(
             advanced_parameters=AdvancedQuantizationParameters(overflow_fix=OverflowFix(fix)),
         )
     xml, weights = ir_bytes(quantized)
-    xml_path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(bin_path, weights)  # the weights first: an xml on disk means its bin is complete
-    atomic_write(xml_path, xml)
+    write_cached(bin_path, weights)
+    write_cached(xml_path, xml)
     return xml, weights

@@ -39,9 +39,9 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantTy
 
 from yolo_edge.backends.base import CalibSet
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import atomic_write, cache_root
+from yolo_edge.files import cache_root, read_cached, write_cached
 
-QUANT_VERSION = "qdq-perchannel-minmax-4"
+QUANT_VERSION = "qdq-perchannel-minmax-5"  # 5: keyed on the graph only, entries verified by digest
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,11 @@ class _Reader(CalibrationDataReader):
 def calib_key(model: onnx.ModelProto, calib: CalibSet, recipe: str = "onnxruntime") -> str:
     """A hash of the quantizer's version and options (``recipe``), the model and the calibration data."""
     h = hashlib.sha256(f"{QUANT_VERSION}/{recipe}".encode())
-    h.update(model.SerializeToString(deterministic=True))
+    content = onnx.ModelProto()
+    content.CopyFrom(model)
+    content.ClearField("metadata_props")  # ultralytics writes its export date there: the graph is the key
+    content.ClearField("doc_string")
+    h.update(content.SerializeToString(deterministic=True))
     for feeds in calib:
         for name in sorted(feeds):
             h.update(name.encode())
@@ -94,9 +98,9 @@ def quantize_int8(
     options = RECIPES[recipe]
     options_key = f"{recipe}/{','.join(sorted(exclude))}"
     path = cache_dir() / f"{calib_key(model, calib, options_key)}.onnx"
-    if path.is_file():
-        return onnx.load(str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    cached = read_cached(path)
+    if cached is not None:
+        return onnx.load_from_string(cached)
     with tempfile.TemporaryDirectory(prefix="yolo-edge-quant-") as tmp:
         src, dst = Path(tmp, "fp32.onnx"), Path(tmp, "int8.onnx")
         onnx.save(model, str(src))
@@ -123,5 +127,5 @@ def quantize_int8(
         finally:
             root.setLevel(level)
         quantized = onnx.load(str(dst))
-        atomic_write(path, quantized.SerializeToString())
+        write_cached(path, quantized.SerializeToString())
     return quantized

@@ -9,6 +9,7 @@ an exception, so temporary folders are removed and no half-written bundle is lef
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -21,6 +22,17 @@ from yolo_edge.errors import YoloEdgeError
 from yolo_edge.version import __version__
 
 SUBCOMMANDS = (export, split, plan, deploy, run, val, bench, check, devices, toolchain)
+
+# storage faults: what the user can do about each (the command has already removed what it had half-written)
+STORAGE_FAULTS = {
+    errno.ENOSPC: "free space there, or point TMPDIR / --out / YOLO_EDGE_CACHE elsewhere, and run it again",
+    errno.EDQUOT: "your disk quota is used up there; free space or write elsewhere",
+    errno.EROFS: "that file system is read-only; write elsewhere",
+    errno.EBUSY: "it is in use or a mount point; name a folder inside it",
+    errno.EACCES: "no permission to write there; write elsewhere",
+    errno.EPERM: "no permission to write there; write elsewhere",
+    errno.EFBIG: "a file there would exceed the file-size limit (ulimit -f); write elsewhere",
+}
 
 
 class Parser(argparse.ArgumentParser):
@@ -56,6 +68,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except YoloEdgeError as exc:
         print(f"yolo-edge {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:
+        if exc.errno not in STORAGE_FAULTS:
+            raise
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"yolo-edge {args.command}: error: {exc.strerror}{where}: {STORAGE_FAULTS[exc.errno]}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(
             f"yolo-edge {args.command}: interrupted; temporary files removed, nothing half-written left",

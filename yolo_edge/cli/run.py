@@ -28,6 +28,7 @@ import numpy as np
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import positive_float, warn_placement
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.files import atomic_write, check_can_write
 from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner, summarize
 from yolo_edge.pipeline.metrics import MetricsServer
 from yolo_edge.pipeline.postprocess import Detections
@@ -75,15 +76,50 @@ def draw(image: np.ndarray, dets: Detections) -> np.ndarray:
     return out
 
 
-def _check_save(save: Path) -> None:
+def _source_dir(src: Source) -> Path | None:
+    """The folder whose files ``src`` reads (None for a live source)."""
+    if src.live:
+        return None
+    path = Path(src.text).resolve()
+    return path if src.kind == "folder" else path.parent
+
+
+def save_dirs(save: Path, sources: list[Source]) -> list[Path]:
+    """Where each source's annotated output goes: ``save`` itself for one source, ``save/<source name>`` (made
+    unique) for several, so that two sources' ``img1.jpg`` or ``one.avi`` never overwrite each other. Refused
+    before any work: ``save`` that is a file or cannot be written, and an output folder that is a source's own
+    folder (the annotated images would overwrite the originals). Nothing is created yet."""
     if save.exists() and not save.is_dir():
         raise YoloEdgeError(f"--save {save} is a file; name a folder for the annotated output")
+    dirs: list[Path] = []
+    if len(sources) == 1:
+        dirs = [save]
+    else:
+        taken: set[str] = set()
+        for src in sources:
+            stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", src.label).strip("_.") or "source"
+            name, k = stem, 2
+            while name in taken:
+                name, k = f"{stem}-{k}", k + 1
+            taken.add(name)
+            dirs.append(save / name)
+    for src in sources:
+        here = _source_dir(src)
+        for out in dirs:
+            if here is not None and out.resolve() == here:
+                raise YoloEdgeError(
+                    f"--save {save} would write the annotated frames into {here}, where the source {src.text} "
+                    "reads its files, over the originals; pick another folder"
+                )
+    existing = next(p for p in (save.absolute(), *save.absolute().parents) if p.exists())
     try:
-        save.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=save):
+        with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as exc:
-        raise YoloEdgeError(f"--save {save}: cannot write there ({exc.strerror}); pick another folder") from None
+        raise YoloEdgeError(
+            f"--save {save}: cannot write in {existing} ({exc.strerror}); pick another folder"
+        ) from None
+    return dirs
 
 
 FOURCC = {"avi": "MJPG", "mp4": "mp4v"}
@@ -96,7 +132,7 @@ class Sinks:
 
     sources: list[Source]
     json: bool
-    save: Path | None
+    save: list[Path] | None  # per source (save_dirs), made at the first frame written
     video_format: str = "avi"
     progress: bool = False
     writers: dict[int, cv2.VideoWriter] = field(default_factory=dict)
@@ -135,21 +171,33 @@ class Sinks:
             print(f"{r.name}: {len(d)} detections, ready {r.ready_ms:.1f} ms after capture: {summary}", flush=True)
 
     def _save(self, r: StreamResult, tag: str) -> None:
+        """The annotated frame into its source's folder; a write that fails raises (the frame is then counted as
+        a ``sink_error`` drop and the run ends with exit 1), never a silent success."""
         assert self.save is not None
-        src = self.sources[r.stream]
+        src, folder = self.sources[r.stream], self.save[r.stream]
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OSError(f"cannot create {folder} ({exc.strerror})") from None
         if src.kind in ("image", "folder"):
-            cv2.imwrite(str(self.save / r.name), draw(r.image, r.detections))
+            path = folder / r.name
+            ok, data = cv2.imencode(path.suffix or ".jpg", draw(r.image, r.detections))
+            if not ok:
+                raise OSError(f"cannot encode {r.name} as {path.suffix}")
+            try:
+                atomic_write(path, data.tobytes())  # a failed write leaves no half image
+            except OSError as exc:
+                raise OSError(f"cannot write {path} ({exc.strerror})") from None
             return
         if r.stream not in self.writers:
             stem = Path(src.text).stem if src.kind == "video" else re.sub(r"[^A-Za-z0-9_.-]+", "_", tag).strip("_")
             fps = video_fps(Path(src.text)) if src.kind == "video" else 25.0
             h, w = r.image.shape[:2]
-            self.writers[r.stream] = cv2.VideoWriter(
-                str(self.save / f"{stem}.{self.video_format}"),
-                cv2.VideoWriter.fourcc(*FOURCC[self.video_format]),
-                fps,
-                (w, h),
-            )
+            path = folder / f"{stem}.{self.video_format}"
+            writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*FOURCC[self.video_format]), fps, (w, h))
+            if not writer.isOpened():
+                raise OSError(f"cannot write the video {path}")
+            self.writers[r.stream] = writer
         image = draw(r.image, r.detections)
         times = self.recent[r.stream]
         rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
@@ -187,15 +235,18 @@ def _report(runner: StreamRunner, events: EventLog, quiet_stdout: bool) -> list[
     print(f"{ev.total} fallback events" + (f": {ev.by_trigger}" if ev.total else ""), file=out)
     for st in runner.stats:
         problems += st.problems
+    if events.write_error:
+        problems.append(events.write_error)
     return problems
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.save:
-        _check_save(args.save)
+    if args.events is not None:
+        check_can_write(args.events, "--events")
     if args.in_flight is not None and args.in_flight < 1:
         raise YoloEdgeError(f"--in-flight must be >= 1, got {args.in_flight}")
     sources = [parse_source(s) for s in args.source]  # a bad source fails before the bundle is compiled
+    save = save_dirs(args.save, sources) if args.save else None
     options = StreamOptions(
         SourceOptions(
             drop_policy=args.drop_policy,
@@ -207,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
         emulate_latency=args.emulate_latency,
     )
     events = EventLog(args.events)
-    sinks = Sinks(sources, args.json, args.save, args.video_format, progress=not args.quiet)
+    sinks = Sinks(sources, args.json, save, args.video_format, progress=not args.quiet)
     with load_bundle(args.bundle).detector(events=events) as detector:
         warn_placement(detector.executor.placement_problems, "run")
         runner = StreamRunner(detector, sources, options)

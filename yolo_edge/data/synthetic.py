@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -297,13 +298,32 @@ def demo_val_data(count: int = 300, seed: int = 0) -> Path:
     from yolo_edge.files import cache_root
 
     root = cache_root() / "datasets" / f"shapes-seed{seed}-val{count}"
-    if (root / "data.yaml").is_file():
+    if _complete(root, count):
         return root / "data.yaml"
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".shapes-", dir=root.parent))
-    write_dataset(tmp, seed, {"val": count})
     try:
-        os.replace(tmp, root)
-    except OSError:  # another process made it first
+        write_dataset(tmp, seed, {"val": count})
+        if root.exists() and not _complete(root, count):  # damaged (files deleted by hand, a full disk): replaced
+            print(f"yolo-edge: WARNING: the demo dataset {root} is incomplete; rebuilding it", file=sys.stderr)
+            shutil.rmtree(root, ignore_errors=True)
+        try:
+            os.replace(tmp, root)
+        except OSError:  # another process made it first
+            if not _complete(root, count):
+                raise
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return root / "data.yaml"
+
+
+def _complete(root: Path, count: int) -> bool:
+    """The cached dataset at ``root`` has its data.yaml and every image and label."""
+    images, labels = root / "images" / "val", root / "labels" / "val"
+    return (
+        (root / "data.yaml").is_file()
+        and images.is_dir()
+        and labels.is_dir()
+        and len(list(images.glob("*.jpg"))) == count
+        and len(list(labels.glob("*.txt"))) == count
+    )

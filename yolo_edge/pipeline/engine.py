@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -101,6 +102,8 @@ class StreamRunner:
         self._lock = threading.Lock()
         self._results: queue.Queue[_Ordered | None] = queue.Queue()
         self._threads: list[threading.Thread] = []
+        self._failed: BaseException | None = None  # what ended a pipeline thread: the run ends with it
+        self._stopped = False
 
     # ---------------------------------------------------------------- stages
     def _stages(self) -> list[list[Unit]]:
@@ -134,22 +137,35 @@ class StreamRunner:
         stages = self._stages()
         # unbounded: the in-flight cap bounds them, and a put never blocks a stage that is shutting down
         qs: list[queue.Queue[_Job | None]] = [queue.Queue() for _ in range(len(stages) + 1)]
-        self._threads = [threading.Thread(target=_schedule, args=(self, qs[0]), name="scheduler", daemon=True)]
+        self._threads = [self._thread("scheduler", qs[0], _schedule, self, qs[0])]
         pools = [self._pool(units) for units in stages]
         self._slots = threading.Semaphore(self.options.in_flight or sum(pools) + 1)
         self._admit = threading.Semaphore(pools[0])
         for k, (units, pool) in enumerate(zip(stages, pools)):
             left, admit = [pool], self._admit if k == 0 else None
             self._threads += [
-                threading.Thread(
-                    target=_stage, args=(self, units, qs[k], qs[k + 1], left, admit), name=f"stage-{k}.{w}"
-                )
+                self._thread(f"stage-{k}.{w}", qs[k + 1], _stage, self, units, qs[k], qs[k + 1], left, admit)
                 for w in range(pool)
             ]
-        self._threads.append(threading.Thread(target=self._nms, args=(qs[-1],), name="nms"))
+        self._threads.append(self._thread("nms", self._results, self._nms, qs[-1]))
         for t in self._threads:
             t.daemon = True
             t.start()
+
+    def _thread(self, name: str, out: queue.Queue[Any], target: Callable[..., None], *args: Any) -> threading.Thread:
+        """A pipeline thread whose failure ends the run: the error is kept for the consumer to raise (a write that
+        fails in an event sink, a bug), and the end mark goes downstream so nothing waits for its frames."""
+
+        def body() -> None:
+            try:
+                target(*args)
+            except BaseException as exc:
+                if self._failed is None:
+                    self._failed = exc
+                self._stop.set()
+                out.put(None)
+
+        return threading.Thread(target=body, name=name, daemon=True)
 
     # ---------------------------------------------------------------- results
     def __iter__(self) -> Iterator[StreamResult]:
@@ -168,6 +184,8 @@ class StreamRunner:
         try:
             done = False
             while not done or order.waiting:
+                if self._failed is not None:
+                    raise self._failed
                 try:
                     got = self._results.get(timeout=0.05)
                 except queue.Empty:
@@ -208,8 +226,9 @@ class StreamRunner:
 
     def stop(self) -> None:
         """Stop reading, count what was still queued or in flight as ``shutdown`` drops, join the threads."""
-        if self._stop.is_set():
+        if self._stopped:
             return
+        self._stopped = True
         self._stop.set()
         for r in self._readers:
             r.join(timeout=10)
