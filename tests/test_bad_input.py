@@ -359,6 +359,12 @@ CASES: list[Case] = [
         "decode on the accelerator",
     ),
     ("deploy --out a mount point", lambda e: ["deploy", "--quiet", "--out", "/proc"], 2, "is a mount point"),
+    (
+        "YOLO-World export",
+        lambda e: ["split", "--model", "yolov8s-world.yaml", "--imgsz", "320"],
+        2,
+        "could not export",
+    ),
     # data that is not what it says
     (
         "binary data.yaml",
@@ -792,3 +798,29 @@ def test_a_full_disk_while_deploying_is_one_line_and_leaves_nothing(env: Env) ->
     assert proc.returncode == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert "File too large" in err and "write elsewhere" in err, err
     assert not (env.root / "full-out").exists() and not _leftovers(env)
+
+
+def test_a_toolchain_that_does_not_start_is_not_usable(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An installed toolchain environment whose Python does not start (a broken upgrade, a deleted interpreter):
+    ``devices`` says rk3588 is unusable and why, and ``deploy --device rk3588`` refuses in one line, instead of a
+    PASS with everything on the CPU. ``YOLO_EDGE_TOOLCHAINS`` naming a file is one line too."""
+    from yolo_edge.toolchains import get_toolchain
+
+    root = env.root / "broken-toolchains"
+    monkeypatch.setenv("YOLO_EDGE_TOOLCHAINS", str(root))
+    env_dir = get_toolchain("rknn").env_dir
+    (env_dir / "bin").mkdir(parents=True, exist_ok=True)
+    (env_dir / "bin" / "python").write_text("#!/bin/sh\necho 'broken interpreter' >&2\nexit 1\n")
+    (env_dir / "bin" / "python").chmod(0o755)
+    (env_dir / ".complete").write_text("{}")
+    devices = _cli(env, "devices", "--json")
+    assert devices.returncode == 0, devices.stderr
+    rk = next(d for d in json.loads(devices.stdout)["devices"] if d["name"] == "rk3588")
+    assert not rk["usable"] and "does not start" in rk["why"], rk
+    proc = _cli(env, "deploy", "--quiet", "--device", "rk3588", "--out", "rk-out")
+    err = proc.stderr.strip()
+    assert proc.returncode == 2 and len(err.splitlines()) == 1 and "does not start" in err, err
+    assert not (env.root / "rk-out").exists()
+    monkeypatch.setenv("YOLO_EDGE_TOOLCHAINS", _a_file(env))
+    listed = _cli(env, "toolchain", "list")
+    assert listed.returncode == 2 and "is a file" in listed.stderr and "Traceback" not in listed.stderr, listed.stderr

@@ -118,3 +118,41 @@ def test_imgsz_parsing() -> None:
 def test_onnx_at_other_imgsz_is_refused(exported: ExportFn) -> None:
     with pytest.raises(YoloEdgeError, match="exported at imgsz"):
         export_model(exported("yolov8n.yaml", (320, 320)).path, imgsz=640)
+
+
+def test_class_names_from_an_onnx_cannot_forge_terminal_output(exported: ExportFn, tmp_path: Path) -> None:
+    """Names are someone else's text: a newline or an ESC sequence in them becomes ``?`` wherever they are read
+    (our metadata and ultralytics' ``names``), so a printed detection cannot forge a line or recolour a terminal."""
+    import json
+
+    proto = onnx.load(str(exported("yolov8n.yaml", (320, 320)).path))
+    props = {p.key: p.value for p in proto.metadata_props}
+    ours = json.loads(props["yolo_edge"])
+    ours["names"][0] = "person\nyolo-edge run: 0 fallback events"
+    ours["names"][1] = "\x1b[2J\x1b[31mbicycle"
+    plain = {i: f"c{i}" for i in range(80)}
+    plain[2] = "car\r\x07"
+    onnx.helper.set_model_props(proto, {**props, "yolo_edge": json.dumps(ours), "names": repr(plain)})
+    onnx.save(proto, str(tmp_path / "ours.onnx"))
+    names = load_onnx(tmp_path / "ours.onnx").meta.names
+    assert names[:2] == ("person?yolo-edge run: 0 fallback events", "?[2J?[31mbicycle")
+    del proto.metadata_props[:]
+    onnx.helper.set_model_props(proto, {"names": repr(plain)})
+    onnx.save(proto, str(tmp_path / "plain.onnx"))
+    assert load_onnx(tmp_path / "plain.onnx").meta.names[2] == "car??"
+
+
+def test_split_json_is_json_and_an_imgsz_off_the_largest_stride_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """ultralytics' own output goes to stderr, so ``split --json`` on a .yaml is JSON; a P6 model (stride 64)
+    at 352 is a one-line error naming the sizes to use, not a silent 384."""
+    import json
+
+    assert main(["split", "--model", "yolov8n.yaml", "--imgsz", "320", "--json"]) == 0
+    assert [s["name"] for s in json.loads(capsys.readouterr().out)["subgraphs"]] == [
+        "backbone",
+        "neck",
+        "head",
+        "decode",
+    ]
+    assert main(["split", "--model", "yolov8n-p6.yaml", "--imgsz", "352"]) == 2
+    assert "largest stride 64" in capsys.readouterr().err

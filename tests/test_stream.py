@@ -127,8 +127,8 @@ def test_a_video_gives_every_frame_in_order_and_a_playable_annotated_video(
     assert [x["frame"] for x in video] == list(range(300))
     assert [x["source"] for x in lines if x["stream"] == 1] == sorted(p.name for p in folder.glob("*.jpg"))
     assert all(set(x["devices"]) == set(x["unit_ms"]) and x["age_ms"] >= 0 for x in lines)
-    readable = _readable(tmp_path / "out" / "clip300.avi")
-    assert readable == 300
+    readable = _readable(tmp_path / "out" / "clip300" / "clip300.avi")  # one folder per source
+    assert readable == 300 and len(list((tmp_path / "out" / "calib").glob("*.jpg"))) == len(list(folder.glob("*.jpg")))
     assert "clip300.avi: 300 read, 300 delivered, dropped: none" in proc.stderr
 
 
@@ -363,3 +363,23 @@ def test_a_pipeline_thread_that_fails_ends_the_run_with_its_error(
         assert time.monotonic() - t0 < 30
         stats = runner.stats[0]
         assert stats.delivered == 0 and stats.read == stats.delivered + sum(stats.dropped.values())
+
+
+def test_a_live_source_that_never_opens_gives_up_with_one_line(deployed: DeployResult, tmp_path: Path) -> None:
+    """A stream URL nobody serves (connection refused) is retried with backoff, then given up after
+    ``open_timeout_s`` with a problem line naming it, while the other stream is served to its end."""
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens on it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    video = _video(tmp_path / "clip5.avi", 5, sorted((deployed.bundle / "calib").glob("*.jpg")))
+    sources = [parse_source(f"http://127.0.0.1:{port}/video.mjpg"), parse_source(str(video))]
+    options = StreamOptions(SourceOptions(open_timeout_s=1.0, backoff_s=0.1))
+    t0 = time.monotonic()
+    with StreamRunner(load_bundle(deployed.bundle).detector(), sources, options, close_detector=True) as runner:
+        runner.run(lambda _r: None)
+    assert time.monotonic() - t0 < 60
+    dead, alive = runner.stats
+    assert dead.read == 0 and len(dead.problems) == 1 and "could not open it" in dead.problems[0], dead.problems
+    assert f"127.0.0.1:{port}" in dead.problems[0] and alive.delivered == 5 and not alive.problems

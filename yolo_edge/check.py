@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -50,6 +51,9 @@ def bundle_eval_data(
             f"{bundle.path} was validated on {origin}, which is not on this machine; pass --data "
             "(the same data set, or a folder of images for agreement with the FP32 reference)"
         )
+    print(
+        f"yolo-edge: judging on {origin}, the data {bundle.path} was deployed with (--data to choose)", file=sys.stderr
+    )
     return resolve_eval_data(origin, names, recorded.class_map, recorded.excluded)
 
 

@@ -15,11 +15,14 @@ from __future__ import annotations
 import ast
 import contextlib
 import hashlib
+import io
 import json
 import logging
+import os
 import shutil
+import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,7 +100,7 @@ class ModelMeta:
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> ModelMeta:
         return cls(
-            names=tuple(str(n) for n in d["names"]),  # type: ignore[attr-defined]
+            names=tuple(printable(str(n)) for n in d["names"]),  # type: ignore[attr-defined]
             strides=tuple(int(s) for s in d["strides"]),  # type: ignore[attr-defined]
             imgsz=(int(d["imgsz"][0]), int(d["imgsz"][1])),  # type: ignore[index]
             reg_max=int(d["reg_max"]),  # type: ignore[call-overload]
@@ -144,8 +147,16 @@ def _names_from_props(props: dict[str, str], nc: int) -> tuple[str, ...]:
         except (ValueError, SyntaxError):
             parsed = None
         if isinstance(parsed, dict) and len(parsed) == nc:
-            return tuple(str(parsed[k]) for k in sorted(parsed))
+            return tuple(printable(str(parsed[k])) for k in sorted(parsed))
     return tuple(str(i) for i in range(nc))
+
+
+def printable(name: str) -> str:
+    """A class name as it may reach a terminal or a log: control characters (newlines, ESC sequences that forge
+    output lines or recolour a terminal) become ``?``, and it is cut at 100 characters. Names come from an
+    ONNX file, which may be someone else's."""
+    clean = "".join(c if c.isprintable() else "?" for c in name)
+    return clean if len(clean) <= 100 else clean[:97] + "..."
 
 
 def load_onnx(path: str | Path) -> ExportedModel:
@@ -209,14 +220,59 @@ def _ultralytics_export(source: str, shown: str, imgsz: ImgSize, opset: int, wor
         raise YoloEdgeError(
             f"{shown} is a {_TASK_NAMES.get(task, task)} model; yolo-edge deploys YOLOv8 detection models only"
         )
+    stride = int(max(yolo.model.stride))  # type: ignore[union-attr]
+    if imgsz[0] % stride or imgsz[1] % stride:
+        fit = [max(stride, round(s / stride) * stride) for s in imgsz]
+        raise YoloEdgeError(
+            f"--imgsz {imgsz[0]},{imgsz[1]} is not a multiple of {shown}'s largest stride {stride} (ultralytics would "
+            f"round it up silently); use --imgsz {fit[0]},{fit[1]}"
+        )
     level = LOGGER.level
     LOGGER.setLevel(logging.WARNING)
+    streams = [(h, h.stream) for h in LOGGER.handlers if isinstance(h, logging.StreamHandler)]
+    said = io.StringIO()  # ultralytics' own lines: never on stdout (the command's: split --json)
     try:
-        with contextlib.chdir(workdir):
+        for handler, _ in streams:
+            handler.setStream(said)
+        with contextlib.chdir(workdir), contextlib.redirect_stdout(said), _native_output() as native:
             out = yolo.export(format="onnx", imgsz=list(imgsz), opset=opset, simplify=True, dynamic=False, batch=1)
+        sys.stderr.write(said.getvalue() + native.read().decode(errors="replace"))  # its warnings, on stderr
+    except OSError:
+        raise  # a storage fault: the CLI says what to do
+    except Exception as exc:  # ultralytics' exporter on a model it cannot trace (YOLO-World's CLIP, ...): its log
+        why = (str(exc).strip().splitlines() or [""])[0]  # of the failure is in the one line below
+        why = why.split(" Please ")[0].split(" See https://")[0].rstrip(". ")[:200]
+        raise YoloEdgeError(
+            f"ultralytics could not export {shown} to ONNX ({type(exc).__name__}{': ' + why if why else ''}); "
+            "yolo-edge deploys YOLOv8-style detection models that ultralytics exports"
+        ) from None
     finally:
         LOGGER.setLevel(level)
+        for handler, stream in streams:
+            handler.setStream(stream)
     return Path(workdir, out)
+
+
+@contextlib.contextmanager
+def _native_output() -> Iterator[io.BytesIO]:
+    """File descriptors 1 and 2 into a temporary file for the block (torch's ONNX exporter logs its whole IR
+    graph from C++ when it fails: hundreds of lines that no Python redirect catches, on the command's stdout);
+    what was written there is in the yielded buffer once the block ends."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved, got = [os.dup(1), os.dup(2)], io.BytesIO()
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 1)
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield got
+        finally:
+            for fd, old in zip((1, 2), saved):
+                os.dup2(old, fd)
+                os.close(old)
+            captured.seek(0)
+            got.write(captured.read())
+            got.seek(0)
 
 
 def _from_onnx(path: Path, size: ImgSize | None, out_dir: str | Path | None) -> ExportedModel:

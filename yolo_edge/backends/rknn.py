@@ -342,7 +342,7 @@ def rknn_backend(profile: DeviceProfile) -> Backend:
     """The board's lite runtime where it is installed, else the toolchain on this host, else a one-line error."""
     if importlib.util.find_spec("rknnlite") is not None:
         return RknnLiteBackend(profile.runtime_options.core_mask, profile.npu_cores)
-    status = toolchain_status(RKNN, probe=False)
-    if not status.installed:
+    status = toolchain_status(RKNN)  # usable once its worker has answered: an environment that does not start is not
+    if not status.usable:
         raise YoloEdgeError(f"{profile.name} needs Rockchip's toolchain: {status.detail}")
     return RknnBackend(profile.runtime_options.target or profile.name)

@@ -51,6 +51,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--events", type=Path, default=None, help="append runtime fallback events to this JSONL file")
     p.add_argument("--drop-policy", choices=DROP_POLICIES, default="drop-oldest", help="live sources when behind")
     p.add_argument("--max-fps", type=positive_float, default=None, help="live sources: keep at most this many frames/s")
+    p.add_argument(
+        "--open-timeout-s",
+        type=positive_float,
+        default=30.0,
+        help="live sources: give up on one that has not opened after this long (default 30)",
+    )
     p.add_argument("--max-age-ms", type=positive_float, default=None, help="live sources: drop frames older than this")
     p.add_argument(
         "--in-flight", type=int, default=None, help="frames in the pipeline at once (default: one per stage, +1)"
@@ -85,10 +91,11 @@ def _source_dir(src: Source) -> Path | None:
 
 
 def save_dirs(save: Path, sources: list[Source]) -> list[Path]:
-    """Where each source's annotated output goes: ``save`` itself for one source, ``save/<source name>`` (made
-    unique) for several, so that two sources' ``img1.jpg`` or ``one.avi`` never overwrite each other. Refused
-    before any work: ``save`` that is a file or cannot be written, and an output folder that is a source's own
-    folder (the annotated images would overwrite the originals). Nothing is created yet."""
+    """Where each source's annotated output goes: ``save`` itself for one source, ``save/<source name>`` (a
+    file's stem, a folder's name; made unique) for several, so that two sources' ``img1.jpg`` or ``one.avi``
+    never overwrite each other. Refused before any work: ``save`` that is a file or cannot be written, and an
+    output folder that is a source's own folder (the annotated images would overwrite the originals). Nothing
+    is created yet."""
     if save.exists() and not save.is_dir():
         raise YoloEdgeError(f"--save {save} is a file; name a folder for the annotated output")
     dirs: list[Path] = []
@@ -97,7 +104,8 @@ def save_dirs(save: Path, sources: list[Source]) -> list[Path]:
     else:
         taken: set[str] = set()
         for src in sources:
-            stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", src.label).strip("_.") or "source"
+            label = Path(src.text).stem if src.kind in ("image", "video") else src.label
+            stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_.") or "source"
             name, k = stem, 2
             while name in taken:
                 name, k = f"{stem}-{k}", k + 1
@@ -252,6 +260,7 @@ def run(args: argparse.Namespace) -> int:
             drop_policy=args.drop_policy,
             max_fps=args.max_fps,
             max_age_s=args.max_age_ms / 1e3 if args.max_age_ms is not None else None,
+            open_timeout_s=args.open_timeout_s,
         ),
         in_flight=args.in_flight,
         pipelined=not args.sequential,

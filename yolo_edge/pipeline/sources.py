@@ -42,6 +42,7 @@ class SourceOptions:
     backoff_s: float = 0.5  # first reconnect delay; doubled each failed attempt
     backoff_cap_s: float = 8.0
     max_age_s: float | None = None  # live sources: a frame older than this when inference starts is dropped (stale)
+    open_timeout_s: float = 30.0  # a live source that never opens (refused, 404, no such camera) gives up after this
 
     def __post_init__(self) -> None:
         if self.drop_policy not in DROP_POLICIES:
@@ -50,6 +51,8 @@ class SourceOptions:
             raise YoloEdgeError(f"queue size must be >= 1, got {self.queue_size}")
         if self.max_fps is not None and self.max_fps <= 0:
             raise YoloEdgeError(f"--max-fps must be > 0, got {self.max_fps}")
+        if not self.open_timeout_s > 0:
+            raise YoloEdgeError(f"--open-timeout-s must be > 0, got {self.open_timeout_s}")
 
     def queue_for(self, source: Source) -> int:
         return self.queue_size or (1 if source.live else 4)
@@ -262,16 +265,27 @@ class Reader(threading.Thread):
         return cv2.VideoCapture(self.source.text, cv2.CAP_FFMPEG, params)
 
     def _live(self) -> None:
-        attempt, gap_since, index = 0, None, 0
+        """Read a live source, reopening it with backoff whenever it closes; one that has never opened gives up
+        after ``open_timeout_s`` with a problem line (a camera that was there may come back: that one is retried
+        for as long as the run lasts)."""
+        attempt, gap_since, index, started, opened = 0, None, 0, self.clock(), False
         while not self.stop.is_set():
             cap = self._open()
             if not cap.isOpened():
                 cap.release()
+                waited = self.clock() - started
+                if not opened and waited >= self.options.open_timeout_s:
+                    self.stats.problems.append(
+                        f"{self.source.text}: could not open it in {waited:.0f} s ({attempt + 1} attempts); check "
+                        "the address or camera index, or give it longer with --open-timeout-s"
+                    )
+                    return
                 self.stats.state = "reconnecting"
                 gap_since = self.clock() if gap_since is None else gap_since
                 self.stop.wait(min(self.options.backoff_s * 2**attempt, self.options.backoff_cap_s))
                 attempt += 1
                 continue
+            opened = True
             if gap_since is not None:
                 self.stats.event("reconnected", gap_s=round(self.clock() - gap_since, 3), attempts=attempt)
             attempt, gap_since = 0, None

@@ -129,24 +129,7 @@ class Checker:
                 )
             via = "compiler" if self.profile.runtime == "rknn" else "query_model"
             return CheckResult("op_support", True, f"all {n_ops} ops supported ({self.profile.runtime} {via})", numbers)
-        bad = unsupported_ops(cand.info, self.profile)
-        n_ops = sum(1 for n in cand.info.nodes if n.op_type != "Constant")
-        numbers = {
-            "mode": mode,
-            "ops": n_ops,
-            "unsupported": len(bad),
-            "unsupported_ops": ", ".join(sorted({f"{b.op_type}" for b in bad})) or None,
-        }
-        if bad:
-            return CheckResult(
-                "op_support", False, f"{len(bad)} of {n_ops} ops unsupported: {bad[0].node}: {bad[0].reason}", numbers
-            )
-        return CheckResult(
-            "op_support",
-            True,
-            f"all {n_ops} ops in {self.profile.name}'s op list" if mode == "list" else "all ops supported",
-            numbers,
-        )
+        return listed_op_support(cand.info, self.profile)
 
     # -- 2. memory
     def memory(self, cand: Candidate, precision: str) -> CheckResult:
@@ -197,26 +180,28 @@ class Checker:
     # -- 4. performance
     def time_together(self, cand: Candidate, variants: Sequence[Variant]) -> None:
         """Measure ``cand`` in FP32 on the CPU and at each of ``variants`` that passes op support and memory on
-        the accelerator, interleaved call by call, into the caches ``cpu_s`` and ``times`` read: timed one after
-        another, a shared machine's load at the moment would rank them. A variant that does not compile is left
-        to the performance check to report; modelled latency has nothing to time."""
-        if self.profile.latency == "modelled" or cand.name in self._cpu_s:
-            return
-        timed: list[Variant] = []
-        if self.op_support(cand).passed is not False:
-            for v in variants:
-                try:
-                    if self.memory(cand, v.precision).passed is not False:
-                        self.compile(cand, v)
-                        timed.append(v)
-                except NpuCompileError:
-                    continue
+        the accelerator, interleaved call by call (timed one after another, a shared machine's load at the moment
+        would rank them), into the caches ``cpu_s`` and ``times`` read; modelled latency has nothing to time."""
+        if self.profile.latency != "modelled" and cand.name not in self._cpu_s:
+            self._cpu_s[cand.name] = (self._interleaved(cand, variants), "measured")
+
+    def _interleaved(self, cand: Candidate, variants: Sequence[Variant]) -> float:
+        """Time the CPU and those of ``variants`` that compile (a failure is the performance check's to report)
+        in turn; the accelerator's times into the cache, the CPU's returned."""
+        timed = [v for v in variants if self.op_support(cand).passed is not False and self._compiles(cand, v)]
         cpu, perf = self.cpu.compile(cand.model, "fp32"), self.cfg.checks.performance
-        exes = [cpu, *(self.compile(cand, v) for v in timed)]
-        times = interleaved_run_s(exes, cand.feeds_eval[0], perf.runs, perf.warmup)
+        times = interleaved_run_s(
+            [cpu, *(self.compile(cand, v) for v in timed)], cand.feeds_eval[0], perf.runs, perf.warmup
+        )
         cpu.close()
-        self._cpu_s[cand.name] = (times[0], "measured")
         self._npu_s.update({(cand.name, v): s for v, s in zip(timed, times[1:])})
+        return times[0]
+
+    def _compiles(self, cand: Candidate, variant: Variant) -> bool:
+        try:
+            return self.memory(cand, variant.precision).passed is not False and bool(self.compile(cand, variant))
+        except NpuCompileError:
+            return False
 
     def cpu_s(self, cand: Candidate) -> tuple[float, str]:
         """CPU FP32 seconds of ``cand`` (modelled on the profile's board CPU, or measured here); cached."""
@@ -239,14 +224,9 @@ class Checker:
                 kind,
             )
         key = (cand.name, variant)
-        if key not in self._npu_s:  # one not timed with the others (a mixed-precision retry): with the CPU again
-            perf = self.cfg.checks.performance
-            cpu = self.cpu.compile(cand.model, "fp32")
-            npu_s, now_cpu_s = interleaved_run_s(
-                [self.compile(cand, variant), cpu], cand.feeds_eval[0], perf.runs, perf.warmup
-            )
-            cpu.close()
-            self._npu_s[key] = npu_s * cpu_s / now_cpu_s  # on the scale of the CPU time the others were timed with
+        if key not in self._npu_s:  # one not timed with the others (a mixed-precision retry): with the CPU again,
+            now_cpu_s = self._interleaved(cand, [variant])  # on the scale of the CPU time the others had
+            self._npu_s[key] = self._npu_s[key] * cpu_s / now_cpu_s
         return self._npu_s[key], cpu_s, kind
 
     def transfer_s(self, cand: Candidate, precision: str) -> float:
@@ -337,6 +317,29 @@ def memory_check(profile: DeviceProfile, info: GraphInfo, precision: str) -> Che
             if profile.sram_kb
             else ""
         ),
+        numbers,
+    )
+
+
+def listed_op_support(info: GraphInfo, profile: DeviceProfile) -> CheckResult:
+    """The op-support check against the profile's op list (``op_support.mode: list``, or ``all``)."""
+    mode = profile.op_support.mode
+    bad = unsupported_ops(info, profile)
+    n_ops = sum(1 for n in info.nodes if n.op_type != "Constant")
+    numbers: dict[str, Number] = {
+        "mode": mode,
+        "ops": n_ops,
+        "unsupported": len(bad),
+        "unsupported_ops": ", ".join(sorted({f"{b.op_type}" for b in bad})) or None,
+    }
+    if bad:
+        return CheckResult(
+            "op_support", False, f"{len(bad)} of {n_ops} ops unsupported: {bad[0].node}: {bad[0].reason}", numbers
+        )
+    return CheckResult(
+        "op_support",
+        True,
+        f"all {n_ops} ops in {profile.name}'s op list" if mode == "list" else "all ops supported",
         numbers,
     )
 

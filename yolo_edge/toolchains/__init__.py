@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -47,7 +48,10 @@ _COMPLETE = ".complete"  # written last by install: an environment without it is
 
 def toolchains_root() -> Path:
     """Where toolchain environments live: ``$YOLO_EDGE_TOOLCHAINS``, else ``toolchains/`` in the yolo-edge cache."""
-    return Path(os.environ.get("YOLO_EDGE_TOOLCHAINS") or cache_root() / "toolchains")
+    root = Path(os.environ.get("YOLO_EDGE_TOOLCHAINS") or cache_root() / "toolchains")
+    if root.exists() and not root.is_dir():
+        raise YoloEdgeError(f"YOLO_EDGE_TOOLCHAINS={root} is a file; point it at a folder (or unset it)")
+    return root
 
 
 @dataclass(frozen=True)
@@ -163,9 +167,11 @@ def _find_python(tc: Toolchain, python: str | None) -> str:
     )
 
 
-def _pip(env_python: Path, args: tuple[str, ...], log: list[str]) -> None:
+def _pip(env_python: Path, args: tuple[str, ...], log: list[str], tmp: Path) -> None:
+    """pip install ``args`` with its temporary folders (GBs of wheels) in ``tmp``, which the caller removes even
+    when the install is interrupted (pip killed by Ctrl-C leaves its own behind in TMPDIR)."""
     cmd = [str(env_python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TMPDIR": str(tmp)})
     log.append(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         lines = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip() and "WARNING" not in ln]
@@ -190,11 +196,12 @@ def install_toolchain(
     tc.env_dir.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     log: list[str] = []
+    pip_tmp = Path(tempfile.mkdtemp(prefix=f".{tc.name}-pip-", dir=tc.env_dir.parent))
     try:
         subprocess.run([interpreter, "-m", "venv", str(tc.env_dir)], check=True, capture_output=True)
         for k, step in enumerate(tc.steps, 1):
             say(f"{tc.name}: step {k}/{len(tc.steps)}: pip install {' '.join(step)}")
-            _pip(tc.python_path, step, log)
+            _pip(tc.python_path, step, log, pip_tmp)
         versions = Worker(tc).call("hello", timeout_s=300).result
     except BaseException as exc:
         shutil.rmtree(tc.env_dir, ignore_errors=True)
@@ -203,6 +210,8 @@ def install_toolchain(
         if isinstance(exc, WorkerCrashed | WorkerError):
             raise YoloEdgeError(f"{tc.name} installed but its worker does not start: {exc}") from None
         raise
+    finally:
+        shutil.rmtree(pip_tmp, ignore_errors=True)
     seconds = time.monotonic() - t0
     size = sum(p.stat().st_size for p in tc.env_dir.rglob("*") if p.is_file() and not p.is_symlink())
     record = {"versions": versions, "install_s": round(seconds, 1), "bytes": size, "python": interpreter}
