@@ -70,7 +70,8 @@ def fast_cfg():  # type: ignore[no-untyped-def]
         precision=replace(cfg.checks.precision, images=4),
         performance=replace(cfg.checks.performance, warmup=1, runs=3),
     )
-    return replace(cfg, calib_images=12, checks=checks)
+    # near-ties judged only where a test asks for it (test_search): each one is a full judgement
+    return replace(cfg, calib_images=12, checks=checks, plan=replace(cfg.plan, search_margin=0.0))
 
 
 @pytest.fixture(scope="session")
@@ -111,6 +112,7 @@ def small_cfg(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cfg["checks"]["precision"]["images"] = 4
     cfg["checks"]["performance"].update(warmup=1, runs=3)
     cfg["validate"].update(latency_warmup=2, latency_runs=12, sla_ms=10000.0)
+    cfg["plan"]["search_margin"] = 0.0  # near-ties judged only where a test asks for it (test_search)
     path = tmp_path_factory.mktemp("cfg") / "small.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path

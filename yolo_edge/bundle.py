@@ -384,6 +384,8 @@ def check_plan(plan: PlacementPlan, split: SplitModel, profile: DeviceProfile) -
     got = [s.name for s in plan.subgraphs]
     if got != names:
         raise YoloEdgeError(f"plan.json places {got}, but the model's subgraphs are {names}")
+    if plan["decode"].device != "cpu":
+        raise YoloEdgeError("plan.json puts the decode on the accelerator; the decode runs FP32 on the CPU by rule")
     for s in plan.subgraphs:
         if s.device not in ("npu", "cpu"):
             raise YoloEdgeError(f"plan.json puts {s.name} on '{s.device}'; a subgraph runs on npu or cpu")
@@ -394,8 +396,6 @@ def check_plan(plan: PlacementPlan, split: SplitModel, profile: DeviceProfile) -
                 f"plan.json runs {s.name} at {s.precision}, which {profile.name} does not compute "
                 f"({', '.join(profile.precisions)})"
             )
-    if plan["decode"].device != "cpu":
-        raise YoloEdgeError("plan.json puts the decode on the accelerator; the decode runs FP32 on the CPU by rule")
 
 
 def stream(bundle: str | Path | Bundle, sources: Sequence[str], options: StreamOptions | None = None) -> StreamRunner:

@@ -52,10 +52,8 @@ def core() -> Any:
 
 
 def read_onnx(model: onnx.ModelProto) -> Any:
-    with tempfile.TemporaryDirectory(prefix="yolo-edge-ov-") as tmp:
-        path = Path(tmp, "model.onnx")
-        onnx.save(model, str(path))
-        return core().read_model(str(path))
+    """An OpenVINO model from an ONNX graph held in memory (no temporary file: nothing to fill a disk with)."""
+    return core().read_model(model.SerializeToString())
 
 
 def read_ir(xml: bytes, weights: bytes) -> Any:

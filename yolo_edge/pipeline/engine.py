@@ -208,6 +208,8 @@ class StreamRunner:
                     except Exception as exc:  # the sink's failure: this frame is lost to it, the stream goes on
                         self._finish(result, f"sink failed on {result.name}: {type(exc).__name__}: {exc}")
                     yield result
+            if self._failed is not None:  # the end mark it sent downstream ended the loop
+                raise self._failed
         finally:
             self.stop()
 
