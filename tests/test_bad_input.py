@@ -365,6 +365,12 @@ CASES: list[Case] = [
         2,
         "could not export",
     ),
+    (
+        "a refused run makes no --save",
+        lambda e: ["run", _damaged("plan.json", b"{not json")(e), "--source", str(e.image), "--save", "never-made"],
+        2,
+        "damaged bundle",
+    ),
     # data that is not what it says
     (
         "binary data.yaml",

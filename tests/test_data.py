@@ -109,3 +109,18 @@ def test_random_weights_fail_the_same_bar(exported: ExportFn, tmp_path: Path) ->
     path = tmp_path / "yolov8n-shapes.yaml"
     path.write_text(yaml.safe_dump(cfg))
     assert _map(exported(str(path), (320, 320))) < 0.05
+
+
+def test_an_incomplete_demo_dataset_cache_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cached demo split missing its data.yaml or an image (deleted by hand, a full disk) is rebuilt, with a
+    warning, the same bytes as before; not used half, and not left broken for every later deploy."""
+    monkeypatch.setenv("YOLO_EDGE_CACHE", str(tmp_path))
+    first = demo_val_data(count=6)
+    want = {p.name: p.read_bytes() for p in (first.parent / "images" / "val").iterdir()}
+    first.unlink()
+    next((first.parent / "images" / "val").iterdir()).unlink()
+    again = demo_val_data(count=6)
+    assert again == first and again.is_file() and "incomplete; rebuilding it" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in (again.parent / "images" / "val").iterdir()} == want

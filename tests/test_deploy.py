@@ -110,9 +110,12 @@ def test_run_val_bench_on_bundle(
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(lines) == 40 and sum(len(x["detections"]) for x in lines) > 40
     assert len(list((tmp_path / "ann").glob("*.jpg"))) == 40
+    assert main(["val", str(deployed.bundle), "--json"]) == 0  # the data it was deployed with, and it says so
+    out, err = capsys.readouterr()
+    assert f"judging on {small[0]}" in err
     assert main(["val", str(deployed.bundle), "--data", str(small[0]), "--json"]) == 0
     v = json.loads(capsys.readouterr().out)
-    assert abs(v["drift"]["map50"]) <= 0.02 and v["images"] == 40
+    assert abs(v["drift"]["map50"]) <= 0.02 and v["images"] == 40 == json.loads(out)["images"]
     assert main(["bench", str(deployed.bundle), "--data", str(small[0]), "--runs", "5", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["end_to_end"]["p95"] > 0
 

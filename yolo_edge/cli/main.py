@@ -46,8 +46,30 @@ class Terminated(BaseException):
     """SIGTERM, raised in the main thread so that the command unwinds and cleans up."""
 
 
+_SIGNALLED: list[int] = []  # the signals this command received: a C extension may turn the exception they raise
+# into one of its own (torch's exporter re-raises a KeyboardInterrupt as a RuntimeError), which still means them
+
+
 def _terminate(signum: int, _frame: FrameType | None) -> None:
+    _SIGNALLED.append(signum)
     raise Terminated(signum)
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    _SIGNALLED.append(signum)
+    raise KeyboardInterrupt
+
+
+def _signalled(command: str) -> int:
+    """The one line and exit code of a command ended by SIGINT (130) or SIGTERM (143)."""
+    if _SIGNALLED and _SIGNALLED[0] == signal.SIGTERM:
+        print(
+            f"yolo-edge {command}: terminated (SIGTERM); temporary files removed, nothing half-written left",
+            file=sys.stderr,
+        )
+        return 143
+    print(f"yolo-edge {command}: interrupted; temporary files removed, nothing half-written left", file=sys.stderr)
+    return 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,32 +84,32 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    _SIGNALLED.clear()
+    previous = signal.signal(signal.SIGTERM, _terminate), signal.signal(signal.SIGINT, _interrupt)
     try:
         return int(args.func(args))
+    except (KeyboardInterrupt, Terminated):
+        return _signalled(args.command)
     except YoloEdgeError as exc:
+        if _SIGNALLED:  # a signal that an extension turned into an error we report as bad input
+            return _signalled(args.command)
         print(f"yolo-edge {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except OSError as exc:
+        if _SIGNALLED:
+            return _signalled(args.command)
         if exc.errno not in STORAGE_FAULTS:
             raise
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"yolo-edge {args.command}: error: {exc.strerror}{where}: {STORAGE_FAULTS[exc.errno]}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(
-            f"yolo-edge {args.command}: interrupted; temporary files removed, nothing half-written left",
-            file=sys.stderr,
-        )
-        return 130
-    except Terminated:
-        print(
-            f"yolo-edge {args.command}: terminated (SIGTERM); temporary files removed, nothing half-written left",
-            file=sys.stderr,
-        )
-        return 143
+    except Exception:
+        if _SIGNALLED:
+            return _signalled(args.command)
+        raise
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
 
 
 def entry() -> NoReturn:
