@@ -144,3 +144,10 @@ def test_the_int8_cache_is_keyed_on_the_graph_and_a_damaged_entry_is_rebuilt(
     again = quantize_int8(neck.model, calib, exclude=("/model.12/cv1/conv/Conv",))
     assert "is damaged" in capsys.readouterr().err
     assert onnx.helper.printable_graph(again.graph) == onnx.helper.printable_graph(q.graph)
+    known = set(cache_dir().glob("*.onnx"))
+    quantize_int8(neck.model, calib[:1], exclude=("/model.12/cv1/conv/Conv",))  # another entry (other calibration)
+    (other,) = set(cache_dir().glob("*.onnx")) - known
+    entry.write_bytes(other.read_bytes())  # swapped: a whole, valid entry of another graph in its place
+    swapped = quantize_int8(neck.model, calib, exclude=("/model.12/cv1/conv/Conv",))
+    assert "is damaged" in capsys.readouterr().err
+    assert onnx.helper.printable_graph(swapped.graph) == onnx.helper.printable_graph(q.graph)

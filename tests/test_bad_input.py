@@ -25,6 +25,7 @@ import yaml
 from yolo_edge.config import configs_dir
 from yolo_edge.data.synthetic import CLASS_NAMES
 from yolo_edge.deploy import DeployResult
+from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.preprocess import default_calib_dir
 
 
@@ -830,3 +831,22 @@ def test_a_toolchain_that_does_not_start_is_not_usable(env: Env, monkeypatch: py
     monkeypatch.setenv("YOLO_EDGE_TOOLCHAINS", _a_file(env))
     listed = _cli(env, "toolchain", "list")
     assert listed.returncode == 2 and "is a file" in listed.stderr and "Traceback" not in listed.stderr, listed.stderr
+
+
+def test_a_failed_toolchain_install_leaves_no_environment_and_no_pip_temporaries(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip fails (a package no index has): no environment that looks installed, and none of pip's temporary
+    folders (GBs of wheels for a real toolchain) left in the toolchain root or TMPDIR; one line."""
+    from dataclasses import replace as copy
+
+    import yolo_edge.toolchains as toolchains
+
+    root = env.root / "install-root"
+    monkeypatch.setenv("YOLO_EDGE_TOOLCHAINS", str(root))
+    monkeypatch.setenv("TMPDIR", str(env.tmp))
+    fake = copy(toolchains.RKNN, name="nothing", steps=(("--no-index", "yolo-edge-no-such-package==0.0.1"),))
+    monkeypatch.setitem(toolchains.TOOLCHAINS, "nothing", fake)
+    with pytest.raises(YoloEdgeError, match="pip install --no-index yolo-edge-no-such-package==0.0.1 failed"):
+        toolchains.install_toolchain("nothing", python=sys.executable, say=lambda _m: None)
+    assert not fake.env_dir.exists() and list(root.iterdir()) == [] and not _leftovers(env)

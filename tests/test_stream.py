@@ -366,20 +366,22 @@ def test_a_pipeline_thread_that_fails_ends_the_run_with_its_error(
 
 
 def test_a_live_source_that_never_opens_gives_up_with_one_line(deployed: DeployResult, tmp_path: Path) -> None:
-    """A stream URL nobody serves (connection refused) is retried with backoff, then given up after
-    ``open_timeout_s`` with a problem line naming it, while the other stream is served to its end."""
+    """A stream URL nobody serves (connection refused) and a camera index with no camera are retried with
+    backoff, then given up after ``open_timeout_s`` with a problem line naming each, while the video is served
+    to its end."""
     import socket
 
     with socket.socket() as s:  # a port that was free a moment ago: nothing listens on it
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     video = _video(tmp_path / "clip5.avi", 5, sorted((deployed.bundle / "calib").glob("*.jpg")))
-    sources = [parse_source(f"http://127.0.0.1:{port}/video.mjpg"), parse_source(str(video))]
+    sources = [parse_source(f"http://127.0.0.1:{port}/video.mjpg"), parse_source("97"), parse_source(str(video))]
     options = StreamOptions(SourceOptions(open_timeout_s=1.0, backoff_s=0.1))
     t0 = time.monotonic()
     with StreamRunner(load_bundle(deployed.bundle).detector(), sources, options, close_detector=True) as runner:
         runner.run(lambda _r: None)
     assert time.monotonic() - t0 < 60
-    dead, alive = runner.stats
-    assert dead.read == 0 and len(dead.problems) == 1 and "could not open it" in dead.problems[0], dead.problems
+    dead, camera, alive = runner.stats  # a URL nobody serves, a camera index that does not exist, a video
+    for st in (dead, camera):
+        assert st.read == 0 and len(st.problems) == 1 and "could not open it" in st.problems[0], st.problems
     assert f"127.0.0.1:{port}" in dead.problems[0] and alive.delivered == 5 and not alive.problems
