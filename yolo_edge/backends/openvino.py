@@ -32,6 +32,7 @@ from yolo_edge.backends.base import (
     CalibSet,
     Executable,
     LayerError,
+    NpuCompileError,
     cosine,
     io_infos,
     qdq_artifact,
@@ -163,7 +164,12 @@ class OpenVinoBackend(Backend):
         v = self.resolve(variant)
         ov_model, stored = self._graph(model, v, calib, artifact)
         config = {"INFERENCE_PRECISION_HINT": _HINT[v.precision], "PERFORMANCE_HINT": "LATENCY"}
-        compiled = core().compile_model(ov_model, self.device, config)
+        try:
+            compiled = core().compile_model(ov_model, self.device, config)
+        except RuntimeError as exc:  # the plugin has no kernel for a node at this precision on this CPU
+            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+            why = next((ln for ln in lines if "node" in ln.lower()), lines[-1] if lines else type(exc).__name__)
+            raise NpuCompileError(f"OpenVINO {self.device} cannot compile it at {v.label}: {why}") from None
         return OpenVinoExecutable(compiled, model, v, self.device.lower(), stored)
 
     def layer_errors(
