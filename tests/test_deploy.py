@@ -31,13 +31,18 @@ def test_deploy_compares_three_plans(deployed: DeployResult) -> None:
     assert set(plans) == {"whole-npu", "whole-cpu", "split"}
     # the decode at INT8: its softmax, sigmoid and the box/score concat are ruled out whatever the drift shows
     assert plans["whole-npu"]["status"].startswith("fails precision")
-    assert plans["split"]["status"] == "ok" and plans["whole-cpu"]["status"] == "ok"
+    accelerated = any(s["device"] == "npu" for s in r["split_plan"]["subgraphs"])  # whether a precision won here
+    assert plans["split"]["status"] == ("ok" if accelerated else "no subgraph on the NPU (= whole-cpu)")
+    assert plans["whole-cpu"]["status"] == "ok"
     for p in plans.values():
         assert set(p["latency_ms"]) == {"p50", "p95", "p99"} and p["latency_kind"] == "measured"
         assert p["latency_ms"]["p50"] <= p["latency_ms"]["p95"] <= p["latency_ms"]["p99"]
-        assert p["memory_peak_bytes"] > 0 and set(p["map_drift"]) == {"map50", "map50_95"}
+        assert (p["memory_peak_bytes"] > 0 or p["name"] == "split" and not accelerated) and set(p["map_drift"]) == {
+            "map50",
+            "map50_95",
+        }
     assert abs(plans["split"]["map_drift"]["map50"]) <= 0.01
-    faster = min(("split", "whole-cpu"), key=lambda n: plans[n]["latency_ms"]["p95"])
+    faster = min(("split", "whole-cpu"), key=lambda n: plans[n]["latency_ms"]["p95"]) if accelerated else "whole-cpu"
     assert r["chosen_plan"] == faster and r["verdict"] == "pass" and deployed.exit_code == 0
     assert r["map"]["kind"] == "labels" and r["map"]["reference"]["map50"] > 0.3 and r["data"]["warning"] is None
     # the phases of the split are its execution units, whatever precisions (and so fusions) this CPU's numerics allowed

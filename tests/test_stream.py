@@ -26,6 +26,7 @@ from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner
 from yolo_edge.pipeline.sources import SourceOptions, parse_source
+from yolo_edge.plan.placement import PlacementPlan
 
 CLI = [sys.executable, "-m", "yolo_edge.cli.main"]
 
@@ -263,7 +264,10 @@ def test_a_missing_source_is_one_line_before_anything_runs(deployed: DeployResul
 
 
 def _pool_fps(deployed: DeployResult, video: Path, cores: int) -> tuple[float, list[int]]:
-    runner = _runner(deployed, [str(video)], split=True, emulate_latency=True, in_flight=8)
+    bundle = load_bundle(deployed.bundle)  # backbone and neck on the accelerator whichever plan won on this host
+    plan = PlacementPlan.manual(bundle.split, {"backbone": "int8", "neck": "int8"}, bundle.profile.name)
+    detector = Detector(bundle.executor(plan=plan), bundle.exported.meta, bundle.config.nms)
+    runner = StreamRunner(detector, [parse_source(str(video))], StreamOptions(emulate_latency=True, in_flight=8))
     unit = next(u for u in runner.detector.executor.units if u.npu is not None)
     assert unit.npu is not None
     unit.modelled_s = 0.06  # as a simulated accelerator's modelled time: 60 ms a frame, emulated by sleeping

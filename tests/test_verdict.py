@@ -368,9 +368,12 @@ def test_foreign_model_on_its_own_photos_is_proven_by_agreement(foreign: DeployR
         d = p["map_drift"]
         drift = MapResult(d["map50"], d["map50_95"]) if d else None
         planned = p["fails"][0] if p["fails"] and p["fails"][0] not in ("drift", "SLA") else None
-        assert p["status"] == status(
+        expected = status(
             failures(drift, (p["latency_ms"] or {}).get("p95"), Limits(r["max_drift"], r["sla_ms"]), planned)
         )
+        if p["name"] == "split" and not any(s["device"] == "npu" for s in r["split_plan"]["subgraphs"]):
+            expected = "no subgraph on the NPU (= whole-cpu)"  # nothing beat the CPU on this host: the same plan
+        assert p["status"] == expected
     md = (foreign.bundle / "report.md").read_text()
     assert "agreement with the FP32 reference" in md and "Calibrated on 16 other images" in md
     assert all(f"| {p['name']} | {p['status']} |" in md for p in r["plans"])
