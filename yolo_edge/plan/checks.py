@@ -183,12 +183,13 @@ class Checker:
         the accelerator, interleaved call by call (timed one after another, a shared machine's load at the moment
         would rank them), into the caches ``cpu_s`` and ``times`` read; modelled latency has nothing to time."""
         if self.profile.latency != "modelled" and cand.name not in self._cpu_s:
-            self._cpu_s[cand.name] = (self._interleaved(cand, variants), "measured")
+            ok = self.op_support(cand).passed is not False  # a variant that fails is the checks' to report
+            timed = [v for v in variants if ok and self._compiles(cand, v)]
+            self._cpu_s[cand.name] = (self._interleaved(cand, timed), "measured")
 
-    def _interleaved(self, cand: Candidate, variants: Sequence[Variant]) -> float:
-        """Time the CPU and those of ``variants`` that compile (a failure is the performance check's to report)
-        in turn; the accelerator's times into the cache, the CPU's returned."""
-        timed = [v for v in variants if self.op_support(cand).passed is not False and self._compiles(cand, v)]
+    def _interleaved(self, cand: Candidate, timed: Sequence[Variant]) -> float:
+        """Time the CPU and each of ``timed`` (compiled here: a compile failure raises) in turn; the accelerator's
+        times into the cache, the CPU's returned."""
         cpu, perf = self.cpu.compile(cand.model, "fp32"), self.cfg.checks.performance
         times = interleaved_run_s(
             [cpu, *(self.compile(cand, v) for v in timed)], cand.feeds_eval[0], perf.runs, perf.warmup
