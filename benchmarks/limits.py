@@ -24,6 +24,7 @@ from side_by_side import bus_image, cpu_detector, interleave
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Executable
 from yolo_edge.backends.openvino import OpenVinoBackend
+from yolo_edge.build import build_units
 from yolo_edge.bundle import Bundle, load_bundle
 from yolo_edge.config import load_deploy_config, load_profile
 from yolo_edge.data.synthetic import demo_val_data
@@ -33,7 +34,7 @@ from yolo_edge.graph import GraphInfo
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import default_calib_dir, letterbox, load_calibration, read_image
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
-from yolo_edge.runtime import EventLog, SplitExecutor, build_units
+from yolo_edge.runtime import EventLog, SplitExecutor
 from yolo_edge.split import SplitModel, split_model
 
 GEMM_N = 2048

@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.conftest import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
 from yolo_edge.backends.base import cosine  # noqa: E402
 from yolo_edge.backends.nncf_int8 import overflow_fix  # noqa: E402
+from yolo_edge.build import build_units  # noqa: E402
 from yolo_edge.config import load_deploy_config, load_profile  # noqa: E402
 from yolo_edge.data.resolve import EvalData, resolve_data, resolve_eval_data  # noqa: E402
 from yolo_edge.data.synthetic import CLASS_NAMES, write_dataset  # noqa: E402
@@ -43,7 +44,7 @@ from yolo_edge.pipeline.detector import Detector  # noqa: E402
 from yolo_edge.pipeline.preprocess import load_images  # noqa: E402
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors  # noqa: E402
 from yolo_edge.progress import progress_bar  # noqa: E402
-from yolo_edge.runtime import EventLog, SplitExecutor, build_units  # noqa: E402
+from yolo_edge.runtime import EventLog, SplitExecutor  # noqa: E402
 from yolo_edge.split import SplitModel, split_model  # noqa: E402
 from yolo_edge.validate.accuracy import Scorer, detect_all  # noqa: E402
 

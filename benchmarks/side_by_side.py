@@ -19,13 +19,14 @@ import numpy as np
 import onnxruntime as ort
 
 from yolo_edge.backends import cpu_backend
+from yolo_edge.build import build_units
 from yolo_edge.config import DeployConfig, load_deploy_config, load_profile
 from yolo_edge.export import ExportedModel, export_model
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import postprocess
 from yolo_edge.pipeline.preprocess import Letterboxed, letterbox
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.runtime import EventLog, SplitExecutor, build_units
+from yolo_edge.runtime import EventLog, SplitExecutor
 from yolo_edge.split import SplitModel, split_model
 
 BLOCK = 4  # timed calls in a row per path and round

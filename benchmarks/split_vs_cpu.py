@@ -25,13 +25,14 @@ from dataclasses import replace
 import numpy as np
 
 from yolo_edge.backends import cpu_backend
+from yolo_edge.build import build_units
 from yolo_edge.config import DeviceProfile, Variant, load_deploy_config, load_profile
 from yolo_edge.export import demo_model_path, export_model
 from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.checks import cosine
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
-from yolo_edge.runtime import EventLog, SplitExecutor, build_units
+from yolo_edge.runtime import EventLog, SplitExecutor
 from yolo_edge.split import split_model
 
 

@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from side_by_side import interleave  # noqa: E402
 
 from tests.conftest import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
+from yolo_edge.build import build_units  # noqa: E402
 from yolo_edge.bundle import load_bundle  # noqa: E402
 from yolo_edge.config import DeployConfig, load_deploy_config, load_profile  # noqa: E402
 from yolo_edge.data.synthetic import write_dataset  # noqa: E402
@@ -51,7 +52,7 @@ from yolo_edge.pipeline.detector import Detector  # noqa: E402
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration  # noqa: E402
 from yolo_edge.plan.placement import boundary_tensors  # noqa: E402
 from yolo_edge.plan.planner import plan_model  # noqa: E402
-from yolo_edge.runtime import EventLog, SplitExecutor, build_units  # noqa: E402
+from yolo_edge.runtime import EventLog, SplitExecutor  # noqa: E402
 from yolo_edge.split import split_model  # noqa: E402
 
 IMGSZ = 640

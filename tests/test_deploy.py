@@ -11,12 +11,13 @@ import cv2
 import pytest
 
 from tests.test_torch_free import BLOCKER
+from yolo_edge.backends.base import ARTIFACT_SUFFIXES
+from yolo_edge.build import plan_units
 from yolo_edge.bundle import load_bundle
 from yolo_edge.check import check_bundle
 from yolo_edge.cli.main import main
 from yolo_edge.deploy import DeployResult
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.runtime import plan_units
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +90,10 @@ def test_bundle_contents_and_plots(deployed: DeployResult) -> None:
             if u.precision == "int8"
             for suffix in ((".ov.xml", ".ov.bin") if u.variant.quantizer == "nncf" else (".int8.onnx",))
         }
-        assert {p.name for p in (b / "units").glob("*")} == want  # none for BF16 units
+        stored = {p.name for p in (b / "units").glob("*") if p.name.endswith(ARTIFACT_SUFFIXES)}
+        assert stored == want  # none for BF16 units
+    for unit in json.loads((b / "units.json").read_text()):  # each unit's FP32 graph is stored, once
+        assert (b / unit["graph"]).is_file()
 
 
 def test_check_passes_then_fails_on_sla_and_regression(

@@ -130,10 +130,11 @@ def test_nms_matches_ultralytics_non_max_suppression(demo: ExportedModel, multi_
 
 def test_plans_are_timed_frame_by_frame_in_turn(demo: ExportedModel, calib_images: list) -> None:  # type: ignore[type-arg]
     """measure_latencies interleaves the detectors (rotating the order), so machine noise hits all alike."""
+    from yolo_edge.build import build_units
     from yolo_edge.config import load_deploy_config, load_profile
     from yolo_edge.pipeline.detector import Detector
     from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
-    from yolo_edge.runtime import EventLog, SplitExecutor, build_units
+    from yolo_edge.runtime import EventLog, SplitExecutor
     from yolo_edge.split import split_model
     from yolo_edge.validate.latency import measure_latencies
 

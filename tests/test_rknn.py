@@ -23,7 +23,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from yolo_edge.backends import cpu_backend
-from yolo_edge.backends.base import UnsupportedOperator
+from yolo_edge.backends.base import OpQuery, UnsupportedOperator
 from yolo_edge.backends.rknn import RknnBackend, RknnExecutable, parse_error_analysis
 from yolo_edge.bundle import load_bundle
 from yolo_edge.config import DeployConfig, Variant, load_profile
@@ -121,8 +121,8 @@ def test_the_compilers_refusals_name_the_nodes(rknn: RknnBackend, tmp_path: Path
     trilu = _one_op(tmp_path, "Trilu", (onnx.numpy_helper.from_array(np.array(-99, np.int64), "k"),), upper=1)
     with pytest.raises(UnsupportedOperator, match=r"trilu0 \(Trilu\).*no NPU lowering"):
         rknn.compile(trilu, "fp16")
-    assert rknn.query(trilu) == (3, ["trilu0"])
-    assert rknn.query(_one_op(tmp_path, "Sigmoid")) == (3, [])
+    assert rknn.query(trilu) == OpQuery(3, ("trilu0",), "compiler")
+    assert rknn.query(_one_op(tmp_path, "Sigmoid")) == OpQuery(3, (), "compiler")
 
 
 def _with_refused_op(demo: ExportedModel, out: Path) -> ExportedModel:
@@ -210,7 +210,7 @@ def test_a_killed_worker_costs_one_frame_on_the_cpu(
     events = EventLog()
     worker = worker_for(RKNN)
     runtime = replace(fast_cfg.runtime, unit_timeout_s=120.0)  # the rebuild in the fresh worker takes a second or two
-    with SplitExecutor([Unit("backbone", cpu, npu, 0.05)], runtime, None, events) as ex:
+    with SplitExecutor([Unit("backbone", ("backbone",), cpu, npu, 0.05)], runtime, None, events) as ex:
         devices, outputs = [], []
         for frame in range(6):
             if frame == 2:

@@ -19,11 +19,12 @@ from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Executable
 from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
 from yolo_edge.backends.simulated import SimulatedNpu
+from yolo_edge.build import build_units, plan_units
 from yolo_edge.config import DeployConfig, Faults, load_profile
 from yolo_edge.export import ExportedModel
 from yolo_edge.plan.checks import cosine
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
-from yolo_edge.runtime import CircuitBreaker, EventLog, SplitExecutor, Unit, build_units, plan_units
+from yolo_edge.runtime import CircuitBreaker, EventLog, SplitExecutor, Unit
 from yolo_edge.split import SplitModel
 
 
@@ -104,7 +105,8 @@ from yolo_edge.config import load_deploy_config, load_profile
 from yolo_edge.export import demo_model_path, export_model
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
-from yolo_edge.runtime import EventLog, SplitExecutor, build_units
+from yolo_edge.runtime import EventLog, SplitExecutor
+from yolo_edge.build import build_units
 from yolo_edge.split import split_model
 split = split_model(export_model(demo_model_path(), imgsz=320, out_dir=sys.argv[1]))
 tensors = boundary_tensors(split, load_calibration(default_calib_dir(), (320, 320), 16))
@@ -261,7 +263,7 @@ def test_performance_hysteresis_moves_and_returns(
     npu = _TimedNpu(cpu_backend().compile(demo_split["backbone"].model, "fp32"), clock, [0.3] * 10 + [0.002])
     cfg = replace(fast_cfg.runtime, slow_frames=5, recover_probes=3, probe_every=2, slow_ratio=5.0)
     events = EventLog(tmp_path / "events.jsonl")
-    ex = SplitExecutor([Unit("backbone", cpu, npu, cpu_estimate_s=0.01)], cfg, None, events, clock=clock)
+    ex = SplitExecutor([Unit("backbone", ("backbone",), cpu, npu, cpu_estimate_s=0.01)], cfg, None, events, clock=clock)
     devices = [ex.run({"images": tensors[i % 8]["images"]}, i).units[0].device for i in range(40)]
     ex.close()
     moves = [(e.frame, e.action) for e in events.events if e.unit == "backbone"]

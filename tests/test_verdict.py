@@ -19,8 +19,9 @@ import pytest
 
 from tests.conftest import SECOND_CLASSES
 from yolo_edge.backends import cpu_backend
-from yolo_edge.backends.base import Artifact, Executable
+from yolo_edge.backends.base import Artifact, CalibSet, Executable
 from yolo_edge.backends.openvino import OpenVinoBackend
+from yolo_edge.build import build_units, whole_graph_unit
 from yolo_edge.cli.main import main
 from yolo_edge.config import DeployConfig, Variant, load_deploy_config, load_profile
 from yolo_edge.data.dataset import Dataset, load_dataset
@@ -35,7 +36,7 @@ from yolo_edge.plan.checks import Checker, int8_variants
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
 from yolo_edge.plan.planner import Planner, plan_space
 from yolo_edge.progress import progress_bar
-from yolo_edge.runtime import EventLog, SplitExecutor, build_units, whole_graph_unit
+from yolo_edge.runtime import EventLog, SplitExecutor
 from yolo_edge.split import split_model
 from yolo_edge.validate.accuracy import Accuracy, MapResult, Scorer, _gt_coco, _rows, coco_map, detect_all
 from yolo_edge.validate.latency import LatencyResult, Percentiles
@@ -266,14 +267,10 @@ class _OpenVino(OpenVinoBackend):
         super().__init__("CPU", schemes, ("qdq",))
         self.slow, self.broken = slow, broken
 
-    def compile(
-        self,
-        model: onnx.ModelProto,
-        variant: Variant | str,
-        calib: list | None = None,  # type: ignore[type-arg]
-        artifact: Artifact | None = None,
+    def _compile(
+        self, model: onnx.ModelProto, variant: Variant, calib: CalibSet | None, artifact: Artifact | None
     ) -> Executable:
-        exe = super().compile(model, variant, calib, artifact)
+        exe = super()._compile(model, variant, calib, artifact)
         scheme = exe.variant.scheme
         if exe.precision == "int8" and scheme in (self.slow, self.broken):
             return _Tampered(exe, 0.05 if scheme == self.slow else 0.0, 0.3 if scheme == self.broken else 1.0)

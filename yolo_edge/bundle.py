@@ -8,15 +8,21 @@ Layout::
       deploy.yaml        the deploy settings it was proven with (thresholds, NMS, runtime): check/val/bench/run use them
       calib/*            the calibration sample deploy used (the images; agreement data when no labels were given)
       model.onnx         the monolithic FP32 model: the reference for val/check
-      subgraphs/<s>.onnx each subgraph in FP32 (the CPU twin); units/<unit>.ov.xml + .ov.bin an NPU unit
-                         NNCF quantized for OpenVINO (a subgraph, or fused ones: backbone+neck.ov.xml);
+      units.json         the deployed plan's units in order: subgraphs, device, variant, FP32 graph file
+      subgraphs/<s>.onnx each subgraph in FP32; units/<unit>.onnx a fused or op-level unit's FP32 graph (the
+                         CPU twin, and what an accelerator compiles when nothing compiled is stored)
+      units/<unit>.ov.xml + .ov.bin an NPU unit NNCF quantized for OpenVINO (backbone+neck.ov.xml);
                          units/<unit>.int8.onnx one quantized by onnxruntime's quantizer (QDQ); units/<unit>.rknn
                          the unit as Rockchip's compiler built it, for RKNNLite on the board
+      sample.npz         one calibration frame's tensors at every unit's inputs: the warm-up and CPU estimate
       profile.yaml       the device profile used
       events.jsonl       the runtime fallback events of the deployed plan's validation and benchmark runs
       report.json, report.md, plots/*.png
 
-Every path inside is relative: a bundle copied to another directory or machine works as it is.
+Every path inside is relative: a bundle copied to another directory or machine works as it is. Loading one
+compiles nothing it stores: the units' graphs and compiled files are read as they are (no re-split, no
+calibration run); only a unit whose backend cannot load its stored form (Rockchip's simulator) is compiled,
+calibrated on the stored images through the units before it.
 
 Example:
     >>> b = load_bundle("out/bundle")  # doctest: +SKIP
@@ -25,33 +31,44 @@ Example:
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import tempfile
+import zipfile
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import onnx
 import yaml
 
-from yolo_edge.backends.base import ARTIFACT_SUFFIXES
-from yolo_edge.config import DeployConfig, DeviceProfile, build, load_deploy_config, read_yaml
+from yolo_edge.backends import create_backend
+from yolo_edge.backends.base import ARTIFACT_SUFFIXES, io_infos, self_contained
+from yolo_edge.build import Device, UnitFeeds, UnitPlan, compile_units, plan_units
+from yolo_edge.config import DeployConfig, DeviceProfile, Variant, build, load_deploy_config, read_yaml
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, ModelMeta, load_onnx
 from yolo_edge.files import read_regular
+from yolo_edge.graph import SUBGRAPHS
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
 from yolo_edge.pipeline.preprocess import load_calibration
 from yolo_edge.pipeline.sources import parse_source
-from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
-from yolo_edge.runtime import EventLog, SplitExecutor, Unit, build_units, plan_units
+from yolo_edge.plan.placement import PlacementPlan
+from yolo_edge.runtime import EventLog, SplitExecutor, Unit
 from yolo_edge.split import SplitModel, split_model
 
-FORMAT = 4  # 4: precision variants (quantizer, kept layers) in plan.json, OpenVINO IR units, calibration left out
+FORMAT = 5  # 5: units.json, every unit's FP32 graph and one boundary sample stored: loading compiles nothing stored
 MODEL = "model.onnx"
 CALIB = "calib"
+UNITS = "units.json"
+SAMPLE = "sample.npz"
 
 
 def is_bundle(path: Path) -> bool:
@@ -187,6 +204,55 @@ def _umask() -> int:
     return mask
 
 
+@dataclass(frozen=True)
+class StoredUnit:
+    """One entry of units.json: a unit of the deployed plan and the file of its FP32 graph."""
+
+    subgraphs: tuple[str, ...]
+    piece: int | None
+    device: Device
+    variant: Variant
+    graph: str  # relative path: subgraphs/<s>.onnx, units/<unit>.onnx (fused, or a piece), model.onnx (all four)
+
+    @property
+    def name(self) -> str:
+        return UnitPlan(self.subgraphs, onnx.ModelProto(), self.device, self.variant, self.piece).name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "subgraphs": list(self.subgraphs), "variant": self.variant.label}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> StoredUnit:
+        """Raises KeyError/TypeError/ValueError on a malformed entry (a damaged bundle)."""
+        subgraphs = tuple(str(s) for s in d["subgraphs"])
+        piece = d["piece"] if d["piece"] is None else int(d["piece"])
+        if d["device"] not in ("npu", "cpu"):
+            raise ValueError(f"a unit on '{d['device']}'")
+        return cls(subgraphs, piece, d["device"], Variant.parse(str(d["variant"])), str(d["graph"]))
+
+
+def stored_units(planned: Sequence[UnitPlan]) -> tuple[list[StoredUnit], dict[str, bytes]]:
+    """units.json's entries for ``planned`` and the graph files it names that subgraphs/ does not hold."""
+    entries, files = [], {}
+    for u in planned:
+        if u.piece is None and u.subgraphs == SUBGRAPHS:
+            graph = MODEL  # the whole model as one unit (whole-cpu): the same graph as the reference
+        elif u.piece is None and len(u.subgraphs) == 1:
+            graph = f"subgraphs/{u.subgraphs[0]}.onnx"
+        else:
+            graph = f"units/{u.name}.onnx"
+            files[graph] = u.model.SerializeToString()
+        entries.append(StoredUnit(u.subgraphs, u.piece, u.device, u.variant, graph))
+    return entries, files
+
+
+def sample_bytes(sample: Mapping[str, np.ndarray]) -> bytes:
+    buf = io.BytesIO()
+    arrays: dict[str, Any] = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in sample.items()}
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
 def unit_artifacts(units: list[Unit]) -> dict[str, bytes]:
     """The compiled files of each NPU unit, as ``units/<unit><suffix>``: the INT8 QDQ graph where it differs
     from the FP32 subgraph, and a vendor's own (``.rknn``) for the board."""
@@ -241,6 +307,8 @@ def bundle_files(
     profile: DeviceProfile,
     cfg: DeployConfig,
     calib_files: Sequence[Path],
+    planned: Sequence[UnitPlan],
+    sample: Mapping[str, np.ndarray],
     units: list[Unit],
     meta: BundleMeta,
     report_json: dict[str, Any],
@@ -248,8 +316,13 @@ def bundle_files(
     plots: Mapping[str, bytes],
     events: EventLog,
 ) -> dict[str, bytes]:
+    """Everything a bundle holds, by relative path: ``planned`` (the deployed plan's units) with their FP32
+    graphs, ``units``' compiled files (the split's, when it is deployed), ``sample`` (every unit's inputs)."""
+    entries, graphs = stored_units(planned)
     files: dict[str, bytes] = {
         "meta.json": json.dumps(meta.to_dict(), indent=2).encode(),
+        UNITS: json.dumps([e.to_dict() for e in entries], indent=2).encode(),
+        SAMPLE: sample_bytes({n: sample[n] for u in planned for n in (t.name for t in io_infos(u.model)[0])}),
         "plan.json": json.dumps(replace(plan, model=MODEL).to_dict(), indent=2).encode(),
         MODEL: exported.path.read_bytes(),
         "deploy.yaml": yaml.safe_dump(_asdict(cfg), sort_keys=False).encode(),
@@ -262,6 +335,7 @@ def bundle_files(
         files[f"{CALIB}/{p.name}"] = p.read_bytes()
     for sg in split.subgraphs:
         files[f"subgraphs/{sg.name}.onnx"] = sg.model.SerializeToString()
+    files.update(graphs)
     files.update(unit_artifacts(units))
     files.update({f"plots/{name}": data for name, data in plots.items()})
     return files
@@ -281,47 +355,82 @@ def _asdict(obj: Any) -> Any:
 
 @dataclass
 class Bundle:
+    """An opened bundle: what it stores, read and checked, nothing compiled yet (``detector()`` compiles)."""
+
     path: Path
     meta: BundleMeta
     plan: PlacementPlan
     profile: DeviceProfile
     config: DeployConfig  # the settings deploy proved it with
-    exported: ExportedModel
-    split: SplitModel
-    report: dict[str, Any]
+    units: tuple[UnitPlan, ...]  # the deployed plan's units, in order, their FP32 graphs read
+    sample: dict[str, np.ndarray]  # one frame's tensors at every unit's inputs
 
     @property
     def calib_dir(self) -> Path:
         return self.path / CALIB
 
+    @cached_property
+    def exported(self) -> ExportedModel:
+        """model.onnx, the FP32 reference, read and validated when first asked for."""
+        try:
+            return load_onnx(bundle_file(self.path, MODEL))
+        except YoloEdgeError as exc:
+            raise _damaged(self.path, str(exc).replace("; re-export it", "")) from None
+
+    @cached_property
+    def split(self) -> SplitModel:
+        """The model split anew: only for running a plan other than the stored one."""
+        return split_model(self.exported)
+
     def executor(self, plan: PlacementPlan | None = None, events: EventLog | None = None) -> SplitExecutor:
-        """Compile the bundle's units (stored INT8 artifacts run as they are, units fused as deployed) into an
-        executor. Where a unit cannot be placed as the plan says, ``executor.placement_problems`` says so."""
-        plan = plan or self.plan
+        """The stored units compiled into an executor (what is compiled is loaded as it is; the rest is compiled,
+        calibrated on the stored images), or ``plan``'s units when another plan is asked for. Where a unit cannot
+        be placed as the plan says, ``executor.placement_problems`` says so."""
         events = events or EventLog()
-        sample = boundary_tensors(
-            self.split, load_calibration(self.calib_dir, self.exported.meta.imgsz, self.config.calib_images)
+        if plan is None or plan == self.plan:
+            plan, planned = self.plan, list(self.units)
+        else:
+            planned = plan_units(self.split, plan, self.meta.fuse_units)
+        stack = ExitStack()
+        npu = stack.enter_context(create_backend(self.profile)) if plan.npu_subgraphs else None
+        input_name = planned[0].model.graph.input[0].name
+        feeds = UnitFeeds(lambda: [{input_name: image} for image in self.calibration()])
+        units = compile_units(
+            planned,
+            feeds,
+            dict(self.sample),
+            events,
+            npu,
+            self._subgraph,
+            read_unit_artifacts(self.path / "units"),
+            estimate_cpu=self.profile.kind != "cpu",
         )
-        artifacts = read_unit_artifacts(self.path / "units")
-        fuse = self.meta.fuse_units
-        units = build_units(self.split, plan, self.profile, sample, events, artifacts=artifacts, fuse=fuse)
-        executor = SplitExecutor(units, self.config.runtime, self.profile, events)
+        executor = SplitExecutor(units, self.config.runtime, self.profile, events, owns=stack)
         built = {u.name: u for u in units}
-        for planned in plan_units(self.split, plan, fuse):
-            unit = built.get(planned.name)
-            if planned.device == "npu" and (unit is None or unit.npu is None):
+        for unit in planned:
+            if unit.device == "npu" and (built.get(unit.name) is None or built[unit.name].npu is None):
                 why = next(
-                    (e.detail for e in events.events if e.unit == planned.name and e.action == "compile_on_cpu"),
+                    (e.detail for e in events.events if e.unit == unit.name and e.action == "compile_on_cpu"),
                     "the accelerator refused it as one graph",
                 )
                 executor.placement_problems.append(
-                    f"unit {planned.name} was proven on {self.profile.name} at {planned.precision} "
+                    f"unit {unit.name} was proven on {self.profile.name} at {unit.precision} "
                     f"but cannot be placed there now ({why})"
                 )
         return executor
 
+    def calibration(self) -> list[np.ndarray]:
+        """The stored calibration images, letterboxed (each a regular file inside the bundle): read only when a
+        unit has to be compiled from its FP32 graph."""
+        for image in sorted(self.calib_dir.iterdir()) if self.calib_dir.is_dir() else []:
+            bundle_file(self.path, f"{CALIB}/{image.name}")
+        return load_calibration(self.calib_dir, self.meta.model.imgsz, self.config.calib_images)
+
+    def _subgraph(self, name: str) -> onnx.ModelProto:
+        return read_graph(self.path, f"subgraphs/{name}.onnx")[0]
+
     def detector(self, events: EventLog | None = None) -> Detector:
-        return Detector(self.executor(events=events), self.exported.meta, self.config.nms)
+        return Detector(self.executor(events=events), self.meta.model, self.config.nms)
 
     def stream(self, sources: Sequence[str], options: StreamOptions | None = None) -> StreamRunner:
         """A pipelined run over ``sources`` (files, folders, videos, camera indices, stream URLs):
@@ -331,13 +440,34 @@ class Bundle:
         return StreamRunner(self.detector(), parsed, options or StreamOptions(), close_detector=True)
 
     def reference_detector(self) -> Detector:
-        """The monolithic model's FP32 result on the CPU: the drift reference."""
-        return Detector(self.executor(plan=self.plan.all_cpu()), self.exported.meta, self.config.nms)
+        """The monolithic model's FP32 result on the CPU (model.onnx as one unit): the drift reference."""
+        whole = UnitPlan(SUBGRAPHS, self.exported.load(), "cpu", Variant("fp32"))
+        units = compile_units([whole], UnitFeeds([]), dict(self.sample), EventLog(), None, self._subgraph)
+        return Detector(SplitExecutor(units, self.config.runtime, self.profile), self.meta.model, self.config.nms)
+
+
+def _damaged(path: Path, why: str) -> YoloEdgeError:
+    return YoloEdgeError(f"{path}: damaged bundle ({why}); deploy it again")
+
+
+def read_graph(path: Path, rel: str) -> tuple[onnx.ModelProto, bytes]:
+    """The ONNX graph at ``rel`` in the bundle, and its bytes: a regular file inside it, readable, carrying its
+    own weights."""
+    data = _bundle_bytes(path, rel, MAX_UNIT_BYTES)
+    try:
+        model = onnx.load_from_string(data)
+    except Exception as exc:  # protobuf's DecodeError and its other errors
+        raise _damaged(path, f"{rel} is not a readable ONNX graph ({type(exc).__name__})") from None
+    try:
+        return self_contained(model, rel), data
+    except YoloEdgeError as exc:
+        raise _damaged(path, str(exc)) from None
 
 
 def load_bundle(path: str | Path) -> Bundle:
     """Open the bundle at ``path`` (any folder or machine: its paths are relative); a one-line error if it
-    is not a bundle, is damaged, or was written by a yolo-edge with another bundle format."""
+    is not a bundle, is damaged, or was written by a yolo-edge with another bundle format. Reads and checks
+    what it stores; compiles nothing (``Bundle.detector()`` does)."""
     path = Path(path)
     if not (path / "meta.json").exists() or not (path / "plan.json").exists():
         raise YoloEdgeError(
@@ -350,40 +480,68 @@ def load_bundle(path: str | Path) -> Bundle:
             raise YoloEdgeError(f"{path}: bundle format {found} is not {FORMAT}; deploy it again with this yolo-edge")
         meta = BundleMeta.from_dict(raw)
     except KeyError as exc:
-        raise YoloEdgeError(f"{path}: damaged bundle (meta.json has no {exc.args[0]}); deploy it again") from None
+        raise _damaged(path, f"meta.json has no {exc.args[0]}") from None
     except (json.JSONDecodeError, UnicodeDecodeError, TypeError, ValueError) as exc:
-        raise YoloEdgeError(f"{path}: damaged bundle (meta.json: {type(exc).__name__}); deploy it again") from None
+        raise _damaged(path, f"meta.json: {type(exc).__name__}") from None
+    for rel in ("profile.yaml", "deploy.yaml", MODEL, CALIB, UNITS, SAMPLE):
+        if not (path / rel).exists():
+            raise _damaged(path, f"no {rel}")
     try:
         plan = PlacementPlan.from_dict(json.loads(_bundle_bytes(path, "plan.json", MAX_DOC_BYTES)))
-        has_report = (path / "report.json").exists()
-        report = json.loads(_bundle_bytes(path, "report.json", MAX_DOC_BYTES)) if has_report else {}
+        units = tuple(StoredUnit.from_dict(u) for u in json.loads(_bundle_bytes(path, UNITS, MAX_DOC_BYTES)))
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise YoloEdgeError(f"{path}: damaged bundle ({type(exc).__name__}: {exc}); deploy it again") from None
-    for rel in ("profile.yaml", "deploy.yaml", MODEL, CALIB):
-        if not (path / rel).exists():
-            raise YoloEdgeError(f"{path}: damaged bundle (no {rel}); deploy it again")
-    for calib in sorted((path / CALIB).iterdir()) if (path / CALIB).is_dir() else []:
-        bundle_file(path, f"{CALIB}/{calib.name}")
-    profile_path, config_path, model_path = (bundle_file(path, rel) for rel in ("profile.yaml", "deploy.yaml", MODEL))
+        raise _damaged(path, f"{type(exc).__name__}: {exc}") from None
+    profile_path, config_path = (bundle_file(path, rel) for rel in ("profile.yaml", "deploy.yaml"))
     try:
         profile = build(DeviceProfile, read_yaml(profile_path, "profile.yaml"), str(profile_path))
         config = load_deploy_config(config_path)
-        exported = load_onnx(model_path)
-        split = split_model(exported)
-        check_plan(plan, split, profile)
+        check_plan(plan, units, profile)
     except (YoloEdgeError, yaml.YAMLError) as exc:
-        text = str(exc).replace("; re-export it", "")
-        raise YoloEdgeError(f"{path}: damaged bundle ({text}); deploy it again") from None
-    return Bundle(path, meta, plan, profile, config, exported, split, report)
+        raise _damaged(path, str(exc)) from None
+    planned = tuple(_unit_plan(path, u) for u in units)
+    return Bundle(path, meta, plan, profile, config, planned, read_sample(path, planned))
 
 
-def check_plan(plan: PlacementPlan, split: SplitModel, profile: DeviceProfile) -> None:
+def _unit_plan(path: Path, unit: StoredUnit) -> UnitPlan:
+    model, data = read_graph(path, unit.graph)
+    return UnitPlan(unit.subgraphs, model, unit.device, unit.variant, unit.piece, data)
+
+
+def read_sample(path: Path, planned: Sequence[UnitPlan]) -> dict[str, np.ndarray]:
+    """sample.npz: a float32 array for every unit input, of the shape its graph takes; each array's header is
+    checked before it is read (a hostile header cannot make it allocate more than the file holds)."""
+    wanted = {t.name: t.shape for u in planned for t in io_infos(u.model)[0]}
+    data = _bundle_bytes(path, SAMPLE, MAX_UNIT_BYTES)
+    sample: dict[str, np.ndarray] = {}
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            members = {m.filename.removesuffix(".npy"): m for m in z.infolist()}
+            for name, shape in wanted.items():
+                if name not in members:
+                    raise ValueError(f"no tensor {name}")
+                with z.open(members[name]) as f:
+                    version = np.lib.format.read_magic(f)
+                    header = (
+                        np.lib.format.read_array_header_1_0
+                        if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0
+                    )
+                    got, _, dtype = header(f)
+                    if tuple(got) != tuple(shape) or dtype != np.float32:
+                        raise ValueError(f"{name} is {dtype} {list(got)}, its unit takes float32 {list(shape)}")
+                sample[name] = np.load(io.BytesIO(z.read(members[name])), allow_pickle=False)
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+        raise _damaged(path, f"{SAMPLE}: {exc}") from None
+    return sample
+
+
+def check_plan(plan: PlacementPlan, units: Sequence[StoredUnit], profile: DeviceProfile) -> None:
     """A stored plan must place exactly the model's subgraphs, in order, on ``npu`` or ``cpu``, the CPU ones in
-    FP32, the accelerator ones at a precision of the profile, and the decode on the CPU (its rule)."""
-    names = [sg.name for sg in split.subgraphs]
+    FP32, the accelerator ones at a precision of the profile, and the decode on the CPU (its rule); units.json
+    must run those subgraphs in that order, each where and at what the plan says."""
     got = [s.name for s in plan.subgraphs]
-    if got != names:
-        raise YoloEdgeError(f"plan.json places {got}, but the model's subgraphs are {names}")
+    if got != list(SUBGRAPHS):
+        raise YoloEdgeError(f"plan.json places {got}, but a model's subgraphs are {list(SUBGRAPHS)}")
     if plan["decode"].device != "cpu":
         raise YoloEdgeError("plan.json puts the decode on the accelerator; the decode runs FP32 on the CPU by rule")
     for s in plan.subgraphs:
@@ -396,6 +554,18 @@ def check_plan(plan: PlacementPlan, split: SplitModel, profile: DeviceProfile) -
                 f"plan.json runs {s.name} at {s.precision}, which {profile.name} does not compute "
                 f"({', '.join(profile.precisions)})"
             )
+    ran: list[str] = []
+    for sg in (sg for u in units for sg in u.subgraphs):
+        if not ran or ran[-1] != sg:  # the pieces of one subgraph
+            ran.append(sg)
+    if ran != list(SUBGRAPHS):
+        raise YoloEdgeError(f"units.json runs {ran}, not the plan's subgraphs {list(SUBGRAPHS)}")
+    for u in units:
+        placed = plan[u.subgraphs[0]]
+        if u.variant != placed.variant or (u.piece is None and u.device != placed.device):
+            raise YoloEdgeError(f"units.json runs {u.name} on {u.device} at {u.variant.label}, unlike plan.json")
+        if u.graph != MODEL and (not u.graph.endswith(".onnx") or not u.graph.startswith(("subgraphs/", "units/"))):
+            raise YoloEdgeError(f"units.json names {u.graph!r} as the graph of {u.name}")
 
 
 def stream(bundle: str | Path | Bundle, sources: Sequence[str], options: StreamOptions | None = None) -> StreamRunner:

@@ -39,7 +39,7 @@ def bundle_eval_data(
     ``data`` leaves out the bundle's calibration images too."""
     if isinstance(data, EvalData):
         return data
-    names = bundle.exported.meta.names
+    names = bundle.meta.model.names
     if data is not None:
         return resolve_eval_data(data, names, class_map, bundle.meta.calib)
     recorded = bundle.meta.data

@@ -33,6 +33,7 @@ import numpy as np
 
 from yolo_edge.backends import create_backend, require_usable, resolve_device
 from yolo_edge.backends.base import NpuCompileError
+from yolo_edge.build import build_units, plan_units, unit_sample, whole_graph_unit
 from yolo_edge.bundle import BundleMeta, DataRecord, bundle_files, check_writable, write_bundle
 from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config
 from yolo_edge.data.resolve import Calibration, EvalData, resolve_data
@@ -46,7 +47,7 @@ from yolo_edge.plan.placement import PlacementPlan, PlanSpace, boundary_tensors
 from yolo_edge.plan.planner import plan_space
 from yolo_edge.progress import Bar, progress_bar
 from yolo_edge.report import DeployReport, markdown, plots
-from yolo_edge.runtime import EventLog, SplitExecutor, Unit, build_units, whole_graph_unit
+from yolo_edge.runtime import EventLog, SplitExecutor, Unit
 from yolo_edge.search import SearchResult, search_plans, with_reason
 from yolo_edge.split import SplitModel, split_model
 from yolo_edge.validate.accuracy import detect_all
@@ -214,6 +215,7 @@ def _bundle_files(
     )
     units = plans.split_units if on_split else []
     events = plans.events if on_split else EventLog()
+    planned = plan_units(found.split, chosen_plan, cfg.runtime.fuse_units)
     return bundle_files(
         exported,
         found.split,
@@ -221,6 +223,8 @@ def _bundle_files(
         profile,
         cfg,
         calib_files,
+        planned,
+        unit_sample(planned, found.calib_tensors[0]),
         units,
         meta,
         report.to_dict(),

@@ -15,3 +15,10 @@ class YoloEdgeError(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(" ".join(message.split()))
+
+
+class InternalError(Exception):
+    """A bug in yolo-edge, not in what the user asked for: the CLI prints the traceback, asks for a report and
+    exits with code 3."""
+
+    exit_code = 3

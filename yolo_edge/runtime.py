@@ -20,33 +20,25 @@ import statistics
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import asdict, dataclass, field, replace
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
-import onnx
 
-from yolo_edge.backends import cpu_backend, create_backend
-from yolo_edge.backends.base import (
-    Artifact,
-    Backend,
-    Executable,
-    NpuCompileError,
-    NpuOutOfMemory,
-    median_run_s,
-)
-from yolo_edge.config import DeviceProfile, RuntimeConfig, Variant
+from yolo_edge.backends.base import Executable, NpuError, median_run_s
+from yolo_edge.config import DeviceProfile, RuntimeConfig
 from yolo_edge.devices.cost import transfer_time
-from yolo_edge.graph import SUBGRAPHS
-from yolo_edge.plan.op_level import op_level_groups
-from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.split import SplitModel, cut
 
-WARM_UP_RUNS = 3
-TRIGGERS = ("unsupported_op", "memory", "precision", "performance", "runtime_error", "timeout", "nan", "recovered")
+Trigger = Literal["unsupported_op", "memory", "performance", "runtime_error", "timeout", "nan", "recovered"]
+Action = Literal[
+    "retry_cpu", "open_breaker", "close_breaker", "reopen_breaker", "move_to_cpu", "move_to_npu", "compile_on_cpu"
+]
+RanOn = Literal["npu", "cpu"]
 
 
 @dataclass(frozen=True)
@@ -54,8 +46,8 @@ class FallbackEvent:
     time: float
     frame: int
     unit: str
-    trigger: str
-    action: str  # retry_cpu, open_breaker, close_breaker, reopen_breaker, move_to_cpu, move_to_npu, compile_on_cpu
+    trigger: Trigger
+    action: Action
     detail: str = ""
 
 
@@ -81,7 +73,7 @@ class EventLog:
         self.write_error: str | None = None  # the file stopped taking events: a problem of the run, not a crash
         self._lock = threading.Lock()
 
-    def add(self, frame: int, unit: str, trigger: str, action: str, detail: str = "") -> None:
+    def add(self, frame: int, unit: str, trigger: Trigger, action: Action, detail: str = "") -> None:
         ev = FallbackEvent(time.time(), frame, unit, trigger, action, detail)
         with self._lock:
             self.events.append(ev)
@@ -130,7 +122,7 @@ class CircuitBreaker:
                 self.state = "half_open"
             return self.state != "open"
 
-    def record(self, ok: bool, frame: int, unit: str, trigger: str) -> None:
+    def record(self, ok: bool, frame: int, unit: str, trigger: Trigger | None) -> None:
         with self._lock:
             if ok:
                 self.consecutive = 0
@@ -141,13 +133,13 @@ class CircuitBreaker:
             self.consecutive += 1
             if self.state == "half_open":
                 self.state, self.opened_at = "open", self.clock()
-                self.events.add(frame, unit, trigger, "reopen_breaker", "half-open probe failed")
+                self.events.add(frame, unit, trigger or "runtime_error", "reopen_breaker", "half-open probe failed")
             elif self.state == "closed" and self.consecutive >= self.failures:
                 self.state, self.opened_at = "open", self.clock()
                 self.events.add(
                     frame,
                     unit,
-                    trigger,
+                    trigger or "runtime_error",
                     "open_breaker",
                     f"{self.consecutive} consecutive NPU failures: whole graph to the CPU",
                 )
@@ -155,12 +147,13 @@ class CircuitBreaker:
 
 @dataclass
 class Unit:
-    """One executable unit (a subgraph, or an op-level piece) with its CPU twin."""
+    """One executable unit (a subgraph, fused subgraphs, or an op-level piece) with its CPU twin."""
 
     name: str
+    subgraphs: tuple[str, ...]  # the subgraphs it runs (of which it is a piece)
     cpu: Executable
     npu: Executable | None
-    cpu_estimate_s: float
+    cpu_estimate_s: float | None  # the twin's seconds on this machine: what the hysteresis judges against
     modelled_s: float | None = None  # simulated NPU: modelled latency
     parked: bool = False
     slow_run: list[float] = field(default_factory=list)  # accelerator seconds of the current run of slow frames
@@ -180,7 +173,7 @@ class Unit:
 @dataclass(frozen=True)
 class UnitRun:
     unit: str
-    device: str  # "npu" or "cpu"
+    device: RanOn
     ms: float  # measured wall time of the run that produced the result (plus a failed NPU try, if any)
     modelled_ms: float | None
 
@@ -227,14 +220,17 @@ class SplitExecutor:
         profile: DeviceProfile | None = None,
         events: EventLog | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        owns: ExitStack | None = None,
     ) -> None:
         self.units = list(units)
+        self._owned = owns or ExitStack()  # what the units were compiled by (a backend): closed after them
         self.cfg = cfg
         self.profile = profile
         self.events = events or EventLog()
         self.clock = clock
         self.breaker = CircuitBreaker(cfg.breaker_failures, cfg.breaker_cooldown_s, self.events, clock)
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="npu")
+        self.input_name = self.units[0].input_names[0]  # the image
         self.output_name = self.units[-1].output_names[-1]
         self.placement_problems: list[str] = []  # units that could not be placed as the plan says (Bundle.executor)
         # the `cpu` profile's accelerator is the CPU reference itself: moving a unit to the CPU gains nothing,
@@ -248,6 +244,7 @@ class SplitExecutor:
         for unit in self.units:
             if unit.npu is not None:
                 unit.npu.close()
+        self._owned.close()
 
     def __enter__(self) -> SplitExecutor:
         return self
@@ -270,7 +267,7 @@ class SplitExecutor:
             self.events.add(frame, unit.name, "timeout", "retry_cpu", f"no answer in {self.cfg.unit_timeout_s} s")
             self.breaker.record(False, frame, unit.name, "timeout")
             return None, self.clock() - t0
-        except Exception as exc:  # any NPU runtime failure: this frame re-runs on the CPU
+        except NpuError as exc:  # the accelerator's failure: this frame re-runs on the CPU (a bug propagates)
             self.events.add(frame, unit.name, "runtime_error", "retry_cpu", f"{type(exc).__name__}: {exc}")
             self.breaker.record(False, frame, unit.name, "runtime_error")
             return None, self.clock() - t0
@@ -279,10 +276,12 @@ class SplitExecutor:
             self.events.add(frame, unit.name, "nan", "retry_cpu", "NaN/Inf in the NPU output")
             self.breaker.record(False, frame, unit.name, "nan")
             return None, elapsed
-        self.breaker.record(True, frame, unit.name, "")
+        self.breaker.record(True, frame, unit.name, None)
         return outs, elapsed
 
     def _hysteresis(self, unit: Unit, elapsed: float, probing: bool, frame: int, feeds: dict[str, np.ndarray]) -> None:
+        if unit.cpu_estimate_s is None:  # not estimated: nothing to judge against (a CPU profile, modelled latency)
+            return
         slow = elapsed > self.cfg.slow_ratio * unit.cpu_estimate_s
         with unit.lock:
             if probing:
@@ -365,133 +364,3 @@ class SplitExecutor:
             hand_over(self.output_name, f"{owner[self.output_name]}->nms")
         transfers = tuple(Transfer(k, int(v[0]), v[1] * 1e3) for k, v in moved.items())
         return FrameResult({self.output_name: tensors[self.output_name]}, tuple(runs), transfers)
-
-
-# ---------------------------------------------------------------- building from a plan
-
-
-@dataclass(frozen=True)
-class UnitPlan:
-    """What the executor runs as one step: one or more consecutive subgraphs on one device at one precision."""
-
-    name: str  # "backbone", "backbone+neck", or "neck.1" for an op-level piece
-    model: onnx.ModelProto
-    device: str  # "npu" or "cpu"
-    variant: Variant
-
-    @property
-    def precision(self) -> str:
-        return self.variant.precision
-
-
-def plan_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -> list[UnitPlan]:
-    """The units the executor runs, in order.
-
-    A subgraph with op-level CPU nodes is cut into its maximal same-device pieces (``neck.0``, ...).
-    With ``fuse``, consecutive whole subgraphs on the same device at the same variant (precision, INT8 scheme and
-    quantizer, no layers kept at higher precision) become one unit (``backbone+neck``): one NPU graph and one
-    CPU session instead of two, as a vendor toolchain compiles it; no tensor crosses a device between them, so
-    only per-subgraph timing is lost.
-    ``benchmarks/split_vs_cpu.py --no-fuse`` measures what fusion gains.
-    """
-    runs: list[tuple[tuple[str, Variant] | None, list[str]]] = []  # (device, variant) or None (op level, kept layers)
-    for sg in split.subgraphs:
-        sp = plan[sg.name]
-        key = None if sp.cpu_nodes or sp.variant.kept else (sp.device, sp.variant)
-        if fuse and key is not None and runs and runs[-1][0] == key:
-            runs[-1][1].append(sg.name)
-        else:
-            runs.append((key, [sg.name]))
-    pieces = []
-    if any(len(names) > 1 for _, names in runs):
-        subgraph_of = split.exported.layout.subgraph_of
-        pieces = cut(
-            split.exported.load(),
-            [[i for i, st in enumerate(subgraph_of) if SUBGRAPHS[st] in names] for _, names in runs],
-            str(split.exported.path),
-        )
-    units: list[UnitPlan] = []
-    for k, (_, names) in enumerate(runs):
-        sp = plan[names[0]]
-        if len(names) > 1:
-            units.append(UnitPlan("+".join(names), pieces[k].model, sp.device, sp.variant))
-        elif sp.cpu_nodes:
-            model = split[names[0]].model
-            groups, devices = op_level_groups(model, set(sp.cpu_nodes))
-            units += [
-                UnitPlan(f"{names[0]}.{j}", piece.model, dev, sp.variant)
-                for j, (piece, dev) in enumerate(zip(cut(model, groups, names[0]), devices))
-            ]
-        else:
-            units.append(UnitPlan(names[0], split[names[0]].model, sp.device, sp.variant))
-    return units
-
-
-def _warm_up(npu: Executable, feeds: dict[str, np.ndarray], runs: int = WARM_UP_RUNS) -> None:
-    """Run a fresh accelerator executable a few times before frames are timed: its first calls allocate and
-    tune (onnxruntime's arena, OpenVINO's kernels) and would read as a slow accelerator to the hysteresis.
-    A simulated NPU's numerics run directly, so no injected fault is drawn."""
-    inner = getattr(npu, "inner", npu)
-    for _ in range(runs):
-        inner.run(feeds)
-
-
-def build_units(
-    split: SplitModel,
-    plan: PlacementPlan,
-    profile: DeviceProfile,
-    calib: Sequence[dict[str, np.ndarray]],
-    events: EventLog,
-    npu: Backend | None = None,
-    artifacts: Mapping[str, Artifact] | None = None,
-    fuse: bool = True,
-) -> list[Unit]:
-    """Compile the plan: NPU units at their precision (calibrated on ``calib``: boundary tensors of FP32
-    runs), each with its FP32 CPU twin. A unit the NPU compiler refuses runs on the CPU (an event); a
-    fused unit it refuses is first tried again as its separate subgraphs.
-
-    ``artifacts`` (unit name -> files by suffix): a unit's compiled form as a bundle stores it (its INT8 QDQ
-    graph, its ``.rknn``), run as it is where the backend can.
-    """
-    cpu = cpu_backend()
-    npu_backend = npu if npu is not None else (create_backend(profile) if plan.npu_subgraphs else None)
-    tensors = [dict(c) for c in calib]  # grows with op-level pieces' intermediate tensors
-    units: list[Unit] = []
-
-    def add(unit: UnitPlan) -> None:
-        name, model = unit.name, unit.model
-        cpu_exe = cpu.compile(model, "fp32")
-        ins = [t.name for t in cpu_exe.inputs]
-        for t in tensors:
-            if any(o.name not in t for o in cpu_exe.outputs):
-                t.update(cpu_exe.run({n: t[n] for n in ins}))
-        npu_exe: Executable | None = None
-        if unit.device == "npu" and npu_backend is not None:
-            try:
-                npu_exe = npu_backend.compile(
-                    model, unit.variant, [{n: t[n] for n in ins} for t in tensors], (artifacts or {}).get(name)
-                )
-                _warm_up(npu_exe, {n: tensors[0][n] for n in ins})
-            except NpuCompileError as exc:
-                if "+" in name:  # refused as one graph: the subgraphs one by one
-                    for part in name.split("+"):
-                        add(replace(unit, name=part, model=split[part].model))
-                    return
-                trigger = "memory" if isinstance(exc, NpuOutOfMemory) else "unsupported_op"
-                events.add(-1, name, trigger, "compile_on_cpu", str(exc))
-        est = median_run_s(cpu_exe, {n: tensors[0][n] for n in ins})
-        units.append(Unit(name, cpu_exe, npu_exe, est, getattr(npu_exe, "modelled_s", None)))
-
-    for unit in plan_units(split, plan, fuse):
-        add(unit)
-    return units
-
-
-def whole_graph_unit(
-    model: onnx.ModelProto, npu: Backend, variant: Variant, calib: Sequence[dict[str, np.ndarray]]
-) -> Unit:
-    """The whole model as one unit on the NPU (with its FP32 CPU twin): the whole-graph plan."""
-    cpu_exe = cpu_backend().compile(model, "fp32")
-    npu_exe = npu.compile(model, variant, calib)
-    _warm_up(npu_exe, calib[0])
-    return Unit("whole", cpu_exe, npu_exe, median_run_s(cpu_exe, calib[0]), getattr(npu_exe, "modelled_s", None))

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from yolo_edge.build import build_units
 from yolo_edge.config import DeployConfig, DeviceProfile
 from yolo_edge.data.resolve import EvalData
 from yolo_edge.pipeline.detector import Detector, Percentiles
@@ -41,7 +42,7 @@ from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace, SubgraphPlan
 from yolo_edge.plan.planner import Planner
 from yolo_edge.progress import Bar
-from yolo_edge.runtime import EventLog, SplitExecutor, Unit, build_units
+from yolo_edge.runtime import EventLog, SplitExecutor, Unit
 from yolo_edge.split import SplitModel
 from yolo_edge.validate.accuracy import Scorer, detect_all
 from yolo_edge.validate.latency import measure_latencies

@@ -70,18 +70,15 @@ AUTO_ORDER = ("tensorrt", "cuda", "intel-npu", "host-lowp")
 def device_status(profile: DeviceProfile) -> tuple[bool, str, tuple[str, ...]]:
     """Whether ``profile`` can run on this machine, why (not), and which of its precisions this host computes."""
     try:
-        backend = create_backend(profile)
+        with create_backend(profile) as backend:
+            name, precisions, where = backend.name, backend.precisions, backend.describe()
     except YoloEdgeError as exc:
         return False, str(exc), ()
-    usable = tuple(p for p in profile.precisions if p in backend.precisions)
+    usable = tuple(p for p in profile.precisions if p in precisions)
     missing = [p for p in profile.precisions if p not in usable]
-    lacks = f"; {', '.join(missing)}: not computed by {backend.name} on this host, skipped" if missing else ""
+    lacks = f"; {', '.join(missing)}: not computed by {name} on this host, skipped" if missing else ""
     if not usable:
-        return False, f"{backend.name} computes none of {list(profile.precisions)} on this host", ()
-    where = {
-        "openvino": profile.runtime_options.device,
-        "rknn": "RKNNLite on the NPU" if backend.name == "rknn-lite" else "Rockchip's simulator (rknn-toolkit2)",
-    }.get(profile.runtime, "/".join(profile.runtime_options.providers) or "CPU")
+        return False, f"{name} computes none of {list(profile.precisions)} on this host", ()
     if profile.kind == "simulated":
         return True, f"simulated: numerics on {profile.runtime} {where}, latency modelled{lacks}", usable
     return True, f"{profile.runtime} {where} present, latency measured{lacks}", usable

@@ -1,9 +1,16 @@
-"""The backend interface (template method, as Polygraphy's runners).
+"""The backend interface (template methods, as Polygraphy's runners).
 
-``Backend.compile(model, variant, calib)`` returns an :class:`Executable`. ``Executable.run(feeds)``
-validates the feeds (names, shapes, dtypes), times the call and returns the outputs by name; a backend
-implements only ``_run``. Executables are thread-safe: a pipelined stream calls different units of
-different frames from different threads.
+``Backend.compile(model, variant, calib, artifact)`` resolves the variant against what the backend computes
+and calls its ``_compile``, which returns an :class:`Executable`. ``Executable.run(feeds)`` validates the feeds
+(names, shapes, dtypes), times the call and returns the outputs by name; a backend implements only ``_run``,
+and raises :class:`NpuError` (its vendor's failures wrapped) for a failure of the device, which the executor
+absorbs; any other exception is a bug and propagates. Executables are thread-safe: a pipelined stream calls
+different units of different frames from different threads.
+
+Every optional capability is declared here with its default, so that callers never probe for it:
+``Backend.query`` (the runtime's own op support; None: it cannot say), ``Backend.layer_errors`` (per-layer
+error at INT8; empty: it cannot say), ``Executable.modelled_s`` (a simulated device's modelled latency; None:
+measured), ``Executable.warm_up`` and ``close`` on both (both are context managers).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import numpy as np
 import onnx
 
 from yolo_edge.config import Variant
-from yolo_edge.errors import YoloEdgeError
+from yolo_edge.errors import InternalError, YoloEdgeError
 from yolo_edge.graph import TensorInfo
 
 Feeds = Mapping[str, np.ndarray]
@@ -28,12 +35,22 @@ Artifact = Mapping[str, bytes]  # a unit's compiled files as a bundle stores the
 QDQ_SUFFIX = ".int8.onnx"  # the INT8 QDQ graph that onnxruntime and OpenVINO run
 OV_XML_SUFFIX, OV_BIN_SUFFIX = ".ov.xml", ".ov.bin"  # an OpenVINO IR: NNCF's quantized model
 ARTIFACT_SUFFIXES = (QDQ_SUFFIX, OV_XML_SUFFIX, OV_BIN_SUFFIX, ".rknn")
+FP32_SUFFIX = ".onnx"  # the unit's FP32 graph itself as stored: what a runtime reads, not the model serialized again
+
+
+def self_contained(model: onnx.ModelProto, what: str) -> onnx.ModelProto:
+    """``model`` if it carries its weights: a stored graph whose tensors name external data would have the
+    runtime open that file relative to the current folder (a bundle is untrusted input), so it is refused."""
+    tensors = [*model.graph.initializer]
+    tensors += [a.t for n in model.graph.node for a in n.attribute if a.type == onnx.AttributeProto.TENSOR]
+    external = [t.name for t in tensors if t.data_location == onnx.TensorProto.EXTERNAL]
+    if external:
+        raise YoloEdgeError(f"{what} names external data for {external[0]}; yolo-edge writes its graphs self-contained")
+    return model
 
 
 def qdq_artifact(artifact: Artifact | None) -> onnx.ModelProto | None:
-    """The INT8 QDQ graph in ``artifact``, if it holds one. It must carry its weights: a stored graph whose
-    tensors name external data would have the runtime open that file relative to the current folder (a
-    bundle is untrusted input), so it is refused."""
+    """The INT8 QDQ graph in ``artifact``, if it holds one, carrying its weights (:func:`self_contained`)."""
     data = (artifact or {}).get(QDQ_SUFFIX)
     if not data:
         return None
@@ -41,18 +58,12 @@ def qdq_artifact(artifact: Artifact | None) -> onnx.ModelProto | None:
         model = onnx.load_from_string(data)
     except Exception as exc:  # DecodeError and protobuf's other errors
         raise YoloEdgeError(f"a stored INT8 unit is not a readable ONNX graph ({type(exc).__name__})") from None
-    tensors = [*model.graph.initializer]
-    tensors += [a.t for n in model.graph.node for a in n.attribute if a.type == onnx.AttributeProto.TENSOR]
-    external = [t.name for t in tensors if t.data_location == onnx.TensorProto.EXTERNAL]
-    if external:
-        raise YoloEdgeError(
-            f"a stored INT8 unit names external data for {external[0]}; yolo-edge writes its units self-contained"
-        )
-    return model
+    return self_contained(model, "a stored INT8 unit")
 
 
 class NpuError(Exception):
-    """An accelerator failure at run time (not a user error): the executor falls back to the CPU."""
+    """An accelerator failure at run time (not a user error, not a bug): the executor re-runs the frame on the
+    CPU. Backends wrap their vendor runtime's failures in it."""
 
 
 class NpuCompileError(Exception):
@@ -100,7 +111,14 @@ class Executable(ABC):
         self.variant = variant
         self.device = device
         self.concurrency = 1  # calls that may run at once, each on its own accelerator core (a stream's pool)
+        self.modelled_s: float | None = None  # a simulated device's modelled seconds per call; None: measured
         self._local = threading.local()
+
+    def __enter__(self) -> Executable:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
     @property
     def precision(self) -> str:
@@ -119,16 +137,23 @@ class Executable(ABC):
         return outs
 
     def _validate(self, feeds: Feeds) -> None:
+        """The feeds are built by yolo-edge itself (letterbox, the previous unit): a mismatch is a bug."""
         expected = {t.name for t in self.inputs}
         missing = sorted(expected - set(feeds))
         if missing:
-            raise YoloEdgeError(f"missing input tensor(s) {missing}; this graph takes {sorted(expected)}")
+            raise InternalError(f"missing input tensor(s) {missing}; this graph takes {sorted(expected)}")
         for t in self.inputs:
             a = feeds[t.name]
             if tuple(a.shape) != t.shape:
-                raise YoloEdgeError(f"input '{t.name}' has shape {list(a.shape)}, expected {list(t.shape)}")
+                raise InternalError(f"input '{t.name}' has shape {list(a.shape)}, expected {list(t.shape)}")
             if a.dtype != np.float32:
-                raise YoloEdgeError(f"input '{t.name}' is {a.dtype}, expected float32")
+                raise InternalError(f"input '{t.name}' is {a.dtype}, expected float32")
+
+    def warm_up(self, feeds: Feeds, runs: int) -> None:
+        """Run ``runs`` untimed calls before frames are timed: a fresh executable's first calls allocate and tune
+        (onnxruntime's arena, OpenVINO's kernels) and would read as a slow accelerator to the hysteresis."""
+        for _ in range(runs):
+            self.run(feeds)
 
     @abstractmethod
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -200,9 +225,21 @@ class LayerError:
     added: float
 
 
+@dataclass(frozen=True)
+class OpQuery:
+    """A runtime's own answer on which of a graph's ops it takes: ``ops`` counted, ``refused`` by node name (a
+    refusal of the whole graph names no node: it is given in parentheses), and how it was asked (``via``)."""
+
+    ops: int
+    refused: tuple[str, ...]
+    via: str  # "query_model", "compiler"
+
+
 class Backend(ABC):
     """Compiles subgraphs for one runtime/device. Subclasses list the precisions they really compute in, the
-    INT8 activation schemes and quantizers they offer, and whether they can keep layers at higher precision."""
+    INT8 activation schemes and quantizers they offer, and whether they can keep layers at higher precision;
+    they implement ``_compile`` and override the optional hooks they have. A backend is a context manager:
+    ``close`` releases what it holds (a temp folder); it outlives the executables it compiled."""
 
     name: str = ""
     precisions: tuple[str, ...] = ()
@@ -211,7 +248,6 @@ class Backend(ABC):
     kept_precision: str | None = None  # what a layer kept out of INT8 computes in (None: no mixed precision)
     on_accelerator: bool = False  # runs on the profile's accelerator itself (a board's runtime), not a stand-in
 
-    @abstractmethod
     def compile(
         self,
         model: onnx.ModelProto,
@@ -220,9 +256,34 @@ class Backend(ABC):
         artifact: Artifact | None = None,
     ) -> Executable:
         """Compile ``model`` as ``variant`` (a precision, or for INT8 also its scheme, quantizer and kept layers:
-        defaults the backend's first); INT8 needs ``calib`` (feeds of this subgraph). ``artifact`` is ``model``
-        already compiled (a bundle's unit files): what the backend can run of it runs as it is, and ``model`` is
-        what limits are checked on."""
+        defaults the backend's first); INT8 needs ``calib`` (feeds of this subgraph; read only when the backend
+        quantizes). ``artifact`` is ``model`` already compiled (a bundle's unit files): what the backend can run of
+        it runs as it is, and ``model`` is what limits are checked on."""
+        return self._compile(model, self.resolve(variant), calib, artifact)
+
+    @abstractmethod
+    def _compile(
+        self, model: onnx.ModelProto, variant: Variant, calib: CalibSet | None, artifact: Artifact | None
+    ) -> Executable:
+        """Compile ``model`` at the resolved ``variant`` (see :meth:`compile`)."""
+
+    def query(self, model: onnx.ModelProto) -> OpQuery | None:
+        """Which of ``model``'s ops the runtime itself takes (None: it cannot say; the profile's op list decides)."""
+        return None
+
+    def describe(self) -> str:
+        """Where this backend runs, for ``yolo-edge devices``."""
+        return self.name
+
+    def close(self) -> None:
+        """Release what the backend holds (a temp folder); the executables it compiled are closed first."""
+        return None
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
     def layer_errors(
         self, model: onnx.ModelProto, variant: Variant, calib: CalibSet, feeds: CalibSet

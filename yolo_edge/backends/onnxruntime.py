@@ -9,13 +9,31 @@ from collections.abc import Sequence
 import numpy as np
 import onnx
 import onnxruntime as ort
+from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
-from yolo_edge.backends.base import Artifact, Backend, CalibSet, Executable, io_infos, qdq_artifact
+from yolo_edge.backends.base import (
+    FP32_SUFFIX,
+    Artifact,
+    Backend,
+    CalibSet,
+    Executable,
+    NpuError,
+    io_infos,
+    qdq_artifact,
+)
 from yolo_edge.backends.quantize import quantize_int8
 from yolo_edge.config import Variant
 from yolo_edge.errors import YoloEdgeError
 
 CPU_EP = "CPUExecutionProvider"
+# what a session's run raises when the runtime or its execution provider fails (bad feeds are caught before)
+RUN_FAILURES = (
+    ort_state.Fail,
+    ort_state.RuntimeException,
+    ort_state.EPFail,
+    ort_state.EngineError,
+    ort_state.DeviceReset,
+)
 
 
 class OrtExecutable(Executable):
@@ -26,7 +44,10 @@ class OrtExecutable(Executable):
         self._names = [t.name for t in outputs]
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return dict(zip(self._names, self.session.run(self._names, feeds)))
+        try:
+            return dict(zip(self._names, self.session.run(self._names, feeds)))
+        except RUN_FAILURES as exc:
+            raise NpuError(f"onnxruntime {self.device}: {exc}") from exc
 
 
 class OnnxRuntimeBackend(Backend):
@@ -49,18 +70,18 @@ class OnnxRuntimeBackend(Backend):
             ("fp16",) if accel == "TensorrtExecutionProvider" else ("fp32", "int8") if accel == CPU_EP else ("fp32",)
         )
 
-    def compile(
-        self,
-        model: onnx.ModelProto,
-        variant: Variant | str,
-        calib: CalibSet | None = None,
-        artifact: Artifact | None = None,
+    def describe(self) -> str:
+        return "CPU" if self.providers == (CPU_EP,) else "/".join(self.providers)
+
+    def _compile(
+        self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None, artifact: Artifact | None
     ) -> Executable:
-        v = self.resolve(variant)  # u8 only: onnxruntime's fast x86 path (U8S8)
-        precision = v.precision
-        graph = qdq_artifact(artifact) or (
-            quantize_int8(model, calib or [], exclude=v.kept) if precision == "int8" else model
-        )
+        precision = v.precision  # INT8: u8 only, onnxruntime's fast x86 path (U8S8)
+        graph, data = qdq_artifact(artifact), None
+        if graph is None and precision == "int8":
+            graph = quantize_int8(model, calib or [], exclude=v.kept)
+        elif graph is None:
+            graph, data = model, (artifact or {}).get(FP32_SUFFIX)
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
@@ -73,7 +94,7 @@ class OnnxRuntimeBackend(Backend):
         providers: list[str | tuple[str, dict[str, object]]] = list(self.providers)
         if self.providers[0] == "TensorrtExecutionProvider":
             providers[0] = ("TensorrtExecutionProvider", {"trt_fp16_enable": precision == "fp16"})
-        session = ort.InferenceSession(graph.SerializeToString(), sess_options=opts, providers=providers)
+        session = ort.InferenceSession(data or graph.SerializeToString(), sess_options=opts, providers=providers)
         got = session.get_providers()
         if self.providers[0] not in got:
             raise YoloEdgeError(

@@ -24,6 +24,7 @@ import numpy as np
 import onnx
 
 from yolo_edge.backends.base import (
+    FP32_SUFFIX,
     OV_BIN_SUFFIX,
     OV_XML_SUFFIX,
     QDQ_SUFFIX,
@@ -33,6 +34,8 @@ from yolo_edge.backends.base import (
     Executable,
     LayerError,
     NpuCompileError,
+    NpuError,
+    OpQuery,
     cosine,
     io_infos,
     qdq_artifact,
@@ -52,9 +55,10 @@ def core() -> Any:
     return ov.Core()
 
 
-def read_onnx(model: onnx.ModelProto) -> Any:
-    """An OpenVINO model from an ONNX graph held in memory (no temporary file: nothing to fill a disk with)."""
-    return core().read_model(model.SerializeToString())
+def read_onnx(model: onnx.ModelProto, data: bytes | None = None) -> Any:
+    """An OpenVINO model from an ONNX graph held in memory (no temporary file: nothing to fill a disk with);
+    ``data``: the graph already serialized (as a bundle stores it)."""
+    return core().read_model(data or model.SerializeToString())
 
 
 def read_ir(xml: bytes, weights: bytes) -> Any:
@@ -94,7 +98,10 @@ class OpenVinoExecutable(Executable):
         request = getattr(self._tls, "request", None)
         if request is None:  # one infer request per thread: requests are not thread-safe
             request = self._tls.request = self.compiled.create_infer_request()
-        request.infer(feeds)
+        try:
+            request.infer(feeds)
+        except RuntimeError as exc:  # the plugin's failure (a device lost, a kernel error): the frame goes to the CPU
+            raise NpuError(f"OpenVINO {self.device}: {exc}") from exc
         return {
             t.name: np.array(request.get_tensor(port).data, copy=True) for t, port in zip(self.outputs, self._ports)
         }
@@ -124,8 +131,11 @@ class OpenVinoBackend(Backend):
         caps = set(core().get_property(device, "OPTIMIZATION_CAPABILITIES"))
         self.precisions = tuple(p for p in ("fp32", "bf16", "fp16", "int8") if _CAPABILITY[p] in caps)
 
-    def query(self, model: onnx.ModelProto) -> tuple[int, list[str]]:
-        """(number of ops, names of the ops the device does not support), from OpenVINO ``query_model``."""
+    def describe(self) -> str:
+        return self.device
+
+    def query(self, model: onnx.ModelProto) -> OpQuery:
+        """The ops OpenVINO ``query_model`` says the device does not support, by name."""
         ov_model = read_onnx(model)
         supported = set(core().query_model(ov_model, self.device))
         ops = [
@@ -133,7 +143,7 @@ class OpenVinoBackend(Backend):
             for op in ov_model.get_ops()
             if op.get_type_name() not in ("Parameter", "Result", "Constant")
         ]
-        return len(ops), [o for o in ops if o not in supported]
+        return OpQuery(len(ops), tuple(o for o in ops if o not in supported), "query_model")
 
     def _graph(self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None, artifact: Artifact | None) -> Any:
         """The OpenVINO model to compile and what a bundle stores of it."""
@@ -152,16 +162,11 @@ class OpenVinoBackend(Backend):
             assert v.scheme is not None
             xml, weights = quantize_nncf(model, calib or [], v.scheme, v.kept)
             return read_ir(xml, weights), {OV_XML_SUFFIX: xml, OV_BIN_SUFFIX: weights}
-        return read_onnx(model), {}
+        return read_onnx(model, stored.get(FP32_SUFFIX)), {}
 
-    def compile(
-        self,
-        model: onnx.ModelProto,
-        variant: Variant | str,
-        calib: CalibSet | None = None,
-        artifact: Artifact | None = None,
+    def _compile(
+        self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None, artifact: Artifact | None
     ) -> Executable:
-        v = self.resolve(variant)
         ov_model, stored = self._graph(model, v, calib, artifact)
         config = {"INFERENCE_PRECISION_HINT": _HINT[v.precision], "PERFORMANCE_HINT": "LATENCY"}
         try:

@@ -24,6 +24,7 @@ import shutil
 import tempfile
 import threading
 import uuid
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from yolo_edge.backends.base import (
     NpuCompileError,
     NpuError,
     NpuOutOfMemory,
+    OpQuery,
     UnsupportedOperator,
     io_infos,
 )
@@ -175,11 +177,16 @@ class RknnBackend(Backend):
         self.target = target
         self.worker = worker or worker_for(RKNN)
         self._dir = Path(tempfile.mkdtemp(prefix="yolo-edge-rknn-"))
+        self._remove_dir = weakref.finalize(self, shutil.rmtree, self._dir, True)  # on close, or at the latest at exit
         self._prefix = uuid.uuid4().hex[:8]
         self._count = 0
 
-    def __del__(self) -> None:
-        shutil.rmtree(getattr(self, "_dir", ""), ignore_errors=True)
+    def describe(self) -> str:
+        return "Rockchip's simulator (rknn-toolkit2)"
+
+    def close(self) -> None:
+        """Remove the backend's folder (ONNX, calibration and ``.rknn`` files of what it compiled)."""
+        self._remove_dir()
 
     def _job(self, model: onnx.ModelProto, variant: Variant, calib: CalibSet | None) -> dict[str, Any]:
         """Write the ONNX and (INT8) the calibration dataset file the toolkit reads: one line per sample,
@@ -214,29 +221,24 @@ class RknnBackend(Backend):
             job["dataset"] = str(folder / "dataset.txt")
         return job
 
-    def compile(
-        self,
-        model: onnx.ModelProto,
-        variant: Variant | str,
-        calib: CalibSet | None = None,
-        artifact: Artifact | None = None,
+    def _compile(
+        self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None, artifact: Artifact | None
     ) -> Executable:
         """Build ``model`` with Rockchip's compiler. ``artifact`` (a bundle's ``.rknn``) is not loadable by the
         simulator: the unit is rebuilt from the ONNX and ``calib``, as deploy built it."""
-        v = self.resolve(variant)
         exe = RknnExecutable(self, self._job(model, v, calib), model, v)
         exe.build()
         return exe
 
-    def query(self, model: onnx.ModelProto) -> tuple[int, list[str]]:
-        """(number of ops, nodes the compiler refuses): an FP16 build, which needs no calibration."""
+    def query(self, model: onnx.ModelProto) -> OpQuery:
+        """The nodes Rockchip's compiler refuses, from an FP16 build (which needs no calibration)."""
         n_ops = sum(1 for n in model.graph.node if n.op_type != "Constant")
         try:
             self.compile(model, "fp16").close()
         except NpuCompileError as exc:
-            named = list(exc.nodes) if isinstance(exc, UnsupportedOperator) else []
-            return n_ops, named or [f"(whole graph: {exc})"]
-        return n_ops, []
+            named = exc.nodes if isinstance(exc, UnsupportedOperator) else ()
+            return OpQuery(n_ops, named or (f"(whole graph: {exc})",), "compiler")
+        return OpQuery(n_ops, (), "compiler")
 
     def layer_errors(
         self, model: onnx.ModelProto, variant: Variant, calib: CalibSet, feeds: CalibSet
@@ -279,6 +281,8 @@ class RknnLiteExecutable(Executable):
         runtime = self._free.get()
         try:
             outs = runtime.inference(inputs=arrays, data_format=layout)
+        except Exception as exc:  # RKNNLite raises plain exceptions of its own: the device's failure, not a bug here
+            raise NpuError(f"RKNNLite: {type(exc).__name__}: {exc}") from exc
         finally:
             self._free.put(runtime)
         if outs is None or len(outs) != len(self.outputs):
@@ -306,15 +310,18 @@ class RknnLiteBackend(Backend):
     def __init__(self, core_mask: str, cores: int = 1) -> None:
         self.core_mask, self.cores = core_mask, cores
         self._dir = Path(tempfile.mkdtemp(prefix="yolo-edge-rknnlite-"))
+        self._remove_dir = weakref.finalize(self, shutil.rmtree, self._dir, True)
 
-    def compile(
-        self,
-        model: onnx.ModelProto,
-        variant: Variant | str,
-        calib: CalibSet | None = None,
-        artifact: Artifact | None = None,
+    def describe(self) -> str:
+        return "RKNNLite on the NPU"
+
+    def close(self) -> None:
+        """Remove the folder the bundle's ``.rknn`` files were written to for RKNNLite."""
+        self._remove_dir()
+
+    def _compile(
+        self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None, artifact: Artifact | None
     ) -> Executable:
-        v = self.resolve(variant)
         data = (artifact or {}).get(RKNN_SUFFIX)
         if not data:
             raise NpuCompileError(

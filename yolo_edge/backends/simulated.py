@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 import numpy as np
 import onnx
@@ -20,9 +19,11 @@ from yolo_edge.backends.base import (
     Backend,
     CalibSet,
     Executable,
+    Feeds,
     LayerError,
     NpuError,
     NpuOutOfMemory,
+    OpQuery,
     UnsupportedOperator,
 )
 from yolo_edge.config import DeviceProfile, Faults, Variant
@@ -66,7 +67,7 @@ class SimulatedExecutable(Executable):
     ) -> None:
         super().__init__(inner.inputs, inner.outputs, inner.variant, device, inner.model)
         self.inner = inner
-        self.modelled_s = modelled_s
+        self.modelled_s: float | None = modelled_s
         self.injector = injector
         self.hang_s = hang_s
 
@@ -82,6 +83,10 @@ class SimulatedExecutable(Executable):
             outs[first] = outs[first].copy()
             outs[first].reshape(-1)[:: max(1, outs[first].size // 7)] = np.nan
         return outs
+
+    def warm_up(self, feeds: Feeds, runs: int) -> None:
+        """The numerics run directly: no injected fault is drawn."""
+        self.inner.warm_up(feeds, runs)
 
     def artifact_files(self) -> dict[str, bytes]:
         return self.inner.artifact_files()
@@ -102,22 +107,25 @@ class SimulatedNpu(Backend):
         self.kept_precision = numerics.kept_precision
         self.faults = faults or profile.faults
         self.injector = FaultInjector(self.faults)
-        # what the numerics backend's compiler can tell (rknn: its op refusals)
-        self.query: Any = getattr(numerics, "query", None)
+
+    def query(self, model: onnx.ModelProto) -> OpQuery | None:
+        """What the numerics backend's own compiler tells (Rockchip's refusals, OpenVINO's query_model)."""
+        return self.numerics.query(model)
+
+    def describe(self) -> str:
+        return self.numerics.describe()  # where the numerics run; the latency is modelled
+
+    def close(self) -> None:
+        self.numerics.close()
 
     def layer_errors(
         self, model: onnx.ModelProto, variant: Variant, calib: CalibSet, feeds: CalibSet
     ) -> list[LayerError]:
         return self.numerics.layer_errors(model, variant, calib, feeds)
 
-    def compile(
-        self,
-        model: onnx.ModelProto,
-        variant: Variant | str,
-        calib: CalibSet | None = None,
-        artifact: Artifact | None = None,
+    def _compile(
+        self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None, artifact: Artifact | None
     ) -> Executable:
-        v = self.resolve(variant)
         precision = v.precision
         info = GraphInfo.of(model)
         bad = unsupported_ops(info, self.profile)

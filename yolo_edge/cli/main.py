@@ -2,7 +2,8 @@
 
 Every way a command can end is one line on stderr and a documented exit code: 0 success, 1 a verdict
 that fails (deploy, check, plan --strict), 2 bad input (a :class:`YoloEdgeError` or a bad argument),
-130 interrupted (Ctrl-C), 143 terminated (SIGTERM). An interrupt or SIGTERM unwinds the command like
+3 a bug in yolo-edge (its traceback, and a request to report it), 130 interrupted (Ctrl-C), 143 terminated
+(SIGTERM). An interrupt or SIGTERM unwinds the command like
 an exception, so temporary folders are removed and no half-written bundle is left.
 """
 
@@ -13,12 +14,13 @@ import errno
 import os
 import signal
 import sys
+import traceback
 from collections.abc import Sequence
 from types import FrameType
 from typing import NoReturn
 
 from yolo_edge.cli import bench, check, deploy, devices, export, plan, run, split, toolchain, val
-from yolo_edge.errors import YoloEdgeError
+from yolo_edge.errors import InternalError, YoloEdgeError
 from yolo_edge.version import __version__
 
 SUBCOMMANDS = (export, split, plan, deploy, run, val, bench, check, devices, toolchain)
@@ -72,6 +74,17 @@ def _signalled(command: str) -> int:
     return 130
 
 
+def _internal(command: str) -> int:
+    """A bug (any exception but a user error, a storage fault or a signal): its traceback, and exit code 3."""
+    traceback.print_exc()
+    print(
+        f"yolo-edge {command}: internal error, a bug in yolo-edge {__version__} and not in what you asked for: "
+        "please report it with the traceback above",
+        file=sys.stderr,
+    )
+    return InternalError.exit_code
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="yolo-edge", description="Split, place, run and prove YOLOv8 on edge NPU + CPU.")
     parser.add_argument("--version", action="version", version=f"yolo-edge {__version__}")
@@ -99,14 +112,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _SIGNALLED:
             return _signalled(args.command)
         if exc.errno not in STORAGE_FAULTS:
-            raise
+            return _internal(args.command)
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"yolo-edge {args.command}: error: {exc.strerror}{where}: {STORAGE_FAULTS[exc.errno]}", file=sys.stderr)
         return 2
     except Exception:
         if _SIGNALLED:
             return _signalled(args.command)
-        raise
+        return _internal(args.command)
     finally:
         signal.signal(signal.SIGTERM, previous[0])
         signal.signal(signal.SIGINT, previous[1])

@@ -16,7 +16,7 @@ import numpy as np
 from yolo_edge.config import NmsConfig
 from yolo_edge.export import ModelMeta
 from yolo_edge.pipeline.postprocess import Detections, postprocess
-from yolo_edge.pipeline.preprocess import letterbox
+from yolo_edge.pipeline.preprocess import Letterboxed, letterbox
 from yolo_edge.runtime import FrameResult, SplitExecutor
 
 
@@ -75,24 +75,28 @@ class Detector:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
+    def preprocess(self, image: np.ndarray) -> Letterboxed:
+        """One BGR image letterboxed to the model's input (the stream engine's scheduler calls it too)."""
+        return letterbox(image, self.meta.imgsz)
+
+    def feeds(self, lb: Letterboxed) -> dict[str, np.ndarray]:
+        """The executor's feeds for a letterboxed image, by the model's own input name."""
+        return {self.executor.input_name: lb.tensor}
+
+    def postprocess(self, output: np.ndarray, lb: Letterboxed, nms: NmsConfig | None = None) -> Detections:
+        """The detector output (``output0``) of ``lb`` decoded, NMS'd and mapped back to the image."""
+        cfg = nms or self.nms
+        return postprocess(output, lb, self.meta.names, cfg.conf, cfg.iou, cfg.max_det, cfg.multi_label)
+
     def detect(self, image: np.ndarray, nms: NmsConfig | None = None) -> tuple[Detections, FrameTiming]:
         """Detect objects in one BGR image; no frame is lost: NPU failures are retried on the CPU."""
-        cfg = nms or self.nms
         t0 = time.perf_counter()
-        lb = letterbox(image, self.meta.imgsz)
+        lb = self.preprocess(image)
         t1 = time.perf_counter()
-        result: FrameResult = self.executor.run({"images": lb.tensor}, self._frame)
+        result: FrameResult = self.executor.run(self.feeds(lb), self._frame)
         self._frame += 1
         t2 = time.perf_counter()
-        dets = postprocess(
-            result.outputs[self.executor.output_name],
-            lb,
-            self.meta.names,
-            cfg.conf,
-            cfg.iou,
-            cfg.max_det,
-            cfg.multi_label,
-        )
+        dets = self.postprocess(result.outputs[self.executor.output_name], lb, nms)
         t3 = time.perf_counter()
         modelled = any(s.modelled_ms is not None for s in result.units)
         unit_ms = {s.unit: (s.modelled_ms if s.modelled_ms is not None else s.ms) for s in result.units}

@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from yolo_edge.pipeline.detector import Detector, Percentiles, percentiles
-from yolo_edge.pipeline.postprocess import Detections, postprocess
-from yolo_edge.pipeline.preprocess import Letterboxed, letterbox
+from yolo_edge.pipeline.postprocess import Detections
+from yolo_edge.pipeline.preprocess import Letterboxed
 from yolo_edge.pipeline.sources import Captured, FrameQueue, Reader, Source, SourceOptions, StreamStats
-from yolo_edge.runtime import Unit, UnitRun
+from yolo_edge.runtime import SplitExecutor, Unit, UnitRun
 
 
 @dataclass(frozen=True)
@@ -96,10 +96,7 @@ class StreamRunner:
             Reader(i, s, q, st, opts, self._stop, clock)
             for i, (s, q, st) in enumerate(zip(sources, self._queues, self.stats))
         ]
-        self._slots = threading.Semaphore(1)  # sized when the run starts (_start), as the stage pools are then
-        self._admit = threading.Semaphore(1)
-        self._pending = [0] * len(sources)  # dispatched, not yet delivered or dropped
-        self._lock = threading.Lock()
+        self._admission = _Admission(len(sources))  # sized when the run starts (_start), as the stage pools are then
         self._results: queue.Queue[_Ordered | None] = queue.Queue()
         self._threads: list[threading.Thread] = []
         self._failed: BaseException | None = None  # what ended a pipeline thread: the run ends with it
@@ -116,20 +113,14 @@ class StreamRunner:
         return max((u.npu.concurrency for u in units if u.npu is not None), default=1) if len(units) == 1 else 1
 
     def _nms(self, inp: queue.Queue[_Job | None]) -> None:
-        nms, meta, name = self.detector.nms, self.detector.meta, self.detector.executor.output_name
+        name = self.detector.executor.output_name
         while True:
             job = inp.get()
             if job is None:
                 self._results.put(None)
                 return
-            result = _result(
-                job,
-                postprocess(
-                    job.tensors[name], job.letterboxed, meta.names, nms.conf, nms.iou, nms.max_det, nms.multi_label
-                ),
-                self.clock(),
-            )
-            self._results.put(_Ordered(result, job.seq))
+            dets = self.detector.postprocess(job.tensors[name], job.letterboxed)
+            self._results.put(_Ordered(_result(job, dets, self.clock()), job.seq))
 
     def _start(self) -> None:
         for r in self._readers:
@@ -137,28 +128,31 @@ class StreamRunner:
         stages = self._stages()
         # unbounded: the in-flight cap bounds them, and a put never blocks a stage that is shutting down
         qs: list[queue.Queue[_Job | None]] = [queue.Queue() for _ in range(len(stages) + 1)]
-        self._threads = [self._thread("scheduler", qs[0], _schedule, self, qs[0])]
         pools = [self._pool(units) for units in stages]
-        self._slots = threading.Semaphore(self.options.in_flight or sum(pools) + 1)
-        self._admit = threading.Semaphore(pools[0])
+        self._admission.size(self.options.in_flight or sum(pools) + 1, pools[0])
+        scheduler = _Scheduler(self.detector, self._readers, self._admission, self._stop, self.clock, qs[0])
+        self._threads = [self._thread("scheduler", qs[0], scheduler.run)]
         for k, (units, pool) in enumerate(zip(stages, pools)):
-            left, admit = [pool], self._admit if k == 0 else None
-            self._threads += [
-                self._thread(f"stage-{k}.{w}", qs[k + 1], _stage, self, units, qs[k], qs[k + 1], left, admit)
-                for w in range(pool)
-            ]
-        self._threads.append(self._thread("nms", self._results, self._nms, qs[-1]))
+            admit = self._admission.admit if k == 0 else None
+            stage = _Stage(self.detector.executor, units, (qs[k], qs[k + 1]), pool, admit, self._stop, self._sleep)
+            self._threads += [self._thread(f"stage-{k}.{w}", qs[k + 1], stage.run) for w in range(pool)]
+        self._threads.append(self._thread("nms", self._results, lambda: self._nms(qs[-1])))
         for t in self._threads:
             t.daemon = True
             t.start()
 
-    def _thread(self, name: str, out: queue.Queue[Any], target: Callable[..., None], *args: Any) -> threading.Thread:
+    def _sleep(self, unit: Unit, run: UnitRun) -> None:
+        """With ``emulate_latency``, an accelerator unit of a simulated profile takes its modelled time."""
+        if self.options.emulate_latency and run.device == "npu" and unit.modelled_s is not None:
+            time.sleep(max(0.0, unit.modelled_s - run.ms / 1e3))
+
+    def _thread(self, name: str, out: queue.Queue[Any], target: Callable[[], None]) -> threading.Thread:
         """A pipeline thread whose failure ends the run: the error is kept for the consumer to raise (a write that
         fails in an event sink, a bug), and the end mark goes downstream so nothing waits for its frames."""
 
         def body() -> None:
             try:
-                target(*args)
+                target()
             except BaseException as exc:
                 if self._failed is None:
                     self._failed = exc
@@ -222,9 +216,7 @@ class StreamRunner:
         else:
             stats.drop("sink_error")
             stats.problems.append(sink_error)
-        with self._lock:
-            self._pending[result.stream] -= 1
-        self._slots.release()
+        self._admission.done(result.stream)
 
     def stop(self) -> None:
         """Stop reading, count what was still queued or in flight as ``shutdown`` drops, join the threads."""
@@ -238,10 +230,8 @@ class StreamRunner:
             self.stats[s].drop("shutdown", q.drain())
         for t in self._threads:
             t.join(timeout=10)
-        with self._lock:
-            for s, n in enumerate(self._pending):
-                self.stats[s].drop("shutdown", n)
-                self._pending[s] = 0
+        for s, n in enumerate(self._admission.drain()):
+            self.stats[s].drop("shutdown", n)
         if self._close_detector:
             self.detector.close()
 
@@ -252,77 +242,139 @@ class StreamRunner:
         self.stop()
 
 
-def _schedule(runner: StreamRunner, out: queue.Queue[_Job | None]) -> None:
-    """The scheduler thread: frames from the sources in turn, admitted when the first stage is free."""
-    seq = [0] * len(runner._queues)
-    frame, turn = 0, 0
-    imgsz = runner.detector.meta.imgsz
-    while not runner._stop.is_set():
-        if all(q.finished for q in runner._queues):
-            break
-        # a frame leaves its source only when a first-stage worker is free: it waits in the source's queue,
-        # where drop-oldest keeps the freshest, not inside the pipeline; and under the in-flight cap
-        if not runner._admit.acquire(timeout=0.05):
-            continue
-        if not runner._slots.acquire(timeout=0.05):
-            runner._admit.release()
-            continue
-        item = None
-        for k in range(len(runner._queues)):  # round robin: the next source with a frame waiting
-            s = (turn + k) % len(runner._queues)
-            item = runner._queues[s].get_nowait()
+class _Admission:
+    """The in-flight cap (``slots``: frames between the scheduler and the sink), the first stage's free workers
+    (``admit``), and per stream the frames dispatched but not yet delivered or dropped."""
+
+    def __init__(self, streams: int) -> None:
+        self.slots, self.admit = threading.Semaphore(1), threading.Semaphore(1)
+        self._pending = [0] * streams
+        self._lock = threading.Lock()
+
+    def size(self, in_flight: int, first_stage: int) -> None:
+        self.slots, self.admit = threading.Semaphore(in_flight), threading.Semaphore(first_stage)
+
+    def acquire(self, timeout_s: float) -> bool:
+        """A free first-stage worker and an in-flight slot, both or neither."""
+        if not self.admit.acquire(timeout=timeout_s):
+            return False
+        if not self.slots.acquire(timeout=timeout_s):
+            self.admit.release()
+            return False
+        return True
+
+    def release(self) -> None:
+        """Give back what ``acquire`` took: no frame was dispatched after all."""
+        self.slots.release()
+        self.admit.release()
+
+    def dispatched(self, stream: int) -> None:
+        with self._lock:
+            self._pending[stream] += 1
+
+    def done(self, stream: int) -> None:
+        """A frame of ``stream`` reached the sink (delivered, or lost to it): its slot is free."""
+        with self._lock:
+            self._pending[stream] -= 1
+        self.slots.release()
+
+    def drain(self) -> list[int]:
+        """The frames still in flight per stream, now counted as gone."""
+        with self._lock:
+            pending, self._pending = self._pending, [0] * len(self._pending)
+        return pending
+
+
+class _Scheduler:
+    """The scheduler thread: frames from the sources in turn, admitted when the first stage is free; a live frame
+    older than ``max_age_s`` is dropped (``stale``); the rest are preprocessed by the detector."""
+
+    def __init__(
+        self,
+        detector: Detector,
+        readers: list[Reader],
+        admission: _Admission,
+        stop: threading.Event,
+        clock: Callable[[], float],
+        out: queue.Queue[_Job | None],
+    ) -> None:
+        self.detector, self.readers, self.admission = detector, readers, admission
+        self.stop, self.clock, self.out = stop, clock, out
+        self.queues = [r.out for r in readers]
+
+    def _next(self, turn: int) -> tuple[Captured | None, int]:
+        """Round robin: the next source with a frame waiting, and the turn after it."""
+        for k in range(len(self.queues)):
+            s = (turn + k) % len(self.queues)
+            item = self.queues[s].get_nowait()
             if item is not None:
-                turn = s + 1
-                break
-        if item is None:
-            runner._slots.release()
-            runner._admit.release()
-            time.sleep(0.002)
-            continue
-        now = runner.clock()
-        max_age = runner.options.sources.max_age_s
-        if runner._readers[item.stream].source.live and max_age is not None and now - item.t_capture > max_age:
-            runner.stats[item.stream].drop("stale")
-            runner._slots.release()
-            runner._admit.release()
-            continue
-        with runner._lock:
-            runner._pending[item.stream] += 1
-        lb = letterbox(item.image, imgsz)
-        out.put(_Job(item, seq[item.stream], frame, lb, now, {"images": lb.tensor}))
-        seq[item.stream] += 1
-        frame += 1
-    out.put(None)
+                return item, s + 1
+        return None, turn
+
+    def run(self) -> None:
+        seq = [0] * len(self.queues)
+        frame, turn = 0, 0
+        while not self.stop.is_set() and not all(q.finished for q in self.queues):
+            # a frame leaves its source only when a first-stage worker is free: it waits in the source's queue,
+            # where drop-oldest keeps the freshest, not inside the pipeline; and under the in-flight cap
+            if not self.admission.acquire(0.05):
+                continue
+            item, turn = self._next(turn)
+            if item is None:
+                self.admission.release()
+                time.sleep(0.002)
+                continue
+            now, reader = self.clock(), self.readers[item.stream]
+            max_age = reader.options.max_age_s
+            if reader.source.live and max_age is not None and now - item.t_capture > max_age:
+                reader.stats.drop("stale")
+                self.admission.release()
+                continue
+            self.admission.dispatched(item.stream)
+            lb = self.detector.preprocess(item.image)
+            self.out.put(_Job(item, seq[item.stream], frame, lb, now, self.detector.feeds(lb)))
+            seq[item.stream] += 1
+            frame += 1
+        self.out.put(None)
 
 
-def _stage(
-    runner: StreamRunner,
-    units: list[Unit],
-    inp: queue.Queue[_Job | None],
-    out: queue.Queue[_Job | None],
-    left: list[int],
-    admit: threading.Semaphore | None,
-) -> None:
-    """One worker of a stage (``left[0]`` workers share ``inp``: an accelerator's pool of one per core); the
-    end mark goes round the workers, and the last one passes it on."""
-    executor = runner.detector.executor
-    while True:
-        job = inp.get()
-        if job is None or runner._stop.is_set():
-            with runner._lock:
-                left[0] -= 1
-                last = left[0] == 0
-            (out if last else inp).put(None)
-            return
-        for unit in units:
-            outs, run = executor.run_unit(unit, job.tensors, job.frame)
-            if runner.options.emulate_latency and run.device == "npu" and unit.modelled_s is not None:
-                time.sleep(max(0.0, unit.modelled_s - run.ms / 1e3))
-            job.tensors.update(outs)
-            job.runs.append(run)
-        if admit is not None:  # first stage: free for the next frame
-            admit.release()
-        out.put(job)
+class _Stage:
+    """One stage: its units run in turn on each frame, by ``workers`` threads sharing ``inp`` (an accelerator's
+    pool of one per core); the end mark goes round the workers, and the last one passes it on."""
+
+    def __init__(
+        self,
+        executor: SplitExecutor,
+        units: list[Unit],
+        queues: tuple[queue.Queue[_Job | None], queue.Queue[_Job | None]],
+        workers: int,
+        admit: threading.Semaphore | None,
+        stop: threading.Event,
+        sleep: Callable[[Unit, UnitRun], None],
+    ) -> None:
+        self.executor, self.units, (self.inp, self.out) = executor, units, queues
+        self.admit = admit  # the first stage frees a worker for the scheduler after each frame
+        self.stop, self.sleep = stop, sleep
+        self._left = workers
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        while True:
+            job = self.inp.get()
+            if job is None or self.stop.is_set():
+                with self._lock:
+                    self._left -= 1
+                    last = self._left == 0
+                (self.out if last else self.inp).put(None)
+                return
+            for unit in self.units:
+                outs, run = self.executor.run_unit(unit, job.tensors, job.frame)
+                self.sleep(unit, run)
+                job.tensors.update(outs)
+                job.runs.append(run)
+            if self.admit is not None:
+                self.admit.release()
+            self.out.put(job)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from yolo_edge.backends.base import (
     Executable,
     LayerError,
     NpuCompileError,
+    OpQuery,
     cosine,
     interleaved_run_s,
     run_chain,
@@ -95,41 +96,42 @@ class Checker:
         self._compiled: dict[tuple[str, Variant], Executable] = {}
         self._cpu_s: dict[str, tuple[float, str]] = {}
         self._npu_s: dict[tuple[str, Variant], float] = {}  # measured once: ordering the variants and the check agree
-        self._queried: dict[str, tuple[int, list[str]]] = {}
+        self._queried: dict[str, OpQuery | None] = {}
         self._ranked: dict[tuple[str, Variant], list[LayerError]] = {}
 
-    def _query(self, cand: Candidate) -> tuple[int, list[str]]:
-        """The runtime's answer to which of ``cand``'s ops it refuses (OpenVINO query_model, Rockchip's compiler)."""
+    def _query(self, cand: Candidate) -> OpQuery | None:
+        """The runtime's answer to which of ``cand``'s ops it refuses (OpenVINO query_model, Rockchip's compiler),
+        None where it cannot say; asked once per graph."""
         if cand.name not in self._queried:
-            self._queried[cand.name] = self.npu.query(cand.model)  # type: ignore[attr-defined]
+            self._queried[cand.name] = self.npu.query(cand.model)
         return self._queried[cand.name]
 
     def refused_nodes(self, cand: Candidate) -> set[str]:
         """Nodes of ``cand`` the accelerator will not run: by its runtime's query, or by the profile's op list."""
-        if self.profile.op_support.mode == "query" and getattr(self.npu, "query", None) is not None:
-            return set(self._query(cand)[1])
+        answer = self._query(cand) if self.profile.op_support.mode == "query" else None
+        if answer is not None:
+            return set(answer.refused)
         return {v.node for v in unsupported_ops(cand.info, self.profile)}
 
     # -- 1. operator support
     def op_support(self, cand: Candidate) -> CheckResult:
         mode = self.profile.op_support.mode
-        if mode == "query":
-            if getattr(self.npu, "query", None) is None:
-                return CheckResult(
-                    "op_support", True, f"{self.npu.name} has no query; assumed supported", {"mode": mode}
-                )
-            n_ops, missing = self._query(cand)
-            numbers: dict[str, Number] = {"mode": mode, "ops": n_ops, "unsupported": len(missing)}
-            if missing:
-                return CheckResult(
-                    "op_support",
-                    False,
-                    f"{len(missing)} of {n_ops} ops unsupported by {self.profile.name} (first: {missing[0]})",
-                    numbers,
-                )
-            via = "compiler" if self.profile.runtime == "rknn" else "query_model"
-            return CheckResult("op_support", True, f"all {n_ops} ops supported ({self.profile.runtime} {via})", numbers)
-        return listed_op_support(cand.info, self.profile)
+        if mode != "query":
+            return listed_op_support(cand.info, self.profile)
+        answer = self._query(cand)
+        if answer is None:
+            return CheckResult("op_support", True, f"{self.npu.name} has no query; assumed supported", {"mode": mode})
+        missing, n_ops = answer.refused, answer.ops
+        numbers: dict[str, Number] = {"mode": mode, "ops": n_ops, "unsupported": len(missing)}
+        if missing:
+            return CheckResult(
+                "op_support",
+                False,
+                f"{len(missing)} of {n_ops} ops unsupported by {self.profile.name} (first: {missing[0]})",
+                numbers,
+            )
+        via = f"{self.profile.runtime} {answer.via}"
+        return CheckResult("op_support", True, f"all {n_ops} ops supported ({via})", numbers)
 
     # -- 2. memory
     def memory(self, cand: Candidate, precision: str) -> CheckResult:

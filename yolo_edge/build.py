@@ -1,0 +1,269 @@
+"""Build: a placement plan into compiled units. The only place that compiles (as Polygraphy's loaders); the
+runtime (``yolo_edge.runtime``) only runs what it is given.
+
+``plan_units`` cuts the split model as the plan places it: consecutive whole subgraphs on one device at one
+variant fused into one unit, a subgraph with op-level CPU nodes cut into its same-device pieces.
+``compile_units`` compiles each unit's FP32 CPU twin and, for an accelerator unit, its accelerator executable;
+INT8 calibrates on the unit's own inputs from FP32 runs of the units before it, which are computed only when a
+compile reads them (:class:`UnitFeeds`): a bundle whose units are stored calibrates nothing. ``sample`` is one
+frame's boundary tensors, every unit's inputs: the warm-up and the CPU estimate run on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal, overload
+
+import numpy as np
+import onnx
+
+from yolo_edge.backends import cpu_backend, create_backend
+from yolo_edge.backends.base import (
+    FP32_SUFFIX,
+    Artifact,
+    Backend,
+    CalibSet,
+    Executable,
+    NpuCompileError,
+    NpuOutOfMemory,
+)
+from yolo_edge.config import DeviceProfile, Variant
+from yolo_edge.graph import SUBGRAPHS
+from yolo_edge.plan.op_level import op_level_groups
+from yolo_edge.plan.placement import PlacementPlan
+from yolo_edge.runtime import EventLog, Trigger, Unit, median_run_s
+from yolo_edge.split import SplitModel, cut
+
+Device = Literal["npu", "cpu"]
+Tensors = dict[str, np.ndarray]
+# One untimed call before frames count: an accelerator's first call allocates and tunes. The hysteresis needs 5
+# slow frames in a row and times the CPU again before it moves a unit, so the CPU estimate is a prior: one call
+# after one untimed (loading a bundle is on a service's restart path: benchmarks/load_time.py).
+WARM_UP_RUNS = 1
+ESTIMATE_RUNS = 1
+
+
+@dataclass(frozen=True)
+class UnitPlan:
+    """What the executor runs as one step: one or more consecutive subgraphs on one device at one precision, or
+    one op-level piece of a subgraph (``piece``: its index)."""
+
+    subgraphs: tuple[str, ...]
+    model: onnx.ModelProto
+    device: Device
+    variant: Variant
+    piece: int | None = None
+    stored: bytes | None = field(default=None, compare=False, repr=False)  # ``model`` as a bundle stores it
+
+    @property
+    def name(self) -> str:
+        """``backbone``, ``backbone+neck`` (fused), ``neck.1`` (an op-level piece): the bundle's file names."""
+        joined = "+".join(self.subgraphs)
+        return joined if self.piece is None else f"{joined}.{self.piece}"
+
+    @property
+    def precision(self) -> str:
+        return self.variant.precision
+
+
+def plan_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -> list[UnitPlan]:
+    """The units the executor runs, in order.
+
+    A subgraph with op-level CPU nodes is cut into its maximal same-device pieces (``neck.0``, ...).
+    With ``fuse``, consecutive whole subgraphs on the same device at the same variant (precision, INT8 scheme and
+    quantizer, no layers kept at higher precision) become one unit (``backbone+neck``): one NPU graph and one
+    CPU session instead of two, as a vendor toolchain compiles it; no tensor crosses a device between them, so
+    only per-subgraph timing is lost.
+    ``benchmarks/split_vs_cpu.py --no-fuse`` measures what fusion gains.
+    """
+    runs: list[tuple[tuple[str, Variant] | None, list[str]]] = []  # (device, variant) or None (op level, kept layers)
+    for sg in split.subgraphs:
+        sp = plan[sg.name]
+        key = None if sp.cpu_nodes or sp.variant.kept else (sp.device, sp.variant)
+        if fuse and key is not None and runs and runs[-1][0] == key:
+            runs[-1][1].append(sg.name)
+        else:
+            runs.append((key, [sg.name]))
+    pieces = []
+    if any(len(names) > 1 for _, names in runs):
+        subgraph_of = split.exported.layout.subgraph_of
+        pieces = cut(
+            split.exported.load(),
+            [[i for i, st in enumerate(subgraph_of) if SUBGRAPHS[st] in names] for _, names in runs],
+            str(split.exported.path),
+        )
+    units: list[UnitPlan] = []
+    for k, (_, names) in enumerate(runs):
+        sp = plan[names[0]]
+        device: Device = "npu" if sp.device == "npu" else "cpu"
+        if len(names) > 1:
+            units.append(UnitPlan(tuple(names), pieces[k].model, device, sp.variant))
+        elif sp.cpu_nodes:
+            model = split[names[0]].model
+            groups, devices = op_level_groups(model, set(sp.cpu_nodes))
+            units += [
+                UnitPlan((names[0],), piece.model, "npu" if dev == "npu" else "cpu", sp.variant, j)
+                for j, (piece, dev) in enumerate(zip(cut(model, groups, names[0]), devices))
+            ]
+        else:
+            units.append(UnitPlan((names[0],), split[names[0]].model, device, sp.variant))
+    return units
+
+
+class _Lazy(Sequence[Tensors]):
+    """A sequence made on first use (a backend that quantizes reads it; one that loads a stored unit does not)."""
+
+    def __init__(self, make: Callable[[], list[Tensors]]) -> None:
+        self._make = make
+        self._items: list[Tensors] | None = None
+
+    def _get(self) -> list[Tensors]:
+        if self._items is None:
+            self._items = self._make()
+        return self._items
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    @overload
+    def __getitem__(self, i: int) -> Tensors: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Tensors]: ...
+    def __getitem__(self, i: int | slice) -> Tensors | Sequence[Tensors]:
+        return self._get()[i]
+
+    def __iter__(self) -> Iterator[Tensors]:
+        return iter(self._get())
+
+
+class UnitFeeds:
+    """The calibration images' tensors, grown unit by unit through the FP32 CPU twins in plan order: ``source``
+    gives the first tensors (the boundary tensors of FP32 runs, or the images), run only when a compile reads a
+    unit's feeds."""
+
+    def __init__(self, source: Sequence[Tensors] | Callable[[], Sequence[Tensors]]) -> None:
+        self._source = source
+        self._tensors: list[Tensors] | None = None
+        self._twins: list[Executable] = []
+        self._ran = 0  # twins whose outputs are in the tensors
+
+    def add(self, twin: Executable) -> CalibSet:
+        """Register the next unit's CPU twin; its calibration feeds, made when first read."""
+        self._twins.append(twin)
+        k = len(self._twins)
+        return _Lazy(lambda: self._feeds(k))
+
+    def _feeds(self, k: int) -> list[Tensors]:
+        if self._tensors is None:
+            source = self._source() if callable(self._source) else self._source
+            self._tensors = [dict(t) for t in source]
+        for twin in self._twins[self._ran : k]:
+            _grow(twin, self._tensors)
+        self._ran = max(self._ran, k)
+        names = [t.name for t in self._twins[k - 1].inputs]
+        return [{n: t[n] for n in names} for t in self._tensors]
+
+
+def _grow(twin: Executable, tensors: Sequence[Tensors]) -> None:
+    """Add ``twin``'s outputs to each of ``tensors`` that lacks them (an op-level piece's intermediate tensors)."""
+    names = [t.name for t in twin.inputs]
+    for t in tensors:
+        if any(o.name not in t for o in twin.outputs):
+            t.update(twin.run({n: t[n] for n in names}))
+
+
+def unit_sample(planned: Sequence[UnitPlan], first: Tensors) -> Tensors:
+    """``first`` (one frame's boundary tensors) with the intermediate tensors of ``planned``'s op-level pieces,
+    from FP32 runs of the pieces that produce them: every unit's inputs, what a bundle stores as its sample."""
+    sample = dict(first)
+    cpu = cpu_backend()
+    for unit in planned:
+        if any(o.name not in sample for o in unit.model.graph.output):
+            _grow(cpu.compile(unit.model, "fp32"), [sample])
+    return sample
+
+
+def compile_units(
+    planned: Sequence[UnitPlan],
+    calib: UnitFeeds,
+    sample: Tensors,
+    events: EventLog,
+    npu: Backend | None,
+    subgraph: Callable[[str], onnx.ModelProto],
+    artifacts: Mapping[str, Artifact] | None = None,
+    estimate_cpu: bool = True,
+) -> list[Unit]:
+    """Compile ``planned``: each unit's FP32 CPU twin, and an accelerator unit on ``npu`` at its variant (its
+    stored ``artifacts`` run as they are where the backend can; else it calibrates on ``calib``). A unit the
+    compiler refuses runs on the CPU (an event); a fused unit it refuses is first tried again as its separate
+    subgraphs (``subgraph(name)``: the FP32 graph). ``sample`` (grown with the pieces' intermediate tensors) warms
+    each accelerator executable up and times its CPU twin, the hysteresis' estimate (``estimate_cpu``)."""
+    cpu = cpu_backend()
+    units: list[Unit] = []
+    twins: list[Executable] = []  # every unit's so far, in order: what the sample grows through
+
+    def add(unit: UnitPlan) -> None:
+        own: Artifact = {FP32_SUFFIX: unit.stored} if unit.stored else {}
+        twin = cpu.compile(unit.model, "fp32", None, own)
+        feeds = calib.add(twin)
+        if any(t.name not in sample for t in twin.inputs):  # a piece's input: run what precedes it on the sample
+            for earlier in twins:
+                _grow(earlier, [sample])
+        twins.append(twin)
+        ins = {t.name: sample[t.name] for t in twin.inputs}
+        npu_exe: Executable | None = None
+        if unit.device == "npu" and npu is not None:
+            try:
+                stored = {**own, **(artifacts or {}).get(unit.name, {})}
+                npu_exe = npu.compile(unit.model, unit.variant, feeds, stored)
+                npu_exe.warm_up(ins, WARM_UP_RUNS)
+            except NpuCompileError as exc:
+                if len(unit.subgraphs) > 1:  # refused as one graph: the subgraphs one by one
+                    twins.pop()
+                    for name in unit.subgraphs:
+                        add(replace(unit, subgraphs=(name,), model=subgraph(name), stored=None))
+                    return
+                trigger: Trigger = "memory" if isinstance(exc, NpuOutOfMemory) else "unsupported_op"
+                events.add(-1, unit.name, trigger, "compile_on_cpu", str(exc))
+        modelled = npu_exe.modelled_s if npu_exe is not None else None
+        measured = npu_exe is not None and modelled is None  # a modelled accelerator is never judged slow
+        estimate = median_run_s(twin, ins, ESTIMATE_RUNS) if measured and estimate_cpu else None
+        units.append(Unit(unit.name, unit.subgraphs, twin, npu_exe, estimate, modelled))
+
+    for unit in planned:
+        add(unit)
+    return units
+
+
+def build_units(
+    split: SplitModel,
+    plan: PlacementPlan,
+    profile: DeviceProfile,
+    calib: Sequence[Tensors],
+    events: EventLog,
+    npu: Backend | None = None,
+    fuse: bool = True,
+) -> list[Unit]:
+    """Compile ``plan`` on ``profile`` (``npu``: its accelerator backend, created when not given), calibrated on
+    ``calib`` (boundary tensors of FP32 runs; the first is the sample): :func:`plan_units`, then
+    :func:`compile_units`."""
+    planned = plan_units(split, plan, fuse)
+    backend = npu if npu is not None else (create_backend(profile) if plan.npu_subgraphs else None)
+    return compile_units(
+        planned,
+        UnitFeeds(calib),
+        dict(calib[0]),
+        events,
+        backend,
+        lambda name: split[name].model,
+        estimate_cpu=profile.kind != "cpu",
+    )
+
+
+def whole_graph_unit(model: onnx.ModelProto, npu: Backend, variant: Variant, calib: Sequence[Tensors]) -> Unit:
+    """The whole model as one unit on the NPU (with its FP32 CPU twin): the whole-graph plan."""
+    twin = cpu_backend().compile(model, "fp32")
+    npu_exe = npu.compile(model, variant, calib)
+    npu_exe.warm_up(calib[0], WARM_UP_RUNS)
+    return Unit("whole", SUBGRAPHS, twin, npu_exe, median_run_s(twin, calib[0], ESTIMATE_RUNS), npu_exe.modelled_s)
