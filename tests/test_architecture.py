@@ -66,6 +66,20 @@ def test_no_module_imports_from_a_lower_layer() -> None:
     assert not wrong, "\n".join(wrong)
 
 
+def test_no_module_imports_a_private_name_of_another() -> None:
+    """A leading underscore is a module's own: neither the package nor the tests import one from elsewhere."""
+    wrong = []
+    for path in [*PACKAGE.rglob("*.py"), *(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("yolo_edge"):
+                wrong += [
+                    f"{path.relative_to(ROOT)}: {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name[0] == "_" and a.name[:2] != "__"
+                ]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_the_rule_catches_a_wrong_import() -> None:
     """The check itself can fail: a backend importing the deploy step is caught."""
     layers = _layers()

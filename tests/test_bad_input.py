@@ -117,6 +117,41 @@ def _damaged(name: str, data: bytes) -> Callable[[Env], str]:
     return make
 
 
+def _units_edit(name: str, edit: Callable[[list[dict[str, object]]], None]) -> Callable[[Env], str]:
+    def make(env: Env) -> str:
+        b = _copy_bundle(env, f"units-{name}")
+        units = json.loads((b / "units.json").read_text())
+        edit(units)
+        (b / "units.json").write_text(json.dumps(units))
+        return str(b)
+
+    return make
+
+
+def _graph_outside(units: list[dict[str, object]]) -> None:
+    units[0]["graph"] = "subgraphs/../../../../etc/passwd.onnx"
+
+
+def _unit_on_gpu(units: list[dict[str, object]]) -> None:
+    units[-1]["device"] = "gpu"
+
+
+def _hostile_sample(env: Env) -> str:
+    """sample.npz whose image tensor's header claims 2**40 floats: refused from the header, nothing allocated."""
+    import io
+    import zipfile
+
+    b = _copy_bundle(env, "hostile-sample")
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776,), }"
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    npy = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + b"\x00" * 64
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("images.npy", npy)
+    (b / "sample.npz").write_bytes(buf.getvalue())
+    return str(b)
+
+
 def _baseline(text: str) -> Callable[[Env], str]:
     def make(env: Env) -> str:
         (env.root / "base.json").write_text(text)
@@ -606,6 +641,22 @@ CASES: list[Case] = [
     ),
     ("empty data folder", lambda e: ["deploy", "--quiet", "--data", _empty_dir(e), "--out", "o"], 2, "has no images"),
     ("damaged plan.json", lambda e: ["bench", _damaged("plan.json", b"{not json")(e)], 2, "damaged bundle"),
+    ("damaged units.json", lambda e: ["bench", _damaged("units.json", b"[{}]")(e)], 2, "damaged bundle (KeyError"),
+    ("no units.json", lambda e: ["bench", _no_bundle_file("units.json")(e)], 2, "damaged bundle (no units.json)"),
+    (
+        "a unit graph outside the bundle",
+        lambda e: ["bench", _units_edit("outside", _graph_outside)(e)],
+        2,
+        "points outside it",
+    ),
+    ("a unit on a third device", lambda e: ["bench", _units_edit("gpu", _unit_on_gpu)(e)], 2, "a unit on 'gpu'"),
+    ("sample.npz of garbage", lambda e: ["bench", _damaged("sample.npz", b"PK\x00junk")(e)], 2, "sample.npz"),
+    (
+        "sample.npz claiming 4 TB",
+        lambda e: ["bench", _hostile_sample(e)],
+        2,
+        "images is float32 [1099511627776], its unit takes float32 [1, 3, 320, 320]",
+    ),
     (
         "garbage baseline",
         lambda e: ["check", str(e.bundle), "--baseline", _baseline("]]")(e)],
@@ -850,3 +901,21 @@ def test_a_failed_toolchain_install_leaves_no_environment_and_no_pip_temporaries
     with pytest.raises(YoloEdgeError, match="pip install --no-index yolo-edge-no-such-package==0.0.1 failed"):
         toolchains.install_toolchain("nothing", python=sys.executable, say=lambda _m: None)
     assert not fake.env_dir.exists() and list(root.iterdir()) == [] and not _leftovers(env)
+
+
+def test_a_bug_is_its_traceback_and_exit_code_3_asking_for_a_report(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not a user error: the traceback is kept, the last line says it is yolo-edge's bug, and the exit code is
+    neither 1 (a failed verdict) nor 2 (bad input)."""
+    from yolo_edge.cli import devices
+    from yolo_edge.cli.main import main
+
+    def broken(_profile: object) -> object:
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(devices, "device_status", broken)
+    assert main(["devices"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "ZeroDivisionError: float division by zero" in err
+    assert err.strip().splitlines()[-1].startswith("yolo-edge devices: internal error, a bug in yolo-edge")

@@ -1,16 +1,39 @@
-"""Bundles as folders: atomic writes, the one rule for what --out may replace, and loading refusals
-(not a bundle, another format, damaged) as one-line errors."""
+"""Bundles as folders: atomic writes, the one rule for what --out may replace, loading refusals (not a
+bundle, another format, damaged) as one-line errors, and loading what is stored instead of compiling it."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 
-from yolo_edge.bundle import FORMAT, check_writable, is_bundle, load_bundle, write_bundle
+from yolo_edge import bundle as bundle_module
+from yolo_edge.build import build_units, plan_units, unit_sample
+from yolo_edge.bundle import (
+    FORMAT,
+    Bundle,
+    BundleMeta,
+    DataRecord,
+    bundle_files,
+    check_writable,
+    is_bundle,
+    load_bundle,
+    write_bundle,
+)
+from yolo_edge.config import DeployConfig, load_profile
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.pipeline.preprocess import default_calib_dir
+from yolo_edge.plan.placement import PlacementPlan
+from yolo_edge.runtime import EventLog
+from yolo_edge.split import SplitModel
+from yolo_edge.version import __version__
 
 
 def test_bundle_write_is_atomic(tmp_path: Path) -> None:
@@ -70,3 +93,84 @@ def test_another_format_is_a_one_line_error_naming_it(tmp_path: Path) -> None:
     write_bundle(tmp_path / "b", {"meta.json": json.dumps(meta).encode(), "plan.json": b"{}"})
     with pytest.raises(YoloEdgeError, match=f"bundle format {FORMAT - 1} is not {FORMAT}; deploy it again"):
         load_bundle(tmp_path / "b")
+
+
+def _hand_bundle(out: Path, split: SplitModel, plan: PlacementPlan, tensors: list, cfg: DeployConfig) -> Path:  # type: ignore[type-arg]
+    """``plan`` (no proof run) built and written as a bundle, as deploy writes one: its units' compiled files, their
+    FP32 graphs, the boundary sample and the calibration images it was built with."""
+    profile = load_profile(plan.device)
+    calib_files = sorted(default_calib_dir().glob("*.jpg"))[: cfg.calib_images]
+    events = EventLog()
+    units = build_units(split, plan, profile, tensors[: cfg.calib_images], events)
+    planned = plan_units(split, plan)
+    data = DataRecord("demo", "labels", None)
+    names = tuple(p.name for p in calib_files)
+    meta = BundleMeta(__version__, split.exported.meta, profile.name, "split", data, 100.0, True, names)
+    sample = unit_sample(planned, tensors[0])
+    files = bundle_files(
+        split.exported, split, plan, profile, cfg, calib_files, planned, sample, units, meta, {}, "", {}, events
+    )
+    return write_bundle(out, files)
+
+
+def test_loading_a_bundle_compiles_only_the_units_it_does_not_store(
+    tmp_path: Path,
+    demo_split: SplitModel,
+    tensors: list,
+    fast_cfg: DeployConfig,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[type-arg]
+) -> None:
+    """A bundle runs its stored INT8 unit as it is: no re-split, no calibration run, no quantizer. A copy without
+    that unit's compiled files compiles that unit alone, calibrated on the stored images, to the same result."""
+    from yolo_edge.backends import nncf_int8, onnxruntime, openvino
+
+    plan = PlacementPlan.manual(demo_split, {"backbone": "int8", "neck": "int8"}, "host-lowp")
+    path = _hand_bundle(tmp_path / "bundle", demo_split, plan, tensors, fast_cfg)
+    calls: Counter[str] = Counter()
+
+    def counted(name: str, fn: Callable[..., object]) -> Callable[..., object]:
+        def call(*args: object, **kwargs: object) -> object:
+            calls[name] += 1
+            return fn(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(nncf_int8, "quantize_nncf", counted("quantize", nncf_int8.quantize_nncf))
+    for module in (openvino, onnxruntime):
+        monkeypatch.setattr(module, "quantize_int8", counted("quantize", module.quantize_int8))
+    monkeypatch.setattr(bundle_module, "split_model", counted("split", bundle_module.split_model))
+    monkeypatch.setattr(Bundle, "calibration", counted("calibration", Bundle.calibration))
+    image = cv2.imread(str(default_calib_dir() / "calib_00050.jpg"))
+
+    loaded = load_bundle(path)
+    assert [u.name for u in loaded.units] == ["backbone+neck", "head+decode"]
+    with loaded.detector() as detector:
+        stored_dets, _ = detector.detect(image)
+        unit = detector.executor.units[0]
+        assert unit.npu is not None and unit.npu.variant.quantizer == "nncf"
+        assert unit.cpu_estimate_s is not None  # a measured accelerator: the hysteresis has its CPU estimate
+    assert calls == Counter()
+
+    copy = Path(shutil.copytree(path, tmp_path / "copy"))
+    for p in (copy / "units").glob("backbone+neck.ov.*"):
+        p.unlink()
+    with load_bundle(copy).detector() as detector:
+        rebuilt_dets, _ = detector.detect(image)
+        assert detector.executor.placement_problems == []
+    assert calls == Counter({"quantize": 1, "calibration": 1})
+    assert len(rebuilt_dets) == len(stored_dets) > 0
+    assert np.allclose(rebuilt_dets.boxes, stored_dets.boxes, atol=1.0)
+
+
+def test_a_stored_int8_graph_that_does_not_parse_is_a_one_line_error(
+    tmp_path: Path,
+    demo_split: SplitModel,
+    tensors: list,
+    fast_cfg: DeployConfig,  # type: ignore[type-arg]
+) -> None:
+    """A stored INT8 graph that cannot be read any more is refused in one line when the unit is compiled."""
+    plan = PlacementPlan.manual(demo_split, {"backbone": "int8/u8/qdq"}, "host-lowp")
+    path = _hand_bundle(tmp_path / "bundle", demo_split, plan, tensors, fast_cfg)
+    (path / "units" / "backbone.int8.onnx").write_bytes(b"\x00not onnx")
+    with pytest.raises(YoloEdgeError, match="a stored INT8 unit is not a readable ONNX graph"):
+        load_bundle(path).detector()

@@ -16,11 +16,11 @@ import onnx
 import pytest
 
 from yolo_edge.backends import cpu_backend
-from yolo_edge.backends.base import Executable
+from yolo_edge.backends.base import Executable, NpuError
 from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
 from yolo_edge.backends.simulated import SimulatedNpu
 from yolo_edge.build import build_units, plan_units
-from yolo_edge.config import DeployConfig, Faults, load_profile
+from yolo_edge.config import DeployConfig, Faults, Variant, load_deploy_config, load_profile
 from yolo_edge.export import ExportedModel
 from yolo_edge.plan.checks import cosine
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
@@ -279,6 +279,36 @@ def test_performance_hysteresis_moves_and_returns(
         (park, "backbone", "performance", "move_to_cpu"),
         (back, "backbone", "recovered", "move_to_npu"),
     ]
+
+
+class _FailingNpu(Executable):
+    """Test double for an accelerator whose runtime raises ``error`` on every call."""
+
+    def __init__(self, inner: Executable, error: Exception) -> None:
+        super().__init__(inner.inputs, inner.outputs, Variant("int8"), "fake-npu", inner.model)
+        self.error = error
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        raise self.error
+
+
+def test_the_accelerators_failure_falls_back_and_a_bug_propagates(demo_split: SplitModel, tensors: list) -> None:  # type: ignore[type-arg]
+    """An :class:`NpuError` (a vendor failure, wrapped) re-runs the frame on the CPU and is an event; anything else
+    raised by a backend is a bug in it, and reaches the caller instead of hiding as a fallback."""
+    cpu = cpu_backend().compile(demo_split["backbone"].model, "fp32")
+    feeds = {"images": tensors[0]["images"]}
+    cfg = load_deploy_config().runtime
+    events = EventLog()
+    failing = _FailingNpu(cpu, NpuError("device lost"))
+    with SplitExecutor([Unit("backbone", ("backbone",), cpu, failing, None)], cfg, None, events) as ex:
+        assert ex.run(feeds).units[0].device == "cpu"
+    assert [(e.trigger, e.action, e.detail) for e in events.events] == [
+        ("runtime_error", "retry_cpu", "NpuError: device lost")
+    ]
+    buggy = _FailingNpu(cpu, TypeError("unsupported operand"))
+    with SplitExecutor([Unit("backbone", ("backbone",), cpu, buggy, None)], cfg, None, EventLog()) as ex:
+        with pytest.raises(TypeError, match="unsupported operand"):
+            ex.run(feeds)
 
 
 def test_circuit_breaker_on_an_injected_clock() -> None:

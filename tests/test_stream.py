@@ -328,15 +328,15 @@ def test_an_mp4_with_every_frame(deployed: DeployResult, tmp_path: Path) -> None
 
 def test_results_come_out_in_order_and_a_lost_frame_does_not_hold_the_rest() -> None:
     """Per stream in dispatch order; a gap older than the timeout (on an injected clock) is skipped, not waited on."""
-    from yolo_edge.pipeline.engine import _Ordered, _Reorder
+    from yolo_edge.pipeline.engine import Ordered, Reorder
     from yolo_edge.pipeline.postprocess import Detections
 
     now = [0.0]
-    order = _Reorder(2, timeout_s=1.0, clock=lambda: now[0])
+    order = Reorder(2, timeout_s=1.0, clock=lambda: now[0])
 
-    def item(stream: int, seq: int) -> _Ordered:
+    def item(stream: int, seq: int) -> Ordered:
         dets = Detections.empty(("a",))
-        return _Ordered(StreamResult(stream, seq, f"{stream}#{seq}", np.zeros(1), dets, {}, {}, 0, 0, 0, 0), seq)
+        return Ordered(StreamResult(stream, seq, f"{stream}#{seq}", np.zeros(1), dets, {}, {}, 0, 0, 0, 0), seq)
 
     for stream, seq in ((0, 1), (1, 0), (0, 0), (0, 3)):
         order.add(item(stream, seq))

@@ -38,7 +38,7 @@ from yolo_edge.plan.planner import Planner, plan_space
 from yolo_edge.progress import progress_bar
 from yolo_edge.runtime import EventLog, SplitExecutor
 from yolo_edge.split import split_model
-from yolo_edge.validate.accuracy import Accuracy, MapResult, Scorer, _gt_coco, _rows, coco_map, detect_all
+from yolo_edge.validate.accuracy import Accuracy, MapResult, Scorer, coco_map, coco_rows, detect_all, gt_coco
 from yolo_edge.validate.latency import LatencyResult, Percentiles
 from yolo_edge.validate.verdict import Limits, PlanRun, choose, failures, status
 
@@ -168,10 +168,10 @@ def _pycocotools_map(dataset: Dataset, detections: list) -> MapResult:  # type: 
     from pycocotools.cocoeval import COCOeval
 
     gt = COCO()
-    gt.dataset = _gt_coco(dataset, [r.boxes for r in dataset.records], [r.classes for r in dataset.records]).dataset
+    gt.dataset = gt_coco(dataset, [r.boxes for r in dataset.records], [r.classes for r in dataset.records]).dataset
     with contextlib.redirect_stdout(io.StringIO()):
         gt.createIndex()
-        ev = COCOeval(gt, gt.loadRes(_rows(detections)), "bbox")
+        ev = COCOeval(gt, gt.loadRes(coco_rows(detections)), "bbox")
         ev.evaluate()
         ev.accumulate()
         ev.summarize()

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from yolo_edge.backends import create_backend, require_usable, resolve_device
-from yolo_edge.backends.base import NpuCompileError
+from yolo_edge.backends.base import Backend, NpuCompileError
 from yolo_edge.build import build_units, plan_units, unit_sample, whole_graph_unit
 from yolo_edge.bundle import BundleMeta, DataRecord, bundle_files, check_writable, write_bundle
 from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config
@@ -103,6 +103,7 @@ class Searched:
     calibration: Calibration
     calib_tensors: list[dict[str, np.ndarray]]  # boundary tensors of the images units calibrate on
     space: PlanSpace  # what the four checks left
+    npu: Backend  # the profile's accelerator backend: every unit of this deploy is compiled by it
     search: SearchResult
     plan: PlacementPlan  # the split plan: the search's choice, else the fastest candidate it judged
 
@@ -120,8 +121,8 @@ def plan_deployment(
     class_map: str | None = None,
 ) -> Searched:
     """Resolve the data (evaluation and disjoint calibration images), plan ``exported`` on ``profile`` and
-    search the plan space with the verdict. What it opens (the reference's and the chosen plan's detectors)
-    is closed with ``stack``."""
+    search the plan space with the verdict. What it opens (the accelerator backend, the reference's and the
+    chosen plan's detectors) is closed with ``stack``, the backend last."""
     n_calib = cfg.calib_images + cfg.checks.precision.images
     evaldata, calibration = resolve_data(data, calib, exported.meta.names, n_calib, class_map)
     for warning in (evaldata.warning, calibration.warning):
@@ -134,7 +135,8 @@ def plan_deployment(
     split = split_model(exported)
     images = load_images(calibration.files, exported.meta.imgsz)
     say(f"planning on {profile.name} ({profile.kind}, latency {profile.latency})")
-    space, planner = plan_space(split, profile, cfg, images, strict=strict, log=say)
+    npu = stack.enter_context(create_backend(profile))
+    space, planner = plan_space(split, profile, cfg, images, strict=strict, log=say, npu=npu)
     stack.callback(planner.close)
     calib_tensors = boundary_tensors(split, images[: cfg.calib_images])
     say("whole-cpu: the FP32 reference")
@@ -146,7 +148,7 @@ def plan_deployment(
         stack.enter_context(found.detector)
     shown = found.shown
     plan = with_reason(shown.plan if shown else space.candidates()[0], found)
-    return Searched(split, evaldata, calibration, calib_tensors, space, found, plan)
+    return Searched(split, evaldata, calibration, calib_tensors, space, npu, found, plan)
 
 
 def deploy(
@@ -328,7 +330,7 @@ def _whole_npu(
     name = split.input.name
     try:
         unit = whole_graph_unit(
-            split.exported.load(), create_backend(profile), w.variant, [{name: c[name]} for c in found.calib_tensors]
+            split.exported.load(), found.npu, w.variant, [{name: c[name]} for c in found.calib_tensors]
         )
     except NpuCompileError:
         run.planned = "to compile"

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from yolo_edge.backends.base import Backend
 from yolo_edge.build import build_units
 from yolo_edge.config import DeployConfig, DeviceProfile
 from yolo_edge.data.resolve import EvalData
@@ -112,16 +113,12 @@ class _Judge:
         evaldata: EvalData,
         reference: Detector,
         bar: Bar,
+        npu: Backend,
     ) -> None:
-        self.split, self.profile, self.cfg, self.calib, self.evaldata, self.bar = (
-            split,
-            profile,
-            cfg,
-            calib,
-            evaldata,
-            bar,
-        )
+        self.split, self.profile, self.cfg, self.calib = split, profile, cfg, calib
+        self.evaldata, self.bar = evaldata, bar
         self.reference_detector = reference
+        self.npu = npu
         dets = detect_all(reference, evaldata.dataset, cfg.val_nms, bar, "whole-cpu: validate")
         self.scorer = Scorer(evaldata, dets, cfg.validate, cfg.nms.conf)
         accuracy = self.scorer.score(dets)
@@ -133,7 +130,7 @@ class _Judge:
 
     def detector(self, plan: PlacementPlan, events: EventLog) -> tuple[Detector, list[Unit]]:
         fuse = self.cfg.runtime.fuse_units
-        units = build_units(self.split, plan, self.profile, self.calib, events, fuse=fuse)
+        units = build_units(self.split, plan, self.profile, self.calib, events, self.npu, fuse)
         executor = SplitExecutor(units, self.cfg.runtime, self.profile, events)
         return Detector(executor, self.split.exported.meta, self.cfg.nms), units
 
@@ -285,7 +282,7 @@ def search_plans(
     """Judge ``space``'s candidates, fastest estimate first, until one passes or the budget ends (module
     docstring). ``reference`` is the whole-cpu detector; ``calib`` the boundary tensors units calibrate on.
     The result holds the best trial's detector open: close it (``result.detector``) when done."""
-    judge = _Judge(space.split, profile, cfg, calib, evaldata, reference, bar)
+    judge = _Judge(space.split, profile, cfg, calib, evaldata, reference, bar, planner.checker.npu)
     search = _Search(space, planner, judge, cfg, say, clock)
     stopped = search.run()
     kept = search.kept

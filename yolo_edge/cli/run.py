@@ -30,10 +30,10 @@ from yolo_edge.cli.common import positive_float, warn_placement
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import atomic_write, check_can_write
 from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner, summarize
+from yolo_edge.pipeline.media import video_fps
 from yolo_edge.pipeline.metrics import MetricsServer
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.sources import DROP_POLICIES, Source, SourceOptions, parse_source
-from yolo_edge.pipeline.stream import video_fps
 from yolo_edge.runtime import EventLog
 
 

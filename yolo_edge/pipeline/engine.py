@@ -31,7 +31,7 @@ import numpy as np
 from yolo_edge.pipeline.detector import Detector, Percentiles, percentiles
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import Letterboxed
-from yolo_edge.pipeline.sources import Captured, FrameQueue, Reader, Source, SourceOptions, StreamStats
+from yolo_edge.pipeline.sources import Captured, DropCause, FrameQueue, Reader, Source, SourceOptions, StreamStats
 from yolo_edge.runtime import SplitExecutor, Unit, UnitRun
 
 
@@ -97,7 +97,7 @@ class StreamRunner:
             for i, (s, q, st) in enumerate(zip(sources, self._queues, self.stats))
         ]
         self._admission = _Admission(len(sources))  # sized when the run starts (_start), as the stage pools are then
-        self._results: queue.Queue[_Ordered | None] = queue.Queue()
+        self._results: queue.Queue[Ordered | None] = queue.Queue()
         self._threads: list[threading.Thread] = []
         self._failed: BaseException | None = None  # what ended a pipeline thread: the run ends with it
         self._stopped = False
@@ -120,7 +120,7 @@ class StreamRunner:
                 self._results.put(None)
                 return
             dets = self.detector.postprocess(job.tensors[name], job.letterboxed)
-            self._results.put(_Ordered(_result(job, dets, self.clock()), job.seq))
+            self._results.put(Ordered(_result(job, dets, self.clock()), job.seq))
 
     def _start(self) -> None:
         for r in self._readers:
@@ -174,7 +174,7 @@ class StreamRunner:
 
     def _loop(self, sink: Callable[[StreamResult], None] | None) -> Iterator[StreamResult]:
         self._start()
-        order = _Reorder(len(self.stats), self.options.order_timeout_s, self.clock)
+        order = Reorder(len(self.stats), self.options.order_timeout_s, self.clock)
         try:
             done = False
             while not done or order.waiting:
@@ -385,7 +385,7 @@ class StreamSummary:
     source: str
     read: int
     delivered: int
-    dropped: dict[str, int]
+    dropped: dict[DropCause, int]
     events: list[dict[str, object]]
     latency_ms: Percentiles | None
     age_ms: Percentiles | None
@@ -424,12 +424,12 @@ def _result(job: _Job, dets: Detections, now: float) -> StreamResult:
 
 
 @dataclass
-class _Ordered:
+class Ordered:
     result: StreamResult
     seq: int
 
 
-class _Reorder:
+class Reorder:
     """Results per stream in dispatch order; a gap older than ``timeout_s`` is skipped rather than waited on."""
 
     def __init__(self, streams: int, timeout_s: float, clock: Callable[[], float]) -> None:
@@ -441,7 +441,7 @@ class _Reorder:
     def waiting(self) -> bool:
         return any(self.held)
 
-    def add(self, item: _Ordered) -> None:
+    def add(self, item: Ordered) -> None:
         self.held[item.result.stream][item.seq] = (item.result, self.clock())
 
     def ready(self, flush: bool = False) -> Iterator[StreamResult]:

@@ -20,16 +20,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, get_args
 
 import cv2
 import numpy as np
 
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.pipeline.media import VIDEO_SUFFIXES, SourceProblem, frames, is_video, open_video, quiet_ffmpeg
 from yolo_edge.pipeline.preprocess import IMAGE_SUFFIXES, list_images
-from yolo_edge.pipeline.stream import VIDEO_SUFFIXES, _capture, frames, is_video, quiet_ffmpeg
 
 DROP_POLICIES = ("drop-oldest", "block")
-DROP_CAUSES = ("stale", "queue_full", "max_fps", "source_error", "sink_error", "shutdown")
 _URL = re.compile(r"^(rtsp|rtsps|rtmp|http|https|udp|tcp)://", re.I)
 
 
@@ -94,7 +94,7 @@ def parse_source(text: str) -> Source:
         raise YoloEdgeError(
             f"{path} is neither an image ({', '.join(IMAGE_SUFFIXES)}) nor a video ({', '.join(VIDEO_SUFFIXES)})"
         )
-    cap = _capture(path)
+    cap = open_video(path)
     readable = cap.isOpened()
     cap.release()
     if not readable:
@@ -112,6 +112,14 @@ class Captured:
     captured_at: float  # the same moment as wall-clock time (seconds since the epoch), for logs
 
 
+# why a frame that was read never reached the sink: the source's queue was full (drop-oldest), over --max-fps, older
+# than max_age_s when its turn came, unreadable (an image in a folder), lost to a sink that raised, still queued or
+# in flight when the run stopped
+DropCause = Literal["stale", "queue_full", "max_fps", "source_error", "sink_error", "shutdown"]
+DROP_CAUSES: tuple[DropCause, ...] = get_args(DropCause)
+StreamState = Literal["starting", "reading", "reconnecting", "ended"]
+
+
 @dataclass
 class StreamStats:
     """Per stream: frames read = delivered + dropped (by cause), exactly, once the stream has ended."""
@@ -119,13 +127,13 @@ class StreamStats:
     source: Source
     read: int = 0
     delivered: int = 0
-    dropped: collections.Counter[str] = field(default_factory=collections.Counter)
+    dropped: collections.Counter[DropCause] = field(default_factory=collections.Counter)
     events: list[dict[str, object]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    state: str = "starting"  # reading, reconnecting (a live source in a gap), ended
+    state: StreamState = "starting"  # reconnecting: a live source in a gap
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def drop(self, cause: str, n: int = 1) -> None:
+    def drop(self, cause: DropCause, n: int = 1) -> None:
         if n:
             with self._lock:
                 self.dropped[cause] += n
@@ -235,13 +243,13 @@ class Reader(threading.Thread):
         self.out.put(Captured(self.stream, index, name, image, now, time.time()), self.stop)
 
     def _files(self) -> None:
-        problems: list[str] = []
+        problems: list[SourceProblem] = []
         seen = 0
 
         def account() -> None:  # an unreadable image in a folder was read, and is lost: counted, and said
             nonlocal seen
-            for line in problems[seen:]:
-                if line.startswith("skipped"):
+            for problem in problems[seen:]:
+                if problem.lost_frame:
                     self.stats.read += 1
                     self.stats.drop("source_error")
             seen = len(problems)
@@ -254,7 +262,7 @@ class Reader(threading.Thread):
                 self._emit(frame.index, frame.name, frame.image)
         finally:
             account()
-            self.stats.problems.extend(problems)
+            self.stats.problems.extend(p.text for p in problems)
 
     def _open(self) -> cv2.VideoCapture:
         if self.source.kind == "camera":

@@ -9,6 +9,8 @@ whose hardware is not here; the refused ops come from the profile's op list or t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,6 +93,10 @@ def op_level_search(checker: Checker, cand: Candidate, variant: Variant, cpu_ms:
     return OpLevelResult(checks, total_ms, tuple(sorted(bad)))
 
 
+def _feeds(piece: Piece, tensors: Sequence[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+    return [{n: t[n] for n in piece.inputs} for t in tensors]
+
+
 def _precision(
     checker: Checker, cand: Candidate, pieces: list[Piece], devices: list[str], variant: Variant
 ) -> CheckResult:
@@ -98,17 +104,20 @@ def _precision(
     before them), judged like a whole subgraph."""
     fp32 = [checker.cpu.compile(p.model, "fp32") for p in pieces]
     calib: list[dict[str, np.ndarray]] = [run_chain(fp32, f) for f in cand.feeds_calib]
-    try:
-        exes = [
-            checker.npu.compile(p.model, variant, [{n: t[n] for n in p.inputs} for t in calib])
-            if d == "npu"
-            else fp32[k]
-            for k, (p, d) in enumerate(zip(pieces, devices))
+    with ExitStack() as pieces_open:  # the accelerator pieces are closed (a toolchain worker holds their graphs)
+        try:
+            exes = [
+                pieces_open.enter_context(
+                    checker.npu.compile(p.model, variant, [{n: t[n] for n in p.inputs} for t in calib])
+                )
+                if d == "npu"
+                else fp32[k]
+                for k, (p, d) in enumerate(zip(pieces, devices))
+            ]
+        except NpuCompileError as exc:
+            return CheckResult("precision", False, f"cannot compile a piece at {variant.label}: {exc}")
+        outputs = [
+            {n: out[n] for n in ref}
+            for out, ref in ((run_chain(exes, f), r) for f, r in zip(cand.feeds_eval, cand.reference))
         ]
-    except NpuCompileError as exc:
-        return CheckResult("precision", False, f"cannot compile a piece at {variant.label}: {exc}")
-    outputs = [
-        {n: out[n] for n in ref}
-        for out, ref in ((run_chain(exes, f), r) for f, r in zip(cand.feeds_eval, cand.reference))
-    ]
     return judge(checker.cfg.checks.precision, cand, variant, outputs, what="op level at ")

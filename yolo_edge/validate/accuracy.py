@@ -53,7 +53,7 @@ class MapResult:
         return MapResult(self.map50 - other.map50, self.map50_95 - other.map50_95)
 
 
-def _gt_coco(dataset: Dataset, boxes: Sequence[np.ndarray], classes: Sequence[np.ndarray]) -> COCO:
+def gt_coco(dataset: Dataset, boxes: Sequence[np.ndarray], classes: Sequence[np.ndarray]) -> COCO:
     images: list[dict[str, object]] = []
     anns: list[dict[str, object]] = []
     for i, (rec, b, c) in enumerate(zip(dataset.records, boxes, classes)):
@@ -81,7 +81,7 @@ def _gt_coco(dataset: Dataset, boxes: Sequence[np.ndarray], classes: Sequence[np
     return gt
 
 
-def _rows(detections: Sequence[Detections]) -> np.ndarray:
+def coco_rows(detections: Sequence[Detections]) -> np.ndarray:
     """COCO result rows ``[image_id, x, y, w, h, score, category_id]`` (ids from 1) of every detection."""
     parts = [
         np.column_stack(
@@ -100,7 +100,7 @@ def _rows(detections: Sequence[Detections]) -> np.ndarray:
 
 
 def _evaluate(gt: COCO, detections: Sequence[Detections]) -> MapResult:
-    rows = _rows(detections)
+    rows = coco_rows(detections)
     if not len(rows):
         return MapResult(0.0, 0.0)
     with contextlib.redirect_stdout(io.StringIO()):
@@ -184,7 +184,7 @@ def pseudo_labels(
             size = np.concatenate([b[:, 2:] - b[:, :2]] * 2, axis=1)
             boxes.append(b + rng.standard_normal(b.shape) * box_noise * size)
             classes.append(d.class_id[keep])
-        sets.append(_gt_coco(dataset, boxes, classes))
+        sets.append(gt_coco(dataset, boxes, classes))
     return sets
 
 
@@ -198,5 +198,5 @@ def coco_map(dataset: Dataset, detections: Sequence[Detections]) -> MapResult:
             f"({', '.join(dataset.names[:6])}{', ...' if len(dataset.names) > 6 else ''}): mAP cannot be measured"
         )
     return _evaluate(
-        _gt_coco(dataset, [r.boxes for r in dataset.records], [r.classes for r in dataset.records]), detections
+        gt_coco(dataset, [r.boxes for r in dataset.records], [r.classes for r in dataset.records]), detections
     )

@@ -110,7 +110,8 @@ class PlanRun:
 
     @property
     def ok(self) -> bool:
-        return self.status == OK
+        """Judged and failing nothing (a split with no subgraph on the NPU is whole-cpu, not a plan of its own)."""
+        return not self.same_as_cpu and not self.fails
 
     def to_dict(self) -> dict[str, Any]:
         return {

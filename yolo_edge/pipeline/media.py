@@ -30,7 +30,7 @@ def quiet_ffmpeg() -> None:
     cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
 
 
-def _capture(path: Path) -> cv2.VideoCapture:
+def open_video(path: Path) -> cv2.VideoCapture:
     quiet_ffmpeg()
     return cv2.VideoCapture(str(path))
 
@@ -39,12 +39,21 @@ def is_video(path: Path) -> bool:
     return path.suffix.lower() in VIDEO_SUFFIXES
 
 
-def frames(source: str | Path, problems: list[str] | None = None) -> Iterator[Frame]:
+@dataclass(frozen=True)
+class SourceProblem:
+    """Something lost on the way through a source: ``text`` names the file; ``lost_frame``: one frame was read
+    and could not be used (an unreadable image in a folder), else the source says something is missing (a video
+    shorter than its header says)."""
+
+    text: str
+    lost_frame: bool
+
+
+def frames(source: str | Path, problems: list[SourceProblem] | None = None) -> Iterator[Frame]:
     """Frames of ``source`` in order; a one-line error if it cannot be read at all.
 
-    What is lost on the way is appended to ``problems`` (one line each, naming the file) rather than
-    dropped silently: an unreadable image in a folder is skipped, a video that ends before the frame
-    count in its header is reported."""
+    What is lost on the way is appended to ``problems`` (one each) rather than dropped silently: an unreadable
+    image in a folder is skipped, a video that ends before the frame count in its header is reported."""
     src = Path(source)
     problems = problems if problems is not None else []
     if src.is_dir():
@@ -54,7 +63,7 @@ def frames(source: str | Path, problems: list[str] | None = None) -> Iterator[Fr
             try:
                 image = read_image(p)
             except YoloEdgeError as exc:
-                problems.append(f"skipped {exc}")
+                problems.append(SourceProblem(f"skipped {exc}", lost_frame=True))
                 continue
             yield Frame(p.name, i, image)
             i += 1
@@ -70,7 +79,7 @@ def frames(source: str | Path, problems: list[str] | None = None) -> Iterator[Fr
         raise YoloEdgeError(
             f"{src} is neither an image ({', '.join(IMAGE_SUFFIXES)}) nor a video ({', '.join(VIDEO_SUFFIXES)})"
         )
-    cap = _capture(src)
+    cap = open_video(src)
     if not cap.isOpened():
         raise YoloEdgeError(f"{src} is not a readable video")
     header = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
@@ -87,11 +96,15 @@ def frames(source: str | Path, problems: list[str] | None = None) -> Iterator[Fr
     if i == 0:
         raise YoloEdgeError(f"{src} has no readable frames")
     if header > i:
-        problems.append(f"{src}: read {i} frames but its header says {header}: the file is truncated or damaged")
+        problems.append(
+            SourceProblem(
+                f"{src}: read {i} frames but its header says {header}: the file is truncated or damaged", False
+            )
+        )
 
 
 def video_fps(path: Path) -> float:
-    cap = _capture(path)
+    cap = open_video(path)
     fps = cap.get(cv2.CAP_PROP_FPS) if cap.isOpened() else 0.0
     cap.release()
     return fps if fps and fps > 0 else 25.0
