@@ -136,6 +136,13 @@ def _unit_on_gpu(units: list[dict[str, object]]) -> None:
     units[-1]["device"] = "gpu"
 
 
+def _damaged_unit_graph(env: Env) -> str:
+    """The FP32 graph of the bundle's first unit (whichever file units.json names) overwritten with junk."""
+    b = _copy_bundle(env, "damaged-unit-graph")
+    (b / json.loads((b / "units.json").read_text())[0]["graph"]).write_bytes(b"\x00junk")
+    return str(b)
+
+
 def _hostile_sample(env: Env) -> str:
     """sample.npz whose image tensor's header claims 2**40 floats: refused from the header, nothing allocated."""
     import io
@@ -579,8 +586,14 @@ CASES: list[Case] = [
         "meta.json has no fuse_units",
     ),
     (
-        "damaged model.onnx in a bundle",
-        lambda e: ["run", _damaged("model.onnx", b"\x00junk")(e), "--source", str(e.image)],
+        "damaged model.onnx in a bundle",  # the FP32 reference: read by val and check, not by run
+        lambda e: ["val", _damaged("model.onnx", b"\x00junk")(e), "--data", _pictures(e)],
+        2,
+        "deploy it again",
+    ),
+    (
+        "a damaged unit graph in a bundle",
+        lambda e: ["run", _damaged_unit_graph(e), "--source", str(e.image)],
         2,
         "deploy it again",
     ),

@@ -159,7 +159,7 @@ def test_loading_a_bundle_compiles_only_the_units_it_does_not_store(
         assert detector.executor.placement_problems == []
     assert calls == Counter({"quantize": 1, "calibration": 1})
     assert len(rebuilt_dets) == len(stored_dets) > 0
-    assert np.allclose(rebuilt_dets.boxes, stored_dets.boxes, atol=1.0)
+    assert np.allclose(rebuilt_dets.xyxy, stored_dets.xyxy, atol=1.0)
 
 
 def test_a_stored_int8_graph_that_does_not_parse_is_a_one_line_error(
@@ -168,9 +168,15 @@ def test_a_stored_int8_graph_that_does_not_parse_is_a_one_line_error(
     tensors: list,
     fast_cfg: DeployConfig,  # type: ignore[type-arg]
 ) -> None:
-    """A stored INT8 graph that cannot be read any more is refused in one line when the unit is compiled."""
-    plan = PlacementPlan.manual(demo_split, {"backbone": "int8/u8/qdq"}, "host-lowp")
+    """A stored unit that cannot be read any more (NNCF's OpenVINO IR; onnxruntime's QDQ graph) is refused in one
+    line when the unit is compiled, not a crash in the runtime."""
+    plan = PlacementPlan.manual(demo_split, {"backbone": "int8"}, "host-lowp")
     path = _hand_bundle(tmp_path / "bundle", demo_split, plan, tensors, fast_cfg)
+    (path / "units" / "backbone.ov.xml").write_bytes(b"<net>not an IR")
+    with pytest.raises(YoloEdgeError, match="a stored OpenVINO IR unit is not readable"):
+        load_bundle(path).detector()
+    plan = PlacementPlan.manual(demo_split, {"backbone": "int8"}, "rk3588-approx")
+    path = _hand_bundle(tmp_path / "sim", demo_split, plan, tensors, fast_cfg)
     (path / "units" / "backbone.int8.onnx").write_bytes(b"\x00not onnx")
     with pytest.raises(YoloEdgeError, match="a stored INT8 unit is not a readable ONNX graph"):
         load_bundle(path).detector()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import replace
+from typing import TypeVar
 
 import pytest
 
@@ -17,9 +18,18 @@ from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.checks import Checker
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.plan.planner import PlanRefused, plan_model, plan_space
+from yolo_edge.plan.results import CheckResult, Memory, Performance, Precision
 from yolo_edge.split import split_model
 
 SIM = load_profile("sim-edge-npu")
+
+M = TypeVar("M", Memory, Performance, Precision)
+
+
+def _measured(check: CheckResult, kind: type[M]) -> M:
+    """What ``check`` measured, as the dataclass of its kind."""
+    assert isinstance(check.measured, kind), check
+    return check.measured
 
 
 def _plan(model: ExportedModel, profile: DeviceProfile, cfg: DeployConfig, strict: bool = False) -> PlacementPlan:
@@ -42,9 +52,9 @@ def test_sim_plan_passes_every_check_for_backbone_and_neck(sim_plan: PlacementPl
         sp = sim_plan[name]
         assert (sp.device, sp.precision, sp.granularity) == ("npu", "int8", "subgraph")
         assert all(sp.checks[c].passed for c in ("op_support", "memory", "precision", "performance"))
-        assert sp.checks["performance"].numbers["latency_kind"] == "modelled"
-        numbers = sp.checks["precision"].numbers  # judged on the detector output, the later subgraphs in FP32
-        assert float(numbers["box_cosine"]) >= 0.99 and float(numbers["score_cosine"]) >= 0.99  # type: ignore[arg-type]
+        assert _measured(sp.checks["performance"], Performance).latency_kind == "modelled"
+        numbers = _measured(sp.checks["precision"], Precision)  # judged on the detector output, later ones in FP32
+        assert (numbers.box_cosine or 0) >= 0.99 and (numbers.score_cosine or 0) >= 0.99
     assert sim_plan["head"].device == "cpu" and sim_plan["decode"].device == "cpu"
     assert sim_plan["decode"].precision == "fp32"
     assert sim_plan["backbone"].transfer_bytes_in == 3 * 320 * 320  # the image, at INT8 width
@@ -79,7 +89,8 @@ def test_memory_fails_on_dram_budget(v8n: ExportedModel, fast_cfg: DeployConfig)
     plan = _plan(v8n, replace(SIM, memory_mb=1.0), fast_cfg)
     check = plan["backbone"].checks["memory"]
     assert check.passed is False and "> 1 MiB" in check.reason
-    assert check.numbers["required_bytes"] > check.numbers["budget_bytes"]  # type: ignore[operator]
+    memory = _measured(check, Memory)
+    assert memory.required_bytes > memory.budget_bytes
     assert plan["backbone"].device == "cpu"
 
 
@@ -95,7 +106,7 @@ def test_performance_fails_on_slow_npu(v8n: ExportedModel, fast_cfg: DeployConfi
     slow = replace(SIM, peak_tops={"int8": 0.001, "fp16": 0.001})
     plan = _plan(v8n, slow, fast_cfg)
     check = plan["backbone"].checks["performance"]
-    assert check.passed is False and check.numbers["ratio"] > 1.5  # type: ignore[operator]
+    assert check.passed is False and (_measured(check, Performance).ratio or 0) > 1.5
     assert plan["backbone"].device == "cpu"
 
 
@@ -111,13 +122,13 @@ def test_whole_graph_int8_fails_precision_on_scores(demo: ExportedModel, fast_cf
     qdq_backend = OpenVinoBackend("CPU", ("u8",), ("qdq",))
     qdq = Checker(planner.profile, fast_cfg, qdq_backend).precision(whole, Variant("int8", "u8", "qdq"))
     planner.close()
-    assert qdq.passed is False and float(qdq.numbers["score_max_error"]) > 0.5  # type: ignore[arg-type]
+    assert qdq.passed is False and (_measured(qdq, Precision).score_max_error or 0) > 0.5
     # the split passes precision where the whole graph fails; which variant is fastest depends on measured speed,
     # which a shared CI machine makes noisy, so it is asserted only as "explained" here
     for name in ("backbone", "neck"):
         passed = [o for o in space.options[name] if o.device == "npu"]
         assert passed and all(o.checks["precision"].passed and o.checks["performance"].passed for o in passed)
-        assert all(o.checks["performance"].numbers["latency_kind"] == "measured" for o in passed)
+        assert all(_measured(o.checks["performance"], Performance).latency_kind == "measured" for o in passed)
         assert [o.latency_ms for o in passed] == sorted(o.latency_ms for o in passed)  # fastest first
     assert [o.device for o in space.options["head"] + space.options["decode"]] == ["cpu", "cpu"]
 
@@ -131,7 +142,7 @@ def test_op_level_fallback_for_isolated_unsupported_ops(v8n: ExportedModel, fast
     neck = plan["neck"]
     assert (neck.device, neck.granularity) == ("npu", "op")
     assert len(neck.cpu_nodes) == 2 and all("Resize" in n for n in neck.cpu_nodes)
-    assert neck.checks["performance"].numbers["pieces"] == 4  # the neck starts with an upsample: CPU, NPU, CPU, NPU
+    assert _measured(neck.checks["performance"], Performance).pieces == 4  # upsample first: CPU, NPU, CPU, NPU
     # when the link is slow, the transfers eat the gain and the neck goes back to the CPU whole
     slow_link = replace(profile, link=Link(gbps=0.01, latency_us=5000))
     plan = _plan(v8n, slow_link, fast_cfg)

@@ -31,6 +31,7 @@ from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, load_onnx
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.plan.planner import plan_model
+from yolo_edge.plan.results import Precision
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit
 from yolo_edge.split import SplitModel, split_model
 from yolo_edge.toolchains import RKNN, install_toolchain, toolchain_status, worker_for
@@ -163,7 +164,8 @@ def test_whole_graph_precision_failure_carries_rockchips_layer_analysis(
     whole = plan.whole_graph_npu
     assert whole.failed_check == "precision"
     check = whole.checks["precision"]
-    assert "worst layers by rknn's per-layer error" in check.reason and check.numbers["worst_layers"]
+    assert isinstance(check.measured, Precision)
+    assert "worst layers by rknn's per-layer error" in check.reason and check.measured.worst_layers
     assert plan["backbone"].device == "npu" and plan["backbone"].variant.label == "int8/w8a8/rknn"
 
 

@@ -35,6 +35,7 @@ from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.checks import Checker, int8_variants
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
 from yolo_edge.plan.planner import Planner, plan_space
+from yolo_edge.plan.results import Precision
 from yolo_edge.progress import progress_bar
 from yolo_edge.runtime import EventLog, SplitExecutor
 from yolo_edge.split import split_model
@@ -319,10 +320,11 @@ def test_demo_neck_at_int8_accepted_end_to_end_though_its_own_output_drifts(demo
     result = Checker(planner.profile, cfg, OpenVinoBackend("CPU", ("u8",), ("qdq",))).precision(
         neck, Variant("int8", "u8", "qdq")
     )
-    n = result.numbers
-    assert float(n["local_min_cosine"]) < cfg.checks.precision.local_min_cosine  # type: ignore[arg-type]
+    n = result.measured
+    assert isinstance(n, Precision) and n.local_min_cosine is not None and n.box_cosine and n.score_cosine
+    assert n.local_min_cosine < cfg.checks.precision.local_min_cosine
     assert result.passed is True and "warning: own output" in result.reason
-    assert min(float(n["box_cosine"]), float(n["score_cosine"])) >= cfg.checks.precision.min_cosine  # type: ignore[arg-type]
+    assert min(n.box_cosine, n.score_cosine) >= cfg.checks.precision.min_cosine
 
 
 # ---------------------------------------------------------------- a foreign model deployed, its bundle copied

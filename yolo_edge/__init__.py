@@ -11,9 +11,9 @@ A walk through all of it on the shipped demo model (it runs as a test, in ``test
     >>> from dataclasses import replace
     >>> from pathlib import Path
     >>> import cv2
-    >>> from yolo_edge import (Detections, YoloEdgeError, check_bundle, default_calib_dir, demo_model_path, deploy,
-    ...     export_model, load_bundle, load_calibration, load_deploy_config, load_profile, plan_model, split_model,
-    ...     stream)
+    >>> from yolo_edge import (BoxAnnotator, Detections, YoloEdgeError, check_bundle, default_calib_dir,
+    ...     demo_model_path, deploy, export_model, load_bundle, load_calibration, load_deploy_config, load_profile,
+    ...     plan_model, split_model, stream)
     >>> work = Path(tempfile.mkdtemp())
     >>> exported = export_model(demo_model_path(), imgsz=320, out_dir=work)
     >>> exported.meta.names
@@ -41,6 +41,10 @@ A walk through all of it on the shipped demo model (it runs as a test, in ``test
     ...     detections, timing = detector.detect(cv2.imread(str(photos / "calib_00040.jpg")))
     >>> isinstance(detections, Detections) and len(detections) > 0 and timing.end_to_end_ms > 0
     True
+    >>> [u.name for u in bundle.units] == [u.name for u in detector.executor.units]  # loaded as stored
+    True
+    >>> BoxAnnotator().annotate(cv2.imread(str(photos / "calib_00040.jpg")), detections).shape
+    (240, 320, 3)
     >>> check_bundle(result.bundle, runs=5).status
     'ok'
     >>> with stream(result.bundle, [str(photos)]) as frames:
@@ -60,9 +64,10 @@ from __future__ import annotations
 from yolo_edge.bundle import Bundle, load_bundle, stream
 from yolo_edge.check import GateResult, check_bundle
 from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config, load_profile
-from yolo_edge.deploy import DeployResult, deploy
+from yolo_edge.deploy import DeployResult, PlanResult, deploy, search_plan
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, demo_model_path, export_model
+from yolo_edge.pipeline.annotate import BoxAnnotator
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner
 from yolo_edge.pipeline.postprocess import Detections
@@ -75,6 +80,7 @@ from yolo_edge.split import SplitModel, split_model
 from yolo_edge.version import __version__
 
 __all__ = [
+    "BoxAnnotator",
     "Bundle",
     "DeployConfig",
     "DeployReport",
@@ -85,6 +91,7 @@ __all__ = [
     "ExportedModel",
     "GateResult",
     "PlacementPlan",
+    "PlanResult",
     "SourceOptions",
     "SplitModel",
     "StreamOptions",
@@ -102,6 +109,7 @@ __all__ = [
     "load_deploy_config",
     "load_profile",
     "plan_model",
+    "search_plan",
     "split_model",
     "stream",
 ]

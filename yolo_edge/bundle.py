@@ -375,7 +375,9 @@ class Bundle:
         try:
             return load_onnx(bundle_file(self.path, MODEL))
         except YoloEdgeError as exc:
-            raise _damaged(self.path, str(exc).replace("; re-export it", "")) from None
+            raise _damaged(
+                self.path, str(exc).replace("; re-export it", "").replace(str(self.path / MODEL), MODEL)
+            ) from None
 
     @cached_property
     def split(self) -> SplitModel:
@@ -541,7 +543,7 @@ def check_plan(plan: PlacementPlan, units: Sequence[StoredUnit], profile: Device
     must run those subgraphs in that order, each where and at what the plan says."""
     got = [s.name for s in plan.subgraphs]
     if got != list(SUBGRAPHS):
-        raise YoloEdgeError(f"plan.json places {got}, but a model's subgraphs are {list(SUBGRAPHS)}")
+        raise YoloEdgeError(f"plan.json places {got}, but the model's subgraphs are {list(SUBGRAPHS)}")
     if plan["decode"].device != "cpu":
         raise YoloEdgeError("plan.json puts the decode on the accelerator; the decode runs FP32 on the CPU by rule")
     for s in plan.subgraphs:

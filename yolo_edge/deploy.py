@@ -37,14 +37,16 @@ from yolo_edge.build import build_units, plan_units, unit_sample, whole_graph_un
 from yolo_edge.bundle import BundleMeta, DataRecord, bundle_files, check_writable, write_bundle
 from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config
 from yolo_edge.data.resolve import Calibration, EvalData, resolve_data
+from yolo_edge.data.synthetic import CLASS_NAMES
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, demo_model_path, export_model
 from yolo_edge.graph import GraphInfo
 from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.detector import Detector
-from yolo_edge.pipeline.preprocess import load_images, read_image
+from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration, load_images, read_image
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace, boundary_tensors
 from yolo_edge.plan.planner import plan_space
+from yolo_edge.plan.results import Memory
 from yolo_edge.progress import Bar, progress_bar
 from yolo_edge.report import DeployReport, markdown, plots
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit
@@ -65,10 +67,8 @@ def _memory(plan: PlacementPlan, split: SplitModel, which: str) -> int:
         return info.peak_activation_bytes() + info.weight_bytes()
     if which == "whole-npu":
         return plan.whole_graph_npu.required_bytes
-    return max(
-        (int(s.checks["memory"].numbers.get("required_bytes") or 0) for s in plan.subgraphs if s.device == "npu"),
-        default=0,
-    )
+    placed = [s.checks["memory"].measured for s in plan.subgraphs if s.device == "npu"]
+    return max((m.required_bytes for m in placed if isinstance(m, Memory)), default=0)
 
 
 @dataclass
@@ -149,6 +149,52 @@ def plan_deployment(
     shown = found.shown
     plan = with_reason(shown.plan if shown else space.candidates()[0], found)
     return Searched(split, evaldata, calibration, calib_tensors, space, npu, found, plan)
+
+
+@dataclass
+class PlanResult:
+    """What ``yolo-edge plan`` shows: the plan, the space the four checks left, the search (None: not judged)."""
+
+    plan: PlacementPlan
+    space: PlanSpace
+    search: SearchResult | None
+
+
+def search_plan(
+    model: str | Path | None = None,
+    device: str = "auto",
+    imgsz: int | str | None = None,
+    data: str | Path | None = None,
+    calib: str | Path | None = None,
+    config: str | Path | DeployConfig | None = None,
+    strict: bool = False,
+    class_map: str | None = None,
+    log: Log | None = None,
+    bar: Bar | None = None,
+) -> PlanResult:
+    """Plan ``model`` on ``device`` and, with images to judge on (``data``, or the demo's own for the demo's
+    classes), search the candidates with the verdict: deploy without the bundle. Without them only the four
+    checks run and the candidates are listed by estimate (``search`` is None)."""
+    say: Log = log or (lambda _m: None)
+    cfg = _settings(config, None)
+    profile = resolve_device(device)
+    require_usable(profile)
+    model = model or demo_model_path()
+    if imgsz is None and Path(str(model)) == demo_model_path():
+        imgsz = DEMO_IMGSZ
+    with tempfile.TemporaryDirectory(prefix="yolo-edge-plan-") as tmp, ExitStack() as stack:
+        exported = export_model(model, imgsz=imgsz, out_dir=tmp)
+        if data is not None or exported.meta.names == CLASS_NAMES:
+            found = plan_deployment(
+                exported, profile, cfg, data, calib, stack, say, bar or progress_bar(False), strict, class_map
+            )
+            return PlanResult(found.plan, found.space, found.search)
+        say("no --data: the candidates are not judged (pass --data with the model's own images to search them)")
+        n = cfg.calib_images + cfg.checks.precision.images
+        images = load_calibration(calib or default_calib_dir(), exported.meta.imgsz, n)
+        space, planner = plan_space(split_model(exported), profile, cfg, images, strict, say)
+        planner.close()
+        return PlanResult(space.candidates()[0], space, None)
 
 
 def deploy(

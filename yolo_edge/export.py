@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import onnx
 
@@ -98,12 +99,13 @@ class ModelMeta:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, object]) -> ModelMeta:
+    def from_dict(cls, d: dict[str, Any]) -> ModelMeta:
+        """What ``to_dict`` wrote (meta.json, the ONNX's metadata: untrusted); raises KeyError/TypeError/ValueError."""
         return cls(
-            names=tuple(printable(str(n)) for n in d["names"]),  # type: ignore[attr-defined]
-            strides=tuple(int(s) for s in d["strides"]),  # type: ignore[attr-defined]
-            imgsz=(int(d["imgsz"][0]), int(d["imgsz"][1])),  # type: ignore[index]
-            reg_max=int(d["reg_max"]),  # type: ignore[call-overload]
+            names=tuple(printable(str(n)) for n in d["names"]),
+            strides=tuple(int(s) for s in d["strides"]),
+            imgsz=(int(d["imgsz"][0]), int(d["imgsz"][1])),
+            reg_max=int(d["reg_max"]),
             source=str(d["source"]),
             source_sha256=str(d["source_sha256"]),
         )

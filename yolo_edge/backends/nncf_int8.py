@@ -19,6 +19,7 @@ import contextlib
 import io
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import onnx
 
@@ -37,10 +38,10 @@ def overflow_fix() -> str:
     return "first_layer_only" if int8_products_saturate() else "disable"
 
 
-def _ignored_names(ov_model: object, kept: Sequence[str]) -> list[str]:
+def _ignored_names(ov_model: Any, kept: Sequence[str]) -> list[str]:
     """OpenVINO op names of the ONNX nodes in ``kept``: the node's own op and the ops OpenVINO decomposed it into
     (a Conv with a bias reads as ``<name>/WithoutBiases`` + ``<name>``)."""
-    names = [op.get_friendly_name() for op in ov_model.get_ops()]  # type: ignore[attr-defined]
+    names = [op.get_friendly_name() for op in ov_model.get_ops()]
     found = [n for n in names if any(n == k or n.startswith(f"{k}/") for k in kept)]
     missing = [k for k in kept if not any(n == k or n.startswith(f"{k}/") for n in found)]
     if missing:

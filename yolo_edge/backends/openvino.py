@@ -150,7 +150,11 @@ class OpenVinoBackend(Backend):
         stored = artifact or {}
         if OV_XML_SUFFIX in stored and OV_BIN_SUFFIX in stored:
             xml, weights = stored[OV_XML_SUFFIX], stored[OV_BIN_SUFFIX]
-            return read_ir(xml, weights), {OV_XML_SUFFIX: xml, OV_BIN_SUFFIX: weights}
+            try:
+                return read_ir(xml, weights), {OV_XML_SUFFIX: xml, OV_BIN_SUFFIX: weights}
+            except (RuntimeError, UnicodeDecodeError) as exc:  # OpenVINO's parser on a damaged file
+                why = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+                raise YoloEdgeError(f"a stored OpenVINO IR unit is not readable ({why[:160]})") from None
         qdq = qdq_artifact(artifact)
         if qdq is None and v.precision == "int8" and v.quantizer == "qdq":
             qdq = quantize_int8(model, calib or [], recipe=f"openvino-{v.scheme}", exclude=v.kept)

@@ -6,24 +6,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
-from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
-from yolo_edge.backends import require_usable, resolve_device
 from yolo_edge.cli.common import add_device, add_imgsz, add_model, positive_int, print_json, table
 from yolo_edge.config import load_deploy_config
-from yolo_edge.data.synthetic import CLASS_NAMES
-from yolo_edge.deploy import plan_deployment
-from yolo_edge.export import export_model
-from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
+from yolo_edge.deploy import search_plan
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace
-from yolo_edge.plan.planner import plan_space
 from yolo_edge.progress import progress_bar
 from yolo_edge.report import SEARCH_HEADER, search_dict, search_plot, search_rows
 from yolo_edge.search import SearchResult
-from yolo_edge.split import split_model
 from yolo_edge.validate.verdict import Limits
 
 
@@ -56,27 +48,14 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_deploy_config(args.config)
     if args.calib_images:
         cfg = replace(cfg, calib_images=args.calib_images)
-    profile = resolve_device(args.device)
-    require_usable(profile)
     say = (lambda _m: None) if args.json else (lambda msg: print(f"  .. {msg}", file=sys.stderr))
-    with tempfile.TemporaryDirectory(prefix="yolo-edge-plan-") as tmp, ExitStack() as stack:
-        exported = export_model(args.model, imgsz=args.imgsz, out_dir=tmp)
-        search: SearchResult | None = None
-        if args.data is not None or exported.meta.names == CLASS_NAMES:
-            bar = progress_bar(not args.json)
-            found = plan_deployment(
-                exported, profile, cfg, args.data, args.calib, stack, say, bar, args.strict, args.class_map
-            )
-            plan, search, space = found.plan, found.search, found.space
-        else:
-            say("no --data: the candidates are not judged (pass --data with the model's own images to search them)")
-            n = cfg.calib_images + cfg.checks.precision.images
-            images = load_calibration(args.calib or default_calib_dir(), exported.meta.imgsz, n)
-            space, planner = plan_space(split_model(exported), profile, cfg, images, args.strict, say)
-            planner.close()
-            plan = space.candidates()[0]
-        if args.plot is not None and search is not None:
-            args.plot.write_bytes(search_plot(search, Limits(cfg.validate.max_drift, cfg.validate.sla_ms)))
+    found = search_plan(
+        args.model, args.device, args.imgsz, args.data, args.calib, cfg, args.strict, args.class_map, say,
+        progress_bar(not args.json),
+    )  # fmt: skip
+    plan, space, search = found.plan, found.space, found.search
+    if args.plot is not None and search is not None:
+        args.plot.write_bytes(search_plot(search, Limits(cfg.validate.max_drift, cfg.validate.sla_ms)))
     if args.json:
         doc = plan.to_dict()
         doc["search"] = None if search is None else search_dict(search)

@@ -12,28 +12,20 @@ output and frame age. ``--save`` writes annotated images, or an annotated .avi p
 from __future__ import annotations
 
 import argparse
-import collections
 import json
-import re
 import sys
-import tempfile
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import cv2
-import numpy as np
 
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import positive_float, warn_placement
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import atomic_write, check_can_write
+from yolo_edge.files import check_can_write
+from yolo_edge.pipeline.annotate import AnnotatedOutput, save_dirs
 from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner, summarize
-from yolo_edge.pipeline.media import video_fps
 from yolo_edge.pipeline.metrics import MetricsServer
-from yolo_edge.pipeline.postprocess import Detections
-from yolo_edge.pipeline.sources import DROP_POLICIES, Source, SourceOptions, parse_source
+from yolo_edge.pipeline.sources import DROP_POLICIES, SourceOptions, parse_source
 from yolo_edge.runtime import EventLog
 
 
@@ -71,80 +63,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def draw(image: np.ndarray, dets: Detections) -> np.ndarray:
-    out = image.copy()
-    for box, conf, name in zip(dets.xyxy, dets.confidence, dets.class_names):
-        x1, y1, x2, y2 = (int(round(v)) for v in box)
-        cv2.rectangle(out, (x1, y1), (x2, y2), (0, 255, 0), 1)
-        cv2.putText(
-            out, f"{name} {conf:.2f}", (x1, max(y1 - 3, 8)), cv2.FONT_HERSHEY_SIMPLEX, 0.35, (0, 255, 0), 1, cv2.LINE_AA
-        )
-    return out
-
-
-def _source_dir(src: Source) -> Path | None:
-    """The folder whose files ``src`` reads (None for a live source)."""
-    if src.live:
-        return None
-    path = Path(src.text).resolve()
-    return path if src.kind == "folder" else path.parent
-
-
-def save_dirs(save: Path, sources: list[Source]) -> list[Path]:
-    """Where each source's annotated output goes: ``save`` itself for one source, ``save/<source name>`` (a
-    file's stem, a folder's name; made unique) for several, so that two sources' ``img1.jpg`` or ``one.avi``
-    never overwrite each other. Refused before any work: ``save`` that is a file or cannot be written, and an
-    output folder that is a source's own folder (the annotated images would overwrite the originals). Nothing
-    is created yet."""
-    if save.exists() and not save.is_dir():
-        raise YoloEdgeError(f"--save {save} is a file; name a folder for the annotated output")
-    dirs: list[Path] = []
-    if len(sources) == 1:
-        dirs = [save]
-    else:
-        taken: set[str] = set()
-        for src in sources:
-            label = Path(src.text).stem if src.kind in ("image", "video") else src.label
-            stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_.") or "source"
-            name, k = stem, 2
-            while name in taken:
-                name, k = f"{stem}-{k}", k + 1
-            taken.add(name)
-            dirs.append(save / name)
-    for src in sources:
-        here = _source_dir(src)
-        for out in dirs:
-            if here is not None and out.resolve() == here:
-                raise YoloEdgeError(
-                    f"--save {save} would write the annotated frames into {here}, where the source {src.text} "
-                    "reads its files, over the originals; pick another folder"
-                )
-    existing = next(p for p in (save.absolute(), *save.absolute().parents) if p.exists())
-    try:
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as exc:
-        raise YoloEdgeError(
-            f"--save {save}: cannot write in {existing} ({exc.strerror}); pick another folder"
-        ) from None
-    return dirs
-
-
-FOURCC = {"avi": "MJPG", "mp4": "mp4v"}
-
-
 @dataclass
 class Sinks:
-    """What ``run`` does with each result: a JSON or text line on stdout, annotated files under ``save`` (videos
-    with a small FPS / latency overlay), a progress bar on a terminal."""
+    """What ``run`` does with each result: a JSON or text line on stdout, the annotated output (``--save``), a
+    progress bar on a terminal."""
 
-    sources: list[Source]
     json: bool
-    save: list[Path] | None  # per source (save_dirs), made at the first frame written
-    video_format: str = "avi"
+    output: AnnotatedOutput | None
     progress: bool = False
-    writers: dict[int, cv2.VideoWriter] = field(default_factory=dict)
-    recent: dict[int, collections.deque[float]] = field(default_factory=dict)
     bar: Any = None
 
     def __post_init__(self) -> None:
@@ -154,9 +80,8 @@ class Sinks:
             self.bar = tqdm(desc="frames", unit="frame", file=sys.stderr, leave=False, dynamic_ncols=True)
 
     def __call__(self, r: StreamResult) -> None:
-        self.recent.setdefault(r.stream, collections.deque(maxlen=30)).append(time.monotonic())
-        if self.save is not None:  # first: a printed line means the frame is in the video too
-            self._save(r, self.sources[r.stream].label)
+        if self.output is not None:  # first: a printed line means the frame is in the video too
+            self.output.write(r)
         if self.bar is not None:
             self.bar.update(1)
         if self.json:
@@ -178,47 +103,10 @@ class Sinks:
             summary = ", ".join(f"{n} {c:.2f}" for n, c in zip(d.class_names, d.confidence)) or "nothing"
             print(f"{r.name}: {len(d)} detections, ready {r.ready_ms:.1f} ms after capture: {summary}", flush=True)
 
-    def _save(self, r: StreamResult, tag: str) -> None:
-        """The annotated frame into its source's folder; a write that fails raises (the frame is then counted as
-        a ``sink_error`` drop and the run ends with exit 1), never a silent success."""
-        assert self.save is not None
-        src, folder = self.sources[r.stream], self.save[r.stream]
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise OSError(f"cannot create {folder} ({exc.strerror})") from None
-        if src.kind in ("image", "folder"):
-            path = folder / r.name
-            ok, data = cv2.imencode(path.suffix or ".jpg", draw(r.image, r.detections))
-            if not ok:
-                raise OSError(f"cannot encode {r.name} as {path.suffix}")
-            try:
-                atomic_write(path, data.tobytes())  # a failed write leaves no half image
-            except OSError as exc:
-                raise OSError(f"cannot write {path} ({exc.strerror})") from None
-            return
-        if r.stream not in self.writers:
-            stem = Path(src.text).stem if src.kind == "video" else re.sub(r"[^A-Za-z0-9_.-]+", "_", tag).strip("_")
-            fps = video_fps(Path(src.text)) if src.kind == "video" else 25.0
-            h, w = r.image.shape[:2]
-            path = folder / f"{stem}.{self.video_format}"
-            writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*FOURCC[self.video_format]), fps, (w, h))
-            if not writer.isOpened():
-                raise OSError(f"cannot write the video {path}")
-            self.writers[r.stream] = writer
-        image = draw(r.image, r.detections)
-        times = self.recent[r.stream]
-        rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
-        cv2.putText(
-            image, f"{rate:.1f} fps  {r.ready_ms:.0f} ms", (4, 12), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 255, 255), 1
-        )
-        self.writers[r.stream].write(image)
-
     def close(self) -> None:
         """Finalise the videos: they are playable after a normal end, Ctrl-C or SIGTERM alike."""
-        for writer in self.writers.values():
-            writer.release()
-        self.writers.clear()
+        if self.output is not None:
+            self.output.close()
         if self.bar is not None:
             self.bar.close()
 
@@ -267,7 +155,8 @@ def run(args: argparse.Namespace) -> int:
         emulate_latency=args.emulate_latency,
     )
     events = EventLog(args.events)
-    sinks = Sinks(sources, args.json, save, args.video_format, progress=not args.quiet)
+    output = AnnotatedOutput(sources, save, args.video_format) if save is not None else None
+    sinks = Sinks(args.json, output, progress=not args.quiet)
     with load_bundle(args.bundle).detector(events=events) as detector:
         warn_placement(detector.executor.placement_problems, "run")
         runner = StreamRunner(detector, sources, options)

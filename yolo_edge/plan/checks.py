@@ -1,4 +1,4 @@
-"""The four placement checks. Each returns a verdict, its numbers and a one-line reason.
+"""The four placement checks. Each returns a verdict, a one-line reason and what it measured (``plan.results``).
 
 1. op_support (compile time): the profile's op list with dtype/shape limits, or the runtime's own query.
 2. memory: peak live activations + weights vs the DRAM budget; non-tileable working sets vs SRAM.
@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 import numpy as np
 import onnx
@@ -34,24 +34,9 @@ from yolo_edge.config import PRECISION_BYTES, DeployConfig, DeviceProfile, Preci
 from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
 from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
 from yolo_edge.graph import GraphInfo
+from yolo_edge.plan.results import CheckResult, LatencyKind, Memory, OpSupport, Performance, Precision, skipped
 
-Number = float | int | str | bool | None
 SENSITIVE_OPS = {"Softmax", "Exp", "Log", "LogSoftmax"}
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    name: str
-    passed: bool | None  # None: not evaluated (the reason says why)
-    reason: str
-    numbers: dict[str, Number] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, object]:
-        return {"passed": self.passed, "reason": self.reason, **self.numbers}
-
-
-def skipped(name: str, why: str) -> CheckResult:
-    return CheckResult(name, None, f"not evaluated: {why}")
 
 
 @dataclass
@@ -94,7 +79,7 @@ class Checker:
         self.npu = npu
         self.cpu = cpu_backend()
         self._compiled: dict[tuple[str, Variant], Executable] = {}
-        self._cpu_s: dict[str, tuple[float, str]] = {}
+        self._cpu_s: dict[str, tuple[float, LatencyKind]] = {}
         self._npu_s: dict[tuple[str, Variant], float] = {}  # measured once: ordering the variants and the check agree
         self._queried: dict[str, OpQuery | None] = {}
         self._ranked: dict[tuple[str, Variant], list[LayerError]] = {}
@@ -120,18 +105,18 @@ class Checker:
             return listed_op_support(cand.info, self.profile)
         answer = self._query(cand)
         if answer is None:
-            return CheckResult("op_support", True, f"{self.npu.name} has no query; assumed supported", {"mode": mode})
+            return CheckResult("op_support", True, f"{self.npu.name} has no query; assumed supported", OpSupport(mode))
         missing, n_ops = answer.refused, answer.ops
-        numbers: dict[str, Number] = {"mode": mode, "ops": n_ops, "unsupported": len(missing)}
+        measured = OpSupport(mode, n_ops, len(missing))
         if missing:
             return CheckResult(
                 "op_support",
                 False,
                 f"{len(missing)} of {n_ops} ops unsupported by {self.profile.name} (first: {missing[0]})",
-                numbers,
+                measured,
             )
         via = f"{self.profile.runtime} {answer.via}"
-        return CheckResult("op_support", True, f"all {n_ops} ops supported ({via})", numbers)
+        return CheckResult("op_support", True, f"all {n_ops} ops supported ({via})", measured)
 
     # -- 2. memory
     def memory(self, cand: Candidate, precision: str) -> CheckResult:
@@ -163,7 +148,7 @@ class Checker:
             exe = self.compile(cand, variant)
         except NpuCompileError as exc:
             return CheckResult(
-                "precision", False, f"cannot compile at {variant.label}: {exc}", {"precision": variant.precision}
+                "precision", False, f"cannot compile at {variant.label}: {exc}", Precision(variant.precision)
             )
         outputs = [exe.run(feeds) for feeds in cand.feeds_eval]
         result = judge(self.cfg.checks.precision, cand, variant, outputs)
@@ -172,11 +157,13 @@ class Checker:
         worst = ", ".join(f"{r.layer} ({r.op}) cos {r.cosine:.4f}" for r in self.ranked_layers(cand, variant)[:3])
         if not worst:
             return result
+        measured = result.measured
+        assert isinstance(measured, Precision)
         return CheckResult(
             result.name,
             result.passed,
             f"{result.reason}; worst layers by {self.profile.runtime}'s per-layer error: {worst}",
-            {**result.numbers, "worst_layers": worst},
+            replace(measured, worst_layers=worst),
         )
 
     # -- 4. performance
@@ -206,7 +193,7 @@ class Checker:
         except NpuCompileError:
             return False
 
-    def cpu_s(self, cand: Candidate) -> tuple[float, str]:
+    def cpu_s(self, cand: Candidate) -> tuple[float, LatencyKind]:
         """CPU FP32 seconds of ``cand`` (modelled on the profile's board CPU, or measured here); cached."""
         if cand.name not in self._cpu_s:
             if self.profile.latency == "modelled":
@@ -216,7 +203,7 @@ class Checker:
                 self.time_together(cand, ())
         return self._cpu_s[cand.name]
 
-    def times(self, cand: Candidate, variant: Variant) -> tuple[float, float, str]:
+    def times(self, cand: Candidate, variant: Variant) -> tuple[float, float, LatencyKind]:
         """(NPU seconds, CPU seconds, 'measured'|'modelled') for ``cand`` at ``variant``."""
         cpu_s, kind = self.cpu_s(cand)
         if kind == "modelled":
@@ -245,20 +232,13 @@ class Checker:
             return CheckResult("performance", False, f"cannot compile at {variant.label}: {exc}")
         xfer = self.transfer_s(cand, variant.precision)
         ratio = (npu_s + xfer) / cpu_s if cpu_s > 0 else float("inf")
-        numbers: dict[str, Number] = {
-            "npu_ms": round(npu_s * 1e3, 3),
-            "transfer_ms": round(xfer * 1e3, 3),
-            "cpu_ms": round(cpu_s * 1e3, 3),
-            "ratio": round(ratio, 3),
-            "max_ratio": limit,
-            "latency_kind": kind,
-        }
+        measured = Performance(npu_s * 1e3, xfer * 1e3, cpu_s * 1e3, ratio, limit, kind)
         verdict = (
             f"NPU {npu_s * 1e3:.2f} + transfers {xfer * 1e3:.2f} ms vs CPU {cpu_s * 1e3:.2f} ms ({kind}): {ratio:.2f}x"
         )
         if ratio > limit:
-            return CheckResult("performance", False, f"{verdict} > {limit}x", numbers)
-        return CheckResult("performance", True, f"{verdict} <= {limit}x", numbers)
+            return CheckResult("performance", False, f"{verdict} > {limit}x", measured)
+        return CheckResult("performance", True, f"{verdict} <= {limit}x", measured)
 
     def run_all(self, cand: Candidate, variant: Variant) -> dict[str, CheckResult]:
         """Run the checks in the configured order, stopping at the first failure (the rest: not evaluated)."""
@@ -297,18 +277,18 @@ class Fidelity:
 def memory_check(profile: DeviceProfile, info: GraphInfo, precision: str) -> CheckResult:
     """2. Peak live activations + weights at ``precision`` vs the DRAM budget; untiled working sets vs SRAM."""
     use = memory_use(info, precision)
-    numbers: dict[str, Number] = {
-        "peak_activation_bytes": use.peak_activation_bytes,
-        "weight_bytes": use.weight_bytes,
-        "required_bytes": use.dram_bytes,
-        "budget_bytes": int(profile.memory_mb * 2**20),
-        "largest_untiled_bytes": use.largest_untiled_bytes,
-        "largest_untiled_node": use.largest_untiled_node or None,
-        "sram_bytes": int(profile.sram_kb * 1024) if profile.sram_kb is not None else None,
-    }
+    measured = Memory(
+        use.peak_activation_bytes,
+        use.weight_bytes,
+        use.dram_bytes,
+        int(profile.memory_mb * 2**20),
+        use.largest_untiled_bytes,
+        use.largest_untiled_node or None,
+        int(profile.sram_kb * 1024) if profile.sram_kb is not None else None,
+    )
     why = memory_violation(use, profile)
     if why:
-        return CheckResult("memory", False, why, numbers)
+        return CheckResult("memory", False, why, measured)
     return CheckResult(
         "memory",
         True,
@@ -320,7 +300,7 @@ def memory_check(profile: DeviceProfile, info: GraphInfo, precision: str) -> Che
             if profile.sram_kb
             else ""
         ),
-        numbers,
+        measured,
     )
 
 
@@ -329,21 +309,16 @@ def listed_op_support(info: GraphInfo, profile: DeviceProfile) -> CheckResult:
     mode = profile.op_support.mode
     bad = unsupported_ops(info, profile)
     n_ops = sum(1 for n in info.nodes if n.op_type != "Constant")
-    numbers: dict[str, Number] = {
-        "mode": mode,
-        "ops": n_ops,
-        "unsupported": len(bad),
-        "unsupported_ops": ", ".join(sorted({f"{b.op_type}" for b in bad})) or None,
-    }
+    measured = OpSupport(mode, n_ops, len(bad), ", ".join(sorted({f"{b.op_type}" for b in bad})) or None)
     if bad:
         return CheckResult(
-            "op_support", False, f"{len(bad)} of {n_ops} ops unsupported: {bad[0].node}: {bad[0].reason}", numbers
+            "op_support", False, f"{len(bad)} of {n_ops} ops unsupported: {bad[0].node}: {bad[0].reason}", measured
         )
     return CheckResult(
         "op_support",
         True,
         f"all {n_ops} ops in {profile.name}'s op list" if mode == "list" else "all ops supported",
-        numbers,
+        measured,
     )
 
 
@@ -408,22 +383,22 @@ def judge(
     if cand.final_output and precision != "fp32":
         sensitive.append("box/score concat (output0)")
     f = fidelity(cand, outputs)
-    numbers: dict[str, Number] = {
-        "precision": precision,
-        "variant": label,
-        "images": len(outputs),
-        "box_cosine": round(f.box_cosine, 5),
-        "score_cosine": round(f.score_cosine, 5),
-        "score_max_error": round(f.score_max_error, 4),
-        "local_min_cosine": round(f.local_min_cosine, 5),
-        "local_worst_tensor": f.local_worst_tensor or None,
-        "max_abs_error": round(f.max_abs_error, 5),
-        "nan_inf": f.nan_inf,
-        "sensitive_ops": ", ".join(sensitive) or None,
-        "threshold_cosine": pc.min_cosine,
-        "threshold_score_error": pc.max_score_error,
-        "threshold_local_cosine": pc.local_min_cosine,
-    }
+    measured = Precision(
+        precision,
+        label,
+        len(outputs),
+        f.box_cosine,
+        f.score_cosine,
+        f.score_max_error,
+        f.local_min_cosine,
+        f.local_worst_tensor or None,
+        f.max_abs_error,
+        f.nan_inf,
+        ", ".join(sensitive) or None,
+        pc.min_cosine,
+        pc.max_score_error,
+        pc.local_min_cosine,
+    )
     worst = min(f.box_cosine, f.score_cosine)
     problems = [f"{f.nan_inf} NaN/Inf values"] if f.nan_inf else []
     if worst < pc.min_cosine:
@@ -439,12 +414,12 @@ def judge(
     warning = f"; warning: own output {f.local_worst_tensor} at cosine {f.local_min_cosine:.4f} < {pc.local_min_cosine}"
     warning = warning if warn else ""
     if problems:
-        return CheckResult("precision", False, f"{what}{label}: " + "; ".join(problems) + warning, numbers)
+        return CheckResult("precision", False, f"{what}{label}: " + "; ".join(problems) + warning, measured)
     passed = (
         f"{what}{label}: detector output cosine boxes {f.box_cosine:.4f}, class scores {f.score_cosine:.4f} "
         f">= {pc.min_cosine}, score error {f.score_max_error:.3f}, no NaN/Inf{warning}"
     )
-    return CheckResult("precision", True, passed, numbers)
+    return CheckResult("precision", True, passed, measured)
 
 
 def first_failure(results: dict[str, CheckResult]) -> str | None:

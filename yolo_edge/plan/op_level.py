@@ -21,7 +21,8 @@ from yolo_edge.config import PRECISION_BYTES, Variant
 from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
 from yolo_edge.devices.limits import memory_use, memory_violation
 from yolo_edge.graph import GraphInfo
-from yolo_edge.plan.checks import Candidate, Checker, CheckResult, judge
+from yolo_edge.plan.checks import Candidate, Checker, judge
+from yolo_edge.plan.results import CheckResult, Performance
 from yolo_edge.split import Piece, cut
 
 
@@ -79,15 +80,15 @@ def op_level_search(checker: Checker, cand: Candidate, variant: Variant, cpu_ms:
         total_ms < cpu_ms and total_ms <= limit * cpu_ms,
         f"op level: NPU {npu_s * 1e3:.2f} + CPU {cpu_s * 1e3:.2f} + {len(pieces) - 1} transfers {xfer_s * 1e3:.2f} ms "
         f"= {total_ms:.2f} ms vs all-CPU {cpu_ms:.2f} ms (modelled)",
-        {
-            "npu_ms": round(npu_s * 1e3, 3),
-            "cpu_part_ms": round(cpu_s * 1e3, 3),
-            "transfer_ms": round(xfer_s * 1e3, 3),
-            "total_ms": round(total_ms, 3),
-            "cpu_ms": round(cpu_ms, 3),
-            "pieces": len(pieces),
-            "latency_kind": "modelled",
-        },
+        Performance(
+            npu_ms=npu_s * 1e3,
+            transfer_ms=xfer_s * 1e3,
+            cpu_ms=cpu_ms,
+            latency_kind="modelled",
+            cpu_part_ms=cpu_s * 1e3,
+            total_ms=total_ms,
+            pieces=len(pieces),
+        ),
     )
     checks = {"precision": _precision(checker, cand, pieces, devices, variant), "performance": perf}
     return OpLevelResult(checks, total_ms, tuple(sorted(bad)))

@@ -27,7 +27,7 @@ from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Executable, run_chain
 from yolo_edge.config import PRECISION_BYTES, Link, Variant
 from yolo_edge.devices.cost import transfer_time
-from yolo_edge.plan.checks import CheckResult
+from yolo_edge.plan.results import CheckResult, Memory
 from yolo_edge.split import SplitModel
 
 FP32 = Variant("fp32")
@@ -124,7 +124,7 @@ class WholeGraphVerdict:
     def required_bytes(self) -> int:
         """Device memory the whole graph needs (0 when the memory check did not run)."""
         mem = self.checks.get("memory")
-        return int(mem.numbers.get("required_bytes") or 0) if mem else 0
+        return mem.measured.required_bytes if mem is not None and isinstance(mem.measured, Memory) else 0
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -145,10 +145,7 @@ NOT_EVALUATED = WholeGraphVerdict(None, None, None, "not evaluated", {})
 
 
 def _checks(d: dict[str, Any]) -> dict[str, CheckResult]:
-    return {
-        k: CheckResult(k, c["passed"], c["reason"], {n: v for n, v in c.items() if n not in ("passed", "reason")})
-        for k, c in d.items()
-    }
+    return {k: CheckResult.from_dict(k, c) for k, c in d.items()}
 
 
 @dataclass(frozen=True)

@@ -32,18 +32,10 @@ from yolo_edge.backends.base import Backend, LayerError, NpuCompileError
 from yolo_edge.config import CHECKS, DeployConfig, DeviceProfile, Variant
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.graph import GraphInfo
-from yolo_edge.plan.checks import (
-    SENSITIVE_OPS,
-    Candidate,
-    Checker,
-    CheckResult,
-    all_int8_variants,
-    first_failure,
-    int8_variants,
-    skipped,
-)
+from yolo_edge.plan.checks import SENSITIVE_OPS, Candidate, Checker, all_int8_variants, first_failure, int8_variants
 from yolo_edge.plan.op_level import op_level_search
 from yolo_edge.plan.placement import FP32, PlacementPlan, PlanSpace, SubgraphPlan, WholeGraphVerdict, boundary_tensors
+from yolo_edge.plan.results import CheckResult, Performance, Precision, skipped
 from yolo_edge.split import SplitModel
 
 Log = Callable[[str], None]
@@ -71,7 +63,7 @@ def _placed_by_rule(
             "precision",
             False,
             f"{primary}: precision-sensitive ops {', '.join(sensitive)} and output0 at low precision",
-            {"precision": primary},
+            Precision(primary),
         )
         if cand.name == "decode"
         else skipped("precision", "placed by rule")
@@ -237,7 +229,8 @@ class Planner:
     def _accelerated(
         self, cand: Candidate, variant: Variant, results: dict[str, CheckResult], why: str, cpu_ms: float, kind: str
     ) -> SubgraphPlan:
-        npu_ms = float(results["performance"].numbers["npu_ms"] or 0.0)
+        perf = results["performance"].measured
+        npu_ms = perf.npu_ms if isinstance(perf, Performance) and perf.npu_ms is not None else 0.0
         return SubgraphPlan(cand.name, "npu", variant, "subgraph", why, results, npu_ms, cpu_ms, kind)
 
     def mixed(
