@@ -14,7 +14,7 @@ ratios. Goal: at most 1.3x the floor. What yolo-edge does on top of the floor is
 accelerator unit (its fallback), the hysteresis' CPU estimate and the accelerator's warm-up (3 calls), the
 letterbox and NMS; what it no longer does: re-split the model, re-run FP32 calibration, re-quantize.
 
-    YOLO_OFFLINE=1 python benchmarks/load_time.py [--rounds 5] [--bundle PATH ...]
+    YOLO_OFFLINE=1 python benchmarks/load_time.py [--rounds 7] [--bundle PATH ...] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -105,23 +105,25 @@ def deploy_defaults(tmp: Path) -> list[Path]:
     from yolo_edge.pipeline.preprocess import default_calib_dir
 
     images = tmp / "images"  # agreement data for the second model: images the calibration does not use
-    images.mkdir()
+    images.mkdir(exist_ok=True)
     for p in sorted(default_calib_dir().glob("*.jpg"))[40:]:
         (images / p.name).write_bytes(p.read_bytes())
     second = HERE.parent / "tests" / "data" / "coins_sparks_yolov8n.pt"
     made = []
-    for name, kwargs in (
+    for name, kwargs in (  # deployed once into ``tmp`` (kept there with --keep)
         ("demo-cpu", {"device": "cpu"}),
         ("demo-host-lowp", {"device": "host-lowp"}),
         ("second-640-host-lowp", {"device": "host-lowp", "model": second, "imgsz": 640, "data": images}),
     ):
-        made.append(deploy(out=tmp / name, quiet=True, **kwargs).bundle)  # type: ignore[arg-type]
+        out = tmp / name
+        made.append(out if (out / "units.json").is_file() else deploy(out=out, quiet=True, **kwargs).bundle)  # type: ignore[arg-type]
     return made
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--keep", type=Path, default=None, help="deploy the default bundles here and keep them")
     parser.add_argument("--bundle", nargs="*", type=Path, help="bundles to measure (default: deploy three)")
     parser.add_argument("--child", nargs=2, metavar=("MODE", "BUNDLE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -132,7 +134,9 @@ def main() -> None:
 
     print(f"host_cpu: {cpu_name()}")
     with tempfile.TemporaryDirectory(prefix="yolo-edge-load-") as tmp:
-        bundles = args.bundle or deploy_defaults(Path(tmp))
+        where = args.keep or Path(tmp)
+        where.mkdir(parents=True, exist_ok=True)
+        bundles = args.bundle or deploy_defaults(where)
         print("| bundle | deployed | units | yolo-edge s | floor s | ratio | goal <= 1.3x |")
         print("|---|---|---|---|---|---|---|")
         for bundle in bundles:

@@ -30,9 +30,9 @@ def test_missing_execution_provider_is_an_error_not_a_silent_cpu_run() -> None:
 def test_unknown_runtime_lists_valid_names() -> None:
     profile = load_profile("cpu")
     object.__setattr__(profile, "runtime", "tflite")  # bypass the profile's own validation to reach the registry
-    with pytest.raises(YoloEdgeError, match="unknown runtime 'tflite'; valid: onnxruntime, openvino, rknn"):
+    with pytest.raises(YoloEdgeError, match="unknown runtime 'tflite'; valid: onnxruntime, openvino, rknn, qnn"):
         runtime_backend(profile)
-    assert set(RUNTIMES) == {"onnxruntime", "openvino", "rknn"}
+    assert set(RUNTIMES) == {"onnxruntime", "openvino", "rknn", "qnn"}
 
 
 FEED_ERRORS = [
@@ -99,7 +99,7 @@ def test_openvino_recipe_lets_openvino_fuse_silu_and_requantize_into_each_conv(
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in s8.graph.initializer}
     zero_points = [inits[n.input[2]] for n in s8.graph.node if n.op_type == "QuantizeLinear"]
     assert zero_points and all(z.dtype == np.int8 and not z.any() for z in zero_points)  # symmetric int8 activations
-    with pytest.raises(YoloEdgeError, match="int8_activations must be one of u8, s8, auto"):
+    with pytest.raises(YoloEdgeError, match="int8_activations must be one of u8, s8, w8a8, w8a16, auto"):
         replace(load_profile("host-lowp").runtime_options, int8_activations="i4")
 
 

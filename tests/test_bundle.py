@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -14,26 +15,21 @@ import cv2
 import numpy as np
 import pytest
 
+from tests.conftest import plan_bundle
 from yolo_edge import bundle as bundle_module
-from yolo_edge.build import build_units, plan_units, unit_sample
 from yolo_edge.bundle import (
     FORMAT,
     Bundle,
-    BundleMeta,
-    DataRecord,
-    bundle_files,
     check_writable,
     is_bundle,
     load_bundle,
     write_bundle,
 )
-from yolo_edge.config import DeployConfig, load_profile
+from yolo_edge.config import DeployConfig
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.preprocess import default_calib_dir
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.runtime import EventLog
 from yolo_edge.split import SplitModel
-from yolo_edge.version import __version__
 
 
 def test_bundle_write_is_atomic(tmp_path: Path) -> None:
@@ -95,24 +91,6 @@ def test_another_format_is_a_one_line_error_naming_it(tmp_path: Path) -> None:
         load_bundle(tmp_path / "b")
 
 
-def _hand_bundle(out: Path, split: SplitModel, plan: PlacementPlan, tensors: list, cfg: DeployConfig) -> Path:  # type: ignore[type-arg]
-    """``plan`` (no proof run) built and written as a bundle, as deploy writes one: its units' compiled files, their
-    FP32 graphs, the boundary sample and the calibration images it was built with."""
-    profile = load_profile(plan.device)
-    calib_files = sorted(default_calib_dir().glob("*.jpg"))[: cfg.calib_images]
-    events = EventLog()
-    units = build_units(split, plan, profile, tensors[: cfg.calib_images], events)
-    planned = plan_units(split, plan)
-    data = DataRecord("demo", "labels", None)
-    names = tuple(p.name for p in calib_files)
-    meta = BundleMeta(__version__, split.exported.meta, profile.name, "split", data, 100.0, True, names)
-    sample = unit_sample(planned, tensors[0])
-    files = bundle_files(
-        split.exported, split, plan, profile, cfg, calib_files, planned, sample, units, meta, {}, "", {}, events
-    )
-    return write_bundle(out, files)
-
-
 def test_loading_a_bundle_compiles_only_the_units_it_does_not_store(
     tmp_path: Path,
     demo_split: SplitModel,
@@ -125,7 +103,7 @@ def test_loading_a_bundle_compiles_only_the_units_it_does_not_store(
     from yolo_edge.backends import nncf_int8, onnxruntime, openvino
 
     plan = PlacementPlan.manual(demo_split, {"backbone": "int8", "neck": "int8"}, "host-lowp")
-    path = _hand_bundle(tmp_path / "bundle", demo_split, plan, tensors, fast_cfg)
+    path = plan_bundle(tmp_path / "bundle", demo_split, plan, tensors, fast_cfg)
     calls: Counter[str] = Counter()
 
     def counted(name: str, fn: Callable[..., object]) -> Callable[..., object]:
@@ -148,6 +126,10 @@ def test_loading_a_bundle_compiles_only_the_units_it_does_not_store(
         stored_dets, _ = detector.detect(image)
         unit = detector.executor.units[0]
         assert unit.npu is not None and unit.npu.variant.quantizer == "nncf"
+        assert unit.cpu.precision == "fp32"  # its CPU twin (compiled off the path to the first frame)
+        deadline = time.monotonic() + 60
+        while unit.cpu_estimate_s is None and time.monotonic() < deadline:  # timed on the same background thread
+            time.sleep(0.05)
         assert unit.cpu_estimate_s is not None  # a measured accelerator: the hysteresis has its CPU estimate
     assert calls == Counter()
 
@@ -171,12 +153,12 @@ def test_a_stored_int8_graph_that_does_not_parse_is_a_one_line_error(
     """A stored unit that cannot be read any more (NNCF's OpenVINO IR; onnxruntime's QDQ graph) is refused in one
     line when the unit is compiled, not a crash in the runtime."""
     plan = PlacementPlan.manual(demo_split, {"backbone": "int8"}, "host-lowp")
-    path = _hand_bundle(tmp_path / "bundle", demo_split, plan, tensors, fast_cfg)
+    path = plan_bundle(tmp_path / "bundle", demo_split, plan, tensors, fast_cfg)
     (path / "units" / "backbone.ov.xml").write_bytes(b"<net>not an IR")
     with pytest.raises(YoloEdgeError, match="a stored OpenVINO IR unit is not readable"):
         load_bundle(path).detector()
     plan = PlacementPlan.manual(demo_split, {"backbone": "int8"}, "rk3588-approx")
-    path = _hand_bundle(tmp_path / "sim", demo_split, plan, tensors, fast_cfg)
+    path = plan_bundle(tmp_path / "sim", demo_split, plan, tensors, fast_cfg)
     (path / "units" / "backbone.int8.onnx").write_bytes(b"\x00not onnx")
     with pytest.raises(YoloEdgeError, match="a stored INT8 unit is not a readable ONNX graph"):
         load_bundle(path).detector()

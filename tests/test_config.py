@@ -40,7 +40,7 @@ PROFILE_ERRORS = [
     ({"memory_mb": "lots"}, "memory_mb: expected a number"),
     ({"precisions": "int8"}, "precisions: expected a list"),
     ({"precisions": ["int4"]}, "precisions must be a non-empty list"),
-    ({"runtime": "tflite"}, "runtime must be one of onnxruntime, openvino, rknn"),
+    ({"runtime": "tflite"}, "runtime must be one of onnxruntime, openvino, rknn, qnn"),
     ({"latency": "guessed"}, "latency must be measured or modelled"),
     ({"link": {"gbps": 1}}, "link: missing key 'latency_us'"),
     ({"op_support": {"mode": "some"}}, "op_support.mode must be all, list or query"),

@@ -12,6 +12,7 @@ frame's boundary tensors, every unit's inputs: the warm-up and the CPU estimate 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Literal, overload
 
@@ -27,6 +28,7 @@ from yolo_edge.backends.base import (
     Executable,
     NpuCompileError,
     NpuOutOfMemory,
+    io_infos,
 )
 from yolo_edge.config import DeviceProfile, Variant
 from yolo_edge.graph import SUBGRAPHS
@@ -36,6 +38,7 @@ from yolo_edge.runtime import EventLog, Trigger, Unit, median_run_s
 from yolo_edge.split import SplitModel, cut
 
 Device = Literal["npu", "cpu"]
+Twin = Executable | Future[Executable]  # a CPU twin, or one being compiled
 Tensors = dict[str, np.ndarray]
 # One untimed call before frames count: an accelerator's first call allocates and tunes. The hysteresis needs 5
 # slow frames in a row and times the CPU again before it moves a unit, so the CPU estimate is a prior: one call
@@ -145,10 +148,10 @@ class UnitFeeds:
     def __init__(self, source: Sequence[Tensors] | Callable[[], Sequence[Tensors]]) -> None:
         self._source = source
         self._tensors: list[Tensors] | None = None
-        self._twins: list[Executable] = []
+        self._twins: list[Twin] = []
         self._ran = 0  # twins whose outputs are in the tensors
 
-    def add(self, twin: Executable) -> CalibSet:
+    def add(self, twin: Twin) -> CalibSet:
         """Register the next unit's CPU twin; its calibration feeds, made when first read."""
         self._twins.append(twin)
         k = len(self._twins)
@@ -159,9 +162,9 @@ class UnitFeeds:
             source = self._source() if callable(self._source) else self._source
             self._tensors = [dict(t) for t in source]
         for twin in self._twins[self._ran : k]:
-            _grow(twin, self._tensors)
+            _grow(_ready(twin), self._tensors)
         self._ran = max(self._ran, k)
-        names = [t.name for t in self._twins[k - 1].inputs]
+        names = [t.name for t in _ready(self._twins[k - 1]).inputs]
         return [{n: t[n] for n in names} for t in self._tensors]
 
 
@@ -193,27 +196,38 @@ def compile_units(
     subgraph: Callable[[str], onnx.ModelProto],
     artifacts: Mapping[str, Artifact] | None = None,
     estimate_cpu: bool = True,
+    defer_twins: bool = False,
 ) -> list[Unit]:
     """Compile ``planned``: each unit's FP32 CPU twin, and an accelerator unit on ``npu`` at its variant (its
     stored ``artifacts`` run as they are where the backend can; else it calibrates on ``calib``). A unit the
     compiler refuses runs on the CPU (an event); a fused unit it refuses is first tried again as its separate
     subgraphs (``subgraph(name)``: the FP32 graph). ``sample`` (grown with the pieces' intermediate tensors) warms
-    each accelerator executable up and times its CPU twin, the hysteresis' estimate (``estimate_cpu``)."""
+    each accelerator executable up and times its CPU twin, the hysteresis' estimate (``estimate_cpu``).
+
+    ``defer_twins``: an accelerator unit's CPU twin (its fallback) is compiled and timed on a background thread,
+    off the path to the first frame (a loaded bundle: a service's restart)."""
     cpu = cpu_backend()
     units: list[Unit] = []
-    twins: list[Executable] = []  # every unit's so far, in order: what the sample grows through
+    background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="twin") if defer_twins else None
+    twins: list[Twin] = []  # every unit's so far, in order: what the sample grows through
 
     def add(unit: UnitPlan) -> None:
         own: Artifact = {FP32_SUFFIX: unit.stored} if unit.stored else {}
-        twin = cpu.compile(unit.model, "fp32", None, own)
+        if background is not None and unit.device == "npu":
+            twin: Twin = background.submit(cpu.compile, unit.model, "fp32", None, own)
+        else:
+            twin = cpu.compile(unit.model, "fp32", None, own)
         feeds = calib.add(twin)
-        if any(t.name not in sample for t in twin.inputs):  # a piece's input: run what precedes it on the sample
+        names = [t.name for t in io_infos(unit.model)[0]]
+        if any(n not in sample for n in names):  # a piece's input: run what precedes it on the sample
             for earlier in twins:
-                _grow(earlier, [sample])
+                _grow(_ready(earlier), [sample])
         twins.append(twin)
-        ins = {t.name: sample[t.name] for t in twin.inputs}
+        ins = {n: sample[n] for n in names}
         npu_exe: Executable | None = None
-        if unit.device == "npu" and npu is not None:
+        if unit.device == "npu" and npu is not None and npu.is_reference(unit.variant):
+            npu_exe = twin = _ready(twin)  # the accelerator is the reference itself: one session, not two
+        elif unit.device == "npu" and npu is not None:
             try:
                 stored = {**own, **(artifacts or {}).get(unit.name, {})}
                 npu_exe = npu.compile(unit.model, unit.variant, feeds, stored)
@@ -226,14 +240,42 @@ def compile_units(
                     return
                 trigger: Trigger = "memory" if isinstance(exc, NpuOutOfMemory) else "unsupported_op"
                 events.add(-1, unit.name, trigger, "compile_on_cpu", str(exc))
-        modelled = npu_exe.modelled_s if npu_exe is not None else None
-        measured = npu_exe is not None and modelled is None  # a modelled accelerator is never judged slow
-        estimate = median_run_s(twin, ins, ESTIMATE_RUNS) if measured and estimate_cpu else None
-        units.append(Unit(unit.name, unit.subgraphs, twin, npu_exe, estimate, modelled))
+        units.append(_unit(unit, twin, npu_exe, ins, background, estimate_cpu))
 
     for unit in planned:
         add(unit)
+    if background is not None:
+        background.shutdown(wait=False)  # its thread ends when the estimates are in
     return units
+
+
+def _unit(
+    unit: UnitPlan,
+    twin: Twin,
+    npu: Executable | None,
+    feeds: Tensors,
+    background: ThreadPoolExecutor | None,
+    estimate: bool,
+) -> Unit:
+    """The compiled unit, its CPU estimate measured where a measured accelerator will be judged against it (on the
+    ``background`` thread, after its twin, if there is one)."""
+    modelled = npu.modelled_s if npu is not None else None
+    measured = npu is not None and npu is not twin and modelled is None  # a modelled one is never judged slow
+    built = Unit(unit.name, unit.subgraphs, twin if npu is not None else _ready(twin), npu, None, modelled)
+    if measured and estimate and background is not None:
+        background.submit(_estimate, built, feeds)
+    elif measured and estimate:
+        _estimate(built, feeds)
+    return built
+
+
+def _ready(twin: Twin) -> Executable:
+    return twin.result() if isinstance(twin, Future) else twin
+
+
+def _estimate(unit: Unit, feeds: Tensors) -> None:
+    """Time ``unit``'s CPU twin on ``feeds``: the hysteresis judges against it from then on."""
+    unit.cpu_estimate_s = median_run_s(unit.cpu, feeds, ESTIMATE_RUNS)
 
 
 def build_units(

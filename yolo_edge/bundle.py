@@ -406,6 +406,7 @@ class Bundle:
             self._subgraph,
             read_unit_artifacts(self.path / "units"),
             estimate_cpu=self.profile.kind != "cpu",
+            defer_twins=True,
         )
         executor = SplitExecutor(units, self.config.runtime, self.profile, events, owns=stack)
         built = {u.name: u for u in units}

@@ -30,12 +30,14 @@ PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 PRECISION_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 CHECKS = ("op_support", "memory", "precision", "performance")
 INT8_SCHEMES = ("u8", "s8")  # INT8 activations: uint8 asymmetric, int8 symmetric (zero point 0)
-INT8_SCHEME_CHOICES = (*INT8_SCHEMES, "auto")
+INT8_SCHEME_CHOICES = (*INT8_SCHEMES, "w8a8", "w8a16", "auto")  # w8a8, w8a16: Qualcomm's (the qnn runtime)
 # INT8 quantizers: NNCF (OpenVINO's own, ``nncf.quantize``), onnxruntime's ``quantize_static`` (QDQ), Rockchip's
-QUANTIZERS = ("nncf", "qdq", "rknn")
+QUANTIZERS = ("nncf", "qdq", "rknn", "qnn")
 QUANTIZER_CHOICES = ("nncf", "qdq", "auto")  # an OpenVINO profile's runtime_options.int8_quantizer
 CORE_MASKS = ("auto", "0", "1", "2", "0_1", "0_1_2", "all")
-RUNTIMES = ("onnxruntime", "openvino", "rknn")
+RUNTIMES = ("onnxruntime", "openvino", "rknn", "qnn")
+# INT8 schemes whose activations are wider than a byte (Qualcomm's w8a16: uint8 weights, uint16 activations)
+ACTIVATION_BYTES = {"w8a16": 2}
 
 T = TypeVar("T")
 
@@ -272,6 +274,8 @@ class RuntimeOptions:
     # and the verdict decide, at twice the planning time; benchmarks/quantizers.py compares them)
     int8_quantizer: str = "auto"
     target: str = ""  # rknn: the chip the compiler builds for (target_platform), e.g. rk3588
+    htp_arch: str = ""  # qnn: the Hexagon NPU's architecture, as the QNN EP's htp_arch option names it (68, 73)
+    vtcm_mb: Annotated[int, Range(0)] = 0  # qnn: its VTCM (the NPU's tightly coupled memory), in MB
     # rknn on the board, with npu_cores 1: the cores the one context runs on (RKNNLite.NPU_CORE_<mask>); with
     # several npu_cores, a stream has one context pinned to each core instead
     core_mask: str = "auto"

@@ -18,11 +18,10 @@ import hashlib
 import io
 import json
 import logging
-import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ import onnx
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import atomic_write
 from yolo_edge.graph import DetectLayout, GraphInfo, yolov8_layout
+from yolo_edge.native import native_output
 from yolo_edge.rewrite import apply_rewrites
 
 ImgSize = tuple[int, int]  # (height, width)
@@ -236,7 +236,7 @@ def _ultralytics_export(source: str, shown: str, imgsz: ImgSize, opset: int, wor
     try:
         for handler, _ in streams:
             handler.setStream(said)
-        with contextlib.chdir(workdir), contextlib.redirect_stdout(said), _native_output() as native:
+        with contextlib.chdir(workdir), contextlib.redirect_stdout(said), native_output() as native:
             out = yolo.export(format="onnx", imgsz=list(imgsz), opset=opset, simplify=True, dynamic=False, batch=1)
         sys.stderr.write(said.getvalue() + native.read().decode(errors="replace"))  # its warnings, on stderr
     except OSError:
@@ -253,28 +253,6 @@ def _ultralytics_export(source: str, shown: str, imgsz: ImgSize, opset: int, wor
         for handler, stream in streams:
             handler.setStream(stream)
     return Path(workdir, out)
-
-
-@contextlib.contextmanager
-def _native_output() -> Iterator[io.BytesIO]:
-    """File descriptors 1 and 2 into a temporary file for the block (torch's ONNX exporter logs its whole IR
-    graph from C++ when it fails: hundreds of lines that no Python redirect catches, on the command's stdout);
-    what was written there is in the yielded buffer once the block ends."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved, got = [os.dup(1), os.dup(2)], io.BytesIO()
-    with tempfile.TemporaryFile() as captured:
-        os.dup2(captured.fileno(), 1)
-        os.dup2(captured.fileno(), 2)
-        try:
-            yield got
-        finally:
-            for fd, old in zip((1, 2), saved):
-                os.dup2(old, fd)
-                os.close(old)
-            captured.seek(0)
-            got.write(captured.read())
-            got.seek(0)
 
 
 def _from_onnx(path: Path, size: ImgSize | None, out_dir: str | Path | None) -> ExportedModel:

@@ -21,7 +21,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
@@ -147,11 +147,13 @@ class CircuitBreaker:
 
 @dataclass
 class Unit:
-    """One executable unit (a subgraph, fused subgraphs, or an op-level piece) with its CPU twin."""
+    """One executable unit (a subgraph, fused subgraphs, or an op-level piece) with its CPU twin. The twin may
+    still be compiling (a loaded bundle's accelerator unit: not on the path to the first frame); ``cpu`` waits
+    for it, and the hysteresis judges nothing before ``cpu_estimate_s`` is measured."""
 
     name: str
     subgraphs: tuple[str, ...]  # the subgraphs it runs (of which it is a piece)
-    cpu: Executable
+    twin: Executable | Future[Executable]
     npu: Executable | None
     cpu_estimate_s: float | None  # the twin's seconds on this machine: what the hysteresis judges against
     modelled_s: float | None = None  # simulated NPU: modelled latency
@@ -162,12 +164,22 @@ class Unit:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
+    def cpu(self) -> Executable:
+        """The FP32 CPU twin (waiting for it if it is still being compiled)."""
+        return self.twin.result() if isinstance(self.twin, Future) else self.twin
+
+    @property
+    def _shape(self) -> Executable:
+        """An executable with this unit's inputs and outputs, without waiting for a twin being compiled."""
+        return self.npu if isinstance(self.twin, Future) and self.npu is not None else self.cpu
+
+    @property
     def input_names(self) -> list[str]:
-        return [t.name for t in self.cpu.inputs]
+        return [t.name for t in self._shape.inputs]
 
     @property
     def output_names(self) -> list[str]:
-        return [t.name for t in self.cpu.outputs]
+        return [t.name for t in self._shape.outputs]
 
 
 @dataclass(frozen=True)

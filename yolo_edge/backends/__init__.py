@@ -8,44 +8,30 @@ is used; vendor toolchains (rknn-toolkit2) run in their own environment behind a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 
 from yolo_edge.backends.base import Backend
 from yolo_edge.backends.onnxruntime import CPU_EP, OnnxRuntimeBackend
 from yolo_edge.config import DeviceProfile
 from yolo_edge.errors import YoloEdgeError
 
-
-def _openvino(profile: DeviceProfile) -> Backend:
-    from yolo_edge.backends.openvino import OpenVinoBackend
-
-    options = profile.runtime_options
-    return OpenVinoBackend(options.device, options.int8_schemes, options.int8_quantizers)
-
-
-def _onnxruntime(profile: DeviceProfile) -> Backend:
-    return OnnxRuntimeBackend(profile.runtime_options.providers or (CPU_EP,))
-
-
-def _rknn(profile: DeviceProfile) -> Backend:
-    from yolo_edge.backends.rknn import rknn_backend
-
-    return rknn_backend(profile)
-
-
-RUNTIMES: dict[str, Callable[[DeviceProfile], Backend]] = {
-    "onnxruntime": _onnxruntime,
-    "openvino": _openvino,
-    "rknn": _rknn,
+# a profile's runtime -> the module whose ``backend_for(profile)`` builds its backend (imported when first used:
+# a vendor SDK is loaded only by the profiles that need it). A new backend is its module and one line here.
+RUNTIMES: dict[str, str] = {
+    "onnxruntime": "yolo_edge.backends.onnxruntime",
+    "openvino": "yolo_edge.backends.openvino",
+    "rknn": "yolo_edge.backends.rknn",
+    "qnn": "yolo_edge.backends.qnn",
 }
 
 
 def runtime_backend(profile: DeviceProfile) -> Backend:
     try:
-        factory = RUNTIMES[profile.runtime]
+        module = RUNTIMES[profile.runtime]
     except KeyError:
         raise YoloEdgeError(f"unknown runtime '{profile.runtime}'; valid: {', '.join(RUNTIMES)}") from None
-    return factory(profile)
+    backend: Backend = importlib.import_module(module).backend_for(profile)
+    return backend
 
 
 def create_backend(profile: DeviceProfile) -> Backend:

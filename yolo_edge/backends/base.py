@@ -8,9 +8,10 @@ absorbs; any other exception is a bug and propagates. Executables are thread-saf
 different units of different frames from different threads.
 
 Every optional capability is declared here with its default, so that callers never probe for it:
-``Backend.query`` (the runtime's own op support; None: it cannot say), ``Backend.layer_errors`` (per-layer
-error at INT8; empty: it cannot say), ``Executable.modelled_s`` (a simulated device's modelled latency; None:
-measured), ``Executable.warm_up`` and ``close`` on both (both are context managers).
+``Backend.is_reference`` (its FP32 is the CPU reference itself), ``Backend.query`` (the runtime's own op support;
+None: it cannot say), ``Backend.layer_errors`` (per-layer error at INT8; empty: it cannot say),
+``Executable.modelled_s`` (a simulated device's modelled latency; None: measured), ``Executable.warm_up`` and
+``close`` on both (both are context managers).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ CalibSet = Sequence[dict[str, np.ndarray]]
 Artifact = Mapping[str, bytes]  # a unit's compiled files as a bundle stores them, by suffix (ARTIFACT_SUFFIXES)
 QDQ_SUFFIX = ".int8.onnx"  # the INT8 QDQ graph that onnxruntime and OpenVINO run
 OV_XML_SUFFIX, OV_BIN_SUFFIX = ".ov.xml", ".ov.bin"  # an OpenVINO IR: NNCF's quantized model
-ARTIFACT_SUFFIXES = (QDQ_SUFFIX, OV_XML_SUFFIX, OV_BIN_SUFFIX, ".rknn")
+QNN_SUFFIX = ".qnn.onnx"  # Qualcomm's HTP: an EPContext model, its context binary embedded
+ARTIFACT_SUFFIXES = (QDQ_SUFFIX, OV_XML_SUFFIX, OV_BIN_SUFFIX, ".rknn", QNN_SUFFIX)
 FP32_SUFFIX = ".onnx"  # the unit's FP32 graph itself as stored: what a runtime reads, not the model serialized again
 
 
@@ -266,6 +268,11 @@ class Backend(ABC):
         self, model: onnx.ModelProto, variant: Variant, calib: CalibSet | None, artifact: Artifact | None
     ) -> Executable:
         """Compile ``model`` at the resolved ``variant`` (see :meth:`compile`)."""
+
+    def is_reference(self, variant: Variant) -> bool:
+        """Whether compiling at ``variant`` gives the FP32 CPU reference itself (the ``cpu`` profile): a unit's CPU
+        twin then serves as its accelerator executable, not a second session of the same graph."""
+        return False
 
     def query(self, model: onnx.ModelProto) -> OpQuery | None:
         """Which of ``model``'s ops the runtime itself takes (None: it cannot say; the profile's op list decides)."""

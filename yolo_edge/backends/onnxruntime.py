@@ -22,7 +22,7 @@ from yolo_edge.backends.base import (
     qdq_artifact,
 )
 from yolo_edge.backends.quantize import quantize_int8
-from yolo_edge.config import Variant
+from yolo_edge.config import DeviceProfile, Variant
 from yolo_edge.errors import YoloEdgeError
 
 CPU_EP = "CPUExecutionProvider"
@@ -73,6 +73,9 @@ class OnnxRuntimeBackend(Backend):
     def describe(self) -> str:
         return "CPU" if self.providers == (CPU_EP,) else "/".join(self.providers)
 
+    def is_reference(self, variant: Variant) -> bool:
+        return self.providers == (CPU_EP,) and variant.precision == "fp32"
+
     def _compile(
         self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None, artifact: Artifact | None
     ) -> Executable:
@@ -103,3 +106,8 @@ class OnnxRuntimeBackend(Backend):
             )
         device = "cpu" if self.providers[0] == CPU_EP else self.providers[0].removesuffix("ExecutionProvider").lower()
         return OrtExecutable(session, graph, v, device)
+
+
+def backend_for(profile: DeviceProfile) -> Backend:
+    """The onnxruntime backend of ``profile``: its execution providers, in priority order (default: the CPU)."""
+    return OnnxRuntimeBackend(profile.runtime_options.providers or (CPU_EP,))

@@ -41,7 +41,7 @@ from yolo_edge.backends.base import (
     qdq_artifact,
 )
 from yolo_edge.backends.quantize import quantize_int8
-from yolo_edge.config import INT8_SCHEMES, Variant
+from yolo_edge.config import INT8_SCHEMES, DeviceProfile, Variant
 from yolo_edge.errors import YoloEdgeError
 
 _HINT = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
@@ -243,3 +243,9 @@ def _upstream_convs(model: onnx.ModelProto) -> dict[str, set[str]]:
                 stack.extend(src.input)
         found[node.name] = ups
     return found
+
+
+def backend_for(profile: DeviceProfile) -> Backend:
+    """The OpenVINO backend of ``profile``: its device, INT8 activation schemes and quantizers."""
+    options = profile.runtime_options
+    return OpenVinoBackend(options.device, options.int8_schemes, options.int8_quantizers)

@@ -129,3 +129,33 @@ def quantize_int8(
         quantized = onnx.load(str(dst))
         write_cached(path, quantized.SerializeToString())
     return quantized
+
+
+def quantize_qnn(model: onnx.ModelProto, calib: CalibSet, activations: str) -> onnx.ModelProto:
+    """The QDQ graph of ``model`` as Qualcomm's HTP takes it: ONNX Runtime's QNN recipe (``get_qnn_qdq_config``:
+    uint8 weights, ``activations`` uint8 = w8a8 or uint16 = w8a16, the Q/DQ where QNN fuses them), calibrated
+    on ``calib`` (cached)."""
+    from onnxruntime.quantization import quantize
+    from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
+
+    if not calib:
+        raise YoloEdgeError("INT8 needs calibration images; pass --calib DIR with at least one image")
+    path = cache_dir() / f"{calib_key(model, calib, f'qnn-{activations}')}.onnx"
+    cached = read_cached(path)
+    if cached is not None:
+        return onnx.load_from_string(cached)
+    with tempfile.TemporaryDirectory(prefix="yolo-edge-quant-") as tmp:
+        src, dst = Path(tmp, "fp32.onnx"), Path(tmp, "qdq.onnx")
+        onnx.save(model, str(src))
+        act = QuantType.QUInt16 if activations == "w8a16" else QuantType.QUInt8
+        root = logging.getLogger()
+        level = root.level
+        root.setLevel(logging.ERROR)
+        try:
+            config = get_qnn_qdq_config(str(src), _Reader(calib), activation_type=act, weight_type=QuantType.QUInt8)
+            quantize(str(src), str(dst), config)
+        finally:
+            root.setLevel(level)
+        quantized = onnx.load(str(dst))
+        write_cached(path, quantized.SerializeToString())
+    return quantized

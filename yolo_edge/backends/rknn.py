@@ -345,7 +345,7 @@ class RknnLiteBackend(Backend):
         return RknnLiteExecutable(runtimes, model, v, ",".join(m.removeprefix("NPU_CORE_") for m in masks))
 
 
-def rknn_backend(profile: DeviceProfile) -> Backend:
+def backend_for(profile: DeviceProfile) -> Backend:
     """The board's lite runtime where it is installed, else the toolchain on this host, else a one-line error."""
     if importlib.util.find_spec("rknnlite") is not None:
         return RknnLiteBackend(profile.runtime_options.core_mask, profile.npu_cores)

@@ -138,7 +138,7 @@ class SimulatedNpu(Backend):
         if why:
             raise NpuOutOfMemory(f"{self.profile.name}: {why}")
         inner = self.numerics.compile(model, v, calib, artifact)
-        modelled = npu_time(info, self.profile, precision).total_s
+        modelled = npu_time(info, self.profile, precision, v.kept, self.kept_precision or precision, v.scheme).total_s
         exe = SimulatedExecutable(inner, modelled, self.injector, self.faults.hang_s, f"sim:{self.profile.name}")
         exe.concurrency = self.profile.npu_cores
         return exe

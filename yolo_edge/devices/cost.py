@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from yolo_edge.config import PRECISION_BYTES, CpuModel, DeviceProfile, Link
+from yolo_edge.config import ACTIVATION_BYTES, PRECISION_BYTES, CpuModel, DeviceProfile, Link
 from yolo_edge.graph import GraphInfo
 
 FUSABLE = {"Sigmoid", "Mul", "Add", "Relu", "Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "Tanh"}
@@ -67,18 +67,26 @@ def estimate(
 
 
 def npu_time(
-    info: GraphInfo, profile: DeviceProfile, precision: str, kept: Sequence[str] = (), kept_precision: str = "fp16"
+    info: GraphInfo,
+    profile: DeviceProfile,
+    precision: str,
+    kept: Sequence[str] = (),
+    kept_precision: str = "fp16",
+    scheme: str | None = None,
 ) -> CostEstimate:
-    """Modelled accelerator time of ``info`` at ``precision``, the ``kept`` nodes at ``kept_precision`` (the
-    profile's peak for it, else the precision's: a profile that does not say cannot price mixed precision)."""
+    """Modelled accelerator time of ``info`` at ``precision`` (an INT8 ``scheme`` with a figure of its own in the
+    profile's ``peak_tops``, ``int8/w8a16``, at that figure and its activation width), the ``kept`` nodes at
+    ``kept_precision`` (the profile's peak for it, else the precision's: a profile that does not say cannot price
+    mixed precision)."""
 
     def peak(p: str) -> float:
         return profile.peak_tops.get(p, profile.peak_tops[precision]) * 1e12 * profile.utilization
 
     slow = {n: (peak(kept_precision), PRECISION_BYTES[kept_precision]) for n in kept}
-    return estimate(
-        info, peak(precision), profile.dram_gbps * 1e9, profile.op_overhead_us * 1e-6, PRECISION_BYTES[precision], slow
-    )
+    own = f"{precision}/{scheme}"
+    width = ACTIVATION_BYTES.get(scheme or "", PRECISION_BYTES[precision])
+    rate = peak(own) if own in profile.peak_tops else peak(precision)
+    return estimate(info, rate, profile.dram_gbps * 1e9, profile.op_overhead_us * 1e-6, width, slow)
 
 
 def cpu_time(info: GraphInfo, cpu: CpuModel) -> CostEstimate:

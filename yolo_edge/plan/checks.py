@@ -209,7 +209,9 @@ class Checker:
         if kind == "modelled":
             kept_precision = self.npu.kept_precision or variant.precision
             return (
-                npu_time(cand.info, self.profile, variant.precision, variant.kept, kept_precision).total_s,
+                npu_time(
+                    cand.info, self.profile, variant.precision, variant.kept, kept_precision, variant.scheme
+                ).total_s,
                 cpu_s,
                 kind,
             )

@@ -65,7 +65,7 @@ def op_level_search(checker: Checker, cand: Candidate, variant: Variant, cpu_ms:
         if dev == "npu":
             if memory_violation(memory_use(info, precision), profile):
                 return None
-            npu_s += npu_time(info, profile, precision).total_s
+            npu_s += npu_time(info, profile, precision, scheme=variant.scheme).total_s
         else:
             cpu_s += cpu_time(info, profile.cpu).total_s
     for k, piece in enumerate(pieces):  # every tensor entering a piece from the other device
