@@ -118,11 +118,17 @@ def _damaged(name: str, data: bytes) -> Callable[[Env], str]:
 
 
 def _units_edit(name: str, edit: Callable[[list[dict[str, object]]], None]) -> Callable[[Env], str]:
+    return _json_edit("units.json", name, edit)  # type: ignore[arg-type]
+
+
+def _json_edit(file: str, name: str, edit: Callable[[object], None]) -> Callable[[Env], str]:
+    """A copied bundle with its JSON ``file`` changed by ``edit``."""
+
     def make(env: Env) -> str:
-        b = _copy_bundle(env, f"units-{name}")
-        units = json.loads((b / "units.json").read_text())
-        edit(units)
-        (b / "units.json").write_text(json.dumps(units))
+        b = _copy_bundle(env, f"{file.split('.')[0]}-{name}")
+        doc = json.loads((b / file).read_text())
+        edit(doc)
+        (b / file).write_text(json.dumps(doc))
         return str(b)
 
     return make
@@ -285,14 +291,7 @@ def _new_unit(name: str, make_it: Callable[[Path], None]) -> Callable[[Env], str
 
 
 def _plan_edit(name: str, edit: Callable[[dict[str, object]], None]) -> Callable[[Env], str]:
-    def make(env: Env) -> str:
-        b = _copy_bundle(env, f"plan-{name}")
-        plan = json.loads((b / "plan.json").read_text())
-        edit(plan)
-        (b / "plan.json").write_text(json.dumps(plan))
-        return str(b)
-
-    return make
+    return _json_edit("plan.json", name, edit)  # type: ignore[arg-type]
 
 
 def _rename_first(plan: dict[str, object]) -> None:

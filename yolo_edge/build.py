@@ -12,7 +12,6 @@ frame's boundary tensors, every unit's inputs: the warm-up and the CPU estimate 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Literal, overload
 
@@ -34,11 +33,11 @@ from yolo_edge.config import DeviceProfile, Variant
 from yolo_edge.graph import SUBGRAPHS
 from yolo_edge.plan.op_level import op_level_groups
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.runtime import EventLog, Trigger, Unit, median_run_s
+from yolo_edge.runtime import DeferredTwin, EventLog, Trigger, Unit, median_run_s
 from yolo_edge.split import SplitModel, cut
 
 Device = Literal["npu", "cpu"]
-Twin = Executable | Future[Executable]  # a CPU twin, or one being compiled
+Twin = Executable | DeferredTwin  # a CPU twin, or one compiled off the path to the first frame
 Tensors = dict[str, np.ndarray]
 # One untimed call before frames count: an accelerator's first call allocates and tunes. The hysteresis needs 5
 # slow frames in a row and times the CPU again before it moves a unit, so the CPU estimate is a prior: one call
@@ -204,17 +203,16 @@ def compile_units(
     subgraphs (``subgraph(name)``: the FP32 graph). ``sample`` (grown with the pieces' intermediate tensors) warms
     each accelerator executable up and times its CPU twin, the hysteresis' estimate (``estimate_cpu``).
 
-    ``defer_twins``: an accelerator unit's CPU twin (its fallback) is compiled and timed on a background thread,
-    off the path to the first frame (a loaded bundle: a service's restart)."""
+    ``defer_twins``: an accelerator unit's CPU twin (its fallback) is compiled and timed on a thread of its own
+    once the first frame is out (a loaded bundle: a service's restart), or at once if a fallback needs it first."""
     cpu = cpu_backend()
     units: list[Unit] = []
-    background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="twin") if defer_twins else None
     twins: list[Twin] = []  # every unit's so far, in order: what the sample grows through
 
     def add(unit: UnitPlan) -> None:
         own: Artifact = {FP32_SUFFIX: unit.stored} if unit.stored else {}
-        if background is not None and unit.device == "npu":
-            twin: Twin = background.submit(cpu.compile, unit.model, "fp32", None, own)
+        if defer_twins and unit.device == "npu":
+            twin: Twin = DeferredTwin(lambda: cpu.compile(unit.model, "fp32", None, own))
         else:
             twin = cpu.compile(unit.model, "fp32", None, own)
         feeds = calib.add(twin)
@@ -240,42 +238,32 @@ def compile_units(
                     return
                 trigger: Trigger = "memory" if isinstance(exc, NpuOutOfMemory) else "unsupported_op"
                 events.add(-1, unit.name, trigger, "compile_on_cpu", str(exc))
-        units.append(_unit(unit, twin, npu_exe, ins, background, estimate_cpu))
+        units.append(_unit(unit, twin, npu_exe, ins, estimate_cpu))
 
     for unit in planned:
         add(unit)
-    if background is not None:
-        background.shutdown(wait=False)  # its thread ends when the estimates are in
     return units
 
 
-def _unit(
-    unit: UnitPlan,
-    twin: Twin,
-    npu: Executable | None,
-    feeds: Tensors,
-    background: ThreadPoolExecutor | None,
-    estimate: bool,
-) -> Unit:
-    """The compiled unit, its CPU estimate measured where a measured accelerator will be judged against it (on the
-    ``background`` thread, after its twin, if there is one)."""
+def _unit(unit: UnitPlan, twin: Twin, npu: Executable | None, feeds: Tensors, estimate: bool) -> Unit:
+    """The compiled unit, its CPU estimate measured where a measured accelerator will be judged against it (once
+    a deferred twin is built, on its thread)."""
     modelled = npu.modelled_s if npu is not None else None
     measured = npu is not None and npu is not twin and modelled is None  # a modelled one is never judged slow
     built = Unit(unit.name, unit.subgraphs, twin if npu is not None else _ready(twin), npu, None, modelled)
-    if measured and estimate and background is not None:
-        background.submit(_estimate, built, feeds)
+
+    def timed(exe: Executable) -> None:
+        built.cpu_estimate_s = median_run_s(exe, feeds, ESTIMATE_RUNS)
+
+    if measured and estimate and isinstance(twin, DeferredTwin):
+        twin.then(timed)
     elif measured and estimate:
-        _estimate(built, feeds)
+        timed(_ready(twin))
     return built
 
 
 def _ready(twin: Twin) -> Executable:
-    return twin.result() if isinstance(twin, Future) else twin
-
-
-def _estimate(unit: Unit, feeds: Tensors) -> None:
-    """Time ``unit``'s CPU twin on ``feeds``: the hysteresis judges against it from then on."""
-    unit.cpu_estimate_s = median_run_s(unit.cpu, feeds, ESTIMATE_RUNS)
+    return twin.result() if isinstance(twin, DeferredTwin) else twin
 
 
 def build_units(

@@ -145,6 +145,43 @@ class CircuitBreaker:
                 )
 
 
+class DeferredTwin:
+    """A CPU twin compiled off the path to the first frame: on a thread of its own once started (the executor
+    starts it after the unit's first frame), or at once when something needs it first (a fallback). ``then``
+    runs on that thread after it is built (timing it: the hysteresis' estimate)."""
+
+    def __init__(self, make: Callable[[], Executable]) -> None:
+        self._make = make
+        self._then: Callable[[Executable], None] = lambda _exe: None
+        self._future: Future[Executable] = Future()
+        self._started = False
+        self._lock = threading.Lock()
+
+    def then(self, after: Callable[[Executable], None]) -> None:
+        self._then = after
+
+    def start(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        # not a daemon: the interpreter waits for it at exit (a runtime killed mid-compile aborts the process)
+        threading.Thread(target=self._build, name="twin", daemon=False).start()
+
+    def _build(self) -> None:
+        try:
+            exe = self._make()
+        except BaseException as exc:  # raised again to whoever asks for the twin
+            self._future.set_exception(exc)
+            return
+        self._future.set_result(exe)
+        self._then(exe)
+
+    def result(self) -> Executable:
+        self.start()
+        return self._future.result()
+
+
 @dataclass
 class Unit:
     """One executable unit (a subgraph, fused subgraphs, or an op-level piece) with its CPU twin. The twin may
@@ -153,7 +190,7 @@ class Unit:
 
     name: str
     subgraphs: tuple[str, ...]  # the subgraphs it runs (of which it is a piece)
-    twin: Executable | Future[Executable]
+    twin: Executable | DeferredTwin
     npu: Executable | None
     cpu_estimate_s: float | None  # the twin's seconds on this machine: what the hysteresis judges against
     modelled_s: float | None = None  # simulated NPU: modelled latency
@@ -165,13 +202,13 @@ class Unit:
 
     @property
     def cpu(self) -> Executable:
-        """The FP32 CPU twin (waiting for it if it is still being compiled)."""
-        return self.twin.result() if isinstance(self.twin, Future) else self.twin
+        """The FP32 CPU twin (compiled now, or waited for, if it is deferred)."""
+        return self.twin.result() if isinstance(self.twin, DeferredTwin) else self.twin
 
     @property
     def _shape(self) -> Executable:
-        """An executable with this unit's inputs and outputs, without waiting for a twin being compiled."""
-        return self.npu if isinstance(self.twin, Future) and self.npu is not None else self.cpu
+        """An executable with this unit's inputs and outputs, without waiting for a deferred twin."""
+        return self.npu if isinstance(self.twin, DeferredTwin) and self.npu is not None else self.cpu
 
     @property
     def input_names(self) -> list[str]:
@@ -338,6 +375,8 @@ class SplitExecutor:
                         unit.since_probe = 0
             if (not probing or due) and self.breaker.allow():
                 outs, spent = self._npu_call(unit, feeds, frame)
+                if frame > 0 and isinstance(unit.twin, DeferredTwin):  # the first frame is out: build the fallback
+                    unit.twin.start()
                 if outs is not None:
                     # a simulated accelerator's time is modelled: how long the host takes to simulate it (Rockchip's
                     # simulator: tens of ms) says nothing about the board, so only a real one can be slow
@@ -375,4 +414,7 @@ class SplitExecutor:
         if where[self.output_name] != "cpu":  # NMS runs on the CPU
             hand_over(self.output_name, f"{owner[self.output_name]}->nms")
         transfers = tuple(Transfer(k, int(v[0]), v[1] * 1e3) for k, v in moved.items())
+        for unit in self.units:  # the frame is out: build the deferred fallbacks now
+            if isinstance(unit.twin, DeferredTwin):
+                unit.twin.start()
         return FrameResult({self.output_name: tensors[self.output_name]}, tuple(runs), transfers)

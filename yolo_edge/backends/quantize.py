@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,18 +86,13 @@ def calib_key(model: onnx.ModelProto, calib: CalibSet, recipe: str = "onnxruntim
     return h.hexdigest()[:32]
 
 
-def quantize_int8(
-    model: onnx.ModelProto, calib: CalibSet, recipe: str = "onnxruntime", exclude: Sequence[str] = ()
+def _quantized(
+    model: onnx.ModelProto, calib: CalibSet, options: str, quantize: Callable[[str, str], None]
 ) -> onnx.ModelProto:
-    """The QDQ INT8 version of ``model`` for the ``recipe``'s runtime, calibrated on ``calib``, ``exclude`` nodes
-    left in FP32 (cached); an already-QDQ model is returned as is."""
-    if any(n.op_type == "QuantizeLinear" for n in model.graph.node):
-        return model
+    """``quantize(src, dst)`` of ``model`` written to ``src``, cached by the graph, ``calib`` and ``options``."""
     if not calib:
         raise YoloEdgeError("INT8 needs calibration images; pass --calib DIR with at least one image")
-    options = RECIPES[recipe]
-    options_key = f"{recipe}/{','.join(sorted(exclude))}"
-    path = cache_dir() / f"{calib_key(model, calib, options_key)}.onnx"
+    path = cache_dir() / f"{calib_key(model, calib, options)}.onnx"
     cached = read_cached(path)
     if cached is not None:
         return onnx.load_from_string(cached)
@@ -106,29 +101,44 @@ def quantize_int8(
         onnx.save(model, str(src))
         root = logging.getLogger()
         level = root.level
-        root.setLevel(logging.ERROR)  # quantize_static logs a pre-processing hint on the root logger every call
+        root.setLevel(logging.ERROR)  # onnxruntime's quantizer logs a pre-processing hint on the root logger
         try:
-            quantize_static(
-                str(src),
-                str(dst),
-                _Reader(calib),
-                quant_format=QuantFormat.QDQ,
-                activation_type=QuantType.QInt8 if options.signed_symmetric_activations else QuantType.QUInt8,
-                weight_type=QuantType.QInt8,
-                per_channel=True,
-                op_types_to_quantize=list(options.ops) if options.ops else None,
-                nodes_to_exclude=list(exclude),
-                extra_options={
-                    "ActivationSymmetric": options.signed_symmetric_activations,
-                    "WeightSymmetric": True,
-                    "OpTypesToExcludeOutputQuantization": list(options.no_output_q),
-                },
-            )
+            quantize(str(src), str(dst))
         finally:
             root.setLevel(level)
         quantized = onnx.load(str(dst))
         write_cached(path, quantized.SerializeToString())
     return quantized
+
+
+def quantize_int8(
+    model: onnx.ModelProto, calib: CalibSet, recipe: str = "onnxruntime", exclude: Sequence[str] = ()
+) -> onnx.ModelProto:
+    """The QDQ INT8 version of ``model`` for the ``recipe``'s runtime, calibrated on ``calib``, ``exclude`` nodes
+    left in FP32 (cached); an already-QDQ model is returned as is."""
+    if any(n.op_type == "QuantizeLinear" for n in model.graph.node):
+        return model
+    options = RECIPES[recipe]
+
+    def run(src: str, dst: str) -> None:
+        quantize_static(
+            src,
+            dst,
+            _Reader(calib),
+            quant_format=QuantFormat.QDQ,
+            activation_type=QuantType.QInt8 if options.signed_symmetric_activations else QuantType.QUInt8,
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=list(options.ops) if options.ops else None,
+            nodes_to_exclude=list(exclude),
+            extra_options={
+                "ActivationSymmetric": options.signed_symmetric_activations,
+                "WeightSymmetric": True,
+                "OpTypesToExcludeOutputQuantization": list(options.no_output_q),
+            },
+        )
+
+    return _quantized(model, calib, f"{recipe}/{','.join(sorted(exclude))}", run)
 
 
 def quantize_qnn(model: onnx.ModelProto, calib: CalibSet, activations: str) -> onnx.ModelProto:
@@ -138,24 +148,9 @@ def quantize_qnn(model: onnx.ModelProto, calib: CalibSet, activations: str) -> o
     from onnxruntime.quantization import quantize
     from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
 
-    if not calib:
-        raise YoloEdgeError("INT8 needs calibration images; pass --calib DIR with at least one image")
-    path = cache_dir() / f"{calib_key(model, calib, f'qnn-{activations}')}.onnx"
-    cached = read_cached(path)
-    if cached is not None:
-        return onnx.load_from_string(cached)
-    with tempfile.TemporaryDirectory(prefix="yolo-edge-quant-") as tmp:
-        src, dst = Path(tmp, "fp32.onnx"), Path(tmp, "qdq.onnx")
-        onnx.save(model, str(src))
-        act = QuantType.QUInt16 if activations == "w8a16" else QuantType.QUInt8
-        root = logging.getLogger()
-        level = root.level
-        root.setLevel(logging.ERROR)
-        try:
-            config = get_qnn_qdq_config(str(src), _Reader(calib), activation_type=act, weight_type=QuantType.QUInt8)
-            quantize(str(src), str(dst), config)
-        finally:
-            root.setLevel(level)
-        quantized = onnx.load(str(dst))
-        write_cached(path, quantized.SerializeToString())
-    return quantized
+    act = QuantType.QUInt16 if activations == "w8a16" else QuantType.QUInt8
+
+    def run(src: str, dst: str) -> None:
+        quantize(src, dst, get_qnn_qdq_config(src, _Reader(calib), activation_type=act, weight_type=QuantType.QUInt8))
+
+    return _quantized(model, calib, f"qnn-{activations}", run)
