@@ -83,6 +83,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="qcs6490")
     ap.add_argument("--images", type=int, default=16)
+    ap.add_argument("--bundle", type=Path, default=None, help="a bundle deployed to the device (default: deploy one)")
     args = ap.parse_args()
     profile = load_profile(args.device)
     cfg = load_deploy_config()
@@ -96,8 +97,10 @@ def main() -> None:
         photos.mkdir()
         for p in sorted(default_calib_dir().glob("*.jpg"))[40 : 40 + args.images]:
             shutil.copy(p, photos)
-        result = deploy(device=profile.name, data=photos, config=cfg, out=Path(tmp, "bundle"), quiet=True)
-        bundle = load_bundle(result.bundle)
+        made = (
+            args.bundle or deploy(device=profile.name, data=photos, config=cfg, out=Path(tmp, "b"), quiet=True).bundle
+        )
+        bundle = load_bundle(made)
         split = split_model(bundle.exported)
         model = bundle.exported.load()
         calib = [{"images": x} for x in bundle.calibration()]
@@ -114,8 +117,11 @@ def main() -> None:
         with bundle.reference_detector() as reference, bundle.detector() as deployed:
             ref = detect_all(reference, ev.dataset, cfg.val_nms, bar, "reference")
             ours = detect_all(deployed, ev.dataset, cfg.val_nms, bar, "yolo-edge")
-        with Detector(SplitExecutor(units, cfg.runtime, profile), bundle.meta.model, cfg.nms) as ort_detector:
+        events = EventLog()
+        slow = replace(cfg.runtime, unit_timeout_s=600.0)  # the simulator's whole-model call takes seconds
+        with Detector(SplitExecutor(units, slow, profile, events), bundle.meta.model, cfg.nms) as ort_detector:
             theirs = detect_all(ort_detector, ev.dataset, cfg.val_nms, bar, "onnxruntime")
+        assert not events.events, f"ONNX Runtime's partition fell back to the CPU: {events.summary()}"
         scorer = Scorer(ev, ref, cfg.validate, cfg.nms.conf)
         base = scorer.score(ref)
         plan = bundle.plan
