@@ -35,7 +35,6 @@ from yolo_edge.backends.base import (
     CalibSet,
     Executable,
     NpuCompileError,
-    NpuError,
     NpuOutOfMemory,
     OpQuery,
     UnsupportedOperator,
@@ -43,7 +42,7 @@ from yolo_edge.backends.base import (
     qdq_artifact,
     self_contained,
 )
-from yolo_edge.backends.onnxruntime import RUN_FAILURES
+from yolo_edge.backends.onnxruntime import RUN_FAILURES, OrtExecutable
 from yolo_edge.backends.quantize import quantize_qnn
 from yolo_edge.config import DeviceProfile, Variant
 from yolo_edge.errors import YoloEdgeError
@@ -130,19 +129,12 @@ def _refusal(log: str, failure: str) -> NpuCompileError:
     return NpuCompileError(f"QNN HTP compiler: {why}")
 
 
-class QnnExecutable(Executable):
-    def __init__(self, session: ort.InferenceSession, model: onnx.ModelProto, variant: Variant, context: bytes) -> None:
-        inputs, outputs = io_infos(model)
-        super().__init__(inputs, outputs, variant, "qnn-htp", model)
-        self.session = session
-        self._context = context
-        self._names = [t.name for t in outputs]
+class QnnExecutable(OrtExecutable):
+    """A session on the QNN EP; what a bundle stores of it is its EPContext model (``context``)."""
 
-    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        try:
-            return dict(zip(self._names, self.session.run(self._names, feeds)))
-        except RUN_FAILURES as exc:
-            raise NpuError(f"QNN HTP: {exc}") from exc
+    def __init__(self, session: ort.InferenceSession, model: onnx.ModelProto, variant: Variant, context: bytes) -> None:
+        super().__init__(session, model, variant, "qnn-htp")
+        self._context = context
 
     def artifact_files(self) -> dict[str, bytes]:
         return {CONTEXT_SUFFIX: self._context}
