@@ -46,6 +46,12 @@ WARM_UP_RUNS = 1
 ESTIMATE_RUNS = 1
 
 
+def unit_name(subgraphs: Sequence[str], piece: int | None) -> str:
+    """``backbone``, ``backbone+neck`` (fused), ``neck.1`` (an op-level piece): a unit's name, its bundle files'."""
+    joined = "+".join(subgraphs)
+    return joined if piece is None else f"{joined}.{piece}"
+
+
 @dataclass(frozen=True)
 class UnitPlan:
     """What the executor runs as one step: one or more consecutive subgraphs on one device at one precision, or
@@ -60,9 +66,7 @@ class UnitPlan:
 
     @property
     def name(self) -> str:
-        """``backbone``, ``backbone+neck`` (fused), ``neck.1`` (an op-level piece): the bundle's file names."""
-        joined = "+".join(self.subgraphs)
-        return joined if self.piece is None else f"{joined}.{self.piece}"
+        return unit_name(self.subgraphs, self.piece)
 
     @property
     def precision(self) -> str:

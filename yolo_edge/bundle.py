@@ -50,7 +50,7 @@ import yaml
 
 from yolo_edge.backends import create_backend
 from yolo_edge.backends.base import ARTIFACT_SUFFIXES, io_infos, self_contained
-from yolo_edge.build import Device, UnitFeeds, UnitPlan, compile_units, plan_units
+from yolo_edge.build import Device, UnitFeeds, UnitPlan, compile_units, plan_units, unit_name
 from yolo_edge.config import DeployConfig, DeviceProfile, Variant, build, load_deploy_config, read_yaml
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, ModelMeta, load_onnx
@@ -216,7 +216,7 @@ class StoredUnit:
 
     @property
     def name(self) -> str:
-        return UnitPlan(self.subgraphs, onnx.ModelProto(), self.device, self.variant, self.piece).name
+        return unit_name(self.subgraphs, self.piece)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "subgraphs": list(self.subgraphs), "variant": self.variant.label}
