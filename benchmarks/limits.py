@@ -27,7 +27,7 @@ from yolo_edge.backends.openvino import OpenVinoBackend
 from yolo_edge.build import build_units
 from yolo_edge.bundle import Bundle, load_bundle
 from yolo_edge.config import load_deploy_config, load_profile
-from yolo_edge.data.synthetic import demo_val_data
+from yolo_edge.demo.shapes import demo_val_data
 from yolo_edge.deploy import deploy
 from yolo_edge.export import export_model
 from yolo_edge.graph import GraphInfo

@@ -37,7 +37,7 @@ from yolo_edge.backends.nncf_int8 import overflow_fix  # noqa: E402
 from yolo_edge.build import build_units  # noqa: E402
 from yolo_edge.config import load_deploy_config, load_profile  # noqa: E402
 from yolo_edge.data.resolve import EvalData, resolve_data, resolve_eval_data  # noqa: E402
-from yolo_edge.data.synthetic import CLASS_NAMES, write_dataset  # noqa: E402
+from yolo_edge.demo import CLASS_NAMES, write_dataset  # noqa: E402
 from yolo_edge.export import demo_model_path, export_model  # noqa: E402
 from yolo_edge.host import cpu_name  # noqa: E402
 from yolo_edge.pipeline.detector import Detector  # noqa: E402

@@ -54,7 +54,7 @@ def _versions() -> dict[str, str]:
 def _demo_tensor() -> tuple[Any, Any]:
     """The demo model's real decode output on one of its validation images (a trained model's scores)."""
     from yolo_edge.backends import cpu_backend
-    from yolo_edge.data.synthetic import demo_val_data
+    from yolo_edge.demo.shapes import demo_val_data
     from yolo_edge.export import demo_model_path, export_model
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -44,7 +44,7 @@ from tests.conftest import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
 from yolo_edge.build import build_units  # noqa: E402
 from yolo_edge.bundle import load_bundle  # noqa: E402
 from yolo_edge.config import DeployConfig, load_deploy_config, load_profile  # noqa: E402
-from yolo_edge.data.synthetic import write_dataset  # noqa: E402
+from yolo_edge.demo.shapes import write_dataset  # noqa: E402
 from yolo_edge.deploy import deploy  # noqa: E402
 from yolo_edge.export import export_model  # noqa: E402
 from yolo_edge.host import cpu_name  # noqa: E402

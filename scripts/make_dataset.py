@@ -10,7 +10,7 @@ import argparse
 import time
 from pathlib import Path
 
-from yolo_edge.data.synthetic import write_dataset, write_images
+from yolo_edge.demo.shapes import write_dataset, write_images
 
 DATA_SEED = 0
 CALIB_SEED = 1234  # differs from the train/val seed: calibration never sees a val image

@@ -151,7 +151,7 @@ def tensors(demo_split, calib_images: list) -> list:  # type: ignore[no-untyped-
 @pytest.fixture(scope="session")
 def small_val(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 40-image labelled val set of the demo's shapes (seed 0), its data.yaml."""
-    from yolo_edge.data.synthetic import write_dataset
+    from yolo_edge.demo.shapes import write_dataset
 
     return write_dataset(tmp_path_factory.mktemp("small") / "data", seed=0, sizes={"val": 40})
 

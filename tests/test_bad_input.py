@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from yolo_edge.config import configs_dir
-from yolo_edge.data.synthetic import CLASS_NAMES
+from yolo_edge.demo import CLASS_NAMES
 from yolo_edge.deploy import DeployResult
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.preprocess import default_calib_dir

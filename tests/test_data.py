@@ -11,7 +11,8 @@ import pytest
 from tests.conftest import ExportFn
 from yolo_edge.backends import cpu_backend
 from yolo_edge.data.dataset import load_dataset
-from yolo_edge.data.synthetic import CLASS_NAMES, demo_val_data, encode_jpeg, make_image, write_dataset, write_images
+from yolo_edge.demo import CLASS_NAMES
+from yolo_edge.demo.shapes import demo_val_data, encode_jpeg, make_image, write_dataset, write_images
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel
 from yolo_edge.pipeline.postprocess import postprocess

@@ -129,15 +129,19 @@ def test_run_val_bench_on_bundle(
     assert json.loads(capsys.readouterr().out)["end_to_end"]["p95"] > 0
 
 
-def test_bundle_runs_without_torch(deployed: DeployResult, small: tuple[Path, Path]) -> None:
+def test_bundle_runs_without_torch_or_the_demo_generator(deployed: DeployResult, small: tuple[Path, Path]) -> None:
+    """What a board runs: ``yolo-edge run`` on a bundle imports neither torch nor the shapes generator."""
     image = next((small[0].parent / "images" / "val").glob("*.jpg"))
     code = (
+        "import atexit, os\n"
         "from yolo_edge.cli.main import main\n"
+        "atexit.register(lambda: os.write(2, b'imported shapes' if 'yolo_edge.demo.shapes' in sys.modules else b''))\n"
         f"raise SystemExit(main(['run', {str(deployed.bundle)!r}, '--source', {str(image)!r}, '--json']))"
     )
     proc = subprocess.run([sys.executable, "-c", BLOCKER + code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["detections"]
+    assert "imported shapes" not in proc.stderr
 
 
 def _bad(tmp: Path) -> list[tuple[str, list[str], str]]:

@@ -57,7 +57,7 @@ def test_nms_matches_torchvision(algorithm: str, monkeypatch: pytest.MonkeyPatch
 def _images() -> list[Path]:
     from ultralytics.utils import ASSETS
 
-    from yolo_edge.data.synthetic import demo_val_data
+    from yolo_edge.demo.shapes import demo_val_data
 
     val = sorted((demo_val_data().parent / "images" / "val").glob("*.jpg"))[:12]
     return [ASSETS / "bus.jpg", ASSETS / "zidane.jpg", *val]

@@ -26,7 +26,8 @@ from yolo_edge.cli.main import main
 from yolo_edge.config import DeployConfig, Variant, load_deploy_config, load_profile
 from yolo_edge.data.dataset import Dataset, load_dataset
 from yolo_edge.data.resolve import apply_class_map, parse_class_map, resolve_data, resolve_eval_data
-from yolo_edge.data.synthetic import CLASS_NAMES, write_dataset
+from yolo_edge.demo import CLASS_NAMES
+from yolo_edge.demo.shapes import write_dataset
 from yolo_edge.deploy import DeployResult, deploy
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, export_model
@@ -40,7 +41,8 @@ from yolo_edge.progress import progress_bar
 from yolo_edge.runtime import EventLog, SplitExecutor
 from yolo_edge.split import split_model
 from yolo_edge.validate.accuracy import Accuracy, MapResult, Scorer, coco_map, coco_rows, detect_all, gt_coco
-from yolo_edge.validate.latency import LatencyResult, Percentiles
+from yolo_edge.validate.latency import LatencyResult
+from yolo_edge.validate.stats import Percentiles
 from yolo_edge.validate.verdict import Limits, PlanRun, choose, failures, status
 
 NO_BAR = progress_bar(False)

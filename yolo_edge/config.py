@@ -19,7 +19,7 @@ import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 
@@ -35,7 +35,12 @@ INT8_SCHEME_CHOICES = (*INT8_SCHEMES, "w8a8", "w8a16", "auto")  # w8a8, w8a16: Q
 QUANTIZERS = ("nncf", "qdq", "rknn", "qnn")
 QUANTIZER_CHOICES = ("nncf", "qdq", "auto")  # an OpenVINO profile's runtime_options.int8_quantizer
 CORE_MASKS = ("auto", "0", "1", "2", "0_1", "0_1_2", "all")
-RUNTIMES = ("onnxruntime", "openvino", "rknn", "qnn")
+Runtime = Literal["onnxruntime", "openvino", "rknn", "qnn"]
+RUNTIMES: tuple[Runtime, ...] = typing.get_args(Runtime)
+# "real": runs on hardware present here; "simulated": numerics real, latency modelled; "cpu": the host alone
+ProfileKind = Literal["real", "simulated", "cpu"]
+LatencySource = Literal["measured", "modelled"]  # how a profile's latency is obtained
+FaultKind = Literal["error", "nan", "hang"]
 # INT8 schemes whose activations are wider than a byte (Qualcomm's w8a16: uint8 weights, uint16 activations)
 ACTIVATION_BYTES = {"w8a16": 2}
 
@@ -252,10 +257,10 @@ class Faults:
     seed: int = 0
     burst_start: int = -1
     burst_len: Annotated[int, Range(0)] = 0
-    burst_kind: str = "error"
+    burst_kind: FaultKind = "error"
 
     def __post_init__(self) -> None:
-        if self.burst_kind not in ("error", "nan", "hang"):
+        if self.burst_kind not in typing.get_args(FaultKind):
             raise YoloEdgeError(f"faults.burst_kind must be error, nan or hang, got '{self.burst_kind}'")
         if self.error_rate + self.nan_rate + self.hang_rate > 1:
             raise YoloEdgeError("faults: error_rate + nan_rate + hang_rate must not exceed 1")
@@ -311,11 +316,11 @@ class RuntimeOptions:
 class DeviceProfile:
     name: str
     description: str
-    kind: str  # "real": runs on hardware present here; "simulated": numerics real, latency modelled
-    runtime: str  # "onnxruntime", "openvino" or "rknn" (a toolchain worker; on the board rknn-toolkit-lite2)
+    kind: ProfileKind
+    runtime: Runtime  # rknn: a toolchain worker (on the board rknn-toolkit-lite2); qnn: onnxruntime-qnn
     runtime_options: RuntimeOptions
     precisions: tuple[str, ...]  # in order of preference
-    latency: str  # "measured" or "modelled"
+    latency: LatencySource
     memory_mb: Annotated[float, Range(0, lo_open=True)]
     sram_kb: Annotated[float | None, Range(0)]
     op_support: OpSupport
@@ -330,12 +335,10 @@ class DeviceProfile:
 
     def __post_init__(self) -> None:
         where = f"device profile '{self.name}'"
-        if self.kind not in ("real", "simulated", "cpu"):
-            raise YoloEdgeError(f"{where}: kind must be real, simulated or cpu, got '{self.kind}'")
-        if self.runtime not in RUNTIMES:
-            raise YoloEdgeError(f"{where}: runtime must be one of {', '.join(RUNTIMES)}, got '{self.runtime}'")
-        if self.latency not in ("measured", "modelled"):
-            raise YoloEdgeError(f"{where}: latency must be measured or modelled, got '{self.latency}'")
+        for name, allowed in (("kind", ProfileKind), ("runtime", Runtime), ("latency", LatencySource)):
+            value, valid = getattr(self, name), typing.get_args(allowed)
+            if value not in valid:
+                raise YoloEdgeError(f"{where}: {name} must be one of {', '.join(valid)}, got '{value}'")
         bad = [p for p in self.precisions if p not in PRECISIONS]
         if bad or not self.precisions:
             raise YoloEdgeError(
@@ -383,6 +386,10 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
         if not isinstance(value, dict):
             _fail(where, f"expected a mapping, got {type(value).__name__} {_shown(value)}")
         return {str(k): _convert(args[1], v if v is not None else {}, f"{where}.{k}") for k, v in value.items()}
+    if origin is Literal:
+        if value not in args:
+            _fail(where, f"must be one of {', '.join(map(str, args))}, got {_shown(value)}")
+        return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             _fail(where, f"expected a number, got {type(value).__name__} {_shown(value)}")

@@ -37,7 +37,7 @@ from yolo_edge.build import build_units, plan_units, unit_sample, whole_graph_un
 from yolo_edge.bundle import BundleMeta, DataRecord, bundle_files, check_writable, write_bundle
 from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config
 from yolo_edge.data.resolve import Calibration, EvalData, resolve_data
-from yolo_edge.data.synthetic import CLASS_NAMES
+from yolo_edge.demo import CLASS_NAMES
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, demo_model_path, export_model
 from yolo_edge.graph import GraphInfo

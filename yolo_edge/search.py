@@ -38,7 +38,7 @@ from yolo_edge.backends.base import Backend
 from yolo_edge.build import build_units
 from yolo_edge.config import DeployConfig, DeviceProfile
 from yolo_edge.data.resolve import EvalData
-from yolo_edge.pipeline.detector import Detector, Percentiles
+from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace, SubgraphPlan
 from yolo_edge.plan.planner import Planner
@@ -47,6 +47,7 @@ from yolo_edge.runtime import EventLog, SplitExecutor, Unit
 from yolo_edge.split import SplitModel
 from yolo_edge.validate.accuracy import Scorer, detect_all
 from yolo_edge.validate.latency import measure_latencies
+from yolo_edge.validate.stats import Percentiles
 from yolo_edge.validate.verdict import Limits, PlanRun
 
 Log = Callable[[str], None]

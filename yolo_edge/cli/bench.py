@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 
 from yolo_edge.bundle import load_bundle
-from yolo_edge.check import bench_bundle
 from yolo_edge.cli.common import add_bundle_data, add_runs, print_json, table, warn_placement
 from yolo_edge.runtime import EventLog
+from yolo_edge.validate.bundle import bench_bundle
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from yolo_edge.bundle import load_bundle
-from yolo_edge.check import val_bundle
 from yolo_edge.cli.common import add_bundle_data, print_json, table
+from yolo_edge.validate.bundle import val_bundle
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -33,12 +33,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
 from yolo_edge.data.dataset import Dataset, image_folder, load_dataset
-from yolo_edge.data.synthetic import CLASS_NAMES, demo_val_data
+from yolo_edge.demo import CLASS_NAMES
 from yolo_edge.errors import YoloEdgeError
+
+EvalKind = Literal["labels", "agreement"]  # mAP against labels, or agreement with the FP32 reference
 
 DEMO = "demo"  # EvalData.origin: the demo val split
 
@@ -57,7 +60,7 @@ class EvalData:
     excluded: tuple[str, ...] = ()  # names of the origin's images left out because they calibrate
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> EvalKind:
         return "labels" if self.labelled else "agreement"
 
     @property
@@ -136,6 +139,8 @@ def resolve_eval_data(
                 f"the model's classes {_show(names, 6)} are not the demo's: pass --data with its own images "
                 "(a data.yaml or COCO JSON labelled with its classes, or a folder of images for agreement)"
             )
+        from yolo_edge.demo.shapes import demo_val_data  # the generator: imported only where the demo is judged
+
         path = demo_val_data()
         return _labelled(load_dataset(path), names, f"demo val split ({path})", DEMO, class_map)
     path = Path(data)

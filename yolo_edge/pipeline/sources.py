@@ -29,13 +29,15 @@ from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.media import VIDEO_SUFFIXES, SourceProblem, frames, is_video, open_video, quiet_ffmpeg
 from yolo_edge.pipeline.preprocess import IMAGE_SUFFIXES, list_images
 
-DROP_POLICIES = ("drop-oldest", "block")
+DropPolicy = Literal["drop-oldest", "block"]
+DROP_POLICIES: tuple[DropPolicy, ...] = get_args(DropPolicy)
+SourceKind = Literal["image", "folder", "video", "camera", "url"]
 _URL = re.compile(r"^(rtsp|rtsps|rtmp|http|https|udp|tcp)://", re.I)
 
 
 @dataclass(frozen=True)
 class SourceOptions:
-    drop_policy: str = "drop-oldest"  # live sources only; files always block
+    drop_policy: DropPolicy = "drop-oldest"  # live sources only; files always block
     max_fps: float | None = None  # live sources: keep at most this many frames per second
     queue_size: int | None = None  # frames waiting per source; default 4 for files (read-ahead), 1 for live (freshest)
     stall_s: float = 5.0  # a connected live source silent this long is stalled
@@ -60,10 +62,10 @@ class SourceOptions:
 
 @dataclass(frozen=True)
 class Source:
-    """A source as the user named it: ``kind`` is image, folder, video, camera or url."""
+    """A source as the user named it."""
 
     text: str
-    kind: str
+    kind: SourceKind
 
     @property
     def live(self) -> bool:

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from yolo_edge.pipeline.detector import Detector, FrameTiming, Percentiles, percentiles
+from yolo_edge.pipeline.detector import Detector, FrameTiming
+from yolo_edge.validate.stats import Percentiles, percentiles
 
 Progress = Callable[[int, int], None]
 

@@ -6,7 +6,7 @@ aspect, colour, rotation and occlusion (each labelled object stays at least 60 %
 background mixes gradients, multi-octave noise, stripes, distractor blobs, lines and text.
 
 Example:
-    >>> from yolo_edge.data.synthetic import write_dataset
+    >>> from yolo_edge.demo.shapes import write_dataset
     >>> write_dataset("datasets/shapes", seed=0, sizes={"train": 2000, "val": 300})  # doctest: +SKIP
 """
 
@@ -21,7 +21,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-CLASS_NAMES: tuple[str, ...] = ("circle", "rectangle", "triangle", "star", "cross", "ring")
+from yolo_edge.demo import CLASS_NAMES
+
 IMAGE_SIZES: tuple[tuple[int, int], ...] = ((320, 320), (320, 240), (240, 320))  # (width, height)
 SPLIT_CODES: dict[str, int] = {"train": 1, "val": 2, "calib": 3, "test": 4}
 JPEG_QUALITY = 92

@@ -1,0 +1,28 @@
+"""Latency statistics: the percentiles every table, report and gate shows (a base module: the stream engine,
+the latency measurement and the search all summarize frames with it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    """Milliseconds: median, p95, p99 and mean of a set of frames."""
+
+    p50: float
+    p95: float
+    p99: float
+    mean: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {"p50": self.p50, "p95": self.p95, "p99": self.p99, "mean": self.mean}
+
+
+def percentiles(values: Sequence[float]) -> Percentiles:
+    a = np.asarray(values, dtype=np.float64)
+    p50, p95, p99 = (round(float(np.percentile(a, q)), 3) for q in (50, 95, 99))
+    return Percentiles(p50, p95, p99, round(float(a.mean()), 3))
