@@ -102,13 +102,18 @@ def test_check_passes_then_fails_on_sla_and_regression(
     data = str(small[0])
     base = tmp_path / "base.json"
     assert main(["check", str(deployed.bundle), "--data", data, "--runs", "8", "--write-baseline", str(base)]) == 0
-    assert json.loads(base.read_text())["p95_ms"] > 0
+    recorded = json.loads(base.read_text())
+    assert recorded["p95_ms"] > 0 and recorded["kind"] == "measured"  # host-lowp: a real device, measured
     assert main(["check", str(deployed.bundle), "--data", data, "--runs", "8", "--sla-ms", "1"]) == 1
     captured = capsys.readouterr()
     assert "over the SLA 1.0 ms" in captured.err and "status fails SLA: FAIL" in captured.out
     base.write_text(json.dumps({"p95_ms": 0.01}))
     result = check_bundle(deployed.bundle, baseline=base, data=data, runs=8)
     assert not result.passed and any("over the baseline" in f for f in result.failures)
+    # a baseline obtained otherwise (a host's board model) is not compared with a measurement: it says where to record
+    base.write_text(json.dumps({"p95_ms": 1e6, "kind": "modelled (board)"}))
+    result = check_bundle(deployed.bundle, baseline=base, data=data, runs=8)
+    assert not result.passed and result.status == "fails baseline" and "record the baseline where" in result.failures[0]
 
 
 def test_run_val_bench_on_bundle(

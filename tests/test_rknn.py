@@ -238,7 +238,7 @@ def test_deploy_to_rk3588_writes_the_rknn_units(small_deploy) -> None:  # type: 
     report = result.report.to_dict()
     rows = {p["name"]: p for p in report["plans"]}
     assert "precision" in rows["whole-npu"]["fails"]
-    assert rows["split"]["status"] == "ok" and rows["split"]["latency"]["kind"] == "modelled NPU + measured CPU"
+    assert rows["split"]["status"] == "ok" and rows["split"]["latency"]["kind"] == "modelled (board)"
     split = PlacementPlan.from_dict(report["split_plan"])
     assert [(split[s].device, split[s].variant.label) for s in ("backbone", "neck")] == [("npu", "int8/w8a8/rknn")] * 2
     assert "worst layers by rknn's per-layer error" in split.whole_graph_npu.reason

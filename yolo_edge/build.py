@@ -18,7 +18,7 @@ from typing import Literal, overload
 import numpy as np
 import onnx
 
-from yolo_edge.backends import cpu_backend, create_backend
+from yolo_edge.backends import board_model, cpu_backend, create_backend
 from yolo_edge.backends.base import (
     FP32_SUFFIX,
     Artifact,
@@ -30,7 +30,8 @@ from yolo_edge.backends.base import (
     io_infos,
 )
 from yolo_edge.config import DeviceProfile, Variant
-from yolo_edge.graph import SUBGRAPHS
+from yolo_edge.devices.board import BoardCpu
+from yolo_edge.graph import SUBGRAPHS, GraphInfo
 from yolo_edge.plan.op_level import op_level_groups
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.runtime import DeferredTwin, EventLog, Trigger, Unit, median_run_s
@@ -200,6 +201,7 @@ def compile_units(
     artifacts: Mapping[str, Artifact] | None = None,
     estimate_cpu: bool = True,
     defer_twins: bool = False,
+    board: BoardCpu | None = None,
 ) -> list[Unit]:
     """Compile ``planned``: each unit's FP32 CPU twin, and an accelerator unit on ``npu`` at its variant (its
     stored ``artifacts`` run as they are where the backend can; else it calibrates on ``calib``). A unit the
@@ -208,7 +210,8 @@ def compile_units(
     each accelerator executable up and times its CPU twin, the hysteresis' estimate (``estimate_cpu``).
 
     ``defer_twins``: an accelerator unit's CPU twin (its fallback) is compiled and timed on a thread of its own
-    once the first frame is out (a loaded bundle: a service's restart), or at once if a fallback needs it first."""
+    once the first frame is out (a loaded bundle: a service's restart), or at once if a fallback needs it first.
+    ``board``: a simulated board's CPU, which prices each unit's CPU runs (``Unit.board_cpu_s``)."""
     cpu = cpu_backend()
     units: list[Unit] = []
     twins: list[Twin] = []  # every unit's so far, in order: what the sample grows through
@@ -242,7 +245,10 @@ def compile_units(
                     return
                 trigger: Trigger = "memory" if isinstance(exc, NpuOutOfMemory) else "unsupported_op"
                 events.add(-1, unit.name, trigger, "compile_on_cpu", str(exc))
-        units.append(_unit(unit, twin, npu_exe, ins, estimate_cpu))
+        built = _unit(unit, twin, npu_exe, ins, estimate_cpu)
+        if board is not None:
+            built.board_cpu_s = board.graph_s(GraphInfo.of(unit.model))
+        units.append(built)
 
     for unit in planned:
         add(unit)
@@ -292,12 +298,18 @@ def build_units(
         backend,
         lambda name: split[name].model,
         estimate_cpu=profile.kind != "cpu",
+        board=board_model(profile),
     )
 
 
-def whole_graph_unit(model: onnx.ModelProto, npu: Backend, variant: Variant, calib: Sequence[Tensors]) -> Unit:
-    """The whole model as one unit on the NPU (with its FP32 CPU twin): the whole-graph plan."""
+def whole_graph_unit(
+    model: onnx.ModelProto, npu: Backend, variant: Variant, calib: Sequence[Tensors], board: BoardCpu | None = None
+) -> Unit:
+    """The whole model as one unit on the NPU (with its FP32 CPU twin): the whole-graph plan; ``board``: a simulated
+    board's CPU, which prices the frames that fall back."""
     twin = cpu_backend().compile(model, "fp32")
     npu_exe = npu.compile(model, variant, calib)
     npu_exe.warm_up(calib[0], WARM_UP_RUNS)
-    return Unit("whole", SUBGRAPHS, twin, npu_exe, median_run_s(twin, calib[0], ESTIMATE_RUNS), npu_exe.modelled_s)
+    cpu_s = median_run_s(twin, calib[0], ESTIMATE_RUNS)
+    board_s = board.graph_s(GraphInfo.of(model)) if board is not None else None
+    return Unit("whole", SUBGRAPHS, twin, npu_exe, cpu_s, npu_exe.modelled_s, board_cpu_s=board_s)

@@ -48,7 +48,7 @@ import numpy as np
 import onnx
 import yaml
 
-from yolo_edge.backends import create_backend
+from yolo_edge.backends import board_model, create_backend
 from yolo_edge.backends.base import ARTIFACT_SUFFIXES, io_infos, self_contained
 from yolo_edge.build import Device, UnitFeeds, UnitPlan, compile_units, plan_units, unit_name
 from yolo_edge.config import DeployConfig, DeviceProfile, Variant, build, load_deploy_config, read_yaml
@@ -407,6 +407,7 @@ class Bundle:
             read_unit_artifacts(self.path / "units"),
             estimate_cpu=self.profile.kind != "cpu",
             defer_twins=True,
+            board=board_model(self.profile),
         )
         executor = SplitExecutor(units, self.config.runtime, self.profile, events, owns=stack)
         built = {u.name: u for u in units}
@@ -445,7 +446,9 @@ class Bundle:
     def reference_detector(self) -> Detector:
         """The monolithic model's FP32 result on the CPU (model.onnx as one unit): the drift reference."""
         whole = UnitPlan(SUBGRAPHS, self.exported.load(), "cpu", Variant("fp32"))
-        units = compile_units([whole], UnitFeeds([]), dict(self.sample), EventLog(), None, self._subgraph)
+        units = compile_units(
+            [whole], UnitFeeds([]), dict(self.sample), EventLog(), None, self._subgraph, board=board_model(self.profile)
+        )
         return Detector(SplitExecutor(units, self.config.runtime, self.profile), self.meta.model, self.config.nms)
 
 

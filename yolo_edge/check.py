@@ -78,7 +78,7 @@ def check_bundle(
         cfg.validate.max_drift if max_drift is None else max_drift, cfg.validate.sla_ms if sla_ms is None else sla_ms
     )
     max_regression = cfg.validate.max_regression if max_regression is None else max_regression
-    base = read_baseline(baseline) if baseline else None
+    base, base_kind = read_baseline(baseline) if baseline else (None, None)
     with b.detector() as detector:
         ev = bundle_eval_data(b, data, class_map)  # read once: val and bench use the same images
         val = val_bundle(b, ev, quiet, detector=detector)
@@ -89,7 +89,13 @@ def check_bundle(
     if detector.executor.placement_problems:  # the bundle does not run what deploy proved
         fails.insert(0, "placement")
         lines[:0] = detector.executor.placement_problems
-    if base is not None and p95 > base * (1 + max_regression):
+    if base_kind is not None and base_kind != lat.kind:  # a host's board model against the board's own timing
+        fails.append("baseline")
+        lines.append(
+            f"the baseline's latency is {base_kind} but this run's is {lat.kind}: record the baseline where the "
+            "check runs (yolo-edge check BUNDLE --write-baseline FILE, on the board for its measured latency)"
+        )
+    elif base is not None and p95 > base * (1 + max_regression):
         fails.append("regression")
         lines.append(
             f"p95 latency {p95:.2f} ms is {p95 / base - 1:+.1%} over the baseline {base:.2f} ms "
@@ -100,12 +106,13 @@ def check_bundle(
 
 def write_baseline(result: GateResult, path: str | Path) -> None:
     """Record the measured p95 and drift (atomically); ``check_can_write`` it before measuring."""
-    doc = {"p95_ms": result.p95_ms, "drift": result.val.drift.to_dict()}
+    doc = {"p95_ms": result.p95_ms, "kind": result.latency.kind, "drift": result.val.drift.to_dict()}
     atomic_write(Path(path), json.dumps(doc, indent=2).encode())
 
 
-def read_baseline(path: str | Path) -> float:
-    """The p95 (ms) of a baseline written by ``write_baseline``: a positive, finite number of milliseconds."""
+def read_baseline(path: str | Path) -> tuple[float, str | None]:
+    """The p95 (ms) of a baseline written by ``write_baseline`` (a positive, finite number of milliseconds) and how
+    its latency was obtained (``measured``, ``modelled (board)``; None in a baseline that does not say)."""
     p = Path(path)
     try:
         base = json.loads(p.read_text())
@@ -121,4 +128,5 @@ def read_baseline(path: str | Path) -> float:
             f"{p}: p95_ms is {base['p95_ms']!r}, not a positive number of milliseconds; record it again with "
             f"yolo-edge check BUNDLE --write-baseline {p}"
         )
-    return p95
+    kind = base.get("kind")
+    return p95, kind if isinstance(kind, str) else None

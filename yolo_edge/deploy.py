@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from yolo_edge.backends import create_backend, require_usable, resolve_device
+from yolo_edge.backends import board_model, create_backend, require_usable, resolve_device
 from yolo_edge.backends.base import Backend, NpuCompileError
 from yolo_edge.build import build_units, plan_units, unit_sample, whole_graph_unit
 from yolo_edge.bundle import BundleMeta, DataRecord, bundle_files, check_writable, write_bundle
@@ -375,9 +375,8 @@ def _whole_npu(
     say(f"whole-npu: the whole graph at {w.variant.label}")
     name = split.input.name
     try:
-        unit = whole_graph_unit(
-            split.exported.load(), found.npu, w.variant, [{name: c[name]} for c in found.calib_tensors]
-        )
+        calib = [{name: c[name]} for c in found.calib_tensors]
+        unit = whole_graph_unit(split.exported.load(), found.npu, w.variant, calib, board_model(profile))
     except NpuCompileError:
         run.planned = "to compile"
         return run, None

@@ -14,6 +14,7 @@ import numpy as np
 
 from yolo_edge.config import DeviceProfile
 from yolo_edge.data.resolve import Calibration, EvalData
+from yolo_edge.devices.board import BOARD
 from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
 from yolo_edge.runtime import EventSummary
 from yolo_edge.search import SearchResult, Trial
@@ -225,10 +226,13 @@ def _search_section(report: DeployReport) -> list[str]:
 
 def markdown(report: DeployReport) -> str:
     what, data, limits = report.metric, report.data, report.limits
+    host = report.host_cpu
+    modelled = report.profile.latency == "modelled"
+    where = f"numerics on {host}, latency modelled for the board" if modelled else f"measured on {host}"
     lines = [
         f"# yolo-edge deploy report: {report.model}",
         "",
-        f"Device **{report.profile.name}** ({report.profile.kind}), measured on {report.host_cpu}, "
+        f"Device **{report.profile.name}** ({report.profile.kind}), {where}, "
         f"imgsz {report.imgsz[0]}x{report.imgsz[1]}, SLA p95 <= {limits.sla_ms} ms, "
         f"mAP drift limit {limits.max_drift}. "
         f"Chosen plan: **{report.chosen.name}**. Verdict: **{'PASS' if report.passed else 'FAIL'}**"
@@ -271,6 +275,14 @@ def markdown(report: DeployReport) -> str:
         lines += [
             "",
             "## Per-phase latency (chosen plan)",
+            "",
+            f"Every phase {report.chosen.latency.kind}"
+            + (
+                ": the board's CPU model for letterbox, NMS and the CPU units"
+                if report.chosen.latency.kind == BOARD
+                else ""
+            )
+            + ".",
             "",
             "| phase | p50 ms | p95 ms | p99 ms |",
             "|---|---|---|---|",

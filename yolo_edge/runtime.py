@@ -30,6 +30,7 @@ from typing import Literal
 
 import numpy as np
 
+from yolo_edge.backends import board_model
 from yolo_edge.backends.base import Executable, NpuError, median_run_s
 from yolo_edge.config import DeviceProfile, RuntimeConfig
 from yolo_edge.devices.cost import transfer_time
@@ -194,6 +195,7 @@ class Unit:
     npu: Executable | None
     cpu_estimate_s: float | None  # the twin's seconds on this machine: what the hysteresis judges against
     modelled_s: float | None = None  # simulated NPU: modelled latency
+    board_cpu_s: float | None = None  # a simulated board: the twin's modelled seconds on the board's CPU
     parked: bool = False
     slow_run: list[float] = field(default_factory=list)  # accelerator seconds of the current run of slow frames
     good_probes: int = 0
@@ -275,6 +277,8 @@ class SplitExecutor:
         self._owned = owns or ExitStack()  # what the units were compiled by (a backend): closed after them
         self.cfg = cfg
         self.profile = profile
+        # a simulated board: its CPU phases (letterbox, NMS; the units' board_cpu_s) modelled, as its accelerator is
+        self.board = board_model(profile) if profile is not None else None
         self.events = events or EventLog()
         self.clock = clock
         self.breaker = CircuitBreaker(cfg.breaker_failures, cfg.breaker_cooldown_s, self.events, clock)
@@ -385,7 +389,8 @@ class SplitExecutor:
                     modelled = None if unit.modelled_s is None else unit.modelled_s * 1e3
                     return outs, UnitRun(unit.name, "npu", spent * 1e3, modelled)
         outs = unit.cpu.run(feeds)
-        return outs, UnitRun(unit.name, "cpu", (spent + unit.cpu.last_run_s) * 1e3, None)
+        board = None if unit.board_cpu_s is None else unit.board_cpu_s * 1e3
+        return outs, UnitRun(unit.name, "cpu", (spent + unit.cpu.last_run_s) * 1e3, board)
 
     # ---------------------------------------------------------------- one frame
     def run(self, feeds: dict[str, np.ndarray], frame: int = 0) -> FrameResult:

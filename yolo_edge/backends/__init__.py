@@ -13,6 +13,7 @@ import importlib
 from yolo_edge.backends.base import Backend
 from yolo_edge.backends.onnxruntime import CPU_EP, OnnxRuntimeBackend
 from yolo_edge.config import DeviceProfile
+from yolo_edge.devices.board import BoardCpu
 from yolo_edge.errors import YoloEdgeError
 
 # a profile's runtime -> the module whose ``backend_for(profile)`` builds its backend (imported when first used:
@@ -43,6 +44,20 @@ def create_backend(profile: DeviceProfile) -> Backend:
 
         return SimulatedNpu(profile, backend)
     return backend
+
+
+def board_model(profile: DeviceProfile) -> BoardCpu | None:
+    """The board's CPU where ``profile``'s board is simulated on this host: every CPU phase of a frame (its CPU
+    units, letterbox, NMS) is then modelled for the board, as its accelerator is. None where latency is measured:
+    a real device, or the board itself (its accelerator present: ``yolo-edge bench`` there measures)."""
+    if profile.kind != "simulated" or profile.cpu is None:
+        return None
+    try:
+        with runtime_backend(profile) as backend:
+            present = backend.on_accelerator
+    except YoloEdgeError:  # its runtime is not installed here: this is not the board
+        present = False
+    return None if present else BoardCpu(profile.cpu)
 
 
 def cpu_backend() -> Backend:

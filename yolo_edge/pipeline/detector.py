@@ -21,9 +21,9 @@ from yolo_edge.runtime import FrameResult, SplitExecutor
 
 @dataclass(frozen=True)
 class FrameTiming:
-    """Milliseconds of one frame. ``end_to_end_ms`` uses the modelled NPU and link times for simulated
-    devices (``modelled`` is then True) and measured times everywhere else (where a hand-over between units
-    is in place: ``transfer_ms`` 0)."""
+    """Milliseconds of one frame. For a simulated board (``board``) every phase is the board's, modelled: its NPU,
+    link and CPU (letterbox, the CPU units, NMS: ``devices.board``); ``modelled`` is True where any phase is.
+    Everywhere else the times are measured (a hand-over between units is in place: ``transfer_ms`` 0)."""
 
     preprocess_ms: float
     unit_ms: dict[str, float]
@@ -31,6 +31,7 @@ class FrameTiming:
     transfer_ms: float
     nms_ms: float
     modelled: bool
+    board: bool = False
 
     @property
     def end_to_end_ms(self) -> float:
@@ -80,12 +81,24 @@ class Detector:
         t3 = time.perf_counter()
         modelled = any(s.modelled_ms is not None for s in result.units)
         unit_ms = {s.unit: (s.modelled_ms if s.modelled_ms is not None else s.ms) for s in result.units}
+        pre_s, nms_s = t1 - t0, t3 - t2
+        board = self.executor.board
+        if board is not None:  # the board's CPU runs them: modelled, whatever this host's speed
+            output = result.outputs[self.executor.output_name]
+            pre_s = board.letterbox_s(image.shape[0], image.shape[1], self.meta.imgsz)
+            nms_s = board.nms_s(output.size, output.shape[-1], _candidates(output, (nms or self.nms).conf))
         timing = FrameTiming(
-            preprocess_ms=(t1 - t0) * 1e3,
+            preprocess_ms=pre_s * 1e3,
             unit_ms=unit_ms,
             unit_device={s.unit: s.device for s in result.units},
             transfer_ms=result.transfer_modelled_ms if modelled else 0.0,
-            nms_ms=(t3 - t2) * 1e3,
-            modelled=modelled,
+            nms_ms=nms_s * 1e3,
+            modelled=modelled or board is not None,
+            board=board is not None,
         )
         return dets, timing
+
+
+def _candidates(output: np.ndarray, conf: float) -> int:
+    """Anchors of a ``(1, 4 + classes, anchors)`` detector output whose best class score passes ``conf``."""
+    return int(np.count_nonzero(output[0, 4:].max(axis=0) > conf))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from yolo_edge.devices.board import BOARD
 from yolo_edge.pipeline.detector import Detector, FrameTiming
 from yolo_edge.validate.stats import Percentiles, percentiles
 
@@ -24,7 +25,7 @@ def peak_rss_bytes() -> int:
 class LatencyResult:
     end_to_end: Percentiles
     phases: dict[str, Percentiles]  # preprocess, each unit, transfers, nms
-    kind: str  # "measured", or "modelled NPU + measured CPU" for simulated devices
+    kind: str  # "measured", or "modelled (board)" for a simulated board (every phase the board's)
     runs: int
     npu_share: float  # fraction of phase runs that ran on the NPU
     peak_rss_bytes: int
@@ -81,7 +82,13 @@ def _summarise(timings: list[FrameTiming], runs: int) -> LatencyResult:
     e2e = [t.end_to_end_ms for t in timings]
     on_npu = sum(d == "npu" for t in timings for d in t.unit_device.values())
     total = sum(len(t.unit_device) for t in timings)
-    kind = "modelled NPU + measured CPU" if any(t.modelled for t in timings) else "measured"
+    kind = (
+        BOARD
+        if all(t.board for t in timings)
+        else "modelled NPU + measured CPU"
+        if any(t.modelled for t in timings)
+        else "measured"
+    )
     return LatencyResult(
         percentiles(e2e),
         {k: percentiles(v) for k, v in parts.items()},

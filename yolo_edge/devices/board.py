@@ -1,0 +1,69 @@
+"""A simulated board's CPU: every phase of a frame that the board's CPU runs, modelled from the profile's CPU
+model (``cpu:``, fitted to a published figure for that CPU, named in the profile) instead of measured on the
+host that deploys. With it the end-to-end latency of a plan for a simulated board, and its SLA verdict, are
+the board's, whatever machine deploy ran on (``benchmarks/board_latency.py`` shows it on a fast and a
+throttled host).
+
+- a CPU unit (the FP32 twin, a subgraph the plan keeps off the NPU, the whole-cpu reference): the roofline of
+  :func:`yolo_edge.devices.cost.cpu_time` over its graph;
+- letterbox: a memory-bound pass over the source image, the resized image and the float tensor (resize and
+  normalise arithmetic at the CPU model's rate), one launch per pass;
+- NMS: reading the detector output once, the class maximum per anchor, sorting the candidates over the
+  confidence threshold and the greedy IoU pass over them.
+
+Each figure is labelled ``modelled (board)`` wherever it is shown. ``yolo-edge bench`` on the board itself
+measures instead (no board model there: the accelerator is present), and its result can be the baseline.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from yolo_edge.config import CpuModel
+from yolo_edge.devices.cost import cpu_time
+from yolo_edge.graph import GraphInfo
+
+BOARD = "modelled (board)"  # how every phase of a simulated board's frame is obtained
+
+RESIZE_OPS = 12  # bilinear resize: four taps, their weights and the sum, per output value
+NORMALISE_OPS = 2  # scale to [0, 1] and the channel swap, per value
+LETTERBOX_PASSES = 4  # resize, pad, normalise, HWC -> CHW
+IOU_OPS = 16  # one box pair's intersection over union and the compare
+SORT_OPS = 8  # per candidate and level of the candidates' sort
+NMS_PASSES = 3  # class maximum, threshold, greedy suppression
+
+
+@dataclass(frozen=True)
+class BoardCpu:
+    """The board CPU of a simulated profile (``DeviceProfile.cpu``): modelled seconds of its phases."""
+
+    cpu: CpuModel
+
+    @property
+    def _flops(self) -> float:
+        return self.cpu.gflops * 1e9
+
+    @property
+    def _bps(self) -> float:
+        return self.cpu.dram_gbps * 1e9
+
+    def graph_s(self, info: GraphInfo) -> float:
+        """An FP32 graph run on the board's CPU."""
+        return cpu_time(info, self.cpu).total_s
+
+    def letterbox_s(self, height: int, width: int, imgsz: tuple[int, int]) -> float:
+        """Letterboxing one ``height`` x ``width`` BGR image to the model's ``imgsz`` float tensor."""
+        r = min(imgsz[0] / height, imgsz[1] / width)
+        resized = round(height * r) * round(width * r) * 3
+        canvas = imgsz[0] * imgsz[1] * 3
+        moved = height * width * 3 + resized + canvas + canvas * 4  # u8 read, u8 resized, u8 padded, f32 out
+        ops = resized * RESIZE_OPS + canvas * NORMALISE_OPS
+        return moved / self._bps + ops / self._flops + LETTERBOX_PASSES * self.cpu.op_overhead_us * 1e-6
+
+    def nms_s(self, values: int, anchors: int, candidates: int) -> float:
+        """NMS over a detector output of ``values`` floats for ``anchors`` anchors, ``candidates`` of them over the
+        confidence threshold."""
+        sort = candidates * max(math.log2(candidates), 1.0) * SORT_OPS if candidates else 0.0
+        ops = values + anchors + sort + candidates * candidates * IOU_OPS / 2
+        return values * 4 / self._bps + ops / self._flops + NMS_PASSES * self.cpu.op_overhead_us * 1e-6
