@@ -202,6 +202,7 @@ def compile_units(
     estimate_cpu: bool = True,
     defer_twins: bool = False,
     board: BoardCpu | None = None,
+    warm: bool = True,
 ) -> list[Unit]:
     """Compile ``planned``: each unit's FP32 CPU twin, and an accelerator unit on ``npu`` at its variant (its
     stored ``artifacts`` run as they are where the backend can; else it calibrates on ``calib``). A unit the
@@ -211,7 +212,9 @@ def compile_units(
 
     ``defer_twins``: an accelerator unit's CPU twin (its fallback) is compiled and timed on a thread of its own
     once the first frame is out (a loaded bundle: a service's restart), or at once if a fallback needs it first.
-    ``board``: a simulated board's CPU, which prices each unit's CPU runs (``Unit.board_cpu_s``)."""
+    ``board``: a simulated board's CPU, which prices each unit's CPU runs (``Unit.board_cpu_s``). ``warm`` False: no
+    warm-up call before the first frame (a loaded bundle: the first frame is its warm-up; ``bench`` and ``check``
+    warm up before they time)."""
     cpu = cpu_backend()
     units: list[Unit] = []
     twins: list[Twin] = []  # every unit's so far, in order: what the sample grows through
@@ -236,7 +239,7 @@ def compile_units(
             try:
                 stored = {**own, **(artifacts or {}).get(unit.name, {})}
                 npu_exe = npu.compile(unit.model, unit.variant, feeds, stored)
-                npu_exe.warm_up(ins, WARM_UP_RUNS)
+                npu_exe.warm_up(ins, WARM_UP_RUNS if warm else 0)
             except NpuCompileError as exc:
                 if len(unit.subgraphs) > 1:  # refused as one graph: the subgraphs one by one
                     twins.pop()

@@ -408,6 +408,7 @@ class Bundle:
             estimate_cpu=self.profile.kind != "cpu",
             defer_twins=True,
             board=board_model(self.profile),
+            warm=False,
         )
         executor = SplitExecutor(units, self.config.runtime, self.profile, events, owns=stack)
         built = {u.name: u for u in units}
@@ -532,10 +533,13 @@ def read_sample(path: Path, planned: Sequence[UnitPlan]) -> dict[str, np.ndarray
                         if version == (1, 0)
                         else np.lib.format.read_array_header_2_0
                     )
-                    got, _, dtype = header(f)
-                    if tuple(got) != tuple(shape) or dtype != np.float32:
+                    got, fortran, dtype = header(f)
+                    if tuple(got) != tuple(shape) or dtype != np.float32 or fortran:
                         raise ValueError(f"{name} is {dtype} {list(got)}, its unit takes float32 {list(shape)}")
-                sample[name] = np.load(io.BytesIO(z.read(members[name])), allow_pickle=False)
+                    values = f.read()  # the array over these bytes, not a copy of them (it is only read)
+                    if len(values) != 4 * int(np.prod(shape)):
+                        raise ValueError(f"{name} does not hold exactly {list(shape)} float32 values")
+                sample[name] = np.frombuffer(values, np.float32).reshape(shape)
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
         raise _damaged(path, f"{SAMPLE}: {exc}") from None
     return sample

@@ -409,12 +409,22 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
     raise TypeError(f"unsupported config type {tp}")
 
 
+_FIELDS: dict[type, tuple[dict[str, Any], dict[str, dataclasses.Field[Any]]]] = {}
+
+
+def _fields(cls: type) -> tuple[dict[str, Any], dict[str, dataclasses.Field[Any]]]:
+    """A config dataclass' resolved type hints and its fields (resolving the hints is most of the time it takes to
+    read a profile: once per class)."""
+    if cls not in _FIELDS:
+        _FIELDS[cls] = typing.get_type_hints(cls, include_extras=True), {f.name: f for f in dataclasses.fields(cls)}
+    return _FIELDS[cls]
+
+
 def build(cls: type[T], data: Any, where: str) -> T:
     """Build dataclass ``cls`` from a YAML mapping, rejecting unknown keys and wrong types."""
     if not isinstance(data, dict):
         _fail(where, f"expected a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls, include_extras=True)
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    hints, fields = _fields(cls)
     unknown = sorted(set(data) - set(fields))
     if unknown:
         _fail(where, f"unknown key '{unknown[0]}' (valid: {', '.join(fields)})")
