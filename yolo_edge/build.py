@@ -248,22 +248,22 @@ def compile_units(
                     return
                 trigger: Trigger = "memory" if isinstance(exc, NpuOutOfMemory) else "unsupported_op"
                 events.add(-1, unit.name, trigger, "compile_on_cpu", str(exc))
-        built = _unit(unit, twin, npu_exe, ins, estimate_cpu)
-        if board is not None:
-            built.board_cpu_s = board.graph_s(GraphInfo.of(unit.model))
-        units.append(built)
+        units.append(_unit(unit, twin, npu_exe, ins, estimate_cpu, board))
 
     for unit in planned:
         add(unit)
     return units
 
 
-def _unit(unit: UnitPlan, twin: Twin, npu: Executable | None, feeds: Tensors, estimate: bool) -> Unit:
+def _unit(
+    unit: UnitPlan, twin: Twin, npu: Executable | None, feeds: Tensors, estimate: bool, board: BoardCpu | None
+) -> Unit:
     """The compiled unit, its CPU estimate measured where a measured accelerator will be judged against it (once
-    a deferred twin is built, on its thread)."""
+    a deferred twin is built, on its thread), its CPU runs priced for a simulated ``board``."""
     modelled = npu.modelled_s if npu is not None else None
     measured = npu is not None and npu is not twin and modelled is None  # a modelled one is never judged slow
     built = Unit(unit.name, unit.subgraphs, twin if npu is not None else _ready(twin), npu, None, modelled)
+    built.board_cpu_s = board.graph_s(GraphInfo.of(unit.model)) if board is not None else None
 
     def timed(exe: Executable) -> None:
         built.cpu_estimate_s = median_run_s(exe, feeds, ESTIMATE_RUNS)

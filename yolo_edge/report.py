@@ -19,6 +19,7 @@ from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
 from yolo_edge.runtime import EventSummary
 from yolo_edge.search import SearchResult, Trial
 from yolo_edge.validate.accuracy import MapResult
+from yolo_edge.validate.latency import LatencyResult
 from yolo_edge.validate.verdict import Limits, PlanRun
 from yolo_edge.version import __version__
 
@@ -224,6 +225,16 @@ def _search_section(report: DeployReport) -> list[str]:
     ]
 
 
+def _phases(latency: LatencyResult | None) -> list[str]:
+    """The chosen plan's per-phase latency section, and how each phase was obtained."""
+    if latency is None:
+        return []
+    how = ": the board's CPU model for letterbox, NMS and the CPU units" if latency.kind == BOARD else ""
+    lines = ["", "## Per-phase latency (chosen plan)", "", f"Every phase {latency.kind}{how}.", ""]
+    lines += ["| phase | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|"]
+    return lines + [f"| {n} | {_fmt(p.p50)} | {_fmt(p.p95)} | {_fmt(p.p99)} |" for n, p in latency.phases.items()]
+
+
 def markdown(report: DeployReport) -> str:
     what, data, limits = report.metric, report.data, report.limits
     host = report.host_cpu
@@ -271,24 +282,7 @@ def markdown(report: DeployReport) -> str:
         f"Whole graph on the NPU at {'-' if w.variant is None else w.variant.label}: "
         f"{'passes' if w.passed else f'fails {w.failed_check}'}: {w.reason}",
     ]
-    if report.chosen.latency:
-        lines += [
-            "",
-            "## Per-phase latency (chosen plan)",
-            "",
-            f"Every phase {report.chosen.latency.kind}"
-            + (
-                ": the board's CPU model for letterbox, NMS and the CPU units"
-                if report.chosen.latency.kind == BOARD
-                else ""
-            )
-            + ".",
-            "",
-            "| phase | p50 ms | p95 ms | p99 ms |",
-            "|---|---|---|---|",
-        ]
-        for name, pct in report.chosen.latency.phases.items():
-            lines.append(f"| {name} | {_fmt(pct.p50)} | {_fmt(pct.p95)} | {_fmt(pct.p99)} |")
+    lines += _phases(report.chosen.latency)
     ev = report.fallback_events
     lines += ["", "## Runtime fallback", "", f"{ev.total} events."]
     if ev.by_trigger:
