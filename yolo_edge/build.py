@@ -200,9 +200,8 @@ def compile_units(
     subgraph: Callable[[str], onnx.ModelProto],
     artifacts: Mapping[str, Artifact] | None = None,
     estimate_cpu: bool = True,
-    defer_twins: bool = False,
+    loaded: bool = False,
     board: BoardCpu | None = None,
-    warm: bool = True,
 ) -> list[Unit]:
     """Compile ``planned``: each unit's FP32 CPU twin, and an accelerator unit on ``npu`` at its variant (its
     stored ``artifacts`` run as they are where the backend can; else it calibrates on ``calib``). A unit the
@@ -210,18 +209,17 @@ def compile_units(
     subgraphs (``subgraph(name)``: the FP32 graph). ``sample`` (grown with the pieces' intermediate tensors) warms
     each accelerator executable up and times its CPU twin, the hysteresis' estimate (``estimate_cpu``).
 
-    ``defer_twins``: an accelerator unit's CPU twin (its fallback) is compiled and timed on a thread of its own
-    once the first frame is out (a loaded bundle: a service's restart), or at once if a fallback needs it first.
-    ``board``: a simulated board's CPU, which prices each unit's CPU runs (``Unit.board_cpu_s``). ``warm`` False: no
-    warm-up call before the first frame (a loaded bundle: the first frame is its warm-up; ``bench`` and ``check``
-    warm up before they time)."""
+    ``loaded`` (a bundle loaded: a service's restart): an accelerator unit's CPU twin (its fallback) is compiled and
+    timed on a thread of its own once the first frame is out, or at once if a fallback needs it first, and the first
+    frame is the warm-up (``bench`` and ``check`` warm up before they time). ``board``: a simulated board's CPU,
+    which prices each unit's CPU runs (``Unit.board_cpu_s``)."""
     cpu = cpu_backend()
     units: list[Unit] = []
     twins: list[Twin] = []  # every unit's so far, in order: what the sample grows through
 
     def add(unit: UnitPlan) -> None:
         own: Artifact = {FP32_SUFFIX: unit.stored} if unit.stored else {}
-        if defer_twins and unit.device == "npu":
+        if loaded and unit.device == "npu":
             twin: Twin = DeferredTwin(lambda: cpu.compile(unit.model, "fp32", None, own))
         else:
             twin = cpu.compile(unit.model, "fp32", None, own)
@@ -239,7 +237,7 @@ def compile_units(
             try:
                 stored = {**own, **(artifacts or {}).get(unit.name, {})}
                 npu_exe = npu.compile(unit.model, unit.variant, feeds, stored)
-                npu_exe.warm_up(ins, WARM_UP_RUNS if warm else 0)
+                npu_exe.warm_up(ins, 0 if loaded else WARM_UP_RUNS)
             except NpuCompileError as exc:
                 if len(unit.subgraphs) > 1:  # refused as one graph: the subgraphs one by one
                     twins.pop()

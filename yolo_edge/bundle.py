@@ -406,9 +406,8 @@ class Bundle:
             self._subgraph,
             read_unit_artifacts(self.path / "units"),
             estimate_cpu=self.profile.kind != "cpu",
-            defer_twins=True,
+            loaded=True,
             board=board_model(self.profile),
-            warm=False,
         )
         executor = SplitExecutor(units, self.config.runtime, self.profile, events, owns=stack)
         built = {u.name: u for u in units}

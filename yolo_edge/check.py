@@ -69,9 +69,12 @@ def check_bundle(
     runs: int | None = None,
     quiet: bool = True,
     class_map: str | None = None,
+    shards: int | None = None,
+    ray_address: str | None = None,
 ) -> GateResult:
     """Re-measure drift and latency; one failure line per broken limit (drift, SLA, regression vs baseline).
-    Limits default to the ones the bundle was deployed with."""
+    Limits default to the ones the bundle was deployed with; ``shards`` / ``ray_address``: drift scored in shards
+    on Ray (``val_bundle``)."""
     b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle)
     cfg = b.config
     limits = Limits(
@@ -81,7 +84,7 @@ def check_bundle(
     base, base_kind = read_baseline(baseline) if baseline else (None, None)
     with b.detector() as detector:
         ev = bundle_eval_data(b, data, class_map)  # read once: val and bench use the same images
-        val = val_bundle(b, ev, quiet, detector=detector)
+        val = val_bundle(b, ev, quiet, detector=detector, shards=shards, ray_address=ray_address)
         lat = bench_bundle(b, ev, runs, detector=detector)
     p95 = lat.end_to_end.p95
     fails = failures(val.drift, p95, limits)

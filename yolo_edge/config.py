@@ -332,6 +332,9 @@ class DeviceProfile:
     cpu: CpuModel | None = None
     faults: Faults = Faults()
     npu_cores: int = 1  # accelerator cores: a stream runs a pool of one context per core (RK3588: 3)
+    # the Ray custom resource of the nodes that hold this device (its board, its toolchain, its GPU): a sweep's
+    # configurations for it run only there; none: any node (the host CPU, a simulation with its stack in the main env)
+    node_resource: str | None = None
 
     def __post_init__(self) -> None:
         where = f"device profile '{self.name}'"

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from yolo_edge.check import check_bundle, write_baseline
-from yolo_edge.cli.common import add_bundle_data, add_runs, fraction, positive_float, print_json
+from yolo_edge.cli.common import add_bundle_data, add_runs, add_shards, fraction, positive_float, print_json
 from yolo_edge.files import check_can_write
 
 
@@ -21,6 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sla-ms", type=positive_float, default=None, help="default: the bundle's SLA")
     p.add_argument("--max-regression", type=fraction, default=None, help="default: the bundle's deploy config (0.10)")
     add_bundle_data(p)
+    add_shards(p)
     add_runs(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
@@ -38,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
         args.data,
         args.runs,
         class_map=args.class_map,
+        shards=args.shards,
+        ray_address=args.ray_address,
     )
     if args.write_baseline:
         write_baseline(result, args.write_baseline)

@@ -97,6 +97,11 @@ def add_bundle_data(p: argparse.ArgumentParser, class_map: bool = True) -> None:
         p.add_argument("--class-map", default=None, help="with --data: DATA=MODEL,... (see yolo-edge deploy --help)")
 
 
+def add_shards(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shards", type=positive_int, default=None, help="score the images in N shards on a local Ray")
+    p.add_argument("--ray-address", default=None, help="score them on this Ray cluster (one shard per CPU)")
+
+
 def add_runs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=positive_int, default=None, help="timed frames (default: the bundle's deploy config)")
 

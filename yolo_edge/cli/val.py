@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from yolo_edge.bundle import load_bundle
-from yolo_edge.cli.common import add_bundle_data, print_json, table
+from yolo_edge.cli.common import add_bundle_data, add_shards, print_json, table
 from yolo_edge.validate.bundle import val_bundle
 
 
@@ -14,12 +14,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("val", help="mAP and drift of a bundle", description=__doc__)
     p.add_argument("bundle", type=Path)
     add_bundle_data(p)
+    add_shards(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    v = val_bundle(load_bundle(args.bundle), args.data, quiet=args.json, class_map=args.class_map)
+    bundle = load_bundle(args.bundle)
+    v = val_bundle(bundle, args.data, args.json, args.class_map, shards=args.shards, ray_address=args.ray_address)
     if args.json:
         print_json(v.to_dict())
         return 0

@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from yolo_edge.bundle import Bundle
+from yolo_edge.bundle import Bundle, load_bundle
+from yolo_edge.cluster import ray_session
 from yolo_edge.data.resolve import DEMO, EvalData, EvalKind, resolve_eval_data
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.detector import Detector
+from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.progress import progress_bar
 from yolo_edge.validate.accuracy import MapResult, Scorer, detect_all
@@ -73,16 +75,23 @@ def val_bundle(
     quiet: bool = True,
     class_map: str | None = None,
     detector: Detector | None = None,
+    shards: int | None = None,
+    ray_address: str | None = None,
 ) -> ValResult:
     """mAP (or agreement) of the bundle's plan (``detector``, default: built from the bundle) and of the FP32
-    reference on ``data`` (default: what deploy used)."""
+    reference on ``data`` (default: what deploy used). ``shards`` (or ``ray_address``, then one shard per CPU of
+    the cluster): the images detected in that many shards on Ray, one compiled detector per Ray actor, their
+    detections merged in order and scored once: the same mAP as unsharded."""
     cfg = bundle.config
     ev = bundle_eval_data(bundle, data, class_map)
-    bar = progress_bar(not quiet)
-    with bundle.reference_detector() as reference:
-        ref = detect_all(reference, ev.dataset, cfg.val_nms, bar, "reference")
-    with nullcontext(detector) if detector else bundle.detector() as deployed:
-        dep = detect_all(deployed, ev.dataset, cfg.val_nms, bar, "deployed")
+    if shards is not None or ray_address is not None:
+        ref, dep = detect_sharded(bundle, ev, shards, ray_address)
+    else:
+        bar = progress_bar(not quiet)
+        with bundle.reference_detector() as reference:
+            ref = detect_all(reference, ev.dataset, cfg.val_nms, bar, "reference")
+        with nullcontext(detector) if detector else bundle.detector() as deployed:
+            dep = detect_all(deployed, ev.dataset, cfg.val_nms, bar, "deployed")
     scorer = Scorer(ev, ref, cfg.validate, cfg.nms.conf)
     return ValResult(scorer.score(ref).map, scorer.score(dep).map, ev.kind, len(ev.dataset))
 
@@ -103,3 +112,36 @@ def bench_bundle(
         return measure_latency(
             deployed, images, cfg.validate.latency_warmup, runs or cfg.validate.latency_runs, progress
         )
+
+
+class ShardWorker:
+    """A Ray actor: the bundle's deployed detector and its FP32 reference, compiled once, over its shards."""
+
+    def __init__(self, bundle: str) -> None:
+        opened = load_bundle(bundle)
+        self.nms = opened.config.val_nms
+        self.detectors = {"deployed": opened.detector(), "reference": opened.reference_detector()}
+
+    def detect(self, which: str, paths: list[str]) -> list[Detections]:
+        return [self.detectors[which].detect(read_image(p), self.nms)[0] for p in paths]
+
+
+def detect_sharded(
+    bundle: Bundle, ev: EvalData, shards: int | None, ray_address: str | None
+) -> tuple[list[Detections], list[Detections]]:
+    """The reference's and the deployed plan's detections of every image of ``ev``, in order, computed in
+    ``shards`` contiguous shards by as many Ray actors (default: one per CPU of the Ray cluster)."""
+    if shards is not None and shards < 1:
+        raise YoloEdgeError(f"--shards must be >= 1, got {shards}")
+    paths = [str(r.path) for r in ev.dataset.records]
+    with ray_session(ray_address, shards) as ray:
+        n = max(1, min(len(paths), shards or int(ray.cluster_resources().get("CPU", 1))))
+        actor = ray.remote(num_cpus=1)(ShardWorker)
+        workers = [actor.remote(str(bundle.path.absolute())) for _ in range(n)]
+        size = -(-len(paths) // n)
+        parts = [paths[i * size : (i + 1) * size] for i in range(n)]
+        merged = {}
+        for which in ("reference", "deployed"):
+            found = ray.get([w.detect.remote(which, part) for w, part in zip(workers, parts)])
+            merged[which] = [d for part in found for d in part]
+    return merged["reference"], merged["deployed"]

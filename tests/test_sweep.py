@@ -1,0 +1,186 @@
+"""The deployment sweep on Ray (``yolo_edge/sweep.py``) and sharded validation: a real local Ray, a real
+two-node cluster started on 127.0.0.1 with ``ray start``, a worker really killed mid-task."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from tests.conftest import SECOND_MODEL
+from tests.test_torch_free import BLOCKER
+from yolo_edge.config import configs_dir
+from yolo_edge.deploy import DeployResult
+from yolo_edge.export import demo_model_path
+from yolo_edge.sweep import FAILED, sweep, sweep_plot
+from yolo_edge.validate.bundle import val_bundle
+
+pytestmark = pytest.mark.slow  # each test deploys several configurations or starts Ray
+
+
+def _dominated(o, others) -> bool:  # type: ignore[no-untyped-def]
+    return any(
+        x.p95_ms <= o.p95_ms
+        and x.drift_map50_95 >= o.drift_map50_95
+        and (x.p95_ms, x.drift_map50_95) != (o.p95_ms, o.drift_map50_95)
+        for x in others
+    )
+
+
+def test_a_sweep_on_the_local_ray_ranks_plots_and_caches(small_cfg: Path, few_images: Path, tmp_path: Path) -> None:
+    models = [str(demo_model_path()), str(SECOND_MODEL)]
+    cache = tmp_path / "cache"
+    args = dict(data=few_images, config=small_cfg, cache=cache, workers=2, keep=tmp_path / "bundles")
+    result = sweep(models, [320, 416], ["cpu", "sim-edge-npu"], **args)  # type: ignore[arg-type]
+    assert len(result.outcomes) == 8 and not [o.error for o in result.outcomes if o.status == FAILED]
+    for o in result.outcomes:
+        assert o.p95_ms is not None and o.drift_map50_95 is not None and o.node is not None and not o.cached
+        assert o.latency_kind == ("modelled (board)" if o.point.device == "sim-edge-npu" else "measured")
+        assert o.bundle is not None and (Path(o.bundle) / "report.json").is_file()
+    ranked = result.ranked
+    passed = [o.passed for o in ranked]
+    assert passed == sorted(passed, reverse=True)  # what meets the SLA first
+    front = result.front
+    timed = [o for o in result.outcomes if o.p95_ms is not None]
+    assert front and all(not _dominated(o, timed) for o in front)
+    assert all(_dominated(o, timed) for o in timed if o not in front)
+    assert result.best is not None and result.best is ranked[0]
+    assert sweep_plot(result).startswith(b"\x89PNG")
+    doc = json.loads(json.dumps(result.to_dict()))
+    assert doc["best"] == result.best.point.label and len(doc["outcomes"]) == 8
+
+    # a rerun computes only what changed: a new size, the rest read back (no Ray started for them)
+    again = sweep(models, [320, 416, 448], ["cpu"], **{**args, "keep": None})  # type: ignore[arg-type]
+    assert [o.cached for o in again.outcomes] == [True, True, False] * 2
+    same = {o.point: o for o in result.outcomes}
+    for o in again.outcomes:
+        if o.cached:
+            assert (o.p95_ms, o.drift_map50_95) == (same[o.point].p95_ms, same[o.point].drift_map50_95)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ray(*args: str) -> None:
+    ray = Path(sys.executable).with_name("ray")
+    subprocess.run([str(ray), *args], check=True, capture_output=True, text=True, timeout=180)
+
+
+@pytest.fixture
+def two_nodes():  # type: ignore[no-untyped-def]
+    """A head node with 1 CPU and a second node with 1 CPU and the custom resource rk3588, both on 127.0.0.1."""
+    port = _free_port()
+    common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--disable-usage-stats"]
+    _ray("start", "--head", "--port", str(port), "--include-dashboard", "false", *common)
+    try:
+        _ray("start", "--address", f"127.0.0.1:{port}", "--resources", '{"rk3588": 1}', *common)
+        yield f"127.0.0.1:{port}"
+    finally:
+        _ray("stop", "--force")
+
+
+def test_a_device_bound_configuration_runs_only_on_the_node_with_its_device(
+    two_nodes: str, small_cfg: Path, few_images: Path, tmp_path: Path
+) -> None:
+    lab = yaml.safe_load((configs_dir() / "devices" / "rk3588-approx.yaml").read_text())
+    lab.update(name="lab-rk3588", node_resource="rk3588")  # a lab's profile: its RK3588 boards' hosts have the resource
+    (tmp_path / "lab.yaml").write_text(yaml.safe_dump(lab))
+    nowhere = {**lab, "name": "lab-other", "node_resource": "qcs6490-board"}
+    (tmp_path / "nowhere.yaml").write_text(yaml.safe_dump(nowhere))
+    devices = ["cpu", str(tmp_path / "lab.yaml"), str(tmp_path / "nowhere.yaml")]
+    result = sweep(
+        [str(demo_model_path())], [320], devices, data=few_images, config=small_cfg, cache="", ray_address=two_nodes
+    )
+
+    import ray
+
+    ray.init(address=two_nodes, logging_level="WARNING")
+    try:
+        holder = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("rk3588")]
+    finally:
+        ray.shutdown()
+    by_device = {o.point.device: o for o in result.outcomes}
+    board = by_device[str(tmp_path / "lab.yaml")]
+    assert board.status != FAILED and board.node == holder[0]
+    assert by_device["cpu"].status != FAILED and by_device["cpu"].node is not None
+    missing = by_device[str(tmp_path / "nowhere.yaml")]
+    assert missing.status == FAILED and "no Ray node advertises the resource 'qcs6490-board'" in (missing.error or "")
+
+
+def test_a_killed_worker_is_retried_and_the_sweep_completes(small_cfg: Path, few_images: Path) -> None:
+    killed: list[int] = []
+
+    def kill_the_first_task() -> None:
+        deadline = time.monotonic() + 240
+        while not killed and time.monotonic() < deadline:
+            for p in psutil.process_iter(["cmdline"]):
+                if any("ray::run_point" in part for part in p.info["cmdline"] or []):
+                    time.sleep(1.0)  # inside its deploy
+                    os.kill(p.pid, signal.SIGKILL)
+                    killed.append(p.pid)
+                    return
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=kill_the_first_task, daemon=True)
+    watcher.start()
+    result = sweep([str(demo_model_path())], [320], ["cpu"], data=few_images, config=small_cfg, cache="", workers=1)
+    watcher.join(timeout=5)
+    assert killed, "the task's worker was never seen"
+    (o,) = result.outcomes
+    assert o.status != FAILED and o.p95_ms is not None, o.error
+
+
+def test_sharded_validation_gives_the_unsharded_map(deployed: DeployResult, small_val: Path) -> None:
+    from yolo_edge.bundle import load_bundle
+
+    bundle = load_bundle(deployed.bundle)
+    whole = val_bundle(bundle, small_val)
+    sharded = val_bundle(bundle, small_val, shards=3)
+    for a, b in ((whole.reference, sharded.reference), (whole.deployed, sharded.deployed)):
+        assert abs(a.map50 - b.map50) <= 1e-6 and abs(a.map50_95 - b.map50_95) <= 1e-6
+    assert sharded.images == whole.images == 40
+
+
+def test_without_ray_the_sweep_says_how_to_get_it_and_runs_in_turn_when_asked(
+    small_cfg: Path, few_images: Path
+) -> None:
+    hide_ray = BLOCKER.replace("('torch', 'ultralytics', 'torchvision')", "('ray',)")
+    argv = [
+        "sweep",
+        "--model",
+        str(demo_model_path()),
+        "--imgsz",
+        "320",
+        "--device",
+        "cpu",
+        "--data",
+        str(few_images),
+        "--config",
+        str(small_cfg),
+        "--cache",
+        "",
+    ]
+    code = f"from yolo_edge.cli.main import main\nraise SystemExit(main({argv!r}))"
+    proc = subprocess.run([sys.executable, "-c", hide_ray + code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2 and "pip install 'yolo-edge[ray]'" in proc.stderr and "--no-ray" in proc.stderr
+    code = f"from yolo_edge.cli.main import main\nraise SystemExit(main({[*argv, '--no-ray', '--json']!r}))"
+    proc = subprocess.run([sys.executable, "-c", hide_ray + code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["best"] and doc["outcomes"][0]["node"] is None  # in this process, not on Ray
+    code = f"from yolo_edge.cli.main import main\nraise SystemExit(main({[*argv, '--no-ray', '--sla-ms', '0.001']!r}))"
+    proc = subprocess.run([sys.executable, "-c", hide_ray + code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1 and "nothing meets the SLA 0.001 ms" in proc.stdout

@@ -1,0 +1,88 @@
+"""``yolo-edge sweep --model a.pt b.pt --imgsz 320 640 --device rk3588 host-lowp --data D --sla-ms 50``: every
+configuration of the grid deployed and proven on Ray (local unless --ray-address), ranked: what meets the SLA
+first by least drift; the Pareto front of latency against drift; the best configuration.
+
+Exit code 0 when some configuration meets the SLA at no more drift than the limit, 1 when none does, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from yolo_edge.cli.common import positive_float, positive_int, print_json, table
+from yolo_edge.files import atomic_write, check_can_write
+from yolo_edge.sweep import FAILED, SweepResult, sweep, sweep_plot
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sweep", help="which model, size and device meet the SLA (a deployment sweep on Ray)", description=__doc__
+    )
+    p.add_argument("--model", nargs="+", required=True, help=".pt, .yaml or .onnx models")
+    p.add_argument("--imgsz", nargs="+", type=positive_int, required=True)
+    p.add_argument("--device", nargs="+", required=True, help="device profiles (names or YAML paths)")
+    p.add_argument("--data", default=None, help="as deploy's --data, for every model (default: the demo's)")
+    p.add_argument("--config", default=None, help="deploy settings for every configuration (default: shipped)")
+    p.add_argument("--sla-ms", type=positive_float, default=None, help="p95 latency limit (default: config)")
+    p.add_argument("--keep", type=Path, default=None, help="keep each configuration's bundle in a folder here")
+    p.add_argument("--cache", default=None, help="outcome cache folder (default: the user cache; '' for none)")
+    p.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: Ray on this machine)")
+    p.add_argument("--workers", type=positive_int, default=None, help="local Ray CPUs (default: all)")
+    p.add_argument("--retries", type=int, default=2, help="re-runs of a configuration whose worker dies (default 2)")
+    p.add_argument("--no-ray", action="store_true", help="one configuration after the other, in this process")
+    p.add_argument("--plot", type=Path, default=None, help="write the Pareto front (latency vs drift) as a PNG")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.plot:
+        check_can_write(args.plot, "--plot")
+    result = sweep(
+        args.model,
+        args.imgsz,
+        args.device,
+        data=args.data,
+        config=args.config,
+        sla_ms=args.sla_ms,
+        keep=args.keep,
+        cache=args.cache,
+        ray_address=args.ray_address,
+        workers=args.workers,
+        use_ray=not args.no_ray,
+        retries=max(0, args.retries),
+    )
+    if args.plot:
+        atomic_write(args.plot, sweep_plot(result))
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print(render(result))
+    return 0 if result.best is not None else 1
+
+
+def render(result: SweepResult) -> str:
+    """The ranked table, the front and the best configuration, as the terminal shows them."""
+    front = {o.point for o in result.front}
+    rows = []
+    for o in result.ranked:
+        drift = "-" if o.drift_map50_95 is None else f"{o.drift_map50:+.4f} / {o.drift_map50_95:+.4f}"
+        p = "-" if o.p95_ms is None else f"{o.p50_ms:.2f} / {o.p95_ms:.2f} / {o.p99_ms:.2f}"
+        status = o.status if o.status != FAILED else f"failed: {o.error}"
+        rows.append(
+            (
+                o.point.label,
+                status,
+                o.chosen or "-",
+                p,
+                o.latency_kind or "-",
+                drift,
+                "*" if o.point in front else "",
+                "cached" if o.cached else "",
+            )
+        )
+    head = ("configuration", "status", "plan", "p50/p95/p99 ms", "latency", "drift 50 / 50-95", "front", "")
+    best = result.best
+    last = f"best: {best.point.label} ({best.placement})" if best else f"nothing meets the SLA {result.sla_ms} ms"
+    return table(head, rows) + "\n" + last

@@ -1,0 +1,69 @@
+"""Ray, the engine of ``yolo-edge sweep`` and of sharded validation: started in this process on this machine by
+default (no cluster to set up), or joined as a client of an existing cluster (``address``).
+
+A local Ray advertises, besides the CPUs, the custom resource of every device usable here (a profile's
+``node_resource``: ``rk3588`` where Rockchip's toolchain is installed), so a configuration that needs a device runs
+only where it is, locally as on a lab's cluster, whose nodes advertise their own (``ray start --resources
+'{"rk3588": 1}'``). The session ends with the command: a local Ray is shut down (no Ray process outlives it, Ctrl-C
+included); a cluster is only disconnected from.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from yolo_edge.errors import YoloEdgeError
+
+INSTALL = "pip install 'yolo-edge[ray]'"
+
+
+def ray_module() -> Any:
+    """The ``ray`` package, or a one-line error saying how to get it."""
+    try:
+        import ray
+    except ImportError:
+        raise YoloEdgeError(f"this needs Ray, which is not installed: {INSTALL} (or --no-ray to run in turn)") from None
+    return ray
+
+
+@contextmanager
+def ray_session(
+    address: str | None, workers: int | None = None, resources: dict[str, float] | None = None
+) -> Iterator[Any]:
+    """Ray for the length of the block: a new local instance with ``workers`` CPUs (default: this machine's) and
+    ``resources``, or the cluster at ``address``. Already initialised by the caller: used as it is."""
+    ray = ray_module()
+    if ray.is_initialized():
+        yield ray
+        return
+    quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
+    try:
+        if address:
+            ray.init(address=address, **quiet)
+        else:  # "local": a new instance even where RAY_ADDRESS names a cluster
+            cpus = workers or os.cpu_count() or 1
+            ray.init(address="local", num_cpus=cpus, resources=resources or {}, include_dashboard=False, **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        where = f"the Ray cluster at {address}" if address else "a local Ray"
+        raise YoloEdgeError(f"cannot start {where}: {str(exc).splitlines()[0]}") from None
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def node_cpus(ray: Any) -> float:
+    """The CPUs of the smallest node with any: what a configuration whose latency is measured holds, so that
+    nothing shares the CPU it is timed on."""
+    return min(
+        (n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU")), default=1.0
+    )
+
+
+def has_resource(ray: Any, name: str) -> bool:
+    """Some live node of the cluster advertises the custom resource ``name``."""
+    return any(n["Alive"] and n["Resources"].get(name, 0) > 0 for n in ray.nodes())
