@@ -1,9 +1,9 @@
 """yolo-edge: split, place, run and prove YOLOv8 detectors on edge NPU + CPU.
 
 The public API, in the order of the data flow (``docs/ARCHITECTURE.md``): export a model, split it,
-place it on a device profile, deploy it (plan, build, validate, bundle), load the bundle and detect (one
-image, or pipelined streams), and gate on it in CI. Every user error is a :class:`YoloEdgeError` with a
-one-line message.
+place it on a device profile, deploy it (plan, build, validate, bundle), sweep a grid of deployments on Ray,
+load the bundle and detect (one image, or pipelined streams), and gate on it in CI. Every user error is a
+:class:`YoloEdgeError` with a one-line message.
 
 A walk through all of it on the shipped demo model (it runs as a test, in ``tests/test_architecture.py``):
 
@@ -13,7 +13,7 @@ A walk through all of it on the shipped demo model (it runs as a test, in ``test
     >>> import cv2
     >>> from yolo_edge import (BoxAnnotator, Detections, YoloEdgeError, check_bundle, default_calib_dir,
     ...     demo_model_path, deploy, export_model, load_bundle, load_calibration, load_deploy_config, load_profile,
-    ...     plan_model, split_model, stream)
+    ...     plan_model, split_model, stream, sweep)
     >>> work = Path(tempfile.mkdtemp())
     >>> exported = export_model(demo_model_path(), imgsz=320, out_dir=work)
     >>> exported.meta.names
@@ -47,6 +47,12 @@ A walk through all of it on the shipped demo model (it runs as a test, in ``test
     (240, 320, 3)
     >>> check_bundle(result.bundle, runs=5).status
     'ok'
+    >>> swept = sweep([demo_model_path()], [320], ["sim-edge-npu", "cpu"], data=photos, config=quick, cache="",
+    ...     use_ray=False, log=lambda _m: None)  # on Ray (local by default) without use_ray=False
+    >>> sorted((o.point.device, o.latency_kind) for o in swept.outcomes)
+    [('cpu', 'measured'), ('sim-edge-npu', 'modelled (board)')]
+    >>> swept.best is swept.ranked[0] and swept.best.passed
+    True
     >>> with stream(result.bundle, [str(photos)]) as frames:
     ...     names = [r.name for r in frames]
     >>> len(names), frames.stats[0].accounted, frames.stats[0].delivered
@@ -77,6 +83,7 @@ from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.plan.planner import plan_model
 from yolo_edge.report import DeployReport
 from yolo_edge.split import SplitModel, split_model
+from yolo_edge.sweep import SweepResult, sweep
 from yolo_edge.version import __version__
 
 __all__ = [
@@ -97,6 +104,7 @@ __all__ = [
     "StreamOptions",
     "StreamResult",
     "StreamRunner",
+    "SweepResult",
     "YoloEdgeError",
     "__version__",
     "check_bundle",
@@ -112,4 +120,5 @@ __all__ = [
     "search_plan",
     "split_model",
     "stream",
+    "sweep",
 ]

@@ -93,6 +93,8 @@ class Outcome:
 
 @dataclass(frozen=True)
 class SweepResult:
+    """Every configuration's outcome, in grid order, and the SLA they were judged against."""
+
     outcomes: tuple[Outcome, ...]
     sla_ms: float
 
@@ -140,7 +142,7 @@ def sweep(
     imgsz: Sequence[int],
     devices: Sequence[str],
     data: str | Path | None = None,
-    config: str | Path | None = None,
+    config: str | Path | DeployConfig | None = None,
     sla_ms: float | None = None,
     keep: str | Path | None = None,
     cache: str | Path | None = None,
@@ -155,7 +157,7 @@ def sweep(
     bundle; ``ray_address``: an existing Ray cluster (default: a local Ray with ``workers`` CPUs); ``use_ray``
     False: one configuration after the other in this process."""
     say: Log = log or (lambda m: print(f"yolo-edge: {m}", file=sys.stderr))
-    cfg = load_deploy_config(config)
+    cfg = config if isinstance(config, DeployConfig) else load_deploy_config(config)
     if sla_ms is not None:
         if sla_ms <= 0:
             raise YoloEdgeError(f"--sla-ms must be positive, got {sla_ms}")
