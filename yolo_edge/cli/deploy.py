@@ -80,7 +80,12 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     what, ref, data, search = r.metric, r.reference, r.data, r.search
-    print(f"latency measured on {r.host_cpu}")
+    modelled = r.profile.latency == "modelled"
+    print(
+        f"latency modelled for {r.profile.name}; numerics on {r.host_cpu}"
+        if modelled
+        else f"latency measured on {r.host_cpu}"
+    )
     print(
         f"search: {search.candidates} candidates passed the four checks, {len(search.trials)} judged "
         f"({search.stopped}); * chosen"

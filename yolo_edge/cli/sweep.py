@@ -79,10 +79,10 @@ def render(result: SweepResult) -> str:
                 o.latency_kind or "-",
                 drift,
                 "*" if o.point in front else "",
-                "cached" if o.cached else "",
+                "cache" if o.cached else "deployed",
             )
         )
-    head = ("configuration", "status", "plan", "p50/p95/p99 ms", "latency", "drift 50 / 50-95", "front", "")
+    head = ("configuration", "status", "plan", "p50/p95/p99 ms", "latency", "drift 50 / 50-95", "front", "from")
     best = result.best
     last = f"best: {best.point.label} ({best.placement})" if best else f"nothing meets the SLA {result.sla_ms} ms"
     return table(head, rows) + "\n" + last
