@@ -340,3 +340,37 @@ def test_circuit_breaker_on_an_injected_clock() -> None:
         (6, "reopen_breaker"),
         (7, "close_breaker"),
     ]
+
+
+def test_a_slow_simulator_is_not_a_hung_board_but_an_injected_hang_is(
+    demo_split: SplitModel,
+    tensors: list,
+    fast_cfg: DeployConfig,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[type-arg]
+) -> None:
+    """A simulated unit's time on this host (Qualcomm's HTP simulator: seconds on a loaded host) is not held against
+    the unit timeout; a hang injected on top of it still times out and the frame re-runs on the CPU."""
+    import time
+
+    from yolo_edge.backends.onnxruntime import OrtExecutable
+
+    run = OrtExecutable._run
+
+    def slow(self: OrtExecutable, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self.variant.precision == "int8":  # the simulated unit's numerics only: a slow simulator
+            time.sleep(0.25)
+        return run(self, feeds)
+
+    monkeypatch.setattr(OrtExecutable, "_run", slow)
+    cfg = replace(fast_cfg.runtime, unit_timeout_s=0.1, slow_ratio=1000.0)
+    for faults, want in ((Faults(), []), (Faults(burst_start=1, burst_len=1, burst_kind="hang", hang_s=3.0), [1])):
+        profile = replace(load_profile("rk3588-approx"), faults=faults)
+        plan = hand_plan(demo_split, {"backbone": "int8"}, profile.name)
+        events = EventLog()
+        units = build_units(
+            demo_split, plan, profile, tensors[:2], events, npu=SimulatedNpu(profile, OnnxRuntimeBackend())
+        )
+        with SplitExecutor(units, cfg, profile, events) as ex:
+            runs = [ex.run({"images": tensors[0]["images"]}, i) for i in range(3)]
+        assert [e.frame for e in events.events if e.trigger == "timeout"] == want
+        assert [r.units[0].device for r in runs] == ["cpu" if i in want else "npu" for i in range(3)]

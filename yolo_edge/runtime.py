@@ -314,10 +314,11 @@ class SplitExecutor:
         npu = unit.npu
         t0 = self.clock()
         future = self._pool.submit(npu.run, feeds)
+        limit = self.cfg.unit_timeout_s + npu.host_slack_s  # a simulator's own time on this host is not the board's
         try:
-            outs = future.result(timeout=self.cfg.unit_timeout_s)
+            outs = future.result(timeout=limit)
         except FutureTimeout:
-            self.events.add(frame, unit.name, "timeout", "retry_cpu", f"no answer in {self.cfg.unit_timeout_s} s")
+            self.events.add(frame, unit.name, "timeout", "retry_cpu", f"no answer in {limit:.3g} s")
             self.breaker.record(False, frame, unit.name, "timeout")
             return None, self.clock() - t0
         except NpuError as exc:  # the accelerator's failure: this frame re-runs on the CPU (a bug propagates)
