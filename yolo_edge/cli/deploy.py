@@ -80,12 +80,8 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     what, ref, data, search = r.metric, r.reference, r.data, r.search
-    modelled = r.profile.latency == "modelled"
-    print(
-        f"latency modelled for {r.profile.name}; numerics on {r.host_cpu}"
-        if modelled
-        else f"latency measured on {r.host_cpu}"
-    )
+    board = f"modelled for {r.profile.name}; numerics on"
+    print(f"latency {board if r.profile.latency == 'modelled' else 'measured on'} {r.host_cpu}")
     print(
         f"search: {search.candidates} candidates passed the four checks, {len(search.trials)} judged "
         f"({search.stopped}); * chosen"
