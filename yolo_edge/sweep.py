@@ -100,12 +100,13 @@ class SweepResult:
 
     @property
     def ranked(self) -> list[Outcome]:
-        """Those that pass first (least drift, then lowest p95), then those that fail, then those that did not run."""
+        """Those that pass first (least mAP50-95 lost, then lowest p95), then those that fail, then those that did
+        not run. A gain over the FP32 model is no loss: it does not outrank a faster configuration."""
 
         def key(o: Outcome) -> tuple[int, float, float]:
-            drift = -(o.drift_map50_95 or 0.0) if o.drift_map50_95 is not None else float("inf")
+            lost = max(0.0, -o.drift_map50_95) if o.drift_map50_95 is not None else float("inf")
             group = 0 if o.passed else 1 if o.status != FAILED else 2
-            return group, round(drift, 4), o.p95_ms if o.p95_ms is not None else float("inf")
+            return group, round(lost, 4), o.p95_ms if o.p95_ms is not None else float("inf")
 
         return sorted(self.outcomes, key=key)
 
