@@ -21,6 +21,8 @@ from yolo_edge.plan.placement import PlacementPlan
 
 USABLE = [name for name in profile_names() if device_status(load_profile(name))[0]]
 
+pytestmark = pytest.mark.slow  # a deploy per profile, three of them through a vendor's simulator
+
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
