@@ -169,7 +169,8 @@ def sweep(
     for d in dict.fromkeys(devices):
         load_profile(d)  # an unknown profile is a one-line error before anything starts
     store = None if cache == "" else Path(cache) if cache else cache_root() / "sweeps"
-    keys = {p: _key(p, cfg, data) for p in points}
+    listing = _listing(Path(data)) if data is not None else "demo"  # read once: a large set is many files
+    keys = {p: _key(p, cfg, listing) for p in points}
     done = {p: o for p in points if (o := _cached(store, keys[p])) is not None}
     if done:
         say(f"{len(done)} of {len(points)} configurations unchanged since they were swept: read from {store}")
@@ -308,15 +309,15 @@ def _ray_run(
     return out
 
 
-def _key(point: Point, cfg: DeployConfig, data: str | Path | None) -> str:
-    """Everything the configuration's outcome depends on, hashed."""
+def _key(point: Point, cfg: DeployConfig, data: object) -> str:
+    """Everything the configuration's outcome depends on (``data``: the data's file listing), hashed."""
     model = Path(point.model)
     parts = {
         "model": sha256_file(model) if model.is_file() else point.model,
         "imgsz": point.imgsz,
         "profile": dataclasses.asdict(load_profile(point.device)),
         "config": dataclasses.asdict(cfg),
-        "data": _listing(Path(data)) if data is not None else "demo",
+        "data": data,
         "version": __version__,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
