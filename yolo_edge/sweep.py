@@ -40,7 +40,7 @@ from yolo_edge.config import DeployConfig, load_deploy_config, load_profile
 from yolo_edge.deploy import deploy
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import sha256_file
-from yolo_edge.files import atomic_write, cache_root
+from yolo_edge.files import cache_root, read_cached, write_cached
 from yolo_edge.version import __version__
 
 Log = Callable[[str], None]
@@ -179,8 +179,7 @@ def sweep(
     run = _ray_run if use_ray else _in_turn
     for point, outcome in run(specs, ray_address, workers, retries, say) if specs else []:
         if outcome.status != FAILED and store is not None:
-            store.mkdir(parents=True, exist_ok=True)
-            atomic_write(store / f"{keys[point]}.json", json.dumps(outcome.to_dict()).encode())
+            write_cached(store / f"{keys[point]}.json", json.dumps(outcome.to_dict()).encode())
         done[point] = outcome
     return SweepResult(tuple(done[p] for p in points), cfg.validate.sla_ms)
 
@@ -338,13 +337,14 @@ def _listing(path: Path) -> list[tuple[str, int, int]]:
 
 
 def _cached(store: Path | None, key: str) -> Outcome | None:
-    path = None if store is None else store / f"{key}.json"
-    if path is None or not path.is_file():
+    """The stored outcome of the configuration ``key`` (verified by its digest: a damaged one is swept again)."""
+    data = None if store is None else read_cached(store / f"{key}.json")
+    if data is None:
         return None
     try:
-        return dataclasses.replace(Outcome.from_dict(json.loads(path.read_text())), cached=True)
+        return dataclasses.replace(Outcome.from_dict(json.loads(data)), cached=True)
     except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
-        return None  # damaged: swept again
+        return None
 
 
 def sweep_plot(result: SweepResult) -> bytes:
