@@ -176,7 +176,7 @@ def search_plan(
     classes), search the candidates with the verdict: deploy without the bundle. Without them only the four
     checks run and the candidates are listed by estimate (``search`` is None)."""
     say: Log = log or (lambda _m: None)
-    cfg = _settings(config, None)
+    cfg = deploy_settings(config, None)
     profile = resolve_device(device)
     require_usable(profile)
     model = model or demo_model_path()
@@ -216,7 +216,7 @@ def deploy(
     say: Log = log or ((lambda _m: None) if quiet else (lambda m: print(m, file=sys.stderr)))
     bar = progress_bar(not quiet)
     out = Path(out)
-    cfg = _settings(config, sla_ms)
+    cfg = deploy_settings(config, sla_ms)
     check_writable(out)
     profile = resolve_device(device)
     require_usable(profile)
@@ -282,7 +282,9 @@ def _bundle_files(
     )
 
 
-def _settings(config: str | Path | DeployConfig | None, sla_ms: float | None) -> DeployConfig:
+def deploy_settings(config: str | Path | DeployConfig | None, sla_ms: float | None) -> DeployConfig:
+    """The deploy settings (a YAML path or a :class:`DeployConfig`; default: the shipped ones) with ``sla_ms`` if
+    given (a one-line error unless positive)."""
     cfg = config if isinstance(config, DeployConfig) else load_deploy_config(config)
     if sla_ms is None:
         return cfg

@@ -36,8 +36,8 @@ from typing import Any
 
 from yolo_edge.backends import device_status
 from yolo_edge.cluster import has_resource, node_cpus, ray_session
-from yolo_edge.config import DeployConfig, load_deploy_config, load_profile
-from yolo_edge.deploy import deploy
+from yolo_edge.config import DeployConfig, load_profile
+from yolo_edge.deploy import deploy, deploy_settings
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import sha256_file
 from yolo_edge.files import cache_root, read_cached, write_cached
@@ -158,19 +158,14 @@ def sweep(
     bundle; ``ray_address``: an existing Ray cluster (default: a local Ray with ``workers`` CPUs); ``use_ray``
     False: one configuration after the other in this process."""
     say: Log = log or (lambda m: print(f"yolo-edge: {m}", file=sys.stderr))
-    cfg = config if isinstance(config, DeployConfig) else load_deploy_config(config)
-    if sla_ms is not None:
-        if sla_ms <= 0:
-            raise YoloEdgeError(f"--sla-ms must be positive, got {sla_ms}")
-        cfg = dataclasses.replace(cfg, validate=dataclasses.replace(cfg.validate, sla_ms=float(sla_ms)))
+    cfg = deploy_settings(config, sla_ms)  # what every configuration's deploy runs with, checked once here
     points = [Point(str(m), int(s), d) for m in models for s in imgsz for d in devices]
     if not points:
         raise YoloEdgeError("the sweep is empty: give at least one --model, --imgsz and --device")
-    for d in dict.fromkeys(devices):
-        load_profile(d)  # an unknown profile is a one-line error before anything starts
+    profiles = {d: load_profile(d) for d in dict.fromkeys(devices)}  # an unknown one: a one-line error, up front
     store = None if cache == "" else Path(cache) if cache else cache_root() / "sweeps"
     listing = _listing(Path(data)) if data is not None else "demo"  # read once: a large set is many files
-    keys = {p: _key(p, cfg, listing) for p in points}
+    keys = {p: _key(p, cfg, listing, dataclasses.asdict(profiles[p.device])) for p in points}
     done = {p: o for p in points if (o := _cached(store, keys[p])) is not None}
     if done:
         say(f"{len(done)} of {len(points)} configurations unchanged since they were swept: read from {store}")
@@ -308,13 +303,13 @@ def _ray_run(
     return out
 
 
-def _key(point: Point, cfg: DeployConfig, data: object) -> str:
+def _key(point: Point, cfg: DeployConfig, data: object, profile: dict[str, Any]) -> str:
     """Everything the configuration's outcome depends on (``data``: the data's file listing), hashed."""
     model = Path(point.model)
     parts = {
         "model": sha256_file(model) if model.is_file() else point.model,
         "imgsz": point.imgsz,
-        "profile": dataclasses.asdict(load_profile(point.device)),
+        "profile": profile,
         "config": dataclasses.asdict(cfg),
         "data": data,
         "version": __version__,
