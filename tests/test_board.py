@@ -5,6 +5,7 @@ are the same on a fast host and a slow one; a measured profile still measures th
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 from yolo_edge.backends import board_model
 from yolo_edge.backends.onnxruntime import OrtExecutable
 from yolo_edge.build import build_units, plan_units
-from yolo_edge.config import load_deploy_config, load_profile
+from yolo_edge.config import Faults, load_deploy_config, load_profile
 from yolo_edge.devices.board import BOARD, BoardCpu
 from yolo_edge.graph import GraphInfo
 from yolo_edge.pipeline.detector import Detector
@@ -73,6 +74,30 @@ def test_a_simulated_boards_cpu_phases_are_its_cpu_models(demo_split, tensors, m
     letterbox_ms = sorted(board.letterbox_s(*i.shape[:2], demo_split.exported.meta.imgsz) * 1e3 for i in images)
     assert letterbox_ms[0] - 1e-3 <= quick.phases["preprocess"].p50 <= letterbox_ms[-1] + 1e-3
     assert quick.phases["nms"].p50 > 0 and quick.phases["transfers"].p50 > 0  # the link is the board's too
+
+
+def test_a_simulated_boards_frames_are_simulated_once_each_unless_faults_are_injected(demo_split, tensors) -> None:  # type: ignore[no-untyped-def]
+    """A board frame's time is a function of the frame: 7 timed frames over 3 images simulate each image once (no
+    warm-up), and the 7 samples are those three timings, cycled, equal to timing them again. With injected faults
+    a frame's fate is the call's: every warm-up and timed frame runs."""
+    cfg, images = load_deploy_config(), _images()
+    for faults, calls_wanted in ((Faults(), 3), (Faults(error_rate=0.5, seed=1), 2 + 7)):
+        profile = replace(load_profile("rk3588-approx"), faults=faults)
+        plan = PlacementPlan.manual(demo_split, {"backbone": "int8"}, "rk3588-approx")
+        units = build_units(demo_split, plan, profile, tensors[:2], EventLog())
+        with Detector(SplitExecutor(units, cfg.runtime, profile), demo_split.exported.meta, cfg.nms) as detector:
+            calls: list[np.ndarray] = []
+
+            def counted(image: np.ndarray, nms: object = None, detect=detector.detect, calls=calls):  # type: ignore[no-untyped-def]
+                calls.append(image)
+                return detect(image, nms)
+
+            detector.detect = counted  # type: ignore[method-assign]
+            result = measure_latency(detector, images, 2, 7)
+            assert len(calls) == calls_wanted and result.runs == len(result.samples_ms) == 7
+            if not faults.any:
+                again = [detector.detect(image)[1].end_to_end_ms for image in images]
+                assert list(result.samples_ms) == [again[i % 3] for i in range(7)]
 
 
 def test_a_measured_profile_still_measures_the_host(demo_split, tensors, monkeypatch) -> None:  # type: ignore[no-untyped-def]

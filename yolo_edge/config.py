@@ -265,6 +265,11 @@ class Faults:
         if self.error_rate + self.nan_rate + self.hang_rate > 1:
             raise YoloEdgeError("faults: error_rate + nan_rate + hang_rate must not exceed 1")
 
+    @property
+    def any(self) -> bool:
+        """Whether any call can fail."""
+        return self.error_rate + self.nan_rate + self.hang_rate > 0 or self.burst_len > 0
+
 
 @dataclass(frozen=True)
 class RuntimeOptions:

@@ -47,6 +47,14 @@ class Detector:
         self.nms = nms
         self._frame = 0
 
+    @property
+    def frame_determined(self) -> bool:
+        """A simulated board's without injected faults: every phase of a frame is modelled from the frame itself
+        (its size, its tensors' bytes, its candidates over the threshold), so the same image timed again gives the
+        same figures."""
+        profile = self.executor.profile
+        return self.executor.board is not None and not (profile is not None and profile.faults.any)
+
     def close(self) -> None:
         self.executor.close()
 
