@@ -303,6 +303,14 @@ def _decode_on_npu(plan: dict[str, object]) -> None:
     decode["device"] = "npu"
 
 
+def _int9_backbone(plan: dict[str, object]) -> None:
+    plan["subgraphs"][0]["precision"] = "int9"  # type: ignore[index]
+
+
+def _guessed_kind(plan: dict[str, object]) -> None:
+    plan["subgraphs"][0]["latency_ms"]["kind"] = "guessed"  # type: ignore[index]
+
+
 # (case, argv builder, exit code, words the one-line message must contain)
 Case = tuple[str, Callable[[Env], list[str]], int, str]
 CASES: list[Case] = [
@@ -399,6 +407,18 @@ CASES: list[Case] = [
         lambda e: ["bench", _plan_edit("decode", _decode_on_npu)(e)],
         2,
         "decode on the accelerator",
+    ),
+    (
+        "plan.json names a precision that does not exist",
+        lambda e: ["bench", _plan_edit("int9", _int9_backbone)(e)],
+        2,
+        "unknown precision 'int9'",
+    ),
+    (
+        "plan.json names a latency kind that does not exist",
+        lambda e: ["bench", _plan_edit("guessed", _guessed_kind)(e)],
+        2,
+        "latency kind must be one of measured, modelled, got 'guessed'",
     ),
     ("deploy --out a mount point", lambda e: ["deploy", "--quiet", "--out", "/proc"], 2, "is a mount point"),
     (

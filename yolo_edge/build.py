@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, overload
+from typing import overload
 
 import numpy as np
 import onnx
@@ -29,7 +29,7 @@ from yolo_edge.backends.base import (
     NpuOutOfMemory,
     io_infos,
 )
-from yolo_edge.config import DeviceProfile, Variant
+from yolo_edge.config import Device, DeviceProfile, Variant
 from yolo_edge.devices.board import BoardCpu
 from yolo_edge.graph import SUBGRAPHS, GraphInfo
 from yolo_edge.plan.op_level import op_level_groups
@@ -37,7 +37,6 @@ from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.runtime import DeferredTwin, EventLog, Trigger, Unit, median_run_s
 from yolo_edge.split import SplitModel, cut
 
-Device = Literal["npu", "cpu"]
 Twin = Executable | DeferredTwin  # a CPU twin, or one compiled off the path to the first frame
 Tensors = dict[str, np.ndarray]
 # One untimed call before frames count: an accelerator's first call allocates and tunes. The hysteresis needs 5

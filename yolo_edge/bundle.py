@@ -50,8 +50,8 @@ import yaml
 
 from yolo_edge.backends import board_model, create_backend
 from yolo_edge.backends.base import ARTIFACT_SUFFIXES, io_infos, self_contained
-from yolo_edge.build import Device, UnitFeeds, UnitPlan, compile_units, plan_units, unit_name
-from yolo_edge.config import DeployConfig, DeviceProfile, Variant, build, load_deploy_config, read_yaml
+from yolo_edge.build import UnitFeeds, UnitPlan, compile_units, plan_units, unit_name
+from yolo_edge.config import DeployConfig, Device, DeviceProfile, Variant, build, load_deploy_config, read_yaml
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, ModelMeta, load_onnx
 from yolo_edge.files import read_regular

@@ -26,14 +26,22 @@ import yaml
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import read_regular
 
-PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+PrecisionName = Literal["fp32", "fp16", "bf16", "int8"]
+PRECISIONS: tuple[PrecisionName, ...] = typing.get_args(PrecisionName)
 PRECISION_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 CHECKS = ("op_support", "memory", "precision", "performance")
-INT8_SCHEMES = ("u8", "s8")  # INT8 activations: uint8 asymmetric, int8 symmetric (zero point 0)
-INT8_SCHEME_CHOICES = (*INT8_SCHEMES, "w8a8", "w8a16", "auto")  # w8a8, w8a16: Qualcomm's (the qnn runtime)
+# INT8 activations: u8 uint8 asymmetric, s8 int8 symmetric (zero point 0) (OpenVINO, onnxruntime); w8a8 (Rockchip,
+# Qualcomm), w8a16 (Qualcomm: uint8 weights, uint16 activations)
+Scheme = Literal["u8", "s8", "w8a8", "w8a16"]
+SCHEMES: tuple[Scheme, ...] = typing.get_args(Scheme)
+INT8_SCHEMES: tuple[Scheme, ...] = ("u8", "s8")  # what int8_activations: auto considers
+SchemeChoice = Literal["u8", "s8", "w8a8", "w8a16", "auto"]  # a profile's runtime_options.int8_activations
+INT8_SCHEME_CHOICES: tuple[SchemeChoice, ...] = typing.get_args(SchemeChoice)
 # INT8 quantizers: NNCF (OpenVINO's own, ``nncf.quantize``), onnxruntime's ``quantize_static`` (QDQ), Rockchip's
-QUANTIZERS = ("nncf", "qdq", "rknn", "qnn")
-QUANTIZER_CHOICES = ("nncf", "qdq", "auto")  # an OpenVINO profile's runtime_options.int8_quantizer
+Quantizer = Literal["nncf", "qdq", "rknn", "qnn"]
+QUANTIZERS: tuple[Quantizer, ...] = typing.get_args(Quantizer)
+QuantizerChoice = Literal["nncf", "qdq", "auto"]  # an OpenVINO profile's runtime_options.int8_quantizer
+QUANTIZER_CHOICES: tuple[QuantizerChoice, ...] = typing.get_args(QuantizerChoice)
 CORE_MASKS = ("auto", "0", "1", "2", "0_1", "0_1_2", "all")
 Runtime = Literal["onnxruntime", "openvino", "rknn", "qnn"]
 RUNTIMES: tuple[Runtime, ...] = typing.get_args(Runtime)
@@ -41,6 +49,7 @@ RUNTIMES: tuple[Runtime, ...] = typing.get_args(Runtime)
 ProfileKind = Literal["real", "simulated", "cpu"]
 LatencySource = Literal["measured", "modelled"]  # how a profile's latency is obtained
 FaultKind = Literal["error", "nan", "hang"]
+Device = Literal["npu", "cpu"]  # where a subgraph or a unit runs
 # INT8 schemes whose activations are wider than a byte (Qualcomm's w8a16: uint8 weights, uint16 activations)
 ACTIVATION_BYTES = {"w8a16": 2}
 
@@ -85,12 +94,25 @@ class Variant:
         'int8/u8/nncf+1'
     """
 
-    precision: str
-    scheme: str | None = None  # INT8 activations: u8, s8 (OpenVINO), w8a8 (Rockchip); None: not INT8
-    quantizer: str | None = None  # INT8: one of QUANTIZERS; None: the backend's first
+    precision: PrecisionName
+    scheme: Scheme | None = None  # INT8 activations; None: not INT8 (or the backend's first)
+    quantizer: Quantizer | None = None  # INT8; None: the backend's first
     # layers left out of quantization, as the backend names them: ONNX node names (NNCF's ignored scope, onnxruntime's
     # nodes_to_exclude), output tensors (Rockchip's hybrid quantization)
     kept: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """A variant read from a plan (a bundle's ``plan.json``, a hand-written plan) names what exists."""
+        for what, value, valid in (
+            ("precision", self.precision, PRECISIONS),
+            ("INT8 scheme", self.scheme, (None, *SCHEMES)),
+            ("quantizer", self.quantizer, (None, *QUANTIZERS)),
+        ):
+            if value not in valid:
+                shown = ", ".join(v for v in valid if v)
+                raise YoloEdgeError(f"unknown {what} '{value}' in a precision variant; valid: {shown}")
+        if self.precision != "int8" and (self.scheme or self.quantizer):
+            raise YoloEdgeError(f"'{self.label}': only int8 has a scheme and a quantizer")
 
     @property
     def label(self) -> str:
@@ -111,7 +133,10 @@ class Variant:
         quantizer = rest[1] if len(rest) > 1 else None
         if quantizer is not None and quantizer not in QUANTIZERS:
             raise YoloEdgeError(f"'{text}': unknown quantizer '{quantizer}'; valid: {', '.join(QUANTIZERS)}")
-        return cls(precision, scheme, quantizer)
+        if scheme is not None and scheme not in SCHEMES:
+            raise YoloEdgeError(f"'{text}': unknown INT8 scheme '{scheme}'; valid: {', '.join(SCHEMES)}")
+        typed = typing.cast(PrecisionName, precision)
+        return cls(typed, typing.cast(Scheme | None, scheme), typing.cast(Quantizer | None, quantizer))
 
 
 # ---------------------------------------------------------------- deploy settings (configs/default.yaml)
@@ -278,11 +303,11 @@ class RuntimeOptions:
     # openvino INT8 activations: u8 (asymmetric), s8 (symmetric) or auto (the planner measures both, tries the
     # faster first and keeps it only if its numerics pass; which one wins, and whether s8 is accurate, depends
     # on the CPU)
-    int8_activations: str = "auto"
+    int8_activations: SchemeChoice = "auto"
     # openvino INT8 quantizer: nncf (OpenVINO's own; the shipped profiles' choice), qdq (onnxruntime's
     # quantize_static with the Q/DQ placed as NNCF places them), or auto (both are candidates: the precision check
     # and the verdict decide, at twice the planning time; benchmarks/quantizers.py compares them)
-    int8_quantizer: str = "auto"
+    int8_quantizer: QuantizerChoice = "auto"
     target: str = ""  # rknn: the chip the compiler builds for (target_platform), e.g. rk3588
     htp_arch: str = ""  # qnn: the Hexagon NPU's architecture, as the QNN EP's htp_arch option names it (68, 73)
     vtcm_mb: Annotated[int, Range(0)] = 0  # qnn: its VTCM (the NPU's tightly coupled memory), in MB
@@ -307,12 +332,12 @@ class RuntimeOptions:
             )
 
     @property
-    def int8_schemes(self) -> tuple[str, ...]:
+    def int8_schemes(self) -> tuple[Scheme, ...]:
         """The INT8 activation schemes to consider, in the order tried when their speeds tie."""
         return INT8_SCHEMES if self.int8_activations == "auto" else (self.int8_activations,)
 
     @property
-    def int8_quantizers(self) -> tuple[str, ...]:
+    def int8_quantizers(self) -> tuple[Quantizer, ...]:
         """The OpenVINO INT8 quantizers to consider, the preferred first."""
         return ("nncf", "qdq") if self.int8_quantizer == "auto" else (self.int8_quantizer,)
 
@@ -324,7 +349,7 @@ class DeviceProfile:
     kind: ProfileKind
     runtime: Runtime  # rknn: a toolchain worker (on the board rknn-toolkit-lite2); qnn: onnxruntime-qnn
     runtime_options: RuntimeOptions
-    precisions: tuple[str, ...]  # in order of preference
+    precisions: tuple[PrecisionName, ...]  # in order of preference
     latency: LatencySource
     memory_mb: Annotated[float, Range(0, lo_open=True)]
     sram_kb: Annotated[float | None, Range(0)]
@@ -368,6 +393,15 @@ class DeviceProfile:
 
 def _fail(where: str, msg: str) -> typing.NoReturn:
     raise YoloEdgeError(f"{where}: {msg}")
+
+
+def one_of(value: Any, allowed: Any, what: str) -> Any:
+    """``value`` read from a file, checked to be one of the ``Literal`` type ``allowed`` (a one-line error naming
+    ``what`` otherwise): where a bundle's JSON meets a typed field."""
+    valid = typing.get_args(allowed)
+    if value not in valid:
+        raise YoloEdgeError(f"{what} must be one of {', '.join(map(str, valid))}, got {_shown(value)}")
+    return value
 
 
 def _shown(value: Any) -> str:

@@ -32,14 +32,13 @@ import numpy as np
 
 from yolo_edge.backends import board_model
 from yolo_edge.backends.base import Executable, NpuError, median_run_s
-from yolo_edge.config import DeviceProfile, RuntimeConfig
+from yolo_edge.config import Device, DeviceProfile, RuntimeConfig
 from yolo_edge.devices.cost import transfer_time
 
 Trigger = Literal["unsupported_op", "memory", "performance", "runtime_error", "timeout", "nan", "recovered"]
 Action = Literal[
     "retry_cpu", "open_breaker", "close_breaker", "reopen_breaker", "move_to_cpu", "move_to_npu", "compile_on_cpu"
 ]
-RanOn = Literal["npu", "cpu"]
 
 
 @dataclass(frozen=True)
@@ -224,7 +223,7 @@ class Unit:
 @dataclass(frozen=True)
 class UnitRun:
     unit: str
-    device: RanOn
+    device: Device
     ms: float  # measured wall time of the run that produced the result (plus a failed NPU try, if any)
     modelled_ms: float | None
 

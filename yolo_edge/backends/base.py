@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from yolo_edge.config import Variant
+from yolo_edge.config import PrecisionName, Quantizer, Scheme, Variant
 from yolo_edge.errors import InternalError, YoloEdgeError
 from yolo_edge.graph import TensorInfo
 
@@ -251,9 +251,9 @@ class Backend(ABC):
     ``close`` releases what it holds (a temp folder); it outlives the executables it compiled."""
 
     name: str = ""
-    precisions: tuple[str, ...] = ()
-    int8_schemes: tuple[str, ...] = ("u8",)  # INT8 activation schemes this backend can compile (config.INT8_SCHEMES)
-    quantizers: tuple[str, ...] = ("qdq",)  # INT8 quantizers (config.QUANTIZERS), the preferred first
+    precisions: tuple[PrecisionName, ...] = ()
+    int8_schemes: tuple[Scheme, ...] = ("u8",)  # INT8 activation schemes this backend can compile (config.INT8_SCHEMES)
+    quantizers: tuple[Quantizer, ...] = ("qdq",)  # INT8 quantizers (config.QUANTIZERS), the preferred first
     kept_precision: str | None = None  # what a layer kept out of INT8 computes in (None: no mixed precision)
     on_accelerator: bool = False  # runs on the profile's accelerator itself (a board's runtime), not a stand-in
 

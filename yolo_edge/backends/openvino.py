@@ -41,7 +41,7 @@ from yolo_edge.backends.base import (
     qdq_artifact,
 )
 from yolo_edge.backends.quantize import quantize_int8
-from yolo_edge.config import INT8_SCHEMES, DeviceProfile, Variant
+from yolo_edge.config import INT8_SCHEMES, DeviceProfile, Quantizer, Scheme, Variant
 from yolo_edge.errors import YoloEdgeError
 
 _HINT = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
@@ -117,8 +117,8 @@ class OpenVinoBackend(Backend):
     def __init__(
         self,
         device: str = "CPU",
-        int8_schemes: tuple[str, ...] = INT8_SCHEMES,
-        quantizers: tuple[str, ...] = ("nncf", "qdq"),
+        int8_schemes: tuple[Scheme, ...] = INT8_SCHEMES,
+        quantizers: tuple[Quantizer, ...] = ("nncf", "qdq"),
     ) -> None:
         devices = core().available_devices
         if not any(d == device or d.startswith(f"{device}.") for d in devices):

@@ -44,7 +44,7 @@ from yolo_edge.backends.base import (
 )
 from yolo_edge.backends.onnxruntime import RUN_FAILURES, OrtExecutable
 from yolo_edge.backends.quantize import quantize_qnn
-from yolo_edge.config import DeviceProfile, Variant
+from yolo_edge.config import DeviceProfile, Scheme, Variant
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.native import native_output
 
@@ -163,11 +163,11 @@ class QnnBackend(Backend):
 
     name = "qnn"
     precisions = ("int8",)
-    int8_schemes: tuple[str, ...] = ("w8a8", "w8a16")  # uint8 weights; uint8 or uint16 activations
+    int8_schemes: tuple[Scheme, ...] = ("w8a8", "w8a16")  # uint8 weights; uint8 or uint16 activations
     quantizers = ("qnn",)
     on_accelerator = platform.machine().lower() in ("aarch64", "arm64")  # a Snapdragon board: the HTP itself
 
-    def __init__(self, htp_arch: str, vtcm_mb: int, schemes: tuple[str, ...] = ("w8a8", "w8a16")) -> None:
+    def __init__(self, htp_arch: str, vtcm_mb: int, schemes: tuple[Scheme, ...] = ("w8a8", "w8a16")) -> None:
         _library()
         self.options = {"htp_arch": htp_arch, "vtcm_mb": str(vtcm_mb)}
         self.int8_schemes = schemes

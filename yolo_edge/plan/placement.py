@@ -19,31 +19,32 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Executable, run_chain
-from yolo_edge.config import PRECISION_BYTES, Link, Variant
+from yolo_edge.config import PRECISION_BYTES, Device, Link, Variant, one_of
 from yolo_edge.devices.cost import transfer_time
-from yolo_edge.plan.results import CheckResult, Memory
+from yolo_edge.plan.results import CheckResult, LatencyKind, Memory
 from yolo_edge.split import SplitModel
 
 FP32 = Variant("fp32")
+PlanKind = Literal["real", "simulated", "cpu", "manual"]  # the profile's kind, or a hand-written plan
 
 
 @dataclass(frozen=True)
 class SubgraphPlan:
     name: str
-    device: str  # "npu" or "cpu"
+    device: Device
     variant: Variant
     granularity: str  # "subgraph", "op" (some ops on the CPU) or "rule" (placed by a design rule)
     reason: str
     checks: dict[str, CheckResult]
     npu_ms: float | None
     cpu_ms: float
-    latency_kind: str
+    latency_kind: LatencyKind
     transfer_bytes_in: int = 0
     transfer_bytes_out: int = 0
     cpu_nodes: tuple[str, ...] = ()  # op level: the nodes that run on the CPU
@@ -91,14 +92,14 @@ class SubgraphPlan:
         variant = Variant(s["precision"], s["int8_scheme"], s["quantizer"], tuple(s["kept_layers"]))
         return cls(
             name=s["name"],
-            device=s["device"],
+            device=one_of(s["device"], Device, "a subgraph's device"),
             variant=variant,
             granularity=s["granularity"],
             reason=s["reason"],
             checks=_checks(s["checks"]),
             npu_ms=s["latency_ms"]["npu"],
             cpu_ms=s["latency_ms"]["cpu"],
-            latency_kind=s["latency_ms"]["kind"],
+            latency_kind=one_of(s["latency_ms"]["kind"], LatencyKind, "a subgraph's latency kind"),
             transfer_bytes_in=s["transfer_bytes_in"],
             transfer_bytes_out=s["transfer_bytes_out"],
             cpu_nodes=tuple(s["cpu_nodes"]),
@@ -152,8 +153,8 @@ def _checks(d: dict[str, Any]) -> dict[str, CheckResult]:
 class PlacementPlan:
     model: str
     device: str
-    device_kind: str
-    latency_kind: str
+    device_kind: PlanKind
+    latency_kind: LatencyKind
     imgsz: tuple[int, int]
     strict: bool
     whole_graph_npu: WholeGraphVerdict
@@ -184,7 +185,7 @@ class PlacementPlan:
 
     @classmethod
     def manual(
-        cls, split: SplitModel, npu: dict[str, str], device: str, latency_kind: str = "measured"
+        cls, split: SplitModel, npu: dict[str, str], device: str, latency_kind: LatencyKind = "measured"
     ) -> PlacementPlan:
         """A hand-written plan: ``npu`` maps subgraph name -> variant (``int8``, ``int8/s8``, ``int8/u8/qdq``,
         ``bf16``); the rest run on the CPU in FP32. No check is run: the executor and benchmarks can start from it."""
@@ -235,8 +236,8 @@ class PlacementPlan:
         return cls(
             model=d["model"],
             device=d["device"],
-            device_kind=d["device_kind"],
-            latency_kind=d["latency_kind"],
+            device_kind=one_of(d["device_kind"], PlanKind, "the plan's device kind"),
+            latency_kind=one_of(d["latency_kind"], LatencyKind, "the plan's latency kind"),
             imgsz=(int(d["imgsz"][0]), int(d["imgsz"][1])),
             strict=d["strict"],
             whole_graph_npu=WholeGraphVerdict.from_dict(d["whole_graph_npu"]),

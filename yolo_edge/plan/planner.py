@@ -29,13 +29,13 @@ import onnx
 
 from yolo_edge.backends import cpu_backend, create_backend
 from yolo_edge.backends.base import Backend, LayerError, NpuCompileError
-from yolo_edge.config import CHECKS, DeployConfig, DeviceProfile, Variant
+from yolo_edge.config import CHECKS, DeployConfig, DeviceProfile, PrecisionName, Variant
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.graph import GraphInfo
 from yolo_edge.plan.checks import SENSITIVE_OPS, Candidate, Checker, all_int8_variants, first_failure, int8_variants
 from yolo_edge.plan.op_level import op_level_search
 from yolo_edge.plan.placement import FP32, PlacementPlan, PlanSpace, SubgraphPlan, WholeGraphVerdict, boundary_tensors
-from yolo_edge.plan.results import CheckResult, Performance, Precision, skipped
+from yolo_edge.plan.results import CheckResult, LatencyKind, Performance, Precision, skipped
 from yolo_edge.split import SplitModel
 
 Log = Callable[[str], None]
@@ -54,7 +54,7 @@ def _rule(name: str, cfg: DeployConfig) -> str | None:
 
 
 def _placed_by_rule(
-    checker: Checker, cand: Candidate, rule: str, primary: str, cpu_ms: float, kind: str
+    checker: Checker, cand: Candidate, rule: str, primary: str, cpu_ms: float, kind: LatencyKind
 ) -> SubgraphPlan:
     """A subgraph a design rule keeps on the CPU, with the compile-time checks still reported."""
     sensitive = sorted({n.op_type for n in cand.info.nodes if n.op_type in SENSITIVE_OPS})
@@ -143,7 +143,7 @@ class Planner:
         return self.candidate(name, sg.model, [t.name for t in sg.inputs], [t.name for t in sg.outputs])
 
     @property
-    def precisions(self) -> list[str]:
+    def precisions(self) -> list[PrecisionName]:
         """The profile's precisions that the accelerator's backend can really compute on this host."""
         return [p for p in self.profile.precisions if p in self.checker.npu.precisions]
 
@@ -156,7 +156,7 @@ class Planner:
             if p not in self.checker.npu.precisions
         ]
 
-    def variants(self, cand: Candidate, precisions: Sequence[str]) -> Iterator[tuple[Variant, str]]:
+    def variants(self, cand: Candidate, precisions: Sequence[PrecisionName]) -> Iterator[tuple[Variant, str]]:
         """(variant, how the INT8 variants were ordered) in the order the planner tries them: the profile's
         precisions, and within INT8 each scheme with each quantizer, fastest first. Lazy: INT8 is timed only
         when reached."""
@@ -205,7 +205,7 @@ class Planner:
         cpu = SubgraphPlan(cand.name, "cpu", FP32, "subgraph", why, checks, None, cpu_ms, kind)
         return (*passed, cpu), tuple(failed)
 
-    def _try(self, cand: Candidate, variant: Variant, how: str, cpu_ms: float, kind: str) -> SubgraphPlan:
+    def _try(self, cand: Candidate, variant: Variant, how: str, cpu_ms: float, kind: LatencyKind) -> SubgraphPlan:
         """``cand`` at ``variant`` through the checks: a passing accelerator plan, an op-level or mixed-precision
         one where that rescues it, else the failure (device ``cpu``, its reason)."""
         results = self.checker.run_all(cand, variant)
@@ -227,14 +227,20 @@ class Planner:
         return SubgraphPlan(cand.name, "cpu", variant, "subgraph", reason, results, None, cpu_ms, kind)
 
     def _accelerated(
-        self, cand: Candidate, variant: Variant, results: dict[str, CheckResult], why: str, cpu_ms: float, kind: str
+        self,
+        cand: Candidate,
+        variant: Variant,
+        results: dict[str, CheckResult],
+        why: str,
+        cpu_ms: float,
+        kind: LatencyKind,
     ) -> SubgraphPlan:
         perf = results["performance"].measured
         npu_ms = perf.npu_ms if isinstance(perf, Performance) and perf.npu_ms is not None else 0.0
         return SubgraphPlan(cand.name, "npu", variant, "subgraph", why, results, npu_ms, cpu_ms, kind)
 
     def mixed(
-        self, cand: Candidate, variant: Variant, start: int, after: str, cpu_ms: float, kind: str
+        self, cand: Candidate, variant: Variant, start: int, after: str, cpu_ms: float, kind: LatencyKind
     ) -> SubgraphPlan | None:
         """``variant`` with ``start``, then twice as many, ... of ``cand``'s most sensitive layers kept at the
         backend's higher precision, up to ``plan.max_kept_layers``: the first that passes the checks, else None."""
@@ -341,7 +347,7 @@ def _op_level_plan(
     variant: Variant,
     results: dict[str, CheckResult],
     cpu_ms: float,
-    kind: str,
+    kind: LatencyKind,
 ) -> SubgraphPlan | None:
     """The subgraph with its unsupported ops on the CPU and the rest on the accelerator, if that pays."""
     found = op_level_search(checker, cand, variant, cpu_ms)

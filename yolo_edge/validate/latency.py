@@ -6,6 +6,7 @@ import resource
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -14,6 +15,9 @@ from yolo_edge.pipeline.detector import Detector, FrameTiming
 from yolo_edge.validate.stats import Percentiles, percentiles
 
 Progress = Callable[[int, int], None]
+# how a plan's frame times were obtained: on this host; a simulated accelerator's modelled, the rest measured here; or
+# every phase the simulated board's (devices/board.py)
+TimingKind = Literal["measured", "modelled NPU + measured CPU", "modelled (board)"]
 
 
 def peak_rss_bytes() -> int:
@@ -25,7 +29,7 @@ def peak_rss_bytes() -> int:
 class LatencyResult:
     end_to_end: Percentiles
     phases: dict[str, Percentiles]  # preprocess, each unit, transfers, nms
-    kind: str  # "measured", or "modelled (board)" for a simulated board (every phase the board's)
+    kind: TimingKind
     runs: int
     npu_share: float  # fraction of phase runs that ran on the NPU
     peak_rss_bytes: int
@@ -89,7 +93,7 @@ def _summarise(timings: list[FrameTiming], runs: int) -> LatencyResult:
     e2e = [t.end_to_end_ms for t in timings]
     on_npu = sum(d == "npu" for t in timings for d in t.unit_device.values())
     total = sum(len(t.unit_device) for t in timings)
-    kind = (
+    kind: TimingKind = (
         BOARD
         if all(t.board for t in timings)
         else "modelled NPU + measured CPU"
