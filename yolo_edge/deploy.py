@@ -53,7 +53,7 @@ from yolo_edge.runtime import EventLog, SplitExecutor, Unit
 from yolo_edge.search import SearchResult, search_plans, with_reason
 from yolo_edge.split import SplitModel, split_model
 from yolo_edge.validate.accuracy import detect_all
-from yolo_edge.validate.latency import measure_latencies
+from yolo_edge.validate.latency import LATENCY_IMAGES, measure_latencies
 from yolo_edge.validate.verdict import Limits, PlanRun, choose, explain
 from yolo_edge.version import __version__
 
@@ -143,6 +143,7 @@ def plan_deployment(
     all_cpu = space.placement(space.cpu_plans()).all_cpu()
     units = build_units(split, all_cpu, profile, calib_tensors, EventLog(), fuse=cfg.runtime.fuse_units)
     reference = stack.enter_context(Detector(SplitExecutor(units, cfg.runtime, profile), exported.meta, cfg.nms))
+    reference.remember(LATENCY_IMAGES)
     found = search_plans(space, planner, profile, cfg, calib_tensors, evaldata, reference, bar, say)
     if found.detector is not None:
         stack.enter_context(found.detector)
@@ -313,7 +314,7 @@ def _compare(
         assert reference.accuracy is not None
         whole.accuracy_drift = whole.accuracy.minus(reference.accuracy)
     say(f"latency: {', '.join(detectors)}, frame by frame in turn")
-    bench_images = [read_image(r.path) for r in found.evaldata.dataset.records[:16]]
+    bench_images = [read_image(r.path) for r in found.evaldata.dataset.records[:LATENCY_IMAGES]]
     ticks = iter(bar(range(cfg.validate.latency_runs), "latency"))  # advanced once per timed frame
     latencies = measure_latencies(
         detectors,
@@ -382,4 +383,6 @@ def _whole_npu(
     except NpuCompileError:
         run.planned = "to compile"
         return run, None
-    return run, Detector(SplitExecutor([unit], cfg.runtime, profile), split.exported.meta, cfg.nms)
+    detector = Detector(SplitExecutor([unit], cfg.runtime, profile), split.exported.meta, cfg.nms)
+    detector.remember(LATENCY_IMAGES)
+    return run, detector

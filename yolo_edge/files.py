@@ -43,11 +43,12 @@ def read_regular(path: Path, what: str, max_bytes: int) -> bytes:
         raise YoloEdgeError(f"{what} {path} is {st.st_size} bytes, more than the {max_bytes} allowed")
     try:
         with open(path, "rb") as f:
-            data = f.read(max_bytes + 1)
+            # the size it had, and a byte more to see it grow (asking for max_bytes would allocate all of it)
+            data = f.read(min(st.st_size, max_bytes) + 1)
     except OSError as exc:
         raise YoloEdgeError(f"{what} {path}: cannot read it ({exc.strerror})") from None
-    if len(data) > max_bytes:  # it grew since the stat
-        raise YoloEdgeError(f"{what} {path} is more than the {max_bytes} bytes allowed")
+    if len(data) > min(st.st_size, max_bytes):  # it grew since the stat
+        raise YoloEdgeError(f"{what} {path} grew while it was read; read it again when it is written")
     return data
 
 

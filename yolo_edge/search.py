@@ -46,7 +46,7 @@ from yolo_edge.progress import Bar
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit
 from yolo_edge.split import SplitModel
 from yolo_edge.validate.accuracy import Scorer, detect_all
-from yolo_edge.validate.latency import measure_latencies
+from yolo_edge.validate.latency import LATENCY_IMAGES, measure_latencies
 from yolo_edge.validate.stats import Percentiles
 from yolo_edge.validate.verdict import Limits, PlanRun
 
@@ -126,14 +126,16 @@ class _Judge:
         self.reference = PlanRun(
             "whole-cpu", accuracy=accuracy, accuracy_drift=accuracy.minus(accuracy), detections=dets
         )
-        self.bench = [read_image(r.path) for r in evaldata.dataset.records[:16]]
+        self.bench = [read_image(r.path) for r in evaldata.dataset.records[:LATENCY_IMAGES]]
         self.limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
 
     def detector(self, plan: PlacementPlan, events: EventLog) -> tuple[Detector, list[Unit]]:
         fuse = self.cfg.runtime.fuse_units
         units = build_units(self.split, plan, self.profile, self.calib, events, self.npu, fuse)
         executor = SplitExecutor(units, self.cfg.runtime, self.profile, events)
-        return Detector(executor, self.split.exported.meta, self.cfg.nms), units
+        detector = Detector(executor, self.split.exported.meta, self.cfg.nms)
+        detector.remember(LATENCY_IMAGES)  # its latency frames are evaluation images: simulated once
+        return detector, units
 
     def judge(self, name: str, plan: PlacementPlan, detector: Detector) -> tuple[PlanRun, Percentiles]:
         """``plan`` (run by ``detector``) judged; and the reference's latency in the same loop."""

@@ -7,6 +7,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 
@@ -46,6 +47,8 @@ class Detector:
         self.meta = meta
         self.nms = nms
         self._frame = 0
+        self._replay: dict[bytes, FrameResult] = {}
+        self._replay_size = 0
 
     @property
     def frame_determined(self) -> bool:
@@ -55,7 +58,29 @@ class Detector:
         profile = self.executor.profile
         return self.executor.board is not None and not (profile is not None and profile.faults.any)
 
+    def remember(self, images: int) -> None:
+        """A frame-determined detector keeps the executor result of each of the first ``images`` distinct images it
+        detects and replays it when it sees the same image again: a second pass over them (the latency frames
+        after the evaluation's, the deploy's comparison after the search's) costs letterbox and NMS, not another
+        simulation of the board. The outputs are the simulator's own for that input (it is deterministic), the
+        times the frame's model. Elsewhere (measured, or faults injected) every frame runs."""
+        self._replay_size = images if self.frame_determined else 0
+
+    def _execute(self, image: np.ndarray, lb: Letterboxed) -> FrameResult:
+        key = b""
+        if self._replay_size:
+            key = (
+                hashlib.blake2b(np.ascontiguousarray(image).data, digest_size=16).digest() + repr(image.shape).encode()
+            )
+            if key in self._replay:
+                return self._replay[key]
+        result = self.executor.run(self.feeds(lb), self._frame)
+        if key and len(self._replay) < self._replay_size:
+            self._replay[key] = result
+        return result
+
     def close(self) -> None:
+        self._replay.clear()
         self.executor.close()
 
     def __enter__(self) -> Detector:
@@ -82,7 +107,7 @@ class Detector:
         t0 = time.perf_counter()
         lb = self.preprocess(image)
         t1 = time.perf_counter()
-        result: FrameResult = self.executor.run(self.feeds(lb), self._frame)
+        result = self._execute(image, lb)
         self._frame += 1
         t2 = time.perf_counter()
         dets = self.postprocess(result.outputs[self.executor.output_name], lb, nms)

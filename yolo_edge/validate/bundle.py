@@ -19,7 +19,7 @@ from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.progress import progress_bar
 from yolo_edge.validate.accuracy import MapResult, Scorer, detect_all
-from yolo_edge.validate.latency import LatencyResult, measure_latency
+from yolo_edge.validate.latency import LATENCY_IMAGES, LatencyResult, measure_latency
 
 
 def bundle_eval_data(
@@ -107,7 +107,7 @@ def bench_bundle(
     up to 16 images of ``data``."""
     cfg = bundle.config
     ev = bundle_eval_data(bundle, data)
-    images = [read_image(r.path) for r in ev.dataset.records[:16]]
+    images = [read_image(r.path) for r in ev.dataset.records[:LATENCY_IMAGES]]
     with nullcontext(detector) if detector else bundle.detector() as deployed:
         return measure_latency(
             deployed, images, cfg.validate.latency_warmup, runs or cfg.validate.latency_runs, progress

@@ -17,6 +17,7 @@ from yolo_edge.validate.stats import Percentiles, percentiles
 Progress = Callable[[int, int], None]
 # how a plan's frame times were obtained: on this host; a simulated accelerator's modelled, the rest measured here; or
 # every phase the simulated board's (devices/board.py)
+LATENCY_IMAGES = 16  # the latency frames: the first evaluation images, cycled
 TimingKind = Literal["measured", "modelled NPU + measured CPU", "modelled (board)"]
 
 
