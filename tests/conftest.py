@@ -157,8 +157,34 @@ def small_val(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def small_deploy(small_cfg: Path, few_images: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """``small_deploy(device)``: the demo deployed to ``device`` with the small config on ``few_images``, once per
+def tiny_cfg(small_cfg: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The small config with fewer images still: for the tests that deploy many times or through a vendor's
+    simulator (a second per call) and check what was placed and run, not how accurate it is."""
+    import yaml
+
+    cfg = yaml.safe_load(small_cfg.read_text())
+    cfg["calib_images"] = 8
+    cfg["checks"]["precision"]["images"] = 2
+    cfg["validate"].update(latency_warmup=1, latency_runs=6)
+    path = tmp_path_factory.mktemp("tiny") / "tiny.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_images(few_images: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The first 6 of ``few_images``: agreement data for ``tiny_cfg``."""
+    import shutil
+
+    folder = tmp_path_factory.mktemp("tiny_images")
+    for p in sorted(few_images.iterdir())[:6]:
+        shutil.copy(p, folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def small_deploy(tiny_cfg: Path, tiny_images: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """``small_deploy(device)``: the demo deployed to ``device`` with the tiny config on ``tiny_images``, once per
     device and session (the tests that use it only read the bundle)."""
     from yolo_edge.deploy import DeployResult, deploy
 
@@ -167,7 +193,7 @@ def small_deploy(small_cfg: Path, few_images: Path, tmp_path_factory: pytest.Tem
     def get(device: str) -> DeployResult:
         if device not in done:
             out = tmp_path_factory.mktemp(f"deploy_{device}") / "bundle"
-            done[device] = deploy(device=device, config=small_cfg, data=few_images, quiet=True, out=out)
+            done[device] = deploy(device=device, config=tiny_cfg, data=tiny_images, quiet=True, out=out)
         return done[device]
 
     return get

@@ -28,18 +28,6 @@ from yolo_edge.validate.bundle import val_bundle
 pytestmark = pytest.mark.slow  # each test deploys several configurations or starts Ray
 
 
-@pytest.fixture(scope="module")
-def tiny_cfg(small_cfg: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The small config with fewer images still: a sweep's many deploys, each proven, cheaply."""
-    cfg = yaml.safe_load(small_cfg.read_text())
-    cfg["calib_images"] = 4
-    cfg["checks"]["precision"]["images"] = 2
-    cfg["validate"].update(latency_warmup=1, latency_runs=4)
-    path = tmp_path_factory.mktemp("tiny") / "tiny.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
 def _dominated(o, others) -> bool:  # type: ignore[no-untyped-def]
     return any(
         x.p95_ms <= o.p95_ms
@@ -49,12 +37,12 @@ def _dominated(o, others) -> bool:  # type: ignore[no-untyped-def]
     )
 
 
-def test_a_sweep_on_the_local_ray_ranks_plots_and_caches(tiny_cfg: Path, few_images: Path, tmp_path: Path) -> None:
+def test_a_sweep_on_the_local_ray_ranks_plots_and_caches(tiny_cfg: Path, tiny_images: Path, tmp_path: Path) -> None:
     models = [str(demo_model_path()), str(SECOND_MODEL)]
     cache = tmp_path / "cache"
-    args = dict(data=few_images, config=tiny_cfg, cache=cache, workers=2, keep=tmp_path / "bundles")
-    result = sweep(models, [320, 416], ["cpu", "sim-edge-npu"], **args)  # type: ignore[arg-type]
-    assert len(result.outcomes) == 8 and not [o.error for o in result.outcomes if o.status == FAILED]
+    args = dict(data=tiny_images, config=tiny_cfg, cache=cache, workers=2, keep=tmp_path / "bundles")
+    result = sweep(models, [320], ["cpu", "sim-edge-npu"], **args)  # type: ignore[arg-type]
+    assert len(result.outcomes) == 4 and not [o.error for o in result.outcomes if o.status == FAILED]
     for o in result.outcomes:
         assert o.p95_ms is not None and o.drift_map50_95 is not None and o.node is not None and not o.cached
         assert o.latency_kind == ("modelled (board)" if o.point.device == "sim-edge-npu" else "measured")
@@ -69,11 +57,11 @@ def test_a_sweep_on_the_local_ray_ranks_plots_and_caches(tiny_cfg: Path, few_ima
     assert result.best is not None and result.best is ranked[0]
     assert sweep_plot(result).startswith(b"\x89PNG")
     doc = json.loads(json.dumps(result.to_dict()))
-    assert doc["best"] == result.best.point.label and len(doc["outcomes"]) == 8
+    assert doc["best"] == result.best.point.label and len(doc["outcomes"]) == 4
 
     # a rerun computes only what changed: a new size, the rest read back (no Ray started for them)
-    again = sweep(models, [320, 416, 448], ["cpu"], **{**args, "keep": None})  # type: ignore[arg-type]
-    assert [o.cached for o in again.outcomes] == [True, True, False] * 2
+    again = sweep(models, [320, 352], ["cpu"], **{**args, "keep": None})  # type: ignore[arg-type]
+    assert [o.cached for o in again.outcomes] == [True, False] * 2
     same = {o.point: o for o in result.outcomes}
     for o in again.outcomes:
         if o.cached:
@@ -105,7 +93,7 @@ def two_nodes():  # type: ignore[no-untyped-def]
 
 
 def test_a_device_bound_configuration_runs_only_on_the_node_with_its_device(
-    two_nodes: str, tiny_cfg: Path, few_images: Path, tmp_path: Path
+    two_nodes: str, tiny_cfg: Path, tiny_images: Path, tmp_path: Path
 ) -> None:
     lab = yaml.safe_load((configs_dir() / "devices" / "rk3588-approx.yaml").read_text())
     lab.update(name="lab-rk3588", node_resource="rk3588")  # a lab's profile: its RK3588 boards' hosts have the resource
@@ -114,7 +102,7 @@ def test_a_device_bound_configuration_runs_only_on_the_node_with_its_device(
     (tmp_path / "nowhere.yaml").write_text(yaml.safe_dump(nowhere))
     devices = ["cpu", str(tmp_path / "lab.yaml"), str(tmp_path / "nowhere.yaml")]
     result = sweep(
-        [str(demo_model_path())], [320], devices, data=few_images, config=tiny_cfg, cache="", ray_address=two_nodes
+        [str(demo_model_path())], [320], devices, data=tiny_images, config=tiny_cfg, cache="", ray_address=two_nodes
     )
 
     import ray
@@ -132,7 +120,7 @@ def test_a_device_bound_configuration_runs_only_on_the_node_with_its_device(
     assert missing.status == FAILED and "no Ray node advertises the resource 'qcs6490-board'" in (missing.error or "")
 
 
-def test_a_killed_worker_is_retried_and_the_sweep_completes(tiny_cfg: Path, few_images: Path) -> None:
+def test_a_killed_worker_is_retried_and_the_sweep_completes(tiny_cfg: Path, tiny_images: Path) -> None:
     killed: list[int] = []
 
     def kill_the_first_task() -> None:
@@ -148,7 +136,7 @@ def test_a_killed_worker_is_retried_and_the_sweep_completes(tiny_cfg: Path, few_
 
     watcher = threading.Thread(target=kill_the_first_task, daemon=True)
     watcher.start()
-    result = sweep([str(demo_model_path())], [320], ["cpu"], data=few_images, config=tiny_cfg, cache="", workers=1)
+    result = sweep([str(demo_model_path())], [320], ["cpu"], data=tiny_images, config=tiny_cfg, cache="", workers=1)
     watcher.join(timeout=5)
     assert killed, "the task's worker was never seen"
     (o,) = result.outcomes
@@ -166,7 +154,9 @@ def test_sharded_validation_gives_the_unsharded_map(deployed: DeployResult, smal
     assert sharded.images == whole.images == 40
 
 
-def test_without_ray_the_sweep_says_how_to_get_it_and_runs_in_turn_when_asked(tiny_cfg: Path, few_images: Path) -> None:
+def test_without_ray_the_sweep_says_how_to_get_it_and_runs_in_turn_when_asked(
+    tiny_cfg: Path, tiny_images: Path
+) -> None:
     hide_ray = BLOCKER.replace("('torch', 'ultralytics', 'torchvision')", "('ray',)")
     argv = [
         "sweep",
@@ -177,7 +167,7 @@ def test_without_ray_the_sweep_says_how_to_get_it_and_runs_in_turn_when_asked(ti
         "--device",
         "cpu",
         "--data",
-        str(few_images),
+        str(tiny_images),
         "--config",
         str(tiny_cfg),
         "--cache",
