@@ -131,10 +131,7 @@ class Variant:
             )
         scheme = rest[0] if rest else None
         quantizer = rest[1] if len(rest) > 1 else None
-        if quantizer is not None and quantizer not in QUANTIZERS:
-            raise YoloEdgeError(f"'{text}': unknown quantizer '{quantizer}'; valid: {', '.join(QUANTIZERS)}")
-        if scheme is not None and scheme not in SCHEMES:
-            raise YoloEdgeError(f"'{text}': unknown INT8 scheme '{scheme}'; valid: {', '.join(SCHEMES)}")
+        # the scheme and the quantizer are checked where every variant is (__post_init__)
         typed = typing.cast(PrecisionName, precision)
         return cls(typed, typing.cast(Scheme | None, scheme), typing.cast(Quantizer | None, quantizer))
 
