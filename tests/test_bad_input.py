@@ -1,6 +1,10 @@
-"""Bad input and faults, as a user meets them: each case runs the CLI as a subprocess and asserts the
-exit code, one line on stderr without a traceback, and nothing lost or left behind (the --out path, its
-temporary siblings, temp folders, files beside the inputs). User files survive.
+"""Bad input and faults, as a user meets them: each case runs the CLI and asserts the exit code, one line on
+stderr without a traceback, and nothing lost or left behind (the --out path, its temporary siblings, temp folders,
+files beside the inputs). User files survive.
+
+The cases run the CLI's ``main()`` in this process (its working folder and TMPDIR the case's, stdout and stderr
+captured at the file descriptors, a warning counted as a line on stderr); a few of them, and the signal and
+file-size-limit tests, run it as the console script does, in a process of its own.
 
 One row per case of the sweep in issue #11, the defects it found and the sound cases that must stay sound.
 """
@@ -13,7 +17,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +28,7 @@ import cv2
 import pytest
 import yaml
 
+from yolo_edge.cli.main import main
 from yolo_edge.config import configs_dir
 from yolo_edge.demo import CLASS_NAMES
 from yolo_edge.deploy import DeployResult
@@ -37,7 +44,11 @@ class Env:
     image: Path  # a readable image
 
 
-def _cli(env: Env, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _process(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
+    """``yolo-edge ARGS`` in a process of its own, in ``env.root`` with ``env.tmp`` as its TMPDIR."""
     child = {**os.environ, "TMPDIR": str(env.tmp), "YOLO_OFFLINE": "1"}
     return subprocess.run(
         [sys.executable, "-m", "yolo_edge.cli.main", *args],
@@ -45,8 +56,32 @@ def _cli(env: Env, *args: str, timeout: float = 300) -> subprocess.CompletedProc
         env=child,
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=300,
     )
+
+
+@pytest.fixture
+def cli(env: Env, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """``cli(*args)``: ``main(args)`` in this process, as ``_process`` runs it: in ``env.root``, TMPDIR ``env.tmp``
+    (``tempfile`` made to read it again), its exit code (argparse's ``SystemExit`` included), what it wrote to the
+    file descriptors 1 and 2, and each warning it raised as a line of stderr (a user would see it there)."""
+    monkeypatch.chdir(env.root)
+    monkeypatch.setenv("TMPDIR", str(env.tmp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        capfd.readouterr()
+        with warnings.catch_warnings(record=True) as caught:  # under the filters the libraries installed
+            try:
+                code = main(list(args))
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 2
+        out, err = capfd.readouterr()
+        shown = [w for w in caught if not issubclass(w.category, DeprecationWarning | PendingDeprecationWarning)]
+        err += "".join(f"{w.category.__name__}: {w.message}\n" for w in shown)  # outside __main__ those are hidden
+        return subprocess.CompletedProcess(list(args), code, out, err)
+
+    return run
 
 
 @pytest.fixture(scope="module")
@@ -705,12 +740,25 @@ CASES: list[Case] = [
 ]
 
 
+# run as the console script runs them too: an error while loading a bundle, one in argparse, one reading data
+IN_A_PROCESS = ("damaged plan.json", "deploy --imgsz 33", "empty data folder")
+
+
 @pytest.mark.parametrize("case", [c[0] for c in CASES])
-def test_bad_input(env: Env, case: str) -> None:
+def test_bad_input(env: Env, cli: Cli, case: str) -> None:
+    _expect_bad_input(env, cli, case)
+
+
+@pytest.mark.parametrize("case", IN_A_PROCESS)
+def test_bad_input_in_a_process_of_its_own(env: Env, case: str) -> None:
+    _expect_bad_input(env, lambda *args: _process(env, *args), case)
+
+
+def _expect_bad_input(env: Env, cli: Cli, case: str) -> None:
     _, argv, code, words = next(c for c in CASES if c[0] == case)
     args = argv(env)  # makes the case's inputs
     before = {p.relative_to(env.root) for p in env.root.rglob("*")}
-    proc = _cli(env, *args)
+    proc = cli(*args)
     err = proc.stderr.strip()
     assert proc.returncode == code, (proc.returncode, err)
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
@@ -724,7 +772,7 @@ def test_bad_input(env: Env, case: str) -> None:
         assert (env.root / "mine" / "notes.txt").read_text() == "my notes"  # the user's folder survives
 
 
-def test_deploy_replaces_a_bundle_and_an_empty_folder_but_reports_in_one_line_each(env: Env) -> None:
+def test_deploy_replaces_a_bundle_and_an_empty_folder_but_reports_in_one_line_each(env: Env, cli: Cli) -> None:
     """The other side of the --out rule, and bundles a person can read: not 0700, no progress bars in logs. The
     --out named is a symlink to the bundle: the bundle it points at is replaced, the link kept."""
     target = _copy_bundle(env, "replace-me")
@@ -736,9 +784,7 @@ def test_deploy_replaces_a_bundle_and_an_empty_folder_but_reports_in_one_line_ea
     data.mkdir(exist_ok=True)
     for p in sorted(default_calib_dir().glob("*.jpg"))[40:48]:  # not among those the demo calibrates on
         shutil.copy(p, data)
-    proc = _cli(
-        env, "deploy", "--device", "host-lowp", "--out", str(link), "--config", deploy_yaml, "--data", str(data)
-    )
+    proc = cli("deploy", "--device", "host-lowp", "--out", str(link), "--config", deploy_yaml, "--data", str(data))
     assert proc.returncode == 0, proc.stderr
     assert link.is_symlink() and link.resolve() == target.resolve()
     assert (target / "report.json").read_text() != old and (target / "report.md").is_file()
@@ -791,13 +837,13 @@ def test_signal_during_deploy_cleans_up(env: Env, sig: signal.Signals, code: int
     assert not [p for p in env.root.iterdir() if p.name.startswith(f".sig-{code}")]
 
 
-def test_unreadable_image_and_truncated_video_are_reported_not_dropped(env: Env) -> None:
+def test_unreadable_image_and_truncated_video_are_reported_not_dropped(env: Env, cli: Cli) -> None:
     folder = env.root / "frames"
     folder.mkdir()
     for i in range(3):
         shutil.copy(env.image, folder / f"f{i}.jpg")
     (folder / "f1.jpg").write_bytes(b"not a jpeg")
-    proc = _cli(env, "run", str(env.bundle), "--source", str(folder), "--save", str(env.root / "ann"), "--json")
+    proc = cli("run", str(env.bundle), "--source", str(folder), "--save", str(env.root / "ann"), "--json")
     assert proc.returncode == 1
     assert [json.loads(x)["source"] for x in proc.stdout.splitlines()] == ["f0.jpg", "f2.jpg"]
     assert sorted(p.name for p in (env.root / "ann").iterdir()) == ["f0.jpg", "f2.jpg"]
@@ -811,19 +857,19 @@ def test_unreadable_image_and_truncated_video_are_reported_not_dropped(env: Env)
     writer.release()
     data = video.read_bytes()
     video.write_bytes(data[: len(data) * 6 // 10])  # cut: the header still says 10 frames
-    proc = _cli(env, "run", str(env.bundle), "--source", str(video), "--json")
+    proc = cli("run", str(env.bundle), "--source", str(video), "--json")
     read = len(proc.stdout.splitlines())
     assert proc.returncode == 1 and 0 < read < 10
     assert f"read {read} frames but its header says 10" in proc.stderr
 
 
-def test_run_save_keeps_two_sources_apart_and_the_originals_untouched(env: Env) -> None:
+def test_run_save_keeps_two_sources_apart_and_the_originals_untouched(env: Env, cli: Cli) -> None:
     """Two folders whose files have the same names: each source's annotated frames go to their own folder under
     --save (``imgs``, ``imgs-2``), all four kept; the originals are byte for byte what they were."""
     a, b = Path(_pictures(env, "first")), Path(_pictures(env, "second"))
     (b / "img0.jpg").write_bytes((b / "img1.jpg").read_bytes())  # the same names, not the same photos
     before = {p: p.read_bytes() for p in [*a.iterdir(), *b.iterdir()]}
-    proc = _cli(env, "run", str(env.bundle), "--source", str(a), "--source", str(b), "--save", "two", "--quiet")
+    proc = cli("run", str(env.bundle), "--source", str(a), "--source", str(b), "--save", "two", "--quiet")
     assert proc.returncode == 0, proc.stderr
     made = sorted(str(p.relative_to(env.root / "two")) for p in (env.root / "two").rglob("*.jpg"))
     assert made == ["imgs-2/img0.jpg", "imgs-2/img1.jpg", "imgs/img0.jpg", "imgs/img1.jpg"]
@@ -890,7 +936,7 @@ def test_a_full_disk_while_deploying_is_one_line_and_leaves_nothing(env: Env) ->
     assert not (env.root / "full-out").exists() and not _leftovers(env)
 
 
-def test_a_toolchain_that_does_not_start_is_not_usable(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_toolchain_that_does_not_start_is_not_usable(env: Env, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """An installed toolchain environment whose Python does not start (a broken upgrade, a deleted interpreter):
     ``devices`` says rk3588 is unusable and why, and ``deploy --device rk3588`` refuses in one line, instead of a
     PASS with everything on the CPU. ``YOLO_EDGE_TOOLCHAINS`` naming a file is one line too."""
@@ -903,16 +949,16 @@ def test_a_toolchain_that_does_not_start_is_not_usable(env: Env, monkeypatch: py
     (env_dir / "bin" / "python").write_text("#!/bin/sh\necho 'broken interpreter' >&2\nexit 1\n")
     (env_dir / "bin" / "python").chmod(0o755)
     (env_dir / ".complete").write_text("{}")
-    devices = _cli(env, "devices", "--json")
+    devices = cli("devices", "--json")
     assert devices.returncode == 0, devices.stderr
     rk = next(d for d in json.loads(devices.stdout)["devices"] if d["name"] == "rk3588")
     assert not rk["usable"] and "does not start" in rk["why"], rk
-    proc = _cli(env, "deploy", "--quiet", "--device", "rk3588", "--out", "rk-out")
+    proc = cli("deploy", "--quiet", "--device", "rk3588", "--out", "rk-out")
     err = proc.stderr.strip()
     assert proc.returncode == 2 and len(err.splitlines()) == 1 and "does not start" in err, err
     assert not (env.root / "rk-out").exists()
     monkeypatch.setenv("YOLO_EDGE_TOOLCHAINS", _a_file(env))
-    listed = _cli(env, "toolchain", "list")
+    listed = cli("toolchain", "list")
     assert listed.returncode == 2 and "is a file" in listed.stderr and "Traceback" not in listed.stderr, listed.stderr
 
 
