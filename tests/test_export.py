@@ -38,6 +38,44 @@ def test_pt_checkpoint_export_records_sha(tmp_path: Path) -> None:
     assert not (tmp_path / "tiny.onnx").exists()  # nothing written beside the user's weights
 
 
+def test_a_checkpoint_exported_again_is_read_from_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second export of the same .pt at the same size never calls ultralytics and gives the same graph; another
+    size, changed weights or a damaged entry export anew; a model .yaml is never cached (new random weights)."""
+    from ultralytics import YOLO
+
+    import yolo_edge.export as export
+
+    monkeypatch.setenv("YOLO_EDGE_CACHE", str(tmp_path / "cache"))
+    pt = tmp_path / "tiny.pt"
+    YOLO("yolov8n.yaml").save(str(pt))
+    calls: list[tuple[int, int]] = []
+    real = export._ultralytics_export
+
+    def counted(source: str, shown: str, imgsz: tuple[int, int], opset: int, workdir: Path) -> Path:
+        calls.append(imgsz)
+        return real(source, shown, imgsz, opset, workdir)
+
+    monkeypatch.setattr(export, "_ultralytics_export", counted)
+    first = export_model(pt, imgsz=320, out_dir=tmp_path / "a")
+    again = export_model(pt, imgsz=320, out_dir=tmp_path / "b")
+    assert calls == [(320, 320)] and again.path.read_bytes() == first.path.read_bytes()
+    assert again.meta == first.meta
+    export_model(pt, imgsz=256, out_dir=tmp_path / "c")
+    assert calls == [(320, 320), (256, 256)]
+    entries = sorted((tmp_path / "cache" / "exports").glob("*.onnx"))
+    assert len(entries) == 2
+    for entry in entries:  # damaged: rebuilt, with a warning
+        entry.write_bytes(entry.read_bytes()[:-10])
+    rebuilt = export_model(pt, imgsz=320, out_dir=tmp_path / "d").path  # its metadata has its own export date
+    assert onnx.load(str(rebuilt)).graph == onnx.load(str(first.path)).graph
+    assert calls[-1] == (320, 320) and len(calls) == 3
+    YOLO("yolov8n.yaml").save(str(pt))  # other weights, the same file name
+    assert export_model(pt, imgsz=320, out_dir=tmp_path / "e").meta.source_sha256 != first.meta.source_sha256
+    assert len(calls) == 4
+    yaml_twice = [export_model("yolov8n.yaml", imgsz=320, out_dir=tmp_path / f"y{i}") for i in range(2)]
+    assert len(calls) == 6 and onnx.load(str(yaml_twice[0].path)).graph != onnx.load(str(yaml_twice[1].path)).graph
+
+
 def test_foreign_ultralytics_onnx_is_read_without_our_metadata(exported: ExportFn, tmp_path: Path) -> None:
     proto = onnx.load(str(exported("yolov8n.yaml", (320, 320)).path))
     keep = [p for p in proto.metadata_props if p.key != "yolo_edge"]

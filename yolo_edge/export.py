@@ -4,6 +4,11 @@ This is the only module that imports torch/ultralytics, and only inside :func:`e
 checkpoint (``.pt``) or a model yaml has to be exported. An ONNX that ultralytics already exported is
 read without them, so a bundle runs on a board with no torch.
 
+A checkpoint's export is cached (``$YOLO_EDGE_CACHE/exports``, digest-verified), keyed by the checkpoint's
+sha256, the size, the opset and the versions of the exporting packages: deploying the same ``.pt`` again (to
+another profile, with another config) reads ultralytics' ONNX back without importing torch. A model ``.yaml``
+is exported every time: ultralytics draws new random weights for it.
+
 Example:
     >>> exported = export_model("yolov8n.yaml", imgsz=(320, 320), out_dir="out")  # doctest: +SKIP
     >>> exported.meta.nc, exported.meta.strides  # doctest: +SKIP
@@ -15,6 +20,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import hashlib
+import importlib.metadata
 import io
 import json
 import logging
@@ -29,7 +35,7 @@ from typing import Any
 import onnx
 
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import atomic_write
+from yolo_edge.files import atomic_write, cache_root, read_cached, write_cached
 from yolo_edge.graph import DetectLayout, GraphInfo, yolov8_layout
 from yolo_edge.native import native_output
 from yolo_edge.rewrite import apply_rewrites
@@ -42,6 +48,8 @@ _TASK_NAMES = {"segment": "segmentation", "pose": "pose", "classify": "classific
 
 
 MAX_IMGSZ = 4096  # per side
+EXPORT_CACHE = "ultralytics-onnx-1"  # the cache entries' format: a new one never reads an older one's files
+EXPORTERS = ("ultralytics", "torch", "onnx", "onnxslim")  # their versions key the cached exports
 
 
 def parse_imgsz(value: int | str | Sequence[int]) -> ImgSize:
@@ -255,6 +263,31 @@ def _ultralytics_export(source: str, shown: str, imgsz: ImgSize, opset: int, wor
     return Path(workdir, out)
 
 
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
+def _cached_export(source: str, shown: str, source_sha: str, imgsz: ImgSize, opset: int, workdir: Path) -> Path:
+    """:func:`_ultralytics_export`, read from the export cache for a checkpoint exported before with the same size,
+    opset and exporters (a ``.yaml`` gets new random weights each time: never cached)."""
+    if Path(source).suffix.lower() != ".pt":
+        return _ultralytics_export(source, shown, imgsz, opset, workdir)
+    versions = ",".join(f"{p}={_version(p)}" for p in EXPORTERS)
+    key = hashlib.sha256(f"{EXPORT_CACHE}/{source_sha}/{imgsz}/{opset}/{versions}".encode()).hexdigest()[:32]
+    entry = cache_root() / "exports" / f"{key}.onnx"
+    cached = read_cached(entry)
+    out = workdir / f"{Path(source).stem}.onnx"
+    if cached is not None:
+        out.write_bytes(cached)
+        return out
+    made = _ultralytics_export(source, shown, imgsz, opset, workdir)
+    write_cached(entry, made.read_bytes())
+    return made
+
+
 def _from_onnx(path: Path, size: ImgSize | None, out_dir: str | Path | None) -> ExportedModel:
     """An ultralytics ONNX: validated, and with ``out_dir`` rewritten (never in place) into it."""
     exported = load_onnx(path)
@@ -309,7 +342,7 @@ def export_model(
         if path.exists():  # ultralytics writes the ONNX beside the weights: export a private copy
             src = str(Path(tmp, path.name))
             shutil.copyfile(path, src)
-        onnx_path = _ultralytics_export(src, model_str, size, opset, Path(tmp))
+        onnx_path = _cached_export(src, model_str, source_sha, size, opset, Path(tmp))
         exported = load_onnx(onnx_path)
         meta = ModelMeta(
             names=exported.meta.names,
