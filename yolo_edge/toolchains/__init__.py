@@ -220,16 +220,17 @@ def install_toolchain(
     return toolchain_status(tc)
 
 
-_WORKERS: dict[str, Worker] = {}
+_WORKERS: dict[Path, Worker] = {}
 _LOCK = threading.Lock()
 
 
 def worker_for(tc: Toolchain) -> Worker:
-    """This process's worker for ``tc`` (one per toolchain per process; it starts on its first call)."""
+    """This process's worker for ``tc`` (one per toolchain environment per process, so a changed
+    ``$YOLO_EDGE_TOOLCHAINS`` gets its own; it starts on its first call)."""
     with _LOCK:
-        if tc.name not in _WORKERS:
-            _WORKERS[tc.name] = Worker(tc)
-        return _WORKERS[tc.name]
+        if tc.env_dir not in _WORKERS:
+            _WORKERS[tc.env_dir] = Worker(tc)
+        return _WORKERS[tc.env_dir]
 
 
 def close_workers() -> None:
