@@ -20,6 +20,33 @@ from yolo_edge.export import ExportedModel, export_model  # noqa: E402
 
 ExportFn = Callable[..., ExportedModel]
 
+# Session fixtures that deploy (half a minute or more each): under pytest-xdist (``--dist loadgroup``, in the
+# ini options) every module is one group and the modules that use one of these are one group, so each is built
+# in one worker, not in each.
+SHARED_DEPLOYS = ("deployed", "small_deploy")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: a worker per core, at most 4 (each holds ~3 GB and its own copy of the session fixtures)."""
+    return max(1, min(len(os.sched_getaffinity(0)), 4))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = [i for i in items if isinstance(i, pytest.Function)]
+    group = {t.module.__name__: t.module.__name__ for t in tests}
+
+    def root(module: str) -> str:
+        while group[module] != module:
+            module = group[module]
+        return module
+
+    for fixture in SHARED_DEPLOYS:
+        users = sorted({t.module.__name__ for t in tests if fixture in t.fixturenames})
+        for module in users[1:]:
+            group[root(module)] = root(users[0])
+    for test in tests:
+        test.add_marker(pytest.mark.xdist_group(root(test.module.__name__)))
+
 
 @pytest.fixture(scope="session")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> ExportFn:
@@ -83,8 +110,12 @@ def calib_images(demo: ExportedModel) -> list:  # type: ignore[type-arg]
 
 @pytest.fixture(scope="session", autouse=True)
 def _quant_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Keep the INT8 quantization cache inside the test session."""
-    os.environ["YOLO_EDGE_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    """Keep the yolo-edge cache (INT8 graphs, exports) inside the test session, one for all its xdist workers (an
+    entry is written atomically with its digest: two workers writing the same key write the same bytes)."""
+    base = tmp_path_factory.getbasetemp()
+    cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "yolo-edge-cache"
+    cache.mkdir(exist_ok=True)
+    os.environ["YOLO_EDGE_CACHE"] = str(cache)
 
 
 SECOND_MODEL = Path(__file__).parent / "data" / "coins_sparks_yolov8n.pt"
