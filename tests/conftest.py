@@ -11,7 +11,7 @@ from yolo_edge.toolchains import toolchains_root  # noqa: E402
 
 os.environ.setdefault("YOLO_EDGE_TOOLCHAINS", str(toolchains_root()))
 
-from collections.abc import Callable  # noqa: E402
+from collections.abc import Callable, Generator  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -24,6 +24,46 @@ ExportFn = Callable[..., ExportedModel]
 # ini options) every module is one group and the modules that use one of these are one group, so each is built
 # in one worker, not in each.
 SHARED_DEPLOYS = ("deployed", "small_deploy")
+
+
+LOCKS = "YOLO_EDGE_TEST_LOCKS"  # the folder of the locks below, made by the controller, inherited by its workers
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        import tempfile
+
+        os.environ[LOCKS] = tempfile.mkdtemp(prefix="yolo-edge-test-locks-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        import shutil
+
+        shutil.rmtree(os.environ.pop(LOCKS), ignore_errors=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None]:
+    """Under xdist, a test marked ``alone`` (a Ray cluster: its health checks call a raylet starved by the other
+    worker's deploys dead) runs with no test of another worker beside it, its fixtures' setup included. Every
+    test holds a shared lock, an ``alone`` one the exclusive lock; a turnstile lets no new shared holder in while
+    an ``alone`` test waits for it (no starvation)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    import fcntl
+
+    root = Path(os.environ[LOCKS])
+    alone = item.get_closest_marker("alone") is not None
+    with open(root / "turnstile.lock", "a") as turnstile, open(root / "alone.lock", "a") as lock:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

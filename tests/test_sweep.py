@@ -25,7 +25,7 @@ from yolo_edge.export import demo_model_path
 from yolo_edge.sweep import FAILED, sweep, sweep_plot
 from yolo_edge.validate.bundle import val_bundle
 
-pytestmark = pytest.mark.slow  # each test deploys several configurations or starts Ray
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # each test deploys several configurations or starts Ray
 
 
 def _dominated(o, others) -> bool:  # type: ignore[no-untyped-def]
