@@ -46,7 +46,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None]:
     """Under xdist, a test marked ``alone`` (a Ray cluster: its health checks call a raylet starved by the other
-    worker's deploys dead) runs with no test of another worker beside it, its fixtures' setup included. Every
+    worker's deploys dead; a real unit timeout: a starved frame reads as a hang) runs with no test of another
+    worker beside it, its fixtures' setup included. Every
     test holds a shared lock, an ``alone`` one the exclusive lock; a turnstile lets no new shared holder in while
     an ``alone`` test waits for it (no starvation)."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
