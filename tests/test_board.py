@@ -123,6 +123,7 @@ def test_a_board_detector_replays_the_images_it_remembers(demo_split, tensors) -
                 assert t1 == t2
 
 
+@pytest.mark.alone  # host latencies, compared: not beside another worker's deploy
 def test_a_measured_profile_still_measures_the_host(demo_split, tensors, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The control: on host-lowp (a real device, measured) the slowed host shows in the latency."""
     quick, slowed = _timed(demo_split, tensors, "host-lowp", monkeypatch)

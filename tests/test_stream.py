@@ -278,6 +278,7 @@ def _pool_fps(deployed: DeployResult, video: Path, cores: int) -> tuple[float, l
     return len(frames) / (time.perf_counter() - t0), frames
 
 
+@pytest.mark.alone  # frames per second, compared: not beside another worker's deploy
 def test_a_pool_of_accelerator_cores_serves_an_accelerator_bound_stream_faster(
     deployed: DeployResult, tmp_path: Path
 ) -> None:
