@@ -123,13 +123,19 @@ def test_whole_graph_int8_fails_precision_on_scores(demo: ExportedModel, fast_cf
     qdq = Checker(planner.profile, fast_cfg, qdq_backend).precision(whole, Variant("int8", "u8", "qdq"))
     planner.close()
     assert qdq.passed is False and (_measured(qdq, Precision).score_max_error or 0) > 0.5
-    # the split passes precision where the whole graph fails; which variant is fastest depends on measured speed,
-    # which a shared CI machine makes noisy, so it is asserted only as "explained" here
+    # the split passes precision where the whole graph fails. Whether a variant then pays depends on the speed
+    # measured on this CPU (INT8 wins on one ISA, not on another; a loaded machine is noisy), so the performance
+    # check is asserted only to have been measured and explained, passed or not
     for name in ("backbone", "neck"):
-        passed = [o for o in space.options[name] if o.device == "npu"]
-        assert passed and all(o.checks["precision"].passed and o.checks["performance"].passed for o in passed)
-        assert all(_measured(o.checks["performance"], Performance).latency_kind == "measured" for o in passed)
-        assert [o.latency_ms for o in passed] == sorted(o.latency_ms for o in passed)  # fastest first
+        npu = [o for o in space.options[name] if o.device == "npu"]
+        tried = npu + [o for o in space.rejected[name] if o.checks["precision"].passed is not None]
+        precise = [o for o in tried if o.checks["precision"].passed]
+        assert precise, [o.reason for o in tried]
+        for o in precise:
+            perf = o.checks["performance"]
+            assert perf.passed is not None and _measured(perf, Performance).latency_kind == "measured"
+            assert (o in npu) is perf.passed and "ms vs CPU" in perf.reason
+        assert [o.latency_ms for o in npu] == sorted(o.latency_ms for o in npu)  # fastest first
     assert [o.device for o in space.options["head"] + space.options["decode"]] == ["cpu", "cpu"]
 
 

@@ -74,19 +74,34 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _ray(*args: str) -> None:
+def _ray(*args: str) -> subprocess.CompletedProcess[str]:
     ray = Path(sys.executable).with_name("ray")
-    subprocess.run([str(ray), *args], check=True, capture_output=True, text=True, timeout=180)
+    return subprocess.run([str(ray), *args], capture_output=True, text=True, timeout=180)
 
 
 @pytest.fixture
 def two_nodes():  # type: ignore[no-untyped-def]
-    """A head node with 1 CPU and a second node with 1 CPU and the custom resource rk3588, both on 127.0.0.1."""
-    port = _free_port()
+    """A head node with 1 CPU and a second node with 1 CPU and the custom resource rk3588, both on 127.0.0.1.
+    Starting a cluster is the test's setup, not what it tests: a start that fails (a port taken between
+    choosing it and binding it, a node slow to register on a loaded machine) is retried on a new port, twice,
+    and the failures' own output fails the test."""
     common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--disable-usage-stats"]
-    _ray("start", "--head", "--port", str(port), "--include-dashboard", "false", *common)
+    failures: list[str] = []
+    for _ in range(3):
+        port = _free_port()
+        steps = [
+            ["start", "--head", "--port", str(port), "--include-dashboard", "false", *common],
+            ["start", "--address", f"127.0.0.1:{port}", "--resources", '{"rk3588": 1}', *common],
+        ]
+        failed = next((p for p in (_ray(*step) for step in steps) if p.returncode != 0), None)
+        if failed is None:
+            break
+        said = (failed.stdout + failed.stderr)[-2000:]
+        failures.append(f"ray {' '.join(failed.args[1:3])} exited {failed.returncode}: {said}")
+        _ray("stop", "--force")
+    else:
+        pytest.fail("a two-node Ray cluster did not start three times:\n" + "\n".join(failures))
     try:
-        _ray("start", "--address", f"127.0.0.1:{port}", "--resources", '{"rk3588": 1}', *common)
         yield f"127.0.0.1:{port}"
     finally:
         _ray("stop", "--force")
