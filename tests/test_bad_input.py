@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,7 @@ from yolo_edge.config import configs_dir
 from yolo_edge.demo import CLASS_NAMES
 from yolo_edge.deploy import DeployResult
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.export import demo_model_path
 from yolo_edge.pipeline.preprocess import default_calib_dir
 
 
@@ -224,6 +226,12 @@ def _empty_dir(env: Env) -> str:
 def _a_file(env: Env) -> str:
     (env.root / "afile").write_text("x")
     return str(env.root / "afile")
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # nothing listens once it is closed
 
 
 BOMB = "\n".join(  # a "billion laughs": under 1 KB of YAML, 9**9 strings once its aliases are expanded
@@ -737,6 +745,22 @@ CASES: list[Case] = [
         "not a readable video",
     ),
     ("not a bundle", lambda e: ["check", _empty_dir(e)], 2, "is not a yolo-edge bundle"),
+    # a Ray cluster that is not there: Ray alone retries a closed port for minutes
+    (
+        "sweep --ray-address a closed port",
+        lambda e: (
+            ["sweep", "--model", str(demo_model_path()), "--imgsz", "320", "--device", "cpu"]
+            + ["--cache", "", "--ray-address", f"127.0.0.1:{_closed_port()}"]
+        ),
+        2,
+        "nothing answers there",
+    ),
+    (
+        "val --ray-address no port",
+        lambda e: ["val", str(e.bundle), "--ray-address", "head"],
+        2,
+        "--ray-address: expected host:port",
+    ),
 ]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -19,6 +20,12 @@ from typing import Any
 from yolo_edge.errors import YoloEdgeError
 
 INSTALL = "pip install 'yolo-edge[ray]'"
+# Ray refuses a client without the cluster's token with only a log line ("InvalidAuthToken") and a
+# ConnectionError, so the error names both causes
+JOIN_HINT = (
+    "is it up, and does this machine hold the cluster's token? Ray's token authentication: "
+    "RAY_AUTH_MODE=token and RAY_AUTH_TOKEN, or the head's ~/.ray/auth_token copied here"
+)
 
 
 def ray_module() -> Any:
@@ -41,6 +48,8 @@ def ray_session(
         yield ray
         return
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
+    if address:
+        _answers(address)
     try:
         if address:
             ray.init(address=address, **quiet)
@@ -48,12 +57,40 @@ def ray_session(
             cpus = workers or os.cpu_count() or 1
             ray.init(address="local", num_cpus=cpus, resources=resources or {}, include_dashboard=False, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        where = f"the Ray cluster at {address}" if address else "a local Ray"
-        raise YoloEdgeError(f"cannot start {where}: {str(exc).splitlines()[0]}") from None
+        said = str(exc).splitlines()[0]
+        if not address:
+            raise YoloEdgeError(f"cannot start a local Ray: {said}") from None
+        raise YoloEdgeError(f"cannot join the Ray cluster at {address}: {said} ({JOIN_HINT})") from None
     try:
         yield ray
     finally:
         ray.shutdown()
+
+
+def gcs_endpoint(address: str) -> tuple[str, int] | None:
+    """(host, port) of a cluster ``address`` (``host:port``, ``ray://host:port``); ``None`` for ``auto``, which is
+    Ray's to resolve. A one-line error for anything else."""
+    if address == "auto":
+        return None
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise YoloEdgeError(f"expected host:port (the head's GCS port, 6379 by default), got {address!r}")
+    return host.strip("[]"), int(port)
+
+
+def _answers(address: str, timeout_s: float = 5.0) -> None:
+    """A one-line error unless something accepts a connection at ``address``: Ray itself retries a closed port
+    for many minutes before it gives up."""
+    endpoint = gcs_endpoint(address)
+    if endpoint is None:
+        return
+    try:
+        socket.create_connection(endpoint, timeout=timeout_s).close()
+    except OSError as exc:
+        raise YoloEdgeError(
+            f"cannot join the Ray cluster at {address}: nothing answers there ({exc.strerror or exc}); "
+            "is the head up (`ray start --head`), and is this its address and port?"
+        ) from None
 
 
 def node_cpus(ray: Any) -> float:

@@ -12,6 +12,7 @@ import math
 import sys
 from collections.abc import Sequence
 
+from yolo_edge.cluster import gcs_endpoint
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ImgSize, parse_imgsz
 from yolo_edge.plan.placement import PlacementPlan
@@ -41,6 +42,15 @@ def positive_int(value: str) -> int:
     if number <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
     return number
+
+
+def ray_address(value: str) -> str:
+    """argparse type: a Ray cluster's ``host:port`` (or ``ray://host:port``, ``auto``)."""
+    try:
+        gcs_endpoint(value)
+    except YoloEdgeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
 
 
 def positive_float(value: str) -> float:
@@ -99,7 +109,8 @@ def add_bundle_data(p: argparse.ArgumentParser, class_map: bool = True) -> None:
 
 def add_shards(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shards", type=positive_int, default=None, help="score the images in N shards on a local Ray")
-    p.add_argument("--ray-address", default=None, help="score them on this Ray cluster (one shard per CPU)")
+    what = "score them on this Ray cluster, host:port (one shard per CPU)"
+    p.add_argument("--ray-address", type=ray_address, default=None, help=what)
 
 
 def add_runs(p: argparse.ArgumentParser) -> None:

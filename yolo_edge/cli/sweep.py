@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from yolo_edge.cli.common import positive_float, positive_int, print_json, table
+from yolo_edge.cli.common import positive_float, positive_int, print_json, ray_address, table
 from yolo_edge.files import atomic_write, check_can_write
 from yolo_edge.sweep import FAILED, SweepResult, sweep, sweep_plot
 
@@ -27,7 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sla-ms", type=positive_float, default=None, help="p95 latency limit (default: config)")
     p.add_argument("--keep", type=Path, default=None, help="keep each configuration's bundle in a folder here")
     p.add_argument("--cache", default=None, help="outcome cache folder (default: the user cache; '' for none)")
-    p.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: Ray on this machine)")
+    what = "an existing Ray cluster, host:port (default: Ray on this machine)"
+    p.add_argument("--ray-address", type=ray_address, default=None, help=what)
     p.add_argument("--workers", type=positive_int, default=None, help="local Ray CPUs (default: all)")
     p.add_argument("--retries", type=int, default=2, help="re-runs of a configuration whose worker dies (default 2)")
     p.add_argument("--no-ray", action="store_true", help="one configuration after the other, in this process")
