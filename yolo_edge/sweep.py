@@ -41,6 +41,7 @@ from yolo_edge.deploy import deploy, deploy_settings
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import sha256_file
 from yolo_edge.files import cache_root, read_cached, write_cached
+from yolo_edge.validate.latency import TimingKind
 from yolo_edge.version import __version__
 
 Log = Callable[[str], None]
@@ -75,7 +76,7 @@ class Outcome:
     p50_ms: float | None = None
     p95_ms: float | None = None
     p99_ms: float | None = None
-    latency_kind: str | None = None  # measured, or modelled (board)
+    latency_kind: TimingKind | None = None
     memory_peak_bytes: int | None = None
     bundle: str | None = None  # kept bundle
     error: str | None = None
