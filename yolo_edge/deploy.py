@@ -36,7 +36,7 @@ from yolo_edge.backends.base import Backend, NpuCompileError
 from yolo_edge.build import build_units, plan_units, unit_sample, whole_graph_unit
 from yolo_edge.bundle import BundleMeta, DataRecord, bundle_files, check_writable, write_bundle
 from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config
-from yolo_edge.data.resolve import Calibration, EvalData, resolve_data
+from yolo_edge.data.resolve import Calibration, DataSource, EvalData, read_data, resolve_data
 from yolo_edge.demo import CLASS_NAMES
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, demo_model_path, export_model
@@ -112,7 +112,7 @@ def plan_deployment(
     exported: ExportedModel,
     profile: DeviceProfile,
     cfg: DeployConfig,
-    data: str | Path | None,
+    data: str | Path | DataSource | None,
     calib: str | Path | None,
     stack: ExitStack,
     say: Log,
@@ -180,14 +180,15 @@ def search_plan(
     cfg = deploy_settings(config, None)
     profile = resolve_device(device)
     require_usable(profile)
+    source = None if data is None else read_data(data)  # a bad --data fails before the export
     model = model or demo_model_path()
     if imgsz is None and Path(str(model)) == demo_model_path():
         imgsz = DEMO_IMGSZ
     with tempfile.TemporaryDirectory(prefix="yolo-edge-plan-") as tmp, ExitStack() as stack:
         exported = export_model(model, imgsz=imgsz, out_dir=tmp)
-        if data is not None or exported.meta.names == CLASS_NAMES:
+        if source is not None or exported.meta.names == CLASS_NAMES:
             found = plan_deployment(
-                exported, profile, cfg, data, calib, stack, say, bar or progress_bar(False), strict, class_map
+                exported, profile, cfg, source, calib, stack, say, bar or progress_bar(False), strict, class_map
             )
             return PlanResult(found.plan, found.space, found.search)
         say("no --data: the candidates are not judged (pass --data with the model's own images to search them)")
@@ -221,6 +222,7 @@ def deploy(
     check_writable(out)
     profile = resolve_device(device)
     require_usable(profile)
+    source = None if data is None else read_data(data)  # a bad --data fails before the export
     model = model or demo_model_path()
     if imgsz is None and Path(str(model)) == demo_model_path():
         imgsz = DEMO_IMGSZ
@@ -228,7 +230,7 @@ def deploy(
     with tempfile.TemporaryDirectory(prefix="yolo-edge-deploy-") as tmp, ExitStack() as stack:
         say(f"exporting {model}")
         exported = export_model(model, imgsz=imgsz, out_dir=tmp)
-        found = plan_deployment(exported, profile, cfg, data, calib, stack, say, bar, strict, class_map)
+        found = plan_deployment(exported, profile, cfg, source, calib, stack, say, bar, strict, class_map)
         plans = _compare(found, profile, cfg, stack, bar, say)
         # whole-npu is a comparison row, never the deployment: decode must stay FP32 on the CPU
         chosen, none_ok = choose([plans.reference, plans.split])

@@ -68,6 +68,24 @@ class EvalData:
         return "mAP vs labels" if self.labelled else "agreement with the FP32 reference (no labels)"
 
 
+@dataclass(frozen=True)
+class DataSource:
+    """``--data`` read before the model is known (a bad one fails before any export): a labelled data set (a
+    data.yaml or COCO JSON, in its own classes), or a folder of images (``labelled`` False)."""
+
+    path: Path
+    dataset: Dataset
+    labelled: bool
+
+
+def read_data(data: str | Path) -> DataSource:
+    """``data`` read and checked as far as it can be without the model (files, format, labels)."""
+    path = Path(data)
+    if path.is_dir():
+        return DataSource(path, image_folder(path), False)
+    return DataSource(path, load_dataset(path), True)
+
+
 def parse_class_map(text: str) -> dict[str, str]:
     """``"car=vehicle,1=0"`` -> ``{"car": "vehicle", "1": "0"}`` (names or indices, resolved later)."""
     pairs: dict[str, str] = {}
@@ -123,7 +141,7 @@ class Calibration:
 
 
 def resolve_eval_data(
-    data: str | Path | None,
+    data: str | Path | DataSource | None,
     model_names: Sequence[str],
     class_map: str | Mapping[str, str] | None = None,
     exclude: Sequence[str] = (),
@@ -143,15 +161,16 @@ def resolve_eval_data(
 
         path = demo_val_data()
         return _labelled(load_dataset(path), names, f"demo val split ({path})", DEMO, class_map)
-    path = Path(data)
-    if path.is_dir():
+    source = data if isinstance(data, DataSource) else read_data(data)
+    path = source.path
+    if not source.labelled:
         if class_map:
             raise YoloEdgeError(
                 f"--class-map maps the classes of a labelled data set, but {path} is a folder of unlabelled images"
             )
-        ev = EvalData(Dataset(names, image_folder(path).records), str(path), str(path.resolve()), False)
+        ev = EvalData(Dataset(names, source.dataset.records), str(path), str(path.resolve()), False)
     else:
-        ev = _labelled(load_dataset(path), names, str(path), str(path.resolve()), class_map)
+        ev = _labelled(source.dataset, names, str(path), str(path.resolve()), class_map)
     return _without(ev, exclude)
 
 
@@ -170,7 +189,7 @@ def _without(ev: EvalData, exclude: Sequence[str]) -> EvalData:
 
 
 def resolve_data(
-    data: str | Path | None,
+    data: str | Path | DataSource | None,
     calib: str | Path | None,
     model_names: Sequence[str],
     images: int,
