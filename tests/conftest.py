@@ -30,14 +30,15 @@ LOCKS = "YOLO_EDGE_TEST_LOCKS"  # the folder of the locks below, made by the con
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
+    """The xdist controller (``-n`` above 0) makes the lock folder; one process (``-n 0``) needs none."""
+    if not os.environ.get("PYTEST_XDIST_WORKER") and config.getoption("numprocesses", default=None):
         import tempfile
 
         os.environ[LOCKS] = tempfile.mkdtemp(prefix="yolo-edge-test-locks-")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
+    if not os.environ.get("PYTEST_XDIST_WORKER") and LOCKS in os.environ:
         import shutil
 
         shutil.rmtree(os.environ.pop(LOCKS), ignore_errors=True)
@@ -47,9 +48,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None]:
     """Under xdist, a test marked ``alone`` (a Ray cluster: its health checks call a raylet starved by the other
     worker's deploys dead; a real unit timeout: a starved frame reads as a hang) runs with no test of another
-    worker beside it, its fixtures' setup included. Every
-    test holds a shared lock, an ``alone`` one the exclusive lock; a turnstile lets no new shared holder in while
-    an ``alone`` test waits for it (no starvation)."""
+    worker beside it, its fixtures' setup included. Every test holds a shared lock, an ``alone`` one the
+    exclusive lock; a turnstile lets no new shared holder in while an ``alone`` test waits for it (no
+    starvation)."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return
