@@ -144,6 +144,12 @@ def test_a_device_bound_configuration_runs_only_on_the_node_with_its_device(
     assert by_device["cpu"]["status"] != FAILED and by_device["cpu"]["node"] is not None
     missing = by_device[str(tmp_path / "nowhere.yaml")]
     assert missing["status"] == FAILED and "no Ray node advertises the resource 'qcs6490-board'" in missing["error"]
+    # a machine without the cluster's token is refused, and the error says so (one Ray connect attempt, not 20)
+    stranger = {**env, "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_gcs_server_port_wait_time_s": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=stranger)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and last.startswith("yolo-edge sweep: error: cannot join the Ray cluster"), last
+    assert "the cluster's token" in last and "RAY_AUTH_TOKEN" in last and "Traceback" not in proc.stderr
 
 
 def test_a_killed_worker_is_retried_and_the_sweep_completes(tiny_cfg: Path, tiny_images: Path) -> None:
