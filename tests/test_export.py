@@ -194,3 +194,19 @@ def test_split_json_is_json_and_an_imgsz_off_the_largest_stride_is_refused(capsy
     ]
     assert main(["split", "--model", "yolov8n-p6.yaml", "--imgsz", "352"]) == 2
     assert "largest stride 64" in capsys.readouterr().err
+
+
+def test_ultralytics_first_run_on_a_machine_keeps_stdout_json(tmp_path: Path) -> None:
+    """On a machine where ultralytics never ran, its import announces the settings file it makes; that line goes
+    to stderr, so ``export --json`` is still JSON (a fresh process: the import is the first in it)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "YOLO_CONFIG_DIR": str(tmp_path / "fresh-config")}
+    cmd = [sys.executable, "-m", "yolo_edge.cli.main", "export", "--model", "yolov8n.yaml", "--imgsz", "160"]
+    done = subprocess.run([*cmd, "--out", str(tmp_path / "out"), "--json"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["path"].endswith("yolov8n.onnx")
+    assert "Settings" in done.stderr and (tmp_path / "fresh-config").exists()

@@ -208,9 +208,10 @@ def load_onnx(path: str | Path) -> ExportedModel:
 def _ultralytics_export(source: str, shown: str, imgsz: ImgSize, opset: int, workdir: Path) -> Path:
     """Export ``source`` with ultralytics inside ``workdir``; returns the ONNX path. Errors name ``shown``
     (the user's file, not the private copy ``source``)."""
-    try:
-        from ultralytics import YOLO
-        from ultralytics.utils import LOGGER
+    try:  # its first import on a machine announces the settings file it made: on stderr, as its other lines
+        with contextlib.redirect_stdout(sys.stderr):
+            from ultralytics import YOLO
+            from ultralytics.utils import LOGGER
     except ImportError:
         raise YoloEdgeError(
             f"exporting {shown} needs ultralytics: pip install 'yolo-edge[export]', or pass an ONNX exported by "
