@@ -208,7 +208,9 @@ def load_onnx(path: str | Path) -> ExportedModel:
 def _ultralytics_export(source: str, shown: str, imgsz: ImgSize, opset: int, workdir: Path) -> Path:
     """Export ``source`` with ultralytics inside ``workdir``; returns the ONNX path. Errors name ``shown``
     (the user's file, not the private copy ``source``)."""
-    try:  # its first import on a machine announces the settings file it made: on stderr, as its other lines
+    # Its first import on a machine announces the settings file it made: on stderr, as its other lines. The logger
+    # that import makes keeps stderr for the process (ultralytics' lines are never on this package's stdout).
+    try:
         with contextlib.redirect_stdout(sys.stderr):
             from ultralytics import YOLO
             from ultralytics.utils import LOGGER
