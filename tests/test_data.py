@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
@@ -12,7 +13,7 @@ from tests.conftest import ExportFn
 from yolo_edge.backends import cpu_backend
 from yolo_edge.data.dataset import load_dataset
 from yolo_edge.demo import CLASS_NAMES
-from yolo_edge.demo.shapes import demo_val_data, encode_jpeg, make_image, write_dataset, write_images
+from yolo_edge.demo.shapes import demo_val_data, encode_jpeg, make_image, write_dataset
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel
 from yolo_edge.pipeline.postprocess import postprocess
@@ -36,12 +37,27 @@ def test_dataset_regenerates_byte_for_byte(tmp_path: Path) -> None:
     assert _digest(tmp_path / "a") != _digest(tmp_path / "c")
 
 
-def test_calib_data_is_the_generator_output_with_its_own_seed(tmp_path: Path) -> None:
+def _pixels(jpeg: bytes) -> np.ndarray:
+    return cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR).astype(np.int16)
+
+
+def test_calib_data_is_the_generator_output_with_its_own_seed() -> None:
+    """The shipped images are the generator's with seed 1234. Byte equality holds only on the machine and library
+    versions that drew them: NumPy's SIMD sin/cos and OpenCV's drawing (anti-aliased text changed in OpenCV 5) move
+    a few pixels elsewhere. Measured on an AMD EPYC with AVX-512: mean |diff| 0.48 levels with OpenCV 5.1, 0.95
+    with 4.14; another seed's image of the same size differs by 44."""
     shipped = list_images(default_calib_dir())
     assert len(shipped) == 64
-    for p in write_images(tmp_path, seed=1234, split="calib", count=3):
-        assert p.read_bytes() == (default_calib_dir() / p.name).read_bytes()
-    assert encode_jpeg(make_image(0, "val", 0).image) != (default_calib_dir() / "calib_00000.jpg").read_bytes()
+    for i in range(4):
+        stored = _pixels((default_calib_dir() / f"calib_{i:05d}.jpg").read_bytes())
+        drawn = _pixels(encode_jpeg(make_image(1234, "calib", i).image))
+        assert drawn.shape == stored.shape
+        diff = np.abs(drawn - stored)
+        assert diff.mean() < 2.0 and (diff > 16).mean() < 0.03, (i, diff.mean(), (diff > 16).mean())
+    first = _pixels((default_calib_dir() / "calib_00000.jpg").read_bytes())
+    others = [make_image(1234, "calib", j).image for j in range(1, 12)]
+    same_size = [_pixels(encode_jpeg(o)) for o in others if o.shape == first.shape]
+    assert same_size and all(np.abs(o - first).mean() > 10 for o in same_size)  # the tolerance tells images apart
 
 
 def test_generator_is_hard_enough() -> None:

@@ -1,9 +1,11 @@
 """Deterministic synthetic detection dataset: six shape classes on cluttered, textured backgrounds.
 
 Each image is drawn from its own generator seeded by ``(seed, split, index)``, so a split regenerates
-byte for byte and any image can be made alone. Objects vary in size (8 px to 150 px on the long side),
-aspect, colour, rotation and occlusion (each labelled object stays at least 60 % visible); the
-background mixes gradients, multi-octave noise, stripes, distractor blobs, lines and text.
+byte for byte on one machine and any image can be made alone (another CPU or OpenCV version moves a few
+pixels: NumPy's SIMD sin/cos and OpenCV's anti-aliased drawing differ between them). Objects vary in size
+(8 px to 150 px on the long side), aspect, colour, rotation and occlusion (each labelled object stays at
+least 60 % visible); the background mixes gradients, multi-octave noise, stripes, distractor blobs, lines
+and text.
 
 Example:
     >>> from yolo_edge.demo.shapes import write_dataset
