@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import cv2
 import pytest
@@ -1021,3 +1022,57 @@ def test_a_bug_is_its_traceback_and_exit_code_3_asking_for_a_report(
     err = capsys.readouterr().err
     assert "Traceback" in err and "ZeroDivisionError: float division by zero" in err
     assert err.strip().splitlines()[-1].startswith("yolo-edge devices: internal error, a bug in yolo-edge")
+
+
+def test_the_console_script_runs_exit_handlers_flushes_and_keeps_the_exit_code(tmp_path: Path) -> None:
+    """``entry()`` leaves without the interpreter's teardown (native runtimes' static objects destroyed in no
+    order they control aborted a finished run once): the exit handlers still run, buffered stdout still reaches
+    a pipe, and the command's exit code is the process's."""
+    script = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('exit handler ran', file=sys.stderr))\n"
+        "from yolo_edge.cli.main import entry\n"
+        "sys.argv = ['yolo-edge', *sys.argv[1:]]\n"
+        "entry()\n"
+    )
+    kw: dict[str, Any] = {"capture_output": True, "text": True, "timeout": 120}
+    ok = subprocess.run([sys.executable, "-c", script, "devices", "--json"], **kw)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["devices"] and "exit handler ran" in ok.stderr
+    bad = subprocess.run([sys.executable, "-c", script, "split", "--model", str(tmp_path / "none.pt")], **kw)
+    assert bad.returncode == 2 and "exit handler ran" in bad.stderr and "model not found" in bad.stderr.lower()
+
+
+def test_a_reader_that_closes_stdout_ends_the_command_quietly_with_141() -> None:
+    """``yolo-edge devices --json | head -c 20``: once the reader has gone, nothing more is said (no traceback, no
+    'internal error'), and the exit code is a SIGPIPE'd command's."""
+    cmd = [sys.executable, "-m", "yolo_edge.cli.main", "devices", "--json"]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "YOLO_OFFLINE": "1"}
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader leaves before the command writes
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and err == ""
+
+
+def test_a_child_forked_during_a_command_ends_on_sigterm_as_it_would_without_the_command() -> None:
+    """A library forks a helper while the command's handlers are installed (OpenVINO's telemetry sender, which
+    its parent ends with SIGTERM): the child dies of the signal, without a traceback or the command's cleanup."""
+    script = (
+        "import os, signal, time\n"
+        "from yolo_edge.cli import main as m\n"
+        "m._OWNER[:] = [os.getpid()]\n"
+        "signal.signal(signal.SIGTERM, m._terminate)\n"
+        "r, w = os.pipe()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.write(w, b'x')\n"
+        "    time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "os.read(r, 1)\n"
+        "os.kill(pid, signal.SIGTERM)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "print(os.WIFSIGNALED(status) and os.WTERMSIG(status))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == str(int(signal.SIGTERM)) and "Traceback" not in proc.stderr, proc.stderr

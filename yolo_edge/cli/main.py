@@ -2,18 +2,22 @@
 
 Every way a command can end is one line on stderr and a documented exit code: 0 success, 1 a verdict
 that fails (deploy, check, plan --strict), 2 bad input (a :class:`YoloEdgeError` or a bad argument),
-3 a bug in yolo-edge (its traceback, and a request to report it), 130 interrupted (Ctrl-C), 143 terminated
-(SIGTERM). An interrupt or SIGTERM unwinds the command like
-an exception, so temporary folders are removed and no half-written bundle is left.
+3 a bug in yolo-edge (its traceback, and a request to report it), 130 interrupted (Ctrl-C), 141 the reader
+of stdout went away (``yolo-edge devices --json | head``: nothing more is said), 143 terminated (SIGTERM).
+An interrupt or SIGTERM unwinds the command like an exception, so temporary folders are removed and no
+half-written bundle is left.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import errno
 import os
+import select
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 from types import FrameType
@@ -52,12 +56,29 @@ _SIGNALLED: list[int] = []  # the signals this command received: a C extension m
 # into one of its own (torch's exporter re-raises a KeyboardInterrupt as a RuntimeError), which still means them
 
 
+_OWNER: list[int] = []  # the pid that installed the handlers below: a forked child (a library's helper) inherits them
+
+
+def _forked_child(signum: int) -> bool:
+    """In a child forked while the handlers were installed (OpenVINO's telemetry sender), the signal does what it
+    would have done there: ends the child, without a traceback or this command's cleanup."""
+    if _OWNER and os.getpid() != _OWNER[0]:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return True
+    return False
+
+
 def _terminate(signum: int, _frame: FrameType | None) -> None:
+    if _forked_child(signum):
+        return
     _SIGNALLED.append(signum)
     raise Terminated(signum)
 
 
 def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    if _forked_child(signum):
+        return
     _SIGNALLED.append(signum)
     raise KeyboardInterrupt
 
@@ -72,6 +93,26 @@ def _signalled(command: str) -> int:
         return 143
     print(f"yolo-edge {command}: interrupted; temporary files removed, nothing half-written left", file=sys.stderr)
     return 130
+
+
+def _reader_gone() -> bool:
+    """stdout is a pipe whose reader has closed it (``| head`` read what it wanted): poll says POLLERR."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by an object without a descriptor
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(event & select.POLLERR for _fd, event in poller.poll(0))
+
+
+def _stdout_gone() -> int:
+    """The reader of stdout left: say nothing more (stdout now goes nowhere, so no later flush fails) and end as
+    a command killed by SIGPIPE does, 141."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 def _internal(command: str) -> int:
@@ -98,6 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _SIGNALLED.clear()
+    _OWNER[:] = [os.getpid()]
     previous = signal.signal(signal.SIGTERM, _terminate), signal.signal(signal.SIGINT, _interrupt)
     try:
         return int(args.func(args))
@@ -111,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         if _SIGNALLED:
             return _signalled(args.command)
+        if exc.errno == errno.EPIPE and _reader_gone():
+            return _stdout_gone()
         if exc.errno not in STORAGE_FAULTS:
             return _internal(args.command)
         where = f" ({exc.filename})" if exc.filename else ""
@@ -126,15 +170,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> NoReturn:
-    """The console script: ``main()``'s exit code, 130 included. CPython kills itself with SIGINT at exit when a
-    KeyboardInterrupt ever passed through code that C extensions evaluate (torch's export does), even one that
-    was caught and handled; after an interrupt, everything is already cleaned up, so leave at once with 130."""
+    """The console script: ``main()``'s exit code. When ``main()`` returns, everything the command opened is closed
+    and written; what would remain is the interpreter's teardown, in which the native runtimes' thread pools and
+    static objects (OpenVINO, onnxruntime, OpenCV) are destroyed in an order none of them controls. Seen once in
+    CI: a ``run`` that had delivered every frame and printed its summary aborted there ("terminate called without
+    an active exception", SIGABRT instead of exit 0). So the threads are joined and the exit handlers run as at any
+    exit (a library's helper thread finishes; toolchain workers and Ray stop), the streams are flushed, and the
+    process ends with the code, skipping that teardown. (This also keeps CPython from killing itself with SIGINT
+    at exit after a KeyboardInterrupt passed through code that C extensions evaluate, as torch's export does.)"""
     code = main()
-    if code == 130:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
+    getattr(threading, "_shutdown")()  # noqa: B009  the interpreter's first step at exit; not in typeshed
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:  # the reader left after the last line: nothing more can be said to it
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":
