@@ -176,11 +176,14 @@ def entry() -> NoReturn:
     CI: a ``run`` that had delivered every frame and printed its summary aborted there ("terminate called without
     an active exception", SIGABRT instead of exit 0). So the threads are joined and the exit handlers run as at any
     exit (a library's helper thread finishes; toolchain workers and Ray stop), the streams are flushed, and the
-    process ends with the code, skipping that teardown. (This also keeps CPython from killing itself with SIGINT
-    at exit after a KeyboardInterrupt passed through code that C extensions evaluate, as torch's export does.)"""
+    process ends with the code, skipping that teardown. After Ctrl-C (130) the command has already cleaned up and
+    leaves at once, waiting for no thread (an accelerator call that hangs); that also keeps CPython from killing
+    itself with SIGINT at exit after a KeyboardInterrupt passed through code that C extensions evaluate, as torch's
+    export does."""
     code = main()
-    getattr(threading, "_shutdown")()  # noqa: B009  the interpreter's first step at exit; not in typeshed
-    atexit._run_exitfuncs()
+    if code != 130:
+        getattr(threading, "_shutdown")()  # noqa: B009  the interpreter's first step at exit; not in typeshed
+        atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
