@@ -152,3 +152,43 @@ def test_the_int8_cache_is_keyed_on_the_graph_and_a_damaged_entry_is_rebuilt(
     swapped = quantize_int8(neck.model, calib, exclude=("/model.12/cv1/conv/Conv",))
     assert "is damaged" in capsys.readouterr().err
     assert onnx.helper.printable_graph(swapped.graph) == onnx.helper.printable_graph(q.graph)
+
+
+def _one_conv() -> onnx.ModelProto:
+    """A 3 -> 8 channel 3x3 convolution on 1x3x32x32: the smallest graph NNCF quantizes."""
+    weight = onnx.numpy_helper.from_array(np.random.default_rng(0).normal(size=(8, 3, 3, 3)).astype(np.float32), "w")
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])],
+        "one_conv",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 32, 32])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 8, 32, 32])],
+        [weight],
+    )
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("quantizer", ["nncf", "onnxruntime"])
+def test_an_upgraded_quantizer_quantizes_anew(quantizer: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The INT8 cache is keyed on the release of the quantizer that made an entry: after ``pip install -U nncf``
+    (or onnxruntime) a deploy does not read the old release's graphs as the new one's."""
+    import importlib.metadata
+
+    from yolo_edge.backends.nncf_int8 import quantize_nncf
+
+    model = _one_conv()
+    calib = [{"x": np.random.default_rng(i).random((1, 3, 32, 32), np.float32)} for i in range(2)]
+
+    def quantize() -> None:
+        _ = quantize_nncf(model, calib, "u8") if quantizer == "nncf" else quantize_int8(model, calib)
+
+    def entries() -> set[Path]:
+        return set(cache_dir().glob("*.bin" if quantizer == "nncf" else "*.onnx"))
+
+    quantize()
+    before = entries()
+    quantize()
+    assert entries() == before  # the same release: read back
+    installed = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda p: "99.0" if p == quantizer else installed(p))
+    quantize()
+    assert len(entries() - before) == 1

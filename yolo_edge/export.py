@@ -20,7 +20,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import hashlib
-import importlib.metadata
 import io
 import json
 import logging
@@ -35,7 +34,7 @@ from typing import Any
 import onnx
 
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import atomic_write, cache_root, read_cached, write_cached
+from yolo_edge.files import atomic_write, cache_root, package_versions, read_cached, write_cached
 from yolo_edge.graph import DetectLayout, GraphInfo, yolov8_layout
 from yolo_edge.native import native_output
 from yolo_edge.rewrite import apply_rewrites
@@ -266,19 +265,12 @@ def _ultralytics_export(source: str, shown: str, imgsz: ImgSize, opset: int, wor
     return Path(workdir, out)
 
 
-def _version(package: str) -> str:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return "none"
-
-
 def _cached_export(source: str, shown: str, source_sha: str, imgsz: ImgSize, opset: int, workdir: Path) -> Path:
     """:func:`_ultralytics_export`, read from the export cache for a checkpoint exported before with the same size,
     opset and exporters (a ``.yaml`` gets new random weights each time: never cached)."""
     if Path(source).suffix.lower() != ".pt":
         return _ultralytics_export(source, shown, imgsz, opset, workdir)
-    versions = ",".join(f"{p}={_version(p)}" for p in EXPORTERS)
+    versions = package_versions(*EXPORTERS)
     key = hashlib.sha256(f"{EXPORT_CACHE}/{source_sha}/{imgsz}/{opset}/{versions}".encode()).hexdigest()[:32]
     entry = cache_root() / "exports" / f"{key}.onnx"
     cached = read_cached(entry)

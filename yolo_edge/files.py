@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import os
 import stat
 import sys
@@ -24,6 +25,18 @@ def cache_root() -> Path:
         os.environ.get("YOLO_EDGE_CACHE")
         or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "yolo-edge"
     )
+
+
+def package_versions(*packages: str) -> str:
+    """``name=version`` of each installed package (``none`` if absent), for cache keys: an entry made by another
+    release of the tool that made it is another entry, never read as this one's."""
+    found = []
+    for package in packages:
+        try:
+            found.append(f"{package}={importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            found.append(f"{package}=none")
+    return ",".join(found)
 
 
 def read_regular(path: Path, what: str, max_bytes: int) -> bytes:

@@ -10,7 +10,8 @@ saturates and the fix is off (``disable``), which is more accurate. Which one ra
 Layers kept at higher precision (layer-level mixed precision) go in NNCF's ignored scope: their
 convolutions get no FakeQuantize and compute in FP32.
 
-Results are cached on disk by a hash of the model, the calibration data and the options.
+Results are cached on disk by a hash of the model, the calibration data, the options and the NNCF and OpenVINO
+releases (an upgraded NNCF quantizes anew).
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def quantize_nncf(
     if not calib:
         raise YoloEdgeError("INT8 needs calibration images; pass --calib DIR with at least one image")
     fix = overflow_fix()
-    key = calib_key(model, calib, f"{NNCF_VERSION}/{scheme}/{fix}/{','.join(sorted(kept))}")
+    options = f"{NNCF_VERSION}/{scheme}/{fix}/{','.join(sorted(kept))}"
+    key = calib_key(model, calib, options, quantizers=("nncf", "openvino"))
     xml_path, bin_path = cache_dir() / f"{key}.xml", cache_dir() / f"{key}.bin"
     xml_cached, bin_cached = read_cached(xml_path), read_cached(bin_path)
     if xml_cached is not None and bin_cached is not None:

@@ -20,8 +20,8 @@ Nodes in ``exclude`` (layer-level mixed precision) get no Q/DQ and stay FP32.
 
 The calibration feeds are the subgraph's own inputs, produced by running calibration images through
 the preceding subgraphs in FP32 (the neck is calibrated on real backbone outputs). Results are cached on
-disk by a hash of the model, the calibration data and the options, so a subgraph + calibration set is
-quantized once.
+disk by a hash of the model, the calibration data, the options and the quantizer's release, so a subgraph +
+calibration set is quantized once per release of onnxruntime.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantTy
 
 from yolo_edge.backends.base import CalibSet
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import cache_root, read_cached, write_cached
+from yolo_edge.files import cache_root, package_versions, read_cached, write_cached
 
 QUANT_VERSION = "qdq-perchannel-minmax-5"  # 5: keyed on the graph only, entries verified by digest
 
@@ -71,9 +71,12 @@ class _Reader(CalibrationDataReader):
         return next(self._it, None)
 
 
-def calib_key(model: onnx.ModelProto, calib: CalibSet, recipe: str = "onnxruntime") -> str:
-    """A hash of the quantizer's version and options (``recipe``), the model and the calibration data."""
-    h = hashlib.sha256(f"{QUANT_VERSION}/{recipe}".encode())
+def calib_key(
+    model: onnx.ModelProto, calib: CalibSet, recipe: str = "onnxruntime", quantizers: Sequence[str] = ("onnxruntime",)
+) -> str:
+    """A hash of the quantizer's options (``recipe``) and the installed versions of the ``quantizers`` packages
+    that run it, the model and the calibration data: an upgraded quantizer quantizes anew."""
+    h = hashlib.sha256(f"{QUANT_VERSION}/{package_versions(*quantizers)}/{recipe}".encode())
     content = onnx.ModelProto()
     content.CopyFrom(model)
     content.ClearField("metadata_props")  # ultralytics writes its export date there: the graph is the key
@@ -87,12 +90,17 @@ def calib_key(model: onnx.ModelProto, calib: CalibSet, recipe: str = "onnxruntim
 
 
 def _quantized(
-    model: onnx.ModelProto, calib: CalibSet, options: str, quantize: Callable[[str, str], None]
+    model: onnx.ModelProto,
+    calib: CalibSet,
+    options: str,
+    quantize: Callable[[str, str], None],
+    quantizers: Sequence[str] = ("onnxruntime",),
 ) -> onnx.ModelProto:
-    """``quantize(src, dst)`` of ``model`` written to ``src``, cached by the graph, ``calib`` and ``options``."""
+    """``quantize(src, dst)`` of ``model`` written to ``src``, cached by the graph, ``calib``, ``options`` and the
+    ``quantizers``' releases."""
     if not calib:
         raise YoloEdgeError("INT8 needs calibration images; pass --calib DIR with at least one image")
-    path = cache_dir() / f"{calib_key(model, calib, options)}.onnx"
+    path = cache_dir() / f"{calib_key(model, calib, options, quantizers)}.onnx"
     cached = read_cached(path)
     if cached is not None:
         return onnx.load_from_string(cached)
@@ -153,4 +161,4 @@ def quantize_qnn(model: onnx.ModelProto, calib: CalibSet, activations: str) -> o
     def run(src: str, dst: str) -> None:
         quantize(src, dst, get_qnn_qdq_config(src, _Reader(calib), activation_type=act, weight_type=QuantType.QUInt8))
 
-    return _quantized(model, calib, f"qnn-{activations}", run)
+    return _quantized(model, calib, f"qnn-{activations}", run, ("onnxruntime", "onnxruntime-qnn"))
