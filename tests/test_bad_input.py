@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -1053,6 +1054,30 @@ def test_a_reader_that_closes_stdout_ends_the_command_quietly_with_141() -> None
     proc.stdout.close()  # the reader leaves before the command writes
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141 and err == ""
+
+
+def test_run_whose_reader_leaves_stops_the_stream_and_accounts_for_it(env: Env) -> None:
+    """``yolo-edge run B --source 120-images --json | head -1``: the run stops once the reader has gone (a camera
+    would otherwise be read for ever into a closed pipe), says on stderr what was read, delivered and dropped,
+    and ends as a SIGPIPE'd command does, 141, with no traceback."""
+    folder = env.root / "many"
+    folder.mkdir()
+    for i in range(120):
+        shutil.copy(env.image, folder / f"frame_{i:03d}.jpg")
+    child = {**os.environ, "TMPDIR": str(env.tmp), "YOLO_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "yolo_edge.cli.main", "run", str(env.bundle), "--source", str(folder), "--json"]
+    proc = subprocess.Popen(cmd, cwd=env.root, env=child, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = json.loads(proc.stdout.readline())
+    proc.stdout.close()  # the reader leaves after one frame
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 141, err
+    assert first["frame"] == 0 and "Traceback" not in err and "internal error" not in err
+    (summary,) = [line for line in err.splitlines() if " read, " in line]
+    read, delivered = (int(w) for w in re.findall(r"(\d+) (?:read|delivered)", summary))
+    dropped = {k: int(v) for k, v in re.findall(r"(\w+) (\d+)", summary.split("dropped: ")[1].split(";")[0])}
+    assert delivered < 120 and read == delivered + sum(dropped.values()), summary  # every frame read accounted for
+    assert dropped.get("sink_error") == 1, summary  # the frame the closed pipe refused
 
 
 def test_a_child_forked_during_a_command_ends_on_sigterm_as_it_would_without_the_command() -> None:

@@ -112,8 +112,8 @@ class Sinks:
 
 
 def _report(runner: StreamRunner, events: EventLog, quiet_stdout: bool) -> list[str]:
-    """One summary line per stream, then the fallback events (on stderr with --json: stdout is the JSONL);
-    returns the problems."""
+    """One summary line per stream, then the fallback events (on stderr with --json: stdout is the JSONL; or when
+    stdout's reader has gone); returns the problems."""
     out = sys.stderr if quiet_stdout else sys.stdout
     problems: list[str] = []
     for s in summarize(runner):
@@ -163,14 +163,18 @@ def run(args: argparse.Namespace) -> int:
         metrics = MetricsServer(runner, events, args.metrics_port) if args.metrics_port is not None else None
         if metrics is not None:
             print(f"yolo-edge run: metrics at {metrics.url}", file=sys.stderr)
+        gone = False
         try:
             runner.run(sinks)
+        except BrokenPipeError:  # the reader of stdout left (`| head`): the stream stopped; exit 141 (cli.main)
+            gone = True
+            raise
         finally:  # after Ctrl-C or SIGTERM too: the videos finalised, the accounting printed
             sinks.close()
             runner.stop()
             if metrics is not None:
                 metrics.close()
-            problems = _report(runner, events, args.json)
+            problems = _report(runner, events, args.json or gone)
     for line in problems:
         print(f"yolo-edge run: {line}", file=sys.stderr)
     if problems:

@@ -168,7 +168,9 @@ class StreamRunner:
 
     def run(self, sink: Callable[[StreamResult], None]) -> list[StreamStats]:
         """Feed every result to ``sink``; a sink that raises loses that frame (``sink_error``, and a problem
-        line), not the stream."""
+        line), not the stream. A :class:`BrokenPipeError` is the consumer gone (``run --json | head``): that
+        frame is a ``sink_error`` drop, the stream stops (what was read and not delivered counted as
+        ``shutdown``) and the error propagates: nobody is left to read the rest of a camera's frames."""
         for _ in self._loop(sink):
             pass
         return self.stats
@@ -200,6 +202,9 @@ class StreamRunner:
                     try:
                         sink(result)
                         self._finish(result, None)
+                    except BrokenPipeError as exc:  # the consumer is gone: stop (the finally below) and say so
+                        self._finish(result, f"sink gone at {result.name}: {exc}")
+                        raise
                     except Exception as exc:  # the sink's failure: this frame is lost to it, the stream goes on
                         self._finish(result, f"sink failed on {result.name}: {type(exc).__name__}: {exc}")
                     yield result
