@@ -59,7 +59,7 @@ def quantize_nncf(
         raise YoloEdgeError("INT8 needs calibration images; pass --calib DIR with at least one image")
     fix = overflow_fix()
     options = f"{NNCF_VERSION}/{scheme}/{fix}/{','.join(sorted(kept))}"
-    key = calib_key(model, calib, options, quantizers=("nncf", "openvino"))
+    key = calib_key(model, calib, options, ("nncf", "openvino"))
     xml_path, bin_path = cache_dir() / f"{key}.xml", cache_dir() / f"{key}.bin"
     xml_cached, bin_cached = read_cached(xml_path), read_cached(bin_path)
     if xml_cached is not None and bin_cached is not None:

@@ -71,12 +71,10 @@ class _Reader(CalibrationDataReader):
         return next(self._it, None)
 
 
-def calib_key(
-    model: onnx.ModelProto, calib: CalibSet, recipe: str = "onnxruntime", quantizers: Sequence[str] = ("onnxruntime",)
-) -> str:
-    """A hash of the quantizer's options (``recipe``) and the installed versions of the ``quantizers`` packages
-    that run it, the model and the calibration data: an upgraded quantizer quantizes anew."""
-    h = hashlib.sha256(f"{QUANT_VERSION}/{package_versions(*quantizers)}/{recipe}".encode())
+def calib_key(model: onnx.ModelProto, calib: CalibSet, options: str, quantizers: Sequence[str]) -> str:
+    """A hash of the quantizer's ``options``, the installed versions of the ``quantizers`` packages that run it,
+    the model and the calibration data: an upgraded quantizer quantizes anew."""
+    h = hashlib.sha256(f"{QUANT_VERSION}/{package_versions(*quantizers)}/{options}".encode())
     content = onnx.ModelProto()
     content.CopyFrom(model)
     content.ClearField("metadata_props")  # ultralytics writes its export date there: the graph is the key
