@@ -406,29 +406,33 @@ def test_copied_bundle_passes_check_with_the_settings_it_was_deployed_with(
 @pytest.mark.slow
 def test_agreement_verdict_equals_the_labelled_verdict_on_the_demo(demo: ExportedModel) -> None:
     """On 150 of the demo's labelled val images, for FP32, BF16 (where this CPU has it), INT8 u8 and s8, the head
-    at INT8 and a broken plan (INT8 by onnxruntime's MinMax quantizer calibrated on one image), the drift verdict
-    from agreement with the FP32 reference (no labels used) is the verdict from the labels."""
+    at INT8 and a broken plan (INT8 by onnxruntime's MinMax quantizer calibrated on a blank image), the drift
+    verdict from agreement with the FP32 reference (no labels used) is the verdict from the labels. (Calibrated on
+    one real image instead, the plan's drift sat just past the limit on a Xeon with AMX when the test ran alone and
+    within it in a loaded run of the suite: not a plan that is broken on every CPU.)"""
     cfg = load_deploy_config()
     split = split_model(demo)
     host = load_profile("host-lowp")
     profile = replace(host, runtime_options=replace(host.runtime_options, int8_quantizer="auto"))  # NNCF and QDQ
-    calib = boundary_tensors(split, load_calibration(default_calib_dir(), demo.meta.imgsz, cfg.calib_images))
+    images = load_calibration(default_calib_dir(), demo.meta.imgsz, cfg.calib_images)
+    calib = boundary_tensors(split, images)
+    blank = boundary_tensors(split, [np.full_like(images[0], 114 / 255)])  # the letterbox's grey, nothing else
     data = resolve_eval_data(None, demo.meta.names)
     data = replace(data, dataset=data.dataset.subset(150))
     bf16 = ["bf16"] if "bf16" in OpenVinoBackend().precisions else []
-    plans: dict[str, tuple[dict[str, str], int]] = {
-        "fp32": ({}, len(calib)),
-        **{p: ({"backbone": p, "neck": p}, len(calib)) for p in (*bf16, "int8/u8", "int8/s8")},
-        "head int8": ({"backbone": "int8/u8", "neck": "int8/u8", "head": "int8/u8"}, len(calib)),
-        "int8 on 1 image": ({"backbone": "int8/u8/qdq", "neck": "int8/u8/qdq", "head": "int8/u8/qdq"}, 1),
+    plans: dict[str, tuple[dict[str, str], list]] = {  # type: ignore[type-arg]
+        "fp32": ({}, calib),
+        **{p: ({"backbone": p, "neck": p}, calib) for p in (*bf16, "int8/u8", "int8/s8")},
+        "head int8": ({"backbone": "int8/u8", "neck": "int8/u8", "head": "int8/u8"}, calib),
+        "int8 on a blank image": ({"backbone": "int8/u8/qdq", "neck": "int8/u8/qdq", "head": "int8/u8/qdq"}, blank),
     }
 
-    def detections(plan: PlacementPlan, n_calib: int) -> list:  # type: ignore[type-arg]
-        units = build_units(split, plan, profile, calib[:n_calib], EventLog())
+    def detections(plan: PlacementPlan, on: list) -> list:  # type: ignore[type-arg]
+        units = build_units(split, plan, profile, on, EventLog())
         with Detector(SplitExecutor(units, cfg.runtime, profile), demo.meta, cfg.nms) as d:
             return detect_all(d, data.dataset, cfg.val_nms, NO_BAR, "")
 
-    runs = {name: detections(PlacementPlan.manual(split, npu, "host-lowp"), n) for name, (npu, n) in plans.items()}
+    runs = {name: detections(PlacementPlan.manual(split, npu, "host-lowp"), on) for name, (npu, on) in plans.items()}
     scorer = Scorer(data, runs["fp32"], cfg.validate, cfg.nms.conf)
     reference = scorer.score(runs["fp32"])
     limit = cfg.validate.max_drift
@@ -438,5 +442,5 @@ def test_agreement_verdict_equals_the_labelled_verdict_on_the_demo(demo: Exporte
         assert drift.labels is not None and drift.agreement is not None
         verdicts[name] = tuple(min(d.map50, d.map50_95) >= -limit for d in (drift.labels, drift.agreement))
     assert verdicts["fp32"] == (True, True), verdicts
-    assert verdicts["int8 on 1 image"] == (False, False), verdicts  # broken by its calibration, not by the scale
+    assert verdicts["int8 on a blank image"] == (False, False), verdicts  # broken by its calibration, not the scale
     assert all(labels == agreement for labels, agreement in verdicts.values()), verdicts
