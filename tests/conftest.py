@@ -126,6 +126,11 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> ExportedModel:
     return export_model(demo_model_path(), imgsz=320, out_dir=tmp_path_factory.mktemp("demo"))
 
 
+# Every test config calibrates on the same images (the shipped set's first CALIB_IMAGES, for the demo): a subgraph
+# quantized for one test is the session cache's entry for the next, not a quantization of its own.
+CALIB_IMAGES = 12
+
+
 @pytest.fixture(scope="session")
 def fast_cfg():  # type: ignore[no-untyped-def]
     """The shipped deploy config with fewer calibration images and timing runs, for tests."""
@@ -140,7 +145,7 @@ def fast_cfg():  # type: ignore[no-untyped-def]
         performance=replace(cfg.checks.performance, warmup=1, runs=3),
     )
     # near-ties judged only where a test asks for it (test_search): each one is a full judgement
-    return replace(cfg, calib_images=12, checks=checks, plan=replace(cfg.plan, search_margin=0.0))
+    return replace(cfg, calib_images=CALIB_IMAGES, checks=checks, plan=replace(cfg.plan, search_margin=0.0))
 
 
 @pytest.fixture(scope="session")
@@ -181,7 +186,7 @@ def small_cfg(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from yolo_edge.config import configs_dir
 
     cfg = yaml.safe_load((configs_dir() / "default.yaml").read_text())
-    cfg["calib_images"] = 12
+    cfg["calib_images"] = CALIB_IMAGES
     cfg["checks"]["precision"]["images"] = 4
     cfg["checks"]["performance"].update(warmup=1, runs=3)
     cfg["validate"].update(latency_warmup=2, latency_runs=12, sla_ms=10000.0)
@@ -231,12 +236,11 @@ def small_val(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_cfg(small_cfg: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The small config with fewer images still: for the tests that deploy many times or through a vendor's
+    """The small config with fewer judging images still: for the tests that deploy many times or through a vendor's
     simulator (a second per call) and check what was placed and run, not how accurate it is."""
     import yaml
 
     cfg = yaml.safe_load(small_cfg.read_text())
-    cfg["calib_images"] = 8
     cfg["checks"]["precision"]["images"] = 2
     cfg["validate"].update(latency_warmup=1, latency_runs=6)
     path = tmp_path_factory.mktemp("tiny") / "tiny.yaml"

@@ -12,6 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from tests.conftest import CALIB_IMAGES
 from yolo_edge.backends import create_backend, device_status
 from yolo_edge.backends import qnn as qnn_module
 from yolo_edge.backends.base import NpuOutOfMemory, OpQuery, UnsupportedOperator, cosine
@@ -56,7 +57,7 @@ def test_backbone_int8_on_the_htp_simulator_and_its_context_loads_without_recomp
     stay close to FP32. Its EPContext (the binary embedded) loads again with no quantizer call, to the same bits."""
     sg = demo_split["backbone"]
     names = [t.name for t in sg.inputs]
-    calib = [_feeds(names, tensors, k) for k in range(8)]
+    calib = [_feeds(names, tensors, k) for k in range(CALIB_IMAGES)]
     exe = htp.compile(sg.model, Variant("int8", "w8a8"), calib)
     feeds = _feeds(names, tensors, 12)
     got = exe.run(feeds)

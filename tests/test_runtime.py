@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 import pytest
 
+from tests.conftest import CALIB_IMAGES
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Executable, NpuError
 from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
@@ -73,9 +74,8 @@ def test_int8_backbone_neck_on_host_lowp_keeps_output(
     profile = load_profile("host-lowp")
     plan = hand_plan(demo_split, {"backbone": "int8", "neck": "int8"}, "host-lowp")
     for fuse in (True, False):
-        ex = SplitExecutor(
-            build_units(demo_split, plan, profile, tensors[:12], EventLog(), fuse=fuse), fast_cfg.runtime, profile
-        )
+        units = build_units(demo_split, plan, profile, tensors[:CALIB_IMAGES], EventLog(), fuse=fuse)
+        ex = SplitExecutor(units, fast_cfg.runtime, profile)
         assert all(spins_within_a_run_only(u.cpu) for u in ex.units)  # not through OpenVINO's turn
         for t in tensors[12:16]:
             got = ex.run({"images": t["images"]})

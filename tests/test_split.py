@@ -27,18 +27,16 @@ def _run_split(split: SplitModel, image: np.ndarray) -> np.ndarray:
     return tensors[split.output.name]
 
 
+# The cut points come from the graph's topology, which the scale sets (the n/s/m depth and width multipliers); the
+# input size only sets the boundary tensors' shapes. So every size, square and not, on n; each larger scale at the
+# size that differs most from its training shape (not square), and s at 320 as well.
 EXACTNESS = [
     pytest.param("yolov8n.yaml", (320, 320), id="n-320"),
     pytest.param("yolov8n.yaml", (640, 640), id="n-640"),
     pytest.param("yolov8n.yaml", (1280, 1280), id="n-1280"),
     pytest.param("yolov8n.yaml", (384, 640), id="n-384x640"),
     pytest.param("yolov8s.yaml", (320, 320), id="s-320"),
-    pytest.param("yolov8s.yaml", (640, 640), id="s-640"),
-    pytest.param("yolov8s.yaml", (1280, 1280), id="s-1280", marks=pytest.mark.slow),
     pytest.param("yolov8s.yaml", (384, 640), id="s-384x640"),
-    pytest.param("yolov8m.yaml", (320, 320), id="m-320"),
-    pytest.param("yolov8m.yaml", (640, 640), id="m-640", marks=pytest.mark.slow),
-    pytest.param("yolov8m.yaml", (1280, 1280), id="m-1280", marks=pytest.mark.slow),
     pytest.param("yolov8m.yaml", (384, 640), id="m-384x640", marks=pytest.mark.slow),
 ]
 
