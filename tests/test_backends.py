@@ -168,10 +168,12 @@ def _one_conv() -> onnx.ModelProto:
 
 
 @pytest.mark.parametrize("quantizer", ["nncf", "onnxruntime"])
-def test_an_upgraded_quantizer_quantizes_anew(quantizer: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_upgraded_quantizer_quantizes_anew(quantizer: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The INT8 cache is keyed on the release of the quantizer that made an entry: after ``pip install -U nncf``
     (or onnxruntime) a deploy does not read the old release's graphs as the new one's."""
     import importlib.metadata
+
+    monkeypatch.setenv("YOLO_EDGE_CACHE", str(tmp_path))  # its own cache: the session's is written by other workers
 
     from yolo_edge.backends.nncf_int8 import quantize_nncf
 
