@@ -32,7 +32,8 @@ from yolo_edge.deploy import DeployResult, deploy
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, export_model
 from yolo_edge.pipeline.detector import Detector
-from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
+from yolo_edge.pipeline.postprocess import Detections
+from yolo_edge.pipeline.preprocess import PAD_VALUE, default_calib_dir, load_calibration
 from yolo_edge.plan.checks import Checker, int8_variants
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
 from yolo_edge.plan.planner import Planner, plan_space
@@ -416,18 +417,18 @@ def test_agreement_verdict_equals_the_labelled_verdict_on_the_demo(demo: Exporte
     profile = replace(host, runtime_options=replace(host.runtime_options, int8_quantizer="auto"))  # NNCF and QDQ
     images = load_calibration(default_calib_dir(), demo.meta.imgsz, cfg.calib_images)
     calib = boundary_tensors(split, images)
-    blank = boundary_tensors(split, [np.full_like(images[0], 114 / 255)])  # the letterbox's grey, nothing else
+    blank = boundary_tensors(split, [np.full_like(images[0], PAD_VALUE / 255)])  # the letterbox's grey, nothing else
     data = resolve_eval_data(None, demo.meta.names)
     data = replace(data, dataset=data.dataset.subset(150))
     bf16 = ["bf16"] if "bf16" in OpenVinoBackend().precisions else []
-    plans: dict[str, tuple[dict[str, str], list]] = {  # type: ignore[type-arg]
+    plans: dict[str, tuple[dict[str, str], CalibSet]] = {
         "fp32": ({}, calib),
         **{p: ({"backbone": p, "neck": p}, calib) for p in (*bf16, "int8/u8", "int8/s8")},
         "head int8": ({"backbone": "int8/u8", "neck": "int8/u8", "head": "int8/u8"}, calib),
         "int8 on a blank image": ({"backbone": "int8/u8/qdq", "neck": "int8/u8/qdq", "head": "int8/u8/qdq"}, blank),
     }
 
-    def detections(plan: PlacementPlan, on: list) -> list:  # type: ignore[type-arg]
+    def detections(plan: PlacementPlan, on: CalibSet) -> list[Detections]:
         units = build_units(split, plan, profile, on, EventLog())
         with Detector(SplitExecutor(units, cfg.runtime, profile), demo.meta, cfg.nms) as d:
             return detect_all(d, data.dataset, cfg.val_nms, NO_BAR, "")
