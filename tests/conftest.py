@@ -10,20 +10,22 @@ os.environ.setdefault("YOLO_OFFLINE", "1")
 from yolo_edge.toolchains import toolchains_root  # noqa: E402
 
 os.environ.setdefault("YOLO_EDGE_TOOLCHAINS", str(toolchains_root()))
+# Under pytest-xdist each worker's inference sessions get its share of the cores: a pool per session sized to
+# every core, in each worker, oversubscribes them (each worker's pools spin while the other's wait).
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    _share = len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    os.environ.setdefault("YOLO_EDGE_THREADS", str(max(1, _share)))
 
 from collections.abc import Callable, Generator  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import TypeVar  # noqa: E402
 
 import pytest  # noqa: E402
 
 from yolo_edge.export import ExportedModel, export_model  # noqa: E402
 
 ExportFn = Callable[..., ExportedModel]
-
-# Session fixtures that deploy (half a minute or more each): under pytest-xdist (``--dist loadgroup``, in the
-# ini options) every module is one group and the modules that use one of these are one group, so each is built
-# in one worker, not in each.
-SHARED_DEPLOYS = ("deployed", "small_deploy")
+T = TypeVar("T")
 
 
 LOCKS = "YOLO_EDGE_TEST_LOCKS"  # the folder of the locks below, made by the controller, inherited by its workers
@@ -74,20 +76,43 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    tests = [i for i in items if isinstance(i, pytest.Function)]
-    group = {t.module.__name__: t.module.__name__ for t in tests}
+    """Under pytest-xdist (``--dist loadgroup``, in the ini options) a module's tests run in one worker: its
+    module-scoped fixtures are built once. The session's deploys are built once for all workers (:func:`_once`)."""
+    for test in items:
+        if isinstance(test, pytest.Function):
+            test.add_marker(pytest.mark.xdist_group(test.module.__name__))
 
-    def root(module: str) -> str:
-        while group[module] != module:
-            module = group[module]
-        return module
 
-    for fixture in SHARED_DEPLOYS:
-        users = sorted({t.module.__name__ for t in tests if fixture in t.fixturenames})
-        for module in users[1:]:
-            group[root(module)] = root(users[0])
-    for test in tests:
-        test.add_marker(pytest.mark.xdist_group(root(test.module.__name__)))
+def _shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder every xdist worker of this run sees (the parent of the workers' own base folders)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _once(tmp_path_factory: pytest.TempPathFactory, key: str, build: Callable[[Path], T]) -> T:
+    """``build(folder)`` once per test run, by whichever xdist worker asks first: the others wait on its lock and
+    read its pickled result (what it names, a bundle, lies in ``folder``, shared too). One deploy, not one per
+    worker, and no module has to share a worker with every other user of that deploy."""
+    import fcntl
+    import pickle
+
+    folder = _shared_root(tmp_path_factory) / f"shared-{key}"
+    with open(f"{folder}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = folder / "result.pickle"
+        if done.exists():
+            result: T = pickle.loads(done.read_bytes())
+            return result
+        if folder.exists():  # a worker that failed building it: built anew
+            import shutil
+
+            shutil.rmtree(folder)
+        folder.mkdir()
+        result = build(folder)
+        partial = done.with_suffix(".partial")
+        partial.write_bytes(pickle.dumps(result))
+        partial.replace(done)  # whole or absent: a worker killed while writing it leaves none
+        return result
 
 
 @pytest.fixture(scope="session")
@@ -159,8 +184,7 @@ def calib_images(demo: ExportedModel) -> list:  # type: ignore[type-arg]
 def _quant_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Keep the yolo-edge cache (INT8 graphs, exports) inside the test session, one for all its xdist workers (an
     entry is written atomically with its digest: two workers writing the same key write the same bytes)."""
-    base = tmp_path_factory.getbasetemp()
-    cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "yolo-edge-cache"
+    cache = _shared_root(tmp_path_factory) / "yolo-edge-cache"
     cache.mkdir(exist_ok=True)
     os.environ["YOLO_EDGE_CACHE"] = str(cache)
 
@@ -262,15 +286,17 @@ def tiny_images(few_images: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 @pytest.fixture(scope="session")
 def small_deploy(tiny_cfg: Path, tiny_images: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """``small_deploy(device)``: the demo deployed to ``device`` with the tiny config on ``tiny_images``, once per
-    device and session (the tests that use it only read the bundle)."""
+    device and test run (the tests that use it only read the bundle)."""
     from yolo_edge.deploy import DeployResult, deploy
 
     done: dict[str, DeployResult] = {}
 
+    def build(device: str, folder: Path) -> DeployResult:
+        return deploy(device=device, config=tiny_cfg, data=tiny_images, quiet=True, out=folder / "bundle")
+
     def get(device: str) -> DeployResult:
         if device not in done:
-            out = tmp_path_factory.mktemp(f"deploy_{device}") / "bundle"
-            done[device] = deploy(device=device, config=tiny_cfg, data=tiny_images, quiet=True, out=out)
+            done[device] = _once(tmp_path_factory, f"deploy-{device}", lambda folder: build(device, folder))
         return done[device]
 
     return get
@@ -282,8 +308,10 @@ def deployed(small_val: Path, small_cfg: Path, tmp_path_factory: pytest.TempPath
     that need a bundle or a report (none of them changes it)."""
     from yolo_edge.deploy import deploy
 
-    out = tmp_path_factory.mktemp("deployed") / "bundle"
-    return deploy(device="host-lowp", data=small_val, config=small_cfg, out=out, quiet=True)
+    def build(folder: Path):  # type: ignore[no-untyped-def]
+        return deploy(device="host-lowp", data=small_val, config=small_cfg, out=folder / "bundle", quiet=True)
+
+    return _once(tmp_path_factory, "deployed", build)
 
 
 def plan_bundle(out: Path, split, plan, tensors: list, cfg) -> Path:  # type: ignore[no-untyped-def, type-arg]

@@ -35,6 +35,26 @@ def test_unknown_runtime_lists_valid_names() -> None:
     assert set(RUNTIMES) == {"onnxruntime", "openvino", "rknn", "qnn"}
 
 
+def test_yolo_edge_threads_caps_every_runtimes_pool_and_a_bad_value_says_how_to_fix_it(
+    demo_split: SplitModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Processes sharing the cores (a camera each, a test run's workers) cap each session's threads."""
+    from yolo_edge.backends.onnxruntime import OrtExecutable
+    from yolo_edge.backends.openvino import OpenVinoBackend, OpenVinoExecutable
+
+    backbone = demo_split["backbone"].model
+    for n in ("1", "2"):
+        monkeypatch.setenv("YOLO_EDGE_THREADS", n)
+        ort_exe, ov_exe = cpu_backend().compile(backbone, "fp32"), OpenVinoBackend().compile(backbone, "fp32")
+        assert isinstance(ort_exe, OrtExecutable) and isinstance(ov_exe, OpenVinoExecutable)
+        assert ort_exe.session.get_session_options().intra_op_num_threads == int(n)
+        assert int(ov_exe.compiled.get_property("INFERENCE_NUM_THREADS")) == int(n)
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("YOLO_EDGE_THREADS", bad)
+        with pytest.raises(YoloEdgeError, match=f"YOLO_EDGE_THREADS='{bad}' is not a thread count"):
+            cpu_backend().compile(backbone, "fp32")
+
+
 FEED_ERRORS = [
     ({}, "missing input tensor"),
     ({"images": np.zeros((1, 3, 64, 64), np.float32)}, "has shape"),

@@ -30,6 +30,15 @@ def test_markdown_says_what_the_json_says(deployed: DeployResult) -> None:
     assert f"{r['fallback_events']['total']} events." in md
 
 
+def test_a_report_is_data_that_outlives_its_deploy(deployed: DeployResult) -> None:
+    """The report keeps what the search found, not the detectors and sessions it opened (closed with the deploy):
+    it pickles, and comes back saying the same."""
+    import pickle
+
+    again = pickle.loads(pickle.dumps(deployed.report))
+    assert again.to_dict() == deployed.report.to_dict() and markdown(again) == markdown(deployed.report)
+
+
 def test_agreement_and_a_warning_change_the_words(deployed: DeployResult) -> None:
     report = deployed.report
     unlabelled = replace(report, data=replace(report.data, labelled=False, warning="no --data: ..."))

@@ -50,7 +50,7 @@ from yolo_edge.plan.results import Memory
 from yolo_edge.progress import Bar, progress_bar
 from yolo_edge.report import DeployReport, markdown, plots
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit
-from yolo_edge.search import SearchResult, search_plans, with_reason
+from yolo_edge.search import SearchRecord, SearchResult, search_plans, with_reason
 from yolo_edge.split import SplitModel, split_model
 from yolo_edge.validate.accuracy import detect_all
 from yolo_edge.validate.latency import LATENCY_IMAGES, measure_latencies
@@ -147,8 +147,8 @@ def plan_deployment(
     found = search_plans(space, planner, profile, cfg, calib_tensors, evaldata, reference, bar, say)
     if found.detector is not None:
         stack.enter_context(found.detector)
-    shown = found.shown
-    plan = with_reason(shown.plan if shown else space.candidates()[0], found)
+    shown = found.record.shown
+    plan = with_reason(shown.plan if shown else space.candidates()[0], found.record)
     return Searched(split, evaldata, calibration, calib_tensors, space, npu, found, plan)
 
 
@@ -158,7 +158,7 @@ class PlanResult:
 
     plan: PlacementPlan
     space: PlanSpace
-    search: SearchResult | None
+    search: SearchRecord | None
 
 
 def search_plan(
@@ -190,7 +190,7 @@ def search_plan(
             found = plan_deployment(
                 exported, profile, cfg, source, calib, stack, say, bar or progress_bar(False), strict, class_map
             )
-            return PlanResult(found.plan, found.space, found.search)
+            return PlanResult(found.plan, found.space, found.search.record)
         say("no --data: the candidates are not judged (pass --data with the model's own images to search them)")
         n = cfg.calib_images + cfg.checks.precision.images
         images = load_calibration(calib or default_calib_dir(), exported.meta.imgsz, n)
@@ -304,7 +304,7 @@ def _compare(
     search, split, plan = found.search, found.split, found.plan
     reference = search.reference
     reference.memory_peak_bytes = _memory(plan, split, "whole-cpu")
-    shown = search.shown
+    shown = search.record.shown
     split_run = replace(shown.run, name="split") if shown is not None else PlanRun("split", same_as_cpu=True)
     split_run.memory_peak_bytes = _memory(plan, split, "split")  # a copy: the trial keeps what the search measured
     detectors = {"whole-cpu": search.reference_detector, "split": search.detector or search.reference_detector}
@@ -363,7 +363,7 @@ def _report(
         calibration=found.calibration,
         placement=chosen_plan,
         split_plan=found.plan,
-        search=found.search,
+        search=found.search.record,
         fallback_events=plans.events.summary(),
         wall_s=round(time.perf_counter() - t0, 1),
     )

@@ -1,5 +1,6 @@
 """The machine a figure was measured on: every measured latency in a report names it, because which
 low-precision kernels exist (VNNI, AMX, AVX-512 BF16), and so which precision wins, differs between CPUs.
+And how many of its cores one inference session may use (``YOLO_EDGE_THREADS``).
 
 Example:
     >>> cpu_name()  # doctest: +SKIP
@@ -12,6 +13,8 @@ import os
 import platform
 from functools import cache
 from pathlib import Path
+
+from yolo_edge.errors import YoloEdgeError
 
 ISA_FLAGS = (
     "avx2",
@@ -37,6 +40,24 @@ def cpu_flags() -> frozenset[str]:
     return frozenset(
         next((line.split(":", 1)[1].split() for line in info if line.startswith(("flags", "Features"))), [])
     )
+
+
+THREADS_ENV = "YOLO_EDGE_THREADS"
+
+
+def runtime_threads() -> int:
+    """Threads each inference session may use (onnxruntime's intra-op pool, OpenVINO's CPU streams), from
+    ``$YOLO_EDGE_THREADS``; 0 (unset): the runtime's default, a thread per core. Processes that share the cores
+    (a camera each on one board, a test run's workers) set it so that their pools do not oversubscribe them."""
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if not value:
+        return 0
+    if not value.isdigit() or int(value) < 1:
+        raise YoloEdgeError(
+            f"{THREADS_ENV}={value!r} is not a thread count; set it to a positive integer, or unset it for a "
+            "thread per core"
+        )
+    return int(value)
 
 
 _SATURATING_ISA = ("SSE41", "AVX", "AVX2", "AVX512_CORE")  # oneDNN's ISA names below its first VNNI one

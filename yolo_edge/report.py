@@ -17,7 +17,7 @@ from yolo_edge.data.resolve import Calibration, EvalData
 from yolo_edge.devices.board import BOARD
 from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
 from yolo_edge.runtime import EventSummary
-from yolo_edge.search import SearchResult, Trial
+from yolo_edge.search import SearchRecord, Trial
 from yolo_edge.validate.accuracy import MapResult
 from yolo_edge.validate.latency import LatencyResult
 from yolo_edge.validate.verdict import Limits, PlanRun
@@ -41,7 +41,7 @@ class DeployReport:
     calibration: Calibration
     placement: PlacementPlan  # the chosen plan's
     split_plan: PlacementPlan
-    search: SearchResult
+    search: SearchRecord
     fallback_events: EventSummary  # the split's
     wall_s: float
 
@@ -123,7 +123,7 @@ def trial_dict(t: Trial) -> dict[str, Any]:
     }
 
 
-def search_dict(search: SearchResult) -> dict[str, Any]:
+def search_dict(search: SearchRecord) -> dict[str, Any]:
     return {
         "candidates": search.candidates,
         "judged": len(search.trials),
@@ -133,7 +133,7 @@ def search_dict(search: SearchResult) -> dict[str, Any]:
     }
 
 
-def search_rows(search: SearchResult) -> list[tuple[str, ...]]:
+def search_rows(search: SearchRecord) -> list[tuple[str, ...]]:
     """The candidate table: one row per judged candidate (``#``, placement, why, estimate, p95, drift, status)."""
     rows: list[tuple[str, ...]] = []
     for t in search.trials:
@@ -332,7 +332,7 @@ def plots(report: DeployReport) -> dict[str, bytes]:
     return out
 
 
-def search_plot(search: SearchResult, limits: Limits) -> bytes:
+def search_plot(search: SearchRecord, limits: Limits) -> bytes:
     """The judged candidates as p95 latency against mAP50-95 drift, the drift limit and the SLA drawn in."""
     import matplotlib
 

@@ -82,23 +82,33 @@ class Trial:
         return None if lat is None or self.reference.p50 <= 0 else lat.end_to_end.p50 / self.reference.p50
 
 
-@dataclass
-class SearchResult:
-    trials: list[Trial]
+@dataclass(frozen=True)
+class SearchRecord:
+    """What a search found, as a report keeps it: its trials and why it stopped, and no runtime object (the
+    detectors and units the search opened close with the deploy that opened them)."""
+
+    trials: tuple[Trial, ...]
     chosen: Trial | None  # the fastest that passed (None: none did)
     candidates: int  # placements the checks left
     stopped: str  # why the search ended
+
+    @property
+    def shown(self) -> Trial | None:
+        """The trial deploy reports as its split plan: the chosen one, else the fastest judged."""
+        return self.chosen or (self.trials[0] if self.trials else None)
+
+
+@dataclass
+class SearchResult:
+    """A search's record and what it left open for the deploy that ran it."""
+
+    record: SearchRecord
     reference: PlanRun  # whole-cpu, the FP32 reference: its detections and accuracy
     reference_detector: Detector
     scorer: Scorer  # scores any other plan on the same images against the same reference
     detector: Detector | None  # the chosen trial's (or, when none passed, the first trial's), still open
     units: list[Unit]
     events: EventLog
-
-    @property
-    def shown(self) -> Trial | None:
-        """The trial deploy reports as its split plan: the chosen one, else the fastest judged."""
-        return self.chosen or (self.trials[0] if self.trials else None)
 
 
 class _Judge:
@@ -293,10 +303,7 @@ def search_plans(
     assert kept is None or chosen is None or kept[0] is chosen, "the open detector is the chosen trial's"
     detector, units, events = (kept[1], kept[2], kept[3]) if kept else (None, [], EventLog())
     return SearchResult(
-        search.trials,
-        chosen,
-        search.candidates,
-        stopped,
+        SearchRecord(tuple(search.trials), chosen, search.candidates, stopped),
         judge.reference,
         reference,
         judge.scorer,
@@ -306,9 +313,9 @@ def search_plans(
     )
 
 
-def with_reason(plan: PlacementPlan, result: SearchResult) -> PlacementPlan:
+def with_reason(plan: PlacementPlan, record: SearchRecord) -> PlacementPlan:
     """``plan`` with each CPU subgraph's reason saying what the search found (a variant that failed drift)."""
-    failed = [t for t in result.trials if "drift" in t.run.fails]
+    failed = [t for t in record.trials if "drift" in t.run.fails]
     subs = []
     for s in plan.subgraphs:
         tried = [t for t in failed if t.plan[s.name].device == "npu" and s.device == "cpu"]

@@ -24,6 +24,7 @@ from yolo_edge.backends.base import (
 from yolo_edge.backends.quantize import quantize_int8
 from yolo_edge.config import DeviceProfile, Variant
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.host import runtime_threads
 
 CPU_EP = "CPUExecutionProvider"
 # what a session's run raises when the runtime or its execution provider fails (bad feeds are caught before)
@@ -54,7 +55,7 @@ class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
     kept_precision = "fp32"
 
-    def __init__(self, providers: Sequence[str] = (CPU_EP,), threads: int = 0) -> None:
+    def __init__(self, providers: Sequence[str] = (CPU_EP,)) -> None:
         available = ort.get_available_providers()
         missing = [p for p in providers if p not in available]
         if missing:
@@ -64,7 +65,6 @@ class OnnxRuntimeBackend(Backend):
                 "onnxruntime-gpu) or pick another --device"
             )
         self.providers = tuple(providers) or (CPU_EP,)
-        self.threads = threads
         accel = self.providers[0]
         self.precisions = (
             ("fp16",) if accel == "TensorrtExecutionProvider" else ("fp32", "int8") if accel == CPU_EP else ("fp32",)
@@ -92,8 +92,7 @@ class OnnxRuntimeBackend(Backend):
         # may be another session or runtime, whose turn they would otherwise spin through (four sessions in
         # turn: benchmarks/run_all.py, table 2)
         opts.add_session_config_entry("session.force_spinning_stop", "1")
-        if self.threads:
-            opts.intra_op_num_threads = self.threads
+        opts.intra_op_num_threads = runtime_threads()  # 0: onnxruntime's default, a thread per core
         providers: list[str | tuple[str, dict[str, object]]] = list(self.providers)
         if self.providers[0] == "TensorrtExecutionProvider":
             providers[0] = ("TensorrtExecutionProvider", {"trt_fp16_enable": precision == "fp16"})

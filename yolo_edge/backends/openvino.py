@@ -43,6 +43,7 @@ from yolo_edge.backends.base import (
 from yolo_edge.backends.quantize import quantize_int8
 from yolo_edge.config import INT8_SCHEMES, DeviceProfile, Quantizer, Scheme, Variant
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.host import runtime_threads
 
 _HINT = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
 _CAPABILITY = {"bf16": "BF16", "fp16": "FP16", "int8": "INT8", "fp32": "FP32"}
@@ -53,6 +54,12 @@ def core() -> Any:
     import openvino as ov
 
     return ov.Core()
+
+
+def _threads() -> dict[str, int]:
+    """OpenVINO's thread count for a compiled model, where ``YOLO_EDGE_THREADS`` sets one (else its default)."""
+    n = runtime_threads()
+    return {"INFERENCE_NUM_THREADS": n} if n else {}
 
 
 def read_onnx(model: onnx.ModelProto, data: bytes | None = None) -> Any:
@@ -172,7 +179,7 @@ class OpenVinoBackend(Backend):
         self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None, artifact: Artifact | None
     ) -> Executable:
         ov_model, stored = self._graph(model, v, calib, artifact)
-        config = {"INFERENCE_PRECISION_HINT": _HINT[v.precision], "PERFORMANCE_HINT": "LATENCY"}
+        config = {"INFERENCE_PRECISION_HINT": _HINT[v.precision], "PERFORMANCE_HINT": "LATENCY", **_threads()}
         try:
             compiled = core().compile_model(ov_model, self.device, config)
         except RuntimeError as exc:  # the plugin has no kernel for a node at this precision on this CPU
@@ -209,7 +216,7 @@ class OpenVinoBackend(Backend):
         """A function running ``ov_model`` that returns the outputs of the ops named ``names`` (by name)."""
         by_name = {op.get_friendly_name(): op for op in ov_model.get_ops()}
         ports = ov_model.add_outputs([by_name[n].output(0) for n in names])  # each Conv's (bias Add's) output
-        compiled = core().compile_model(ov_model, self.device, {"INFERENCE_PRECISION_HINT": hint})
+        compiled = core().compile_model(ov_model, self.device, {"INFERENCE_PRECISION_HINT": hint, **_threads()})
         request = compiled.create_infer_request()
 
         def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -46,6 +46,7 @@ from yolo_edge.backends.onnxruntime import RUN_FAILURES, OrtExecutable
 from yolo_edge.backends.quantize import quantize_qnn
 from yolo_edge.config import DeviceProfile, Scheme, Variant
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.host import runtime_threads
 from yolo_edge.native import native_output
 
 EP = "QNNExecutionProvider"
@@ -76,6 +77,7 @@ def htp_session(
     name, htp = _library()
     so = ort.SessionOptions()
     so.log_severity_level = 0 if verbose else 3  # captured, never shown
+    so.intra_op_num_threads = runtime_threads()  # the CPU's share: nodes the HTP refused, where they may fall back
     entries = {"session.force_spinning_stop": "1"}
     if not fallback:
         entries["session.disable_cpu_ep_fallback"] = "1"

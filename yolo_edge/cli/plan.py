@@ -15,7 +15,7 @@ from yolo_edge.deploy import search_plan
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace
 from yolo_edge.progress import progress_bar
 from yolo_edge.report import SEARCH_HEADER, search_dict, search_plot, search_rows
-from yolo_edge.search import SearchResult
+from yolo_edge.search import SearchRecord
 from yolo_edge.validate.verdict import Limits
 
 
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_plan(plan: PlacementPlan, space: PlanSpace, search: SearchResult | None = None) -> str:
+def format_plan(plan: PlacementPlan, space: PlanSpace, search: SearchRecord | None = None) -> str:
     w = plan.whole_graph_npu
     at = "-" if w.variant is None else w.variant.label
     verdict = "PASS" if w.passed else f"FAIL ({w.failed_check})"
