@@ -11,10 +11,11 @@ from yolo_edge.toolchains import toolchains_root  # noqa: E402
 
 os.environ.setdefault("YOLO_EDGE_TOOLCHAINS", str(toolchains_root()))
 # Under pytest-xdist each worker's inference sessions get its share of the cores: a pool per session sized to
-# every core, in each worker, oversubscribes them (each worker's pools spin while the other's wait).
+# every core, in each worker, oversubscribes them. An ``alone`` test (below) gets every core.
+THREADS = "YOLO_EDGE_THREADS"
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     _share = len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
-    os.environ.setdefault("YOLO_EDGE_THREADS", str(max(1, _share)))
+    os.environ.setdefault(THREADS, str(max(1, _share)))
 
 from collections.abc import Callable, Generator  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -64,9 +65,14 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None]:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         fcntl.flock(turnstile, fcntl.LOCK_UN)
+        share = os.environ.get(THREADS)
+        if alone:  # every core is its own meanwhile: the sessions it compiles get them all
+            os.environ[THREADS] = str(len(os.sched_getaffinity(0)))
         try:
             yield
         finally:
+            if alone and share is not None:
+                os.environ[THREADS] = share
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
