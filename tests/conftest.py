@@ -10,12 +10,11 @@ os.environ.setdefault("YOLO_OFFLINE", "1")
 from yolo_edge.toolchains import toolchains_root  # noqa: E402
 
 os.environ.setdefault("YOLO_EDGE_TOOLCHAINS", str(toolchains_root()))
-# Under pytest-xdist each worker's inference sessions get its share of the cores: a pool per session sized to
-# every core, in each worker, oversubscribes them. An ``alone`` test (below) gets every core.
+# Under pytest-xdist each test's inference sessions get its worker's share of the cores (a pool per session
+# sized to every core, in each worker, oversubscribes them): pytest_runtest_protocol below sets it, unless the
+# user did.
 THREADS = "YOLO_EDGE_THREADS"
-if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
-    _share = len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
-    os.environ.setdefault(THREADS, str(max(1, _share)))
+USER_THREADS = os.environ.get(THREADS)
 
 from collections.abc import Callable, Generator  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -33,11 +32,32 @@ LOCKS = "YOLO_EDGE_TEST_LOCKS"  # the folder of the locks below, made by the con
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The xdist controller (``-n`` above 0) makes the lock folder; one process (``-n 0``) needs none."""
+    """The xdist controller (``-n`` above 0) makes the lock folder, each worker its mark in it (:func:`_live`); one
+    process (``-n 0``) needs none."""
     if not os.environ.get("PYTEST_XDIST_WORKER") and config.getoption("numprocesses", default=None):
         import tempfile
 
         os.environ[LOCKS] = tempfile.mkdtemp(prefix="yolo-edge-test-locks-")
+    elif os.environ.get("PYTEST_XDIST_WORKER") and LOCKS in os.environ:
+        _live().touch()
+
+
+def _live() -> Path:
+    """This worker's mark in the lock folder while it still runs tests (:func:`_share`)."""
+    return Path(os.environ[LOCKS], f"live-{os.environ['PYTEST_XDIST_WORKER']}")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER") and LOCKS in os.environ:
+        _live().unlink(missing_ok=True)  # no test left for it: the others may take its cores
+
+
+def _share(alone: bool) -> str:
+    """The cores a test's inference sessions may use: all of them for an ``alone`` test, else an equal share among
+    the workers still running tests (the last one left takes every core)."""
+    cores = len(os.sched_getaffinity(0))
+    live = 1 if alone else max(1, len(list(Path(os.environ[LOCKS]).glob("live-*"))))
+    return str(max(1, cores // live))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -65,14 +85,11 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None]:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         fcntl.flock(turnstile, fcntl.LOCK_UN)
-        share = os.environ.get(THREADS)
-        if alone:  # every core is its own meanwhile: the sessions it compiles get them all
-            os.environ[THREADS] = str(len(os.sched_getaffinity(0)))
+        if USER_THREADS is None:  # sessions compiled for this test (its fixtures' too) get its share
+            os.environ[THREADS] = _share(alone)
         try:
             yield
         finally:
-            if alone and share is not None:
-                os.environ[THREADS] = share
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
