@@ -7,14 +7,14 @@ import os
 os.environ.setdefault("YOLO_OFFLINE", "1")
 # The toolchain environments stay where `yolo-edge toolchain install` put them, though the tests keep every
 # other cache (quantized graphs) in their session (_quant_cache below changes YOLO_EDGE_CACHE).
+from yolo_edge.host import THREADS_ENV  # noqa: E402
 from yolo_edge.toolchains import toolchains_root  # noqa: E402
 
 os.environ.setdefault("YOLO_EDGE_TOOLCHAINS", str(toolchains_root()))
 # Under pytest-xdist each test's inference sessions get its worker's share of the cores (a pool per session
 # sized to every core, in each worker, oversubscribes them): pytest_runtest_protocol below sets it, unless the
 # user did.
-THREADS = "YOLO_EDGE_THREADS"
-USER_THREADS = os.environ.get(THREADS)
+USER_THREADS = os.environ.get(THREADS_ENV)
 
 from collections.abc import Callable, Generator  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -86,7 +86,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None]:
         fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         fcntl.flock(turnstile, fcntl.LOCK_UN)
         if USER_THREADS is None:  # sessions compiled for this test (its fixtures' too) get its share
-            os.environ[THREADS] = _share(alone)
+            os.environ[THREADS_ENV] = _share(alone)
         try:
             yield
         finally:

@@ -46,7 +46,7 @@ THREADS_ENV = "YOLO_EDGE_THREADS"
 
 
 def runtime_threads() -> int:
-    """Threads each inference session may use (onnxruntime's intra-op pool, OpenVINO's CPU streams), from
+    """Threads each inference session may use (onnxruntime's intra-op pool, OpenVINO's ``INFERENCE_NUM_THREADS``), from
     ``$YOLO_EDGE_THREADS``; 0 (unset): the runtime's default, a thread per core. Processes that share the cores
     (a camera each on one board, a test run's workers) set it so that their pools do not oversubscribe them."""
     value = os.environ.get(THREADS_ENV, "").strip()
