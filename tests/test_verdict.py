@@ -212,6 +212,7 @@ def test_agreement_of_the_fp32_split_with_the_monolithic_model(
     assert split.map50 >= -0.002 and split.map50_95 >= -0.002
     shuffled = scorer.score(ref[1:] + ref[:1]).minus(own).map  # detections of other images
     assert shuffled.map50 < -0.3
+    assert scorer.score(ref) == own  # the scores before left nothing behind in the draws
     empty = [replace(d, confidence=d.confidence * 0) for d in ref]
     with pytest.raises(YoloEdgeError, match="detects nothing"):
         Scorer(ev, empty, fast_cfg.validate, fast_cfg.nms.conf)

@@ -101,10 +101,19 @@ def coco_rows(detections: Sequence[Detections]) -> np.ndarray:
 
 def _evaluate(gt: COCO, detections: Sequence[Detections]) -> MapResult:
     rows = coco_rows(detections)
-    if not len(rows):
-        return MapResult(0.0, 0.0)
+    return _against(gt, _results(gt, rows)) if len(rows) else MapResult(0.0, 0.0)
+
+
+def _results(gt: COCO, rows: np.ndarray) -> COCO:
+    """``rows`` as a COCO result set of ``gt``'s images and categories: of any ground truth drawn on the same
+    dataset too (:func:`gt_coco` takes both from the dataset), so one serves every pseudo-label draw."""
     with contextlib.redirect_stdout(io.StringIO()):
-        ev = COCOeval_faster(gt, gt.loadRes(rows), "bbox", print_function=lambda *_a, **_k: None)
+        return gt.loadRes(rows)
+
+
+def _against(gt: COCO, results: COCO) -> MapResult:
+    with contextlib.redirect_stdout(io.StringIO()):
+        ev = COCOeval_faster(gt, results, "bbox", print_function=lambda *_a, **_k: None)
         ev.evaluate()
         ev.accumulate()
         ev.summarize()
@@ -158,7 +167,9 @@ class Scorer:
 
     def score(self, detections: Sequence[Detections]) -> Accuracy:
         labels = coco_map(self.data.dataset, detections) if self.data.labelled else None
-        runs = [_evaluate(gt, detections) for gt in self._pseudo]
+        rows = coco_rows(detections)
+        results = _results(self._pseudo[0], rows) if self._pseudo and len(rows) else None
+        runs = [_against(gt, results) if results else MapResult(0.0, 0.0) for gt in self._pseudo]
         agreement = (
             MapResult(float(np.mean([r.map50 for r in runs])), float(np.mean([r.map50_95 for r in runs])))
             if runs
