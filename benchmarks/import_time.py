@@ -19,17 +19,18 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import shutil
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 PATHS = {
+    "python -c pass": [sys.executable, "-c", "pass"],
     "import numpy, ml_dtypes": [sys.executable, "-c", "import numpy, ml_dtypes"],
     "import onnx": [sys.executable, "-c", "import onnx"],
     "import yolo_edge.cli.main": [sys.executable, "-c", "import yolo_edge.cli.main"],
-    "yolo-edge --help": [shutil.which("yolo-edge") or "yolo-edge", "--help"],
+    "yolo-edge --help": [str(Path(sys.executable).with_name("yolo-edge")), "--help"],  # this environment's script
 }
 
 
@@ -43,12 +44,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
-    python = [sys.executable, "-c", "pass"]
-    times: dict[str, list[float]] = {name: [] for name in ["python -c pass", *PATHS]}
+    times: dict[str, list[float]] = {name: [] for name in PATHS}
+    names = list(PATHS)
     for r in range(args.rounds):
-        order = list(times)[r % len(times) :] + list(times)[: r % len(times)]  # rotating: load lands on all
-        for name in order:
-            times[name].append(timed(python if name == "python -c pass" else PATHS[name]))
+        for name in names[r % len(names) :] + names[: r % len(names)]:  # rotating: load lands on all
+            times[name].append(timed(PATHS[name]))
     versions = ", ".join(f"{p} {importlib.metadata.version(p)}" for p in ("ml_dtypes", "numpy", "onnx"))
     print(f"{versions}; median of {args.rounds} fresh processes each")
     print("| what | median s |\n|---|---|")

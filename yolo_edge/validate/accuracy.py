@@ -169,7 +169,7 @@ class Scorer:
         labels = coco_map(self.data.dataset, detections) if self.data.labelled else None
         rows = coco_rows(detections)
         results = _results(self._pseudo[0], rows) if self._pseudo and len(rows) else None
-        runs = [_against(gt, results) if results else MapResult(0.0, 0.0) for gt in self._pseudo]
+        runs = [MapResult(0.0, 0.0) if results is None else _against(gt, results) for gt in self._pseudo]
         agreement = (
             MapResult(float(np.mean([r.map50 for r in runs])), float(np.mean([r.map50_95 for r in runs])))
             if runs
