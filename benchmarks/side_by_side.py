@@ -114,7 +114,7 @@ def _bare_onnxruntime(exported: ExportedModel, image: np.ndarray, phases: list[d
         t1 = time.perf_counter()
         out = session.run(None, {"images": lb.tensor})[0]
         t2 = time.perf_counter()
-        n = len(postprocess(out, lb, meta.names, 0.25, 0.7))
+        n = len(postprocess({"output0": out}, lb, meta.names, 0.25, 0.7))
         t3 = time.perf_counter()
         phases.append({"preprocess": (t1 - t0) * 1e3, "inference": (t2 - t1) * 1e3, "postprocess": (t3 - t2) * 1e3})
         return n
@@ -134,7 +134,7 @@ def end_to_end(model: str, imgsz: int, image: np.ndarray, rounds: int) -> dict[s
                 dets, t = detector.detect(image)
                 inference = sum(t.unit_ms.values())
                 phases["yolo-edge"].append(
-                    {"preprocess": t.preprocess_ms, "inference": inference, "postprocess": t.nms_ms}
+                    {"preprocess": t.preprocess_ms, "inference": inference, "postprocess": t.postprocess_ms}
                 )
                 return len(dets)
 
@@ -217,7 +217,7 @@ def postprocessing(label: str, output: np.ndarray, lb: Letterboxed, rounds: int)
             return len(det)
 
         def ours(conf: float = conf, multi: bool = multi) -> int:
-            return len(postprocess(output, lb, names, conf, 0.7, 300, multi))
+            return len(postprocess({"output0": output}, lb, names, conf, 0.7, 300, multi))
 
         timed = interleave({"ultralytics": ultralytics_post, "yolo-edge": ours}, rounds if conf > 0.01 else rounds // 4)
         detections = {"ultralytics": ultralytics_post(), "yolo-edge": ours()}

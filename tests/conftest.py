@@ -20,12 +20,31 @@ from collections.abc import Callable, Generator  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import TypeVar  # noqa: E402
 
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from yolo_edge.backends.base import Executable  # noqa: E402
 from yolo_edge.export import ExportedModel, export_model  # noqa: E402
+from yolo_edge.split import SplitModel  # noqa: E402
 
 ExportFn = Callable[..., ExportedModel]
 T = TypeVar("T")
+_DECODES: dict[int, Executable] = {}
+
+
+def output0(split: SplitModel, outputs: dict[str, np.ndarray]) -> np.ndarray:
+    """``output0`` of an executor's frame result: as it is where a unit runs the whole model, else the split's
+    ONNX decode subgraph (FP32, CPU) over the head's raw outputs, which the detector decodes itself candidates
+    first (``tests/test_pipeline.py`` shows the two decodes give the same detections)."""
+    from yolo_edge.backends import cpu_backend
+
+    if "output0" in outputs:
+        return outputs["output0"]
+    decode = split["decode"].model
+    exe = _DECODES.get(id(decode))
+    if exe is None:
+        exe = _DECODES[id(decode)] = cpu_backend().compile(decode, "fp32")
+    return exe.run({t.name: outputs[t.name] for t in exe.inputs})["output0"]
 
 
 LOCKS = "YOLO_EDGE_TEST_LOCKS"  # the folder of the locks below, made by the controller, inherited by its workers

@@ -101,9 +101,7 @@ def _map(model: ExportedModel, n: int = 100) -> float:
     for r in ds.records:
         lb = letterbox(read_image(r.path), model.meta.imgsz)
         dets.append(
-            postprocess(
-                exe.run({"images": lb.tensor})["output0"], lb, model.meta.names, conf=0.001, iou=0.7, multi_label=True
-            )
+            postprocess(exe.run({"images": lb.tensor}), lb, model.meta.names, conf=0.001, iou=0.7, multi_label=True)
         )
     return coco_map(ds, dets).map50
 

@@ -49,7 +49,7 @@ def test_deploy_compares_three_plans(deployed: DeployResult) -> None:
     # the phases of the split are its execution units, whatever precisions (and so fusions) this CPU's numerics allowed
     split = load_bundle(deployed.bundle).split
     units = [u.name for u in plan_units(split, PlacementPlan.from_dict(r["split_plan"]))]
-    assert list(plans["split"]["latency"]["phases"]) == ["preprocess", *units, "transfers", "nms"]
+    assert list(plans["split"]["latency"]["phases"]) == ["preprocess", *units, "transfers", "decode+nms"]
     assert all({"p50", "p95", "p99"} <= set(plans["split"]["latency"]["phases"][u]) for u in units)
     for s in r["split_plan"][
         "subgraphs"

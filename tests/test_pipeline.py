@@ -11,7 +11,7 @@ import pytest
 from yolo_edge.backends import cpu_backend
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel
-from yolo_edge.pipeline.postprocess import Detections, nms, postprocess
+from yolo_edge.pipeline.postprocess import Detections, HeadOutputs, nms, postprocess
 from yolo_edge.pipeline.preprocess import letterbox, list_images, load_calibration, read_image
 
 
@@ -73,7 +73,7 @@ def test_detections_match_ultralytics_predict(demo: ExportedModel) -> None:
     for path in _images():
         image = read_image(path)
         lb = letterbox(image, demo.meta.imgsz)
-        ours = postprocess(exe.run({"images": lb.tensor})["output0"], lb, demo.meta.names, conf=0.25, iou=0.7)
+        ours = postprocess(exe.run({"images": lb.tensor}), lb, demo.meta.names, conf=0.25, iou=0.7)
         ref = yolo.predict(image, imgsz=list(demo.meta.imgsz), conf=0.25, iou=0.7, verbose=False)[0].boxes
         assert len(ours) == len(ref), path
         order = np.lexsort((ours.xyxy[:, 0], -ours.confidence))
@@ -121,7 +121,7 @@ def test_nms_matches_ultralytics_non_max_suppression(demo: ExportedModel, multi_
     identity = Letterboxed(np.zeros((1, 3, 320, 320), np.float32), (320, 320), (1.0, 1.0), (0, 0))
     for path in _images()[2:6]:
         out = exe.run({"images": letterbox(read_image(path), demo.meta.imgsz).tensor})["output0"]
-        ours = postprocess(out, identity, demo.meta.names, conf=0.001, iou=0.7, multi_label=multi_label)
+        ours = postprocess({"output0": out}, identity, demo.meta.names, conf=0.001, iou=0.7, multi_label=multi_label)
         ref = non_max_suppression(torch.from_numpy(out), 0.001, 0.7, multi_label=multi_label, max_det=300)[0].numpy()
         assert len(ours) == len(ref)
         assert np.abs(ours.xyxy - np.clip(ref[:, :4], 0, 320)).max() <= 1e-3
@@ -164,6 +164,59 @@ def test_plans_are_timed_frame_by_frame_in_turn(demo: ExportedModel, calib_image
     images = [(x[0].transpose(1, 2, 0) * 255).astype(np.uint8) for x in calib_images[:3]]
     result = measure_latencies(detectors, images, warmup=1, runs=4)
     assert calls == ["fused", "four"] + ["fused", "four", "four", "fused"] * 2
-    assert list(result["fused"].phases) == ["preprocess", "backbone+neck+head+decode", "transfers", "nms"]
-    assert list(result["four"].phases) == ["preprocess", "backbone", "neck", "head", "decode", "transfers", "nms"]
+    assert list(result["fused"].phases) == ["preprocess", "backbone+neck+head", "transfers", "decode+nms"]
+    assert list(result["four"].phases) == ["preprocess", "backbone", "neck", "head", "transfers", "decode+nms"]
     assert all(len(r.samples_ms) == 4 and r.end_to_end.p50 > 0 for r in result.values())
+
+
+def _same_detections(ref: Detections, ours: Detections, px: float) -> None:
+    """The same detections in the same order: boxes within 1e-4 px of the model's input (``px`` image pixels each),
+    scores within 1e-5, the same classes. Two whose
+    scores are equal within that tolerance may trade places (onnxruntime's sigmoid and numpy's round the last bit
+    apart), so each of ``ref``'s is matched with an unused one of ``ours`` no further than its tie."""
+    assert len(ours) == len(ref)
+    used = np.zeros(len(ours), bool)
+    for i in range(len(ref)):
+        near = np.flatnonzero(
+            ~used
+            & (ours.class_id == ref.class_id[i])
+            & (np.abs(ours.confidence - ref.confidence[i]) <= 1e-5)
+            & (np.abs(ours.xyxy - ref.xyxy[i]).max(1) <= 1e-4 * px)
+        )
+        assert len(near), f"detection {i} of {len(ref)} ({ref.xyxy[i]}, {ref.confidence[i]}) has no match"
+        j = near[0]
+        assert np.abs(ours.confidence[i:j] - ref.confidence[i]).max(initial=0) <= 1e-5  # only ties pass it
+        used[j] = True
+
+
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_candidate_first_decode_gives_the_onnx_decodes_detections(
+    which: str, demo: ExportedModel, second_model: Path, tmp_path: Path
+) -> None:
+    """The head's raw outputs decoded candidates first (logits against logit(conf), DFL for the candidates only)
+    give the detections of the ONNX decode subgraph + NMS, on the demo and on a model that is not the demo, at
+    predict's and val's settings (conf 0.001 keeps thousands of candidates)."""
+    from yolo_edge.export import export_model
+    from yolo_edge.split import split_model
+
+    model = demo if which == "demo" else export_model(second_model, imgsz=(256, 320), out_dir=tmp_path)
+    split = split_model(model)
+    whole = cpu_backend().compile(model.load(), "fp32")
+    units = [cpu_backend().compile(split[name].model, "fp32") for name in ("backbone", "neck", "head")]
+    head = HeadOutputs.find({t.name: t.shape for t in units[-1].outputs}, model.meta.imgsz[0])
+    assert head is not None and head.strides == (8, 16, 32) and head.reg_max == 16
+    assert HeadOutputs.find({t.name: t.shape for t in whole.outputs}, model.meta.imgsz[0]) is None
+    compared = {False: 0, True: 0}
+    for path in _images()[:10]:
+        lb = letterbox(read_image(path), model.meta.imgsz)
+        tensors = {"images": lb.tensor}
+        for unit in units:
+            tensors.update(unit.run({t.name: tensors[t.name] for t in unit.inputs}))
+        raw = {t.name: tensors[t.name] for t in units[-1].outputs}
+        output0 = whole.run({"images": lb.tensor})
+        for conf, multi_label, max_det in ((0.25, False, 300), (0.001, True, 300), (0.001, False, 20)):
+            ref = postprocess(output0, lb, model.meta.names, conf, 0.7, max_det, multi_label)
+            ours = postprocess(raw, lb, model.meta.names, conf, 0.7, max_det, multi_label, head)
+            _same_detections(ref, ours, 1 / min(lb.gain))
+            compared[conf < 0.01] += len(ref)
+    assert compared[False] >= 5 and compared[True] >= 500  # neither comparison is vacuous

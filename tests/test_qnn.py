@@ -138,7 +138,7 @@ def test_a_qualcomm_bundle_loads_its_context_binaries_and_runs_the_deployed_nume
 ) -> None:
     """A qcs6490 plan written as a bundle holds its accelerator unit as an EPContext model; loading the bundle
     runs that context on the HTP simulator (no quantizer call, no compile from ONNX) and gets what was built."""
-    from tests.conftest import plan_bundle
+    from tests.conftest import output0, plan_bundle
     from yolo_edge.bundle import load_bundle
 
     plan = PlacementPlan.manual(demo_split, {"backbone": "int8/w8a8", "neck": "int8/w8a8"}, "qcs6490", "modelled")
@@ -150,8 +150,8 @@ def test_a_qualcomm_bundle_loads_its_context_binaries_and_runs_the_deployed_nume
     with load_bundle(path).detector() as detector:
         unit = detector.executor.units[0]
         assert unit.name == "backbone+neck" and unit.npu is not None and unit.npu.modelled_s is not None
-        got = detector.executor.run(feeds).outputs["output0"]
+        got = output0(demo_split, detector.executor.run(feeds).outputs)
     assert calls == Counter()
     with load_bundle(path).detector() as again:  # a second load: the same context, the same bits
-        assert np.array_equal(again.executor.run(feeds).outputs["output0"], got)
+        assert np.array_equal(output0(demo_split, again.executor.run(feeds).outputs), got)
     assert cosine(got, tensors[13]["output0"]) > 0.99

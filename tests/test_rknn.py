@@ -25,7 +25,7 @@ from onnx import TensorProto, helper
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import OpQuery, UnsupportedOperator
 from yolo_edge.backends.rknn import RknnBackend, RknnExecutable, parse_error_analysis
-from yolo_edge.bundle import load_bundle
+from yolo_edge.bundle import StoredUnit, load_bundle
 from yolo_edge.config import DeployConfig, Variant, load_profile
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, load_onnx
@@ -242,7 +242,14 @@ def test_deploy_to_rk3588_writes_the_rknn_units(small_deploy) -> None:  # type: 
     split = PlacementPlan.from_dict(report["split_plan"])
     assert [(split[s].device, split[s].variant.label) for s in ("backbone", "neck")] == [("npu", "int8/w8a8/rknn")] * 2
     assert "worst layers by rknn's per-layer error" in split.whole_graph_npu.reason
-    assert (result.bundle / "units" / "backbone+neck.rknn").read_bytes().startswith(b"RKNN")
+    stored = [StoredUnit.from_dict(u) for u in json.loads((result.bundle / "units.json").read_text())]
+    npu = next(u for u in stored if u.device == "npu")
+    assert (result.bundle / "units" / f"{npu.name}.rknn").read_bytes().startswith(b"RKNN")
+    # the head where the checks and the verdict put it; the design card's layout (head FP32 on the CPU) judged beside
+    search = report["search"]
+    card = search["trials"][search["card_layout"] - 1]
+    assert "head=cpu/fp32" in card["placement"] and search["card_line"]
+    assert ("head on the accelerator" in search["card_line"]) is (split["head"].device == "npu")
 
 
 def _record_simulator(bundle_path: Path, images: list[Path], out: Path) -> list[dict[str, object]]:
@@ -279,7 +286,7 @@ def _record_simulator(bundle_path: Path, images: list[Path], out: Path) -> list[
 
 def test_the_board_runs_the_bundles_rknn_files_without_torch_or_toolchain(small_deploy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """`yolo-edge run` as on an RK3588 board: RKNNLite (FAKED: it returns the simulator's outputs) loads the
-    bundle's backbone+neck.rknn once per NPU core, the CPU units run on onnxruntime; torch cannot be imported and no
+    bundle's .rknn unit once per NPU core, the CPU units run on onnxruntime; torch cannot be imported and no
     toolchain is installed. Same detections as the host's simulator run."""
     bundle = small_deploy("rk3588").bundle
     images = sorted(bundle.glob("calib/*.jpg"))[:4]
@@ -309,9 +316,10 @@ def test_the_board_runs_the_bundles_rknn_files_without_torch_or_toolchain(small_
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr
     frames = [json.loads(line) for line in run.stdout.splitlines()]
-    assert [f["devices"] for f in frames] == [{"backbone+neck": "npu", "head+decode": "cpu"}] * len(images)
+    stored = [StoredUnit.from_dict(u) for u in json.loads((bundle / "units.json").read_text())]
+    assert [f["devices"] for f in frames] == [{u.name: u.device for u in stored}] * len(images)
     calls = [json.loads(line) for line in log.read_text().splitlines()]
-    rknn_file = (bundle / "units" / "backbone+neck.rknn").read_bytes()
+    rknn_file = (bundle / "units" / f"{next(u.name for u in stored if u.device == 'npu')}.rknn").read_bytes()
     import hashlib
 
     digest = hashlib.sha256(rknn_file).hexdigest()

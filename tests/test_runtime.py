@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 import pytest
 
-from tests.conftest import CALIB_IMAGES
+from tests.conftest import CALIB_IMAGES, output0
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Executable, NpuError
 from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
@@ -44,7 +44,7 @@ def test_all_cpu_split_execution_equals_monolithic(
     demo: ExportedModel, demo_split: SplitModel, calib_images: list, fast_cfg: DeployConfig
 ) -> None:  # type: ignore[type-arg]
     full = cpu_backend().compile(demo.load(), "fp32")
-    for fuse, names in ((False, ["backbone", "neck", "head", "decode"]), (True, ["backbone+neck+head+decode"])):
+    for fuse, names in ((False, ["backbone", "neck", "head"]), (True, ["backbone+neck+head"])):
         units = build_units(
             demo_split,
             hand_plan(demo_split, {}),
@@ -58,7 +58,7 @@ def test_all_cpu_split_execution_equals_monolithic(
         assert all(spins_within_a_run_only(u.cpu) for u in units)
         for i, image in enumerate(calib_images[:4]):
             got = ex.run({"images": image}, i)
-            assert np.abs(got.outputs["output0"] - full.run({"images": image})["output0"]).max() <= 1e-4
+            assert np.abs(output0(demo_split, got.outputs) - full.run({"images": image})["output0"]).max() <= 1e-4
             assert (
                 [s.unit for s in got.units] == names
                 and {s.device for s in got.units} == {"cpu"}
@@ -79,16 +79,16 @@ def test_int8_backbone_neck_on_host_lowp_keeps_output(
         assert all(spins_within_a_run_only(u.cpu) for u in ex.units)  # not through OpenVINO's turn
         for t in tensors[CALIB_IMAGES:]:  # the images it was not calibrated on
             got = ex.run({"images": t["images"]})
-            out, ref = got.outputs["output0"], t["output0"]
+            out, ref = output0(demo_split, got.outputs), t["output0"]
             assert cosine(out[:, :4], ref[:, :4]) >= 0.99 and cosine(out[:, 4:], ref[:, 4:]) >= 0.99
             units = (
-                [("backbone+neck", "npu"), ("head+decode", "cpu")]
+                [("backbone+neck", "npu"), ("head", "cpu")]
                 if fuse
-                else [("backbone", "npu"), ("neck", "npu"), ("head", "cpu"), ("decode", "cpu")]
+                else [("backbone", "npu"), ("neck", "npu"), ("head", "cpu")]
             )
             assert [(s.unit, s.device) for s in got.units] == units
             by_boundary = {x.boundary: x.bytes for x in got.transfers}
-            last_npu, first_cpu = ("backbone+neck", "head+decode") if fuse else ("neck", "head")
+            last_npu, first_cpu = ("backbone+neck", "head") if fuse else ("neck", "head")
             assert by_boundary == {
                 f"input->{units[0][0]}": t["images"].nbytes,
                 f"{last_npu}->{first_cpu}": sum(t[x.name].nbytes for x in demo_split["head"].inputs),
@@ -100,6 +100,7 @@ def test_int8_backbone_neck_on_host_lowp_keeps_output(
 AVX2_CHECK = """
 import json, sys
 from yolo_edge.backends.nncf_int8 import overflow_fix
+from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import cosine
 from yolo_edge.config import load_deploy_config, load_profile
 from yolo_edge.export import demo_model_path, export_model
@@ -113,9 +114,11 @@ tensors = boundary_tensors(split, load_calibration(default_calib_dir(), (320, 32
 profile = load_profile("host-lowp")
 plan = PlacementPlan.manual(split, {"backbone": "int8", "neck": "int8"}, "host-lowp")
 ex = SplitExecutor(build_units(split, plan, profile, tensors[:12], EventLog()), load_deploy_config().runtime, profile)
+decode = cpu_backend().compile(split["decode"].model, "fp32")  # the head's outputs -> output0
 worst = 1.0
 for t in tensors[12:]:
-    out, ref = ex.run({"images": t["images"]}).outputs["output0"], t["output0"]
+    head = ex.run({"images": t["images"]}).outputs
+    out, ref = decode.run({x.name: head[x.name] for x in decode.inputs})["output0"], t["output0"]
     worst = min(worst, cosine(out[:, :4], ref[:, :4]), cosine(out[:, 4:], ref[:, 4:]))
 print(json.dumps({"fix": overflow_fix(), "cosine": worst}))
 """
@@ -146,23 +149,23 @@ def test_fused_units_and_the_unfused_retry_when_the_npu_refuses_one_graph(
     units = plan_units(demo_split, plan)
     assert [(u.name, u.device, u.precision) for u in units] == [
         ("backbone+neck", "npu", "int8"),
-        ("head+decode", "cpu", "fp32"),
+        ("head", "cpu", "fp32"),
     ]
-    assert [u.name for u in plan_units(demo_split, plan, fuse=False)] == ["backbone", "neck", "head", "decode"]
+    assert [u.name for u in plan_units(demo_split, plan, fuse=False)] == ["backbone", "neck", "head"]
     assert [u.name for u in plan_units(demo_split, hand_plan(demo_split, {"backbone": "int8", "neck": "fp16"}))] == [
         "backbone",
         "neck",
-        "head+decode",
+        "head",
     ]
     assert [u.name for u in plan_units(demo_split, hand_plan(demo_split, {"neck": "int8"}))] == [
         "backbone",
         "neck",
-        "head+decode",
+        "head",
     ]
     # two INT8 activation schemes are two graphs: no fusion across them
     assert [
         u.name for u in plan_units(demo_split, hand_plan(demo_split, {"backbone": "int8/s8", "neck": "int8/u8"}))
-    ] == ["backbone", "neck", "head+decode"]
+    ] == ["backbone", "neck", "head"]
 
     def need_mb(model: onnx.ModelProto) -> float:
         return memory_use(GraphInfo.of(model), "int8").dram_bytes / 2**20
@@ -175,7 +178,7 @@ def test_fused_units_and_the_unfused_retry_when_the_npu_refuses_one_graph(
     profile = replace(load_profile("rk3588"), memory_mb=(parts + fused) / 2)  # each fits, the two as one graph do not
     events = EventLog()
     units = build_units(demo_split, plan, profile, tensors[:4], events, npu=SimulatedNpu(profile, OnnxRuntimeBackend()))
-    assert [(s.name, s.npu is not None) for s in units] == [("backbone", True), ("neck", True), ("head+decode", False)]
+    assert [(s.name, s.npu is not None) for s in units] == [("backbone", True), ("neck", True), ("head", False)]
     assert events.events == []
 
 
@@ -199,7 +202,7 @@ def test_fault_injection_1000_frames(demo_split: SplitModel, tensors: list, fast
             x.update(
                 (st.npu or st.cpu).__class__.run(getattr(st.npu, "inner", st.cpu), {n: x[n] for n in st.input_names})
             )
-        npu_only.append(x["output0"])
+        npu_only.append(output0(demo_split, {n: x[n] for n in ex.output_names}))
     results = [ex.run({"images": refs[i % 4]["images"]}, i) for i in range(1000)]
     accelerated = {u.name for u in ex.units if u.npu is not None}
     ex.close()
@@ -210,7 +213,7 @@ def test_fault_injection_1000_frames(demo_split: SplitModel, tensors: list, fast
         for n, r in zip(npu_only, refs)
     )
     for i, r in enumerate(results):
-        out, cpu_ref = r.outputs["output0"], refs[i % 4]["output0"]
+        out, cpu_ref = output0(demo_split, r.outputs), refs[i % 4]["output0"]
         assert np.isfinite(out).all()
         if all(s.device == "cpu" for s in r.units):
             assert np.abs(out - cpu_ref).max() <= 1e-4

@@ -37,6 +37,8 @@ from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.runtime import DeferredTwin, EventLog, Trigger, Unit, median_run_s
 from yolo_edge.split import SplitModel, cut
 
+DECODE = SUBGRAPHS[-1]  # run by the detector's post-processing (on the head's outputs), never as a unit
+EXECUTED = SUBGRAPHS[:-1]  # the subgraphs a plan's units run, in order
 Twin = Executable | DeferredTwin  # a CPU twin, or one compiled off the path to the first frame
 Tensors = dict[str, np.ndarray]
 # One untimed call before frames count: an accelerator's first call allocates and tunes. The hysteresis needs 5
@@ -82,11 +84,13 @@ def plan_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -> lis
     CPU session instead of two, as a vendor toolchain compiles it; no tensor crosses a device between them, so
     only per-subgraph timing is lost.
     ``benchmarks/split_vs_cpu.py --no-fuse`` measures what fusion gains.
+    The decode is no unit: it runs FP32 on the CPU by rule, in the detector's post-processing, which decodes the
+    head's raw outputs candidates first (``pipeline.postprocess``) instead of every anchor through its ONNX graph.
     """
     runs: list[tuple[tuple[str, Variant] | None, list[str]]] = []  # (device, variant) or None (op level, kept layers)
     for sg in split.subgraphs:
         sp = plan[sg.name]
-        key = None if sp.cpu_nodes or sp.variant.kept else (sp.device, sp.variant)
+        key = None if sp.cpu_nodes or sp.variant.kept or sg.name == DECODE else (sp.device, sp.variant)
         if fuse and key is not None and runs and runs[-1][0] == key:
             runs[-1][1].append(sg.name)
         else:
@@ -112,7 +116,7 @@ def plan_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -> lis
                 UnitPlan((names[0],), piece.model, "npu" if dev == "npu" else "cpu", sp.variant, j)
                 for j, (piece, dev) in enumerate(zip(cut(model, groups, names[0]), devices))
             ]
-        else:
+        elif names[0] != DECODE:
             units.append(UnitPlan((names[0],), split[names[0]].model, device, sp.variant))
     return units
 

@@ -50,7 +50,7 @@ import yaml
 
 from yolo_edge.backends import board_model, create_backend
 from yolo_edge.backends.base import ARTIFACT_SUFFIXES, io_infos, self_contained
-from yolo_edge.build import UnitFeeds, UnitPlan, compile_units, plan_units, unit_name
+from yolo_edge.build import EXECUTED, UnitFeeds, UnitPlan, compile_units, plan_units, unit_name
 from yolo_edge.config import DeployConfig, Device, DeviceProfile, Variant, build, load_deploy_config, read_yaml
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, ModelMeta, load_onnx
@@ -64,7 +64,8 @@ from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit
 from yolo_edge.split import SplitModel, split_model
 
-FORMAT = 5  # 5: units.json, every unit's FP32 graph and one boundary sample stored: loading compiles nothing stored
+FORMAT = 6  # 5: units.json, every unit's FP32 graph and one boundary sample stored; 6: the units end at the head
+# (the decode is the detector's candidate-first post-processing)
 MODEL = "model.onnx"
 CALIB = "calib"
 UNITS = "units.json"
@@ -235,9 +236,7 @@ def stored_units(planned: Sequence[UnitPlan]) -> tuple[list[StoredUnit], dict[st
     """units.json's entries for ``planned`` and the graph files it names that subgraphs/ does not hold."""
     entries, files = [], {}
     for u in planned:
-        if u.piece is None and u.subgraphs == SUBGRAPHS:
-            graph = MODEL  # the whole model as one unit (whole-cpu): the same graph as the reference
-        elif u.piece is None and len(u.subgraphs) == 1:
+        if u.piece is None and len(u.subgraphs) == 1:
             graph = f"subgraphs/{u.subgraphs[0]}.onnx"
         else:
             graph = f"units/{u.name}.onnx"
@@ -567,13 +566,13 @@ def check_plan(plan: PlacementPlan, units: Sequence[StoredUnit], profile: Device
     for sg in (sg for u in units for sg in u.subgraphs):
         if not ran or ran[-1] != sg:  # the pieces of one subgraph
             ran.append(sg)
-    if ran != list(SUBGRAPHS):
-        raise YoloEdgeError(f"units.json runs {ran}, not the plan's subgraphs {list(SUBGRAPHS)}")
+    if ran != list(EXECUTED):  # the decode is the detector's post-processing
+        raise YoloEdgeError(f"units.json runs {ran}, not the plan's subgraphs {list(EXECUTED)}")
     for u in units:
         placed = plan[u.subgraphs[0]]
         if u.variant != placed.variant or (u.piece is None and u.device != placed.device):
             raise YoloEdgeError(f"units.json runs {u.name} on {u.device} at {u.variant.label}, unlike plan.json")
-        if u.graph != MODEL and (not u.graph.endswith(".onnx") or not u.graph.startswith(("subgraphs/", "units/"))):
+        if not u.graph.endswith(".onnx") or not u.graph.startswith(("subgraphs/", "units/")):
             raise YoloEdgeError(f"units.json names {u.graph!r} as the graph of {u.name}")
 
 

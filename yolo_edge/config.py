@@ -171,7 +171,7 @@ class ChecksConfig:
 
 @dataclass(frozen=True)
 class PlanConfig:
-    head_on_npu: str  # "never" (the design default: head on the CPU in FP32) or "auto" (move it when it passes)
+    head_on_npu: str  # "auto" (the head where the checks and the verdict put it) or "never" (the card: FP32 on the CPU)
     op_level: bool  # consider op-level fallback for isolated unsupported ops
     search_candidates: Annotated[
         int, Range(1)

@@ -94,6 +94,11 @@ class ModelMeta:
     def nc(self) -> int:
         return len(self.names)
 
+    @property
+    def random_weights(self) -> bool:
+        """Built from an ultralytics model yaml: fine for shapes and speed, no evidence on precision."""
+        return self.source.lower().endswith((".yaml", ".yml"))
+
     def to_dict(self) -> dict[str, object]:
         return {
             "names": list(self.names),

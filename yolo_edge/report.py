@@ -19,7 +19,7 @@ from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
 from yolo_edge.runtime import EventSummary
 from yolo_edge.search import SearchRecord, Trial
 from yolo_edge.validate.accuracy import MapResult
-from yolo_edge.validate.latency import LatencyResult
+from yolo_edge.validate.latency import POSTPROCESS, LatencyResult
 from yolo_edge.validate.verdict import Limits, PlanRun
 from yolo_edge.version import __version__
 
@@ -129,6 +129,8 @@ def search_dict(search: SearchRecord) -> dict[str, Any]:
         "judged": len(search.trials),
         "stopped": search.stopped,
         "chosen": None if search.chosen is None else search.chosen.index,
+        "card_layout": None if search.card is None else search.card.index,
+        "card_line": search.card_line(),
         "trials": [trial_dict(t) for t in search.trials],
     }
 
@@ -222,6 +224,7 @@ def _search_section(report: DeployReport) -> list[str]:
         "| " + " | ".join(SEARCH_HEADER) + " |",
         "|" + "---|" * len(SEARCH_HEADER),
         *("| " + " | ".join(row) + " |" for row in search_rows(search)),
+        *(["", f"Against the design card: {search.card_line()}."] if search.card_line() else []),
     ]
 
 
@@ -360,7 +363,7 @@ def search_plot(search: SearchRecord, limits: Limits) -> bytes:
 
 
 def _phase_order(name: str) -> tuple[int, str]:
-    order = ["preprocess", "whole", "backbone", "neck", "head", "decode", "transfers", "nms"]
+    order = ["preprocess", "whole", "backbone", "neck", "head", "decode", "transfers", POSTPROCESS]
     base = name.split(".")[0]
     return (order.index(base) if base in order else len(order), name)
 

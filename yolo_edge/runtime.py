@@ -34,6 +34,7 @@ from yolo_edge.backends import board_model
 from yolo_edge.backends.base import Executable, NpuError, median_run_s
 from yolo_edge.config import Device, DeviceProfile, RuntimeConfig
 from yolo_edge.devices.cost import transfer_time
+from yolo_edge.graph import TensorInfo
 
 Trigger = Literal["unsupported_op", "memory", "performance", "runtime_error", "timeout", "nan", "recovered"]
 Action = Literal[
@@ -216,8 +217,12 @@ class Unit:
         return [t.name for t in self._shape.inputs]
 
     @property
+    def outputs(self) -> tuple[TensorInfo, ...]:
+        return self._shape.outputs
+
+    @property
     def output_names(self) -> list[str]:
-        return [t.name for t in self._shape.outputs]
+        return [t.name for t in self.outputs]
 
 
 @dataclass(frozen=True)
@@ -283,7 +288,15 @@ class SplitExecutor:
         self.breaker = CircuitBreaker(cfg.breaker_failures, cfg.breaker_cooldown_s, self.events, clock)
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="npu")
         self.input_name = self.units[0].input_names[0]  # the image
-        self.output_name = self.units[-1].output_names[-1]
+        # the frame's result: what no later unit reads (the head's raw outputs, which the detector decodes; or
+        # output0 where one unit runs the whole model)
+        read_later: set[str] = set()
+        final: list[TensorInfo] = []
+        for unit in reversed(self.units):
+            final[:0] = [t for t in unit.outputs if t.name not in read_later]
+            read_later.update(unit.input_names)
+        self.outputs = tuple(final)
+        self.output_names = tuple(t.name for t in final)
         self.placement_problems: list[str] = []  # units that could not be placed as the plan says (Bundle.executor)
         # the `cpu` profile's accelerator is the CPU reference itself: moving a unit to the CPU gains nothing,
         # and timing one engine against itself only measures noise
@@ -416,10 +429,11 @@ class SplitExecutor:
             where.update({n: run.device for n in outs})
             owner.update({n: unit.name for n in outs})
             runs.append(run)
-        if where[self.output_name] != "cpu":  # NMS runs on the CPU
-            hand_over(self.output_name, f"{owner[self.output_name]}->nms")
+        for name in self.output_names:  # decode and NMS run on the CPU
+            if where[name] != "cpu":
+                hand_over(name, f"{owner[name]}->nms")
         transfers = tuple(Transfer(k, int(v[0]), v[1] * 1e3) for k, v in moved.items())
         for unit in self.units:  # the frame is out: build the deferred fallbacks now
             if isinstance(unit.twin, DeferredTwin):
                 unit.twin.start()
-        return FrameResult({self.output_name: tensors[self.output_name]}, tuple(runs), transfers)
+        return FrameResult({n: tensors[n] for n in self.output_names}, tuple(runs), transfers)

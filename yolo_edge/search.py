@@ -8,7 +8,9 @@ reference (labels where there are labels, else agreement) and p95 latency agains
 interleaved with the reference. The first that passes ends the search, except that candidates estimated
 within ``plan.search_margin`` of it are judged too (an estimate adds up subgraphs timed apart, so it
 ranks near-ties by noise and cannot see what fusing consecutive subgraphs into one unit saves); of those
-that passed, the fastest by measured median against the reference is chosen.
+that passed, the fastest by measured median against the reference is chosen. When the chosen plan puts the head on
+the accelerator, the design card's layout (the same placement with head and decode FP32 on the CPU) is judged
+too, and reported beside it (``SearchRecord.card_line``).
 
 A candidate that fails drift is relaxed where the drift comes from: each of its accelerator subgraphs is
 judged alone at its variant (its sensitivity: the drift with only that subgraph at low precision; each such
@@ -91,6 +93,22 @@ class SearchRecord:
     chosen: Trial | None  # the fastest that passed (None: none did)
     candidates: int  # placements the checks left
     stopped: str  # why the search ended
+    card: Trial | None = None  # the design card's layout beside the chosen: its placement, head FP32 on the CPU
+
+    def card_line(self) -> str | None:
+        """The chosen plan against the design card's layout (head and decode FP32 on the CPU), both judged."""
+        chosen, card = self.chosen, self.card
+        if chosen is None or card is None:
+            return None
+        if chosen is card:
+            return f"the chosen plan is the design card's layout (head and decode FP32 on the CPU): {_verdict(card)}"
+        assert chosen.run.latency is not None and card.run.latency is not None
+        gain = card.run.latency.end_to_end.p95 - chosen.run.latency.end_to_end.p95
+        return (
+            f"the head on the accelerator (candidate {chosen.index}): {abs(gain):.2f} ms "
+            f"{'faster' if gain >= 0 else 'slower'} at p95 than head and decode FP32 on the CPU (the design card's "
+            f"layout, candidate {card.index}); {_verdict(chosen)} against {_verdict(card)}"
+        )
 
     @property
     def shown(self) -> Trial | None:
@@ -237,6 +255,18 @@ class _Search:
         best = self.best()
         return "a candidate passed" if best else "no candidate left"
 
+    def card(self) -> Trial | None:
+        """The design card's layout judged beside the chosen plan: the chosen placement with the head FP32 on the
+        CPU (judged now if it was not; the faster of the two that pass stays chosen)."""
+        best = self.best()
+        if best is None or self.space.base.strict:
+            return None
+        if best.plan["head"].device == "cpu":
+            return best
+        cpu_head = next(s for s in self.space.cpu_plans() if s.name == "head")
+        plan = self.space.placement([cpu_head if s.name == "head" else s for s in best.plan.subgraphs])
+        return self.trial_of(plan) or self.try_plan(plan, "the design card's layout: head and decode FP32 on the CPU")
+
     def relax(self, trial: Trial) -> None:
         """Judge each accelerator subgraph of a candidate that failed drift alone; drop and relax those that fail
         alone (with one accelerator subgraph, that is the one)."""
@@ -276,6 +306,13 @@ class _Search:
         return self.space.placement([option if s.name == option.name else cpu[s.name] for s in plan.subgraphs])
 
 
+def _verdict(t: Trial) -> str:
+    lat, d = t.run.latency, t.run.drift
+    p95 = "-" if lat is None else f"{lat.end_to_end.p95:.2f} ms"
+    drift = "-" if d is None else f"{d.map50:+.4f} / {d.map50_95:+.4f}"
+    return f"p95 {p95}, drift {drift}, {t.run.status}"
+
+
 def _opt(s: SubgraphPlan) -> object:
     return (s.device, s.variant, s.cpu_nodes)
 
@@ -298,12 +335,13 @@ def search_plans(
     judge = _Judge(space.split, profile, cfg, calib, evaldata, reference, bar, planner.checker.npu)
     search = _Search(space, planner, judge, cfg, say, clock)
     stopped = search.run()
+    card = search.card()
     kept = search.kept
     chosen = search.best()
     assert kept is None or chosen is None or kept[0] is chosen, "the open detector is the chosen trial's"
     detector, units, events = (kept[1], kept[2], kept[3]) if kept else (None, [], EventLog())
     return SearchResult(
-        SearchRecord(tuple(search.trials), chosen, search.candidates, stopped),
+        SearchRecord(tuple(search.trials), chosen, search.candidates, stopped, card),
         judge.reference,
         reference,
         judge.scorer,

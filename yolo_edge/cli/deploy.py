@@ -87,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         f"({search.stopped}); * chosen"
     )
     print(table(SEARCH_HEADER, search_rows(search)) + "\n")
+    if search.card_line():
+        print(f"against the design card: {search.card_line()}\n")
     print(table(("plan", "status", "p95 ms", "latency", "memory MB", f"drift {what}50", f"drift {what}50-95"), rows))
     mapped = f", classes mapped {data.class_map}" if data.class_map else ""
     print(

@@ -12,6 +12,7 @@ from pathlib import Path
 from yolo_edge.cli.common import add_device, add_imgsz, add_model, positive_int, print_json, table
 from yolo_edge.config import load_deploy_config
 from yolo_edge.deploy import search_plan
+from yolo_edge.export import printable
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace
 from yolo_edge.progress import progress_bar
 from yolo_edge.report import SEARCH_HEADER, search_dict, search_plot, search_rows
@@ -81,12 +82,21 @@ def format_plan(plan: PlacementPlan, space: PlanSpace, search: SearchRecord | No
         f"whole graph on the NPU at {at}: {verdict}: {w.reason}",
         "",
     ]
+    meta = space.split.exported.meta
+    if meta.random_weights:
+        lines += [
+            f"note: {printable(meta.source)} has random weights (built from its yaml): its cosines and class scores "
+            "prove nothing about precision (random scores agree with random scores); plan trained weights (.pt) "
+            "to judge it",
+            "",
+        ]
     if search is not None:
         lines += [
             f"search: {search.candidates} candidates passed the four checks, {len(search.trials)} judged "
             f"({search.stopped}); * chosen",
             table(SEARCH_HEADER, search_rows(search)),
             "",
+            *([f"against the design card: {search.card_line()}", ""] if search.card_line() else []),
         ]
     else:
         shown = [(str(k + 1), c.label, f"{c.estimated_ms:.2f}") for k, c in enumerate(space.candidates()[:12])]

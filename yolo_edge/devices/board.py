@@ -8,8 +8,12 @@ throttled host).
   :func:`yolo_edge.devices.cost.cpu_time` over its graph;
 - letterbox: a memory-bound pass over the source image, the resized image and the float tensor (resize and
   normalise arithmetic at the CPU model's rate), one launch per pass;
-- NMS: reading the detector output once, the class maximum per anchor, sorting the candidates over the
-  confidence threshold and the greedy IoU pass over them.
+- NMS over ``output0`` (a whole-model unit): reading the detector output once, the class maximum per anchor,
+  sorting the candidates over the confidence threshold and the greedy IoU pass over them;
+- the candidate-first decode of the head's raw outputs (``pipeline.postprocess``) and its NMS: a scan of every
+  anchor's class logits for its best, then the DFL softmax, expectation and dist2bbox of the candidates only
+  (their box distributions read), then NMS over them. Priced by that work and one launch per pass, not by the
+  ONNX decode's operator count (24 launches at the fitted per-op cost were 14 ms at 320 on the rk3588 model).
 
 Each figure is labelled ``modelled (board)`` wherever it is shown. ``yolo-edge bench`` on the board itself
 measures instead (no board model there: the accelerator is present), and its result can be the baseline.
@@ -33,6 +37,10 @@ LETTERBOX_PASSES = 4  # resize, pad, normalise, HWC -> CHW
 IOU_OPS = 16  # one box pair's intersection over union and the compare
 SORT_OPS = 8  # per candidate and level of the candidates' sort
 NMS_PASSES = 3  # class maximum, threshold, greedy suppression
+SCAN_OPS = 2  # per class logit: the running maximum and its compare
+DFL_OPS = 12  # per box-distribution value: the max, exp, sum, divide and the expectation's multiply-add
+BOX_OPS = 16  # per candidate: dist2bbox, the stride, xywh -> xyxy and the mapping back to the image
+DECODE_PASSES = 4  # the logit scan, the candidates' DFL, their boxes, the greedy suppression
 
 
 @dataclass(frozen=True)
@@ -68,3 +76,13 @@ class BoardCpu:
         sort = candidates * max(math.log2(candidates), 1.0) * SORT_OPS if candidates else 0.0
         ops = values + anchors + sort + candidates * candidates * IOU_OPS / 2
         return values * 4 / self._bps + ops / self._flops + NMS_PASSES * self.cpu.op_overhead_us * 1e-6
+
+    def decode_s(self, anchors: int, classes: int, reg_max: int, candidates: int) -> float:
+        """The candidate-first decode and NMS of one frame: ``anchors`` x ``classes`` logits scanned, ``candidates``
+        of them over the confidence threshold decoded (4 x ``reg_max`` distribution values each) and NMS'd."""
+        dfl = candidates * 4 * reg_max
+        sort = candidates * max(math.log2(candidates), 1.0) * SORT_OPS if candidates else 0.0
+        ops = anchors * classes * SCAN_OPS + dfl * DFL_OPS + candidates * BOX_OPS + sort
+        ops += candidates * candidates * IOU_OPS / 2
+        moved = (anchors * classes + dfl) * 4
+        return moved / self._bps + ops / self._flops + DECODE_PASSES * self.cpu.op_overhead_us * 1e-6

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from yolo_edge.config import NmsConfig
+from yolo_edge.devices.board import BoardCpu
 from yolo_edge.export import ModelMeta
-from yolo_edge.pipeline.postprocess import Detections, postprocess
+from yolo_edge.pipeline.postprocess import Detections, HeadOutputs, count_candidates, postprocess
 from yolo_edge.pipeline.preprocess import Letterboxed, letterbox
 from yolo_edge.runtime import FrameResult, SplitExecutor
 
@@ -23,20 +24,21 @@ from yolo_edge.runtime import FrameResult, SplitExecutor
 @dataclass(frozen=True)
 class FrameTiming:
     """Milliseconds of one frame. For a simulated board (``board``) every phase is the board's, modelled: its NPU,
-    link and CPU (letterbox, the CPU units, NMS: ``devices.board``); ``modelled`` is True where any phase is.
-    Everywhere else the times are measured (a hand-over between units is in place: ``transfer_ms`` 0)."""
+    link and CPU (letterbox, the CPU units, decode and NMS: ``devices.board``); ``modelled`` is True where any phase
+    is. Everywhere else the times are measured (a hand-over between units is in place: ``transfer_ms`` 0).
+    ``postprocess_ms`` is the decode (candidates first, where the units end at the head) and NMS."""
 
     preprocess_ms: float
     unit_ms: dict[str, float]
     unit_device: dict[str, str]
     transfer_ms: float
-    nms_ms: float
+    postprocess_ms: float
     modelled: bool
     board: bool = False
 
     @property
     def end_to_end_ms(self) -> float:
-        return self.preprocess_ms + sum(self.unit_ms.values()) + self.transfer_ms + self.nms_ms
+        return self.preprocess_ms + sum(self.unit_ms.values()) + self.transfer_ms + self.postprocess_ms
 
 
 class Detector:
@@ -49,6 +51,8 @@ class Detector:
         self._frame = 0
         self._replay: dict[bytes, FrameResult] = {}
         self._replay_size = 0
+        # the head's raw outputs when the units end there (the decode runs here, candidates first), else output0
+        self.head = HeadOutputs.find({t.name: t.shape for t in executor.outputs}, meta.imgsz[0])
 
     @property
     def frame_determined(self) -> bool:
@@ -97,10 +101,19 @@ class Detector:
         """The executor's feeds for a letterboxed image, by the model's own input name."""
         return {self.executor.input_name: lb.tensor}
 
-    def postprocess(self, output: np.ndarray, lb: Letterboxed, nms: NmsConfig | None = None) -> Detections:
-        """The detector output (``output0``) of ``lb`` decoded, NMS'd and mapped back to the image."""
+    def postprocess(self, outputs: dict[str, np.ndarray], lb: Letterboxed, nms: NmsConfig | None = None) -> Detections:
+        """The executor's outputs for ``lb`` (the head's, or ``output0``) decoded, NMS'd and mapped to the image."""
         cfg = nms or self.nms
-        return postprocess(output, lb, self.meta.names, cfg.conf, cfg.iou, cfg.max_det, cfg.multi_label)
+        return postprocess(outputs, lb, self.meta.names, cfg.conf, cfg.iou, cfg.max_det, cfg.multi_label, self.head)
+
+    def _board_postprocess_s(self, board: BoardCpu, outputs: dict[str, np.ndarray], conf: float) -> float:
+        """The board CPU's decode (where the units end at the head) and NMS of one frame, priced by their work."""
+        candidates = count_candidates(outputs, self.head, conf)
+        if self.head is None:
+            (output0,) = outputs.values()
+            return board.nms_s(output0.size, output0.shape[-1], candidates)
+        anchors = sum(outputs[n][0, 0].size for n in self.head.classes)
+        return board.decode_s(anchors, self.meta.nc, self.head.reg_max, candidates)
 
     def detect(self, image: np.ndarray, nms: NmsConfig | None = None) -> tuple[Detections, FrameTiming]:
         """Detect objects in one BGR image; no frame is lost: NPU failures are retried on the CPU."""
@@ -110,28 +123,22 @@ class Detector:
         result = self._execute(image, lb)
         self._frame += 1
         t2 = time.perf_counter()
-        dets = self.postprocess(result.outputs[self.executor.output_name], lb, nms)
+        dets = self.postprocess(result.outputs, lb, nms)
         t3 = time.perf_counter()
         modelled = any(s.modelled_ms is not None for s in result.units)
         unit_ms = {s.unit: (s.modelled_ms if s.modelled_ms is not None else s.ms) for s in result.units}
-        pre_s, nms_s = t1 - t0, t3 - t2
+        pre_s, post_s = t1 - t0, t3 - t2
         board = self.executor.board
         if board is not None:  # the board's CPU runs them: modelled, whatever this host's speed
-            output = result.outputs[self.executor.output_name]
             pre_s = board.letterbox_s(image.shape[0], image.shape[1], self.meta.imgsz)
-            nms_s = board.nms_s(output.size, output.shape[-1], _candidates(output, (nms or self.nms).conf))
+            post_s = self._board_postprocess_s(board, result.outputs, (nms or self.nms).conf)
         timing = FrameTiming(
             preprocess_ms=pre_s * 1e3,
             unit_ms=unit_ms,
             unit_device={s.unit: s.device for s in result.units},
             transfer_ms=result.transfer_modelled_ms if modelled else 0.0,
-            nms_ms=nms_s * 1e3,
+            postprocess_ms=post_s * 1e3,
             modelled=modelled or board is not None,
             board=board is not None,
         )
         return dets, timing
-
-
-def _candidates(output: np.ndarray, conf: float) -> int:
-    """Anchors of a ``(1, 4 + classes, anchors)`` detector output whose best class score passes ``conf``."""
-    return int(np.count_nonzero(output[0, 4:].max(axis=0) > conf))

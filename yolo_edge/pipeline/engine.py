@@ -114,13 +114,13 @@ class StreamRunner:
         return max((u.npu.concurrency for u in units if u.npu is not None), default=1) if len(units) == 1 else 1
 
     def _nms(self, inp: queue.Queue[_Job | None]) -> None:
-        name = self.detector.executor.output_name
+        outputs = self.detector.executor.output_names
         while True:
             job = inp.get()
             if job is None:
                 self._results.put(None)
                 return
-            dets = self.detector.postprocess(job.tensors[name], job.letterboxed)
+            dets = self.detector.postprocess({n: job.tensors[n] for n in outputs}, job.letterboxed)
             self._results.put(Ordered(_result(job, dets, self.clock()), job.seq))
 
     def _start(self) -> None:

@@ -2,9 +2,9 @@
 
 * whole graph: the full model on the NPU at the profile's first precision, checked like any subgraph
   (the safety-net comparison and the case study's first row);
-* subgraph (the default): backbone and neck are NPU candidates at every variant the host computes (each
-  precision of the profile; for INT8 each activation scheme with each quantizer); head and decode stay on
-  the CPU in FP32 (``plan.head_on_npu: auto`` makes the head a candidate too; decode always stays FP32);
+* subgraph (the default): backbone, neck and head are NPU candidates at every variant the host computes (each
+  precision of the profile; for INT8 each activation scheme with each quantizer; ``plan.head_on_npu: never``
+  pins the head on the CPU in FP32, the design card's layout); the decode always stays FP32 on the CPU;
 * op level: when a variant fails only on a few unsupported ops, its nodes are cut into NPU and CPU runs
   (connected groups in execution order, as onnxruntime's GetCapability partitions), kept only if the pieces
   plus their transfers beat running the subgraph on the CPU.
@@ -49,7 +49,7 @@ def _rule(name: str, cfg: DeployConfig) -> str | None:
             "at low precision"
         )
     if name == "head" and cfg.plan.head_on_npu == "never":
-        return "head on the CPU in FP32 by default (plan.head_on_npu: never)"
+        return "head on the CPU in FP32, the design card's layout (plan.head_on_npu: never)"
     return None
 
 

@@ -18,6 +18,7 @@ Progress = Callable[[int, int], None]
 # how a plan's frame times were obtained: on this host; a simulated accelerator's modelled, the rest measured here; or
 # every phase the simulated board's (devices/board.py)
 LATENCY_IMAGES = 16  # the latency frames: the first evaluation images, cycled
+POSTPROCESS = "decode+nms"  # the last phase: the candidate-first decode of the head's outputs (if any) and NMS
 TimingKind = Literal["measured", "modelled NPU + measured CPU", "modelled (board)"]
 
 
@@ -90,7 +91,7 @@ def _summarise(timings: list[FrameTiming], runs: int) -> LatencyResult:
     for name in timings[0].unit_ms:
         parts[name] = [t.unit_ms[name] for t in timings]
     parts["transfers"] = [t.transfer_ms for t in timings]
-    parts["nms"] = [t.nms_ms for t in timings]
+    parts[POSTPROCESS] = [t.postprocess_ms for t in timings]
     e2e = [t.end_to_end_ms for t in timings]
     on_npu = sum(d == "npu" for t in timings for d in t.unit_device.values())
     total = sum(len(t.unit_device) for t in timings)
