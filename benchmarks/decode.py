@@ -22,10 +22,11 @@ import numpy as np
 from side_by_side import interleave
 
 from yolo_edge.backends import cpu_backend
+from yolo_edge.decode import HeadOutputs
 from yolo_edge.demo.shapes import demo_val_data
 from yolo_edge.export import demo_model_path, export_model
 from yolo_edge.host import cpu_name
-from yolo_edge.pipeline.postprocess import HeadOutputs, postprocess
+from yolo_edge.pipeline.postprocess import postprocess
 from yolo_edge.pipeline.preprocess import letterbox, read_image
 from yolo_edge.split import split_model
 

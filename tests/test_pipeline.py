@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from yolo_edge.backends import cpu_backend
+from yolo_edge.decode import HeadOutputs
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel
-from yolo_edge.pipeline.postprocess import Detections, HeadOutputs, nms, postprocess
+from yolo_edge.pipeline.postprocess import Detections, nms, postprocess
 from yolo_edge.pipeline.preprocess import letterbox, list_images, load_calibration, read_image
 
 

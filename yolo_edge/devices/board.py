@@ -40,7 +40,7 @@ NMS_PASSES = 3  # class maximum, threshold, greedy suppression
 SCAN_OPS = 2  # per class logit: the running maximum and its compare
 DFL_OPS = 12  # per box-distribution value: the max, exp, sum, divide and the expectation's multiply-add
 BOX_OPS = 16  # per candidate: dist2bbox, the stride, xywh -> xyxy and the mapping back to the image
-DECODE_PASSES = 4  # the logit scan, the candidates' DFL, their boxes, the greedy suppression
+DECODE_PASSES = 3  # the logit scan, the candidates' DFL, their boxes
 
 
 @dataclass(frozen=True)
@@ -68,21 +68,28 @@ class BoardCpu:
         canvas = imgsz[0] * imgsz[1] * 3
         moved = height * width * 3 + resized + canvas + canvas * 4  # u8 read, u8 resized, u8 padded, f32 out
         ops = resized * RESIZE_OPS + canvas * NORMALISE_OPS
-        return moved / self._bps + ops / self._flops + LETTERBOX_PASSES * self.cpu.op_overhead_us * 1e-6
+        return moved / self._bps + ops / self._flops + LETTERBOX_PASSES * self._launch_s
 
     def nms_s(self, values: int, anchors: int, candidates: int) -> float:
         """NMS over a detector output of ``values`` floats for ``anchors`` anchors, ``candidates`` of them over the
         confidence threshold."""
+        ops = values + anchors
+        passes = NMS_PASSES - 1  # the class maximum and the threshold; the suppression is suppress_s's
+        return values * 4 / self._bps + ops / self._flops + passes * self._launch_s + self.suppress_s(candidates)
+
+    def suppress_s(self, candidates: int) -> float:
+        """The candidates' sort by score and the greedy IoU suppression over them."""
         sort = candidates * max(math.log2(candidates), 1.0) * SORT_OPS if candidates else 0.0
-        ops = values + anchors + sort + candidates * candidates * IOU_OPS / 2
-        return values * 4 / self._bps + ops / self._flops + NMS_PASSES * self.cpu.op_overhead_us * 1e-6
+        return (sort + candidates * candidates * IOU_OPS / 2) / self._flops + self._launch_s
 
     def decode_s(self, anchors: int, classes: int, reg_max: int, candidates: int) -> float:
-        """The candidate-first decode and NMS of one frame: ``anchors`` x ``classes`` logits scanned, ``candidates``
-        of them over the confidence threshold decoded (4 x ``reg_max`` distribution values each) and NMS'd."""
+        """The candidate-first decode of one frame: ``anchors`` x ``classes`` logits scanned, ``candidates`` of them
+        over the confidence threshold decoded (4 x ``reg_max`` distribution values each). Its NMS: suppress_s."""
         dfl = candidates * 4 * reg_max
-        sort = candidates * max(math.log2(candidates), 1.0) * SORT_OPS if candidates else 0.0
-        ops = anchors * classes * SCAN_OPS + dfl * DFL_OPS + candidates * BOX_OPS + sort
-        ops += candidates * candidates * IOU_OPS / 2
+        ops = anchors * classes * SCAN_OPS + dfl * DFL_OPS + candidates * BOX_OPS
         moved = (anchors * classes + dfl) * 4
-        return moved / self._bps + ops / self._flops + DECODE_PASSES * self.cpu.op_overhead_us * 1e-6
+        return moved / self._bps + ops / self._flops + DECODE_PASSES * self._launch_s
+
+    @property
+    def _launch_s(self) -> float:
+        return self.cpu.op_overhead_us * 1e-6

@@ -1,6 +1,7 @@
-"""Cost model: roofline time per op plus launch overhead, and boundary transfer time.
+"""Cost model: an accelerator's roofline time per op plus launch overhead, a board CPU's three costs, and boundary
+transfer time.
 
-An op takes ``max(flops / (peak * utilization), bytes / dram_bandwidth) + overhead``. Elementwise ops
+On an accelerator an op takes ``max(flops / (peak * utilization), bytes / dram_bandwidth) + overhead``. Elementwise ops
 that consume a convolution's output (SiLU's Sigmoid and Mul, residual Adds) are fused into it, as NPU
 compilers do: they add their FLOPs but no DRAM traffic and no launch. Weights and activations move at
 the precision's width. Figures from this module are always reported as *modelled*.
@@ -90,7 +91,22 @@ def npu_time(
 
 
 def cpu_time(info: GraphInfo, cpu: CpuModel) -> CostEstimate:
-    return estimate(info, cpu.gflops * 1e9, cpu.dram_gbps * 1e9, cpu.op_overhead_us * 1e-6, PRECISION_BYTES["fp32"])
+    """Modelled FP32 time of ``info`` run by ONNX Runtime on a board's CPU: the sum, over every op, of its
+    arithmetic (``gflops``), its activation and weight traffic (``dram_gbps``: an element-wise op over a large
+    tensor costs its bytes, as nothing is fused on these cores) and one launch (``op_overhead_us``). Three costs,
+    fitted by least squares to published figures for whole models (``benchmarks/board_cpu_fit.py``, which prints
+    each figure's error when it is left out of the fit)."""
+    flops = traffic = 0.0
+    launched = 0
+    for node in info.nodes:
+        if node.op_type == "Constant":
+            continue
+        flops += info.node_flops(node)
+        traffic += info.node_bytes(node, PRECISION_BYTES["fp32"], weight_bytes=PRECISION_BYTES["fp32"])
+        launched += 1
+    compute, memory = flops / (cpu.gflops * 1e9), traffic / (cpu.dram_gbps * 1e9)
+    overhead = launched * cpu.op_overhead_us * 1e-6
+    return CostEstimate(compute, memory, overhead, compute + memory + overhead, launched)
 
 
 def transfer_time(n_bytes: int, link: Link, tensors: int = 1) -> float:

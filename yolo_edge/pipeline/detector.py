@@ -14,9 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from yolo_edge.config import NmsConfig
+from yolo_edge.decode import HeadOutputs, count_candidates
 from yolo_edge.devices.board import BoardCpu
 from yolo_edge.export import ModelMeta
-from yolo_edge.pipeline.postprocess import Detections, HeadOutputs, count_candidates, postprocess
+from yolo_edge.pipeline.postprocess import Detections, postprocess
 from yolo_edge.pipeline.preprocess import Letterboxed, letterbox
 from yolo_edge.runtime import FrameResult, SplitExecutor
 
@@ -113,7 +114,7 @@ class Detector:
             (output0,) = outputs.values()
             return board.nms_s(output0.size, output0.shape[-1], candidates)
         anchors = sum(outputs[n][0, 0].size for n in self.head.classes)
-        return board.decode_s(anchors, self.meta.nc, self.head.reg_max, candidates)
+        return board.decode_s(anchors, self.meta.nc, self.head.reg_max, candidates) + board.suppress_s(candidates)
 
     def detect(self, image: np.ndarray, nms: NmsConfig | None = None) -> tuple[Detections, FrameTiming]:
         """Detect objects in one BGR image; no frame is lost: NPU failures are retried on the CPU."""

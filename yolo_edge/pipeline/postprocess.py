@@ -7,11 +7,11 @@ candidates, greedy IoU suppression per class) and ``scale_boxes``, in numpy: no 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
+from yolo_edge.decode import HeadOutputs, head_candidates, head_xywh
 from yolo_edge.pipeline.preprocess import Letterboxed
 
 MAX_NMS = 30000
@@ -164,102 +164,6 @@ def _candidates(output: np.ndarray, conf: float, multi_label: bool) -> tuple[np.
     return idx, scores[:, idx].argmax(0), best[idx]
 
 
-BOX_BRANCH = re.compile(r"/cv2\.\d+/")  # Detect's box-distribution conv branch (4 * reg_max channels)
-CLASS_BRANCH = re.compile(r"/cv3\.\d+/")  # its class-logit branch (nc channels)
-LOGIT_MARGIN = 1e-3  # candidates are pre-selected this far below logit(conf); the exact test is on the score
-
-
-@dataclass(frozen=True)
-class HeadOutputs:
-    """The head's six raw outputs as the CPU decode reads them: per level (largest first) the box distribution
-    ``(1, 4 * reg_max, h, w)`` and the class logits ``(1, nc, h, w)``, by tensor name, with the level's stride."""
-
-    boxes: tuple[str, ...]
-    classes: tuple[str, ...]
-    strides: tuple[int, ...]
-    reg_max: int
-
-    @classmethod
-    def find(cls, shapes: dict[str, tuple[int, ...]], height: int) -> HeadOutputs | None:
-        """The head outputs among a frame's final tensors ``shapes`` (name -> shape; ``height`` the model input's),
-        recognised by the branch their ultralytics names carry; None when they are not the head's (``output0``)."""
-        boxes = sorted((n for n in shapes if BOX_BRANCH.search(n)), key=lambda n: -shapes[n][2])
-        classes = sorted((n for n in shapes if CLASS_BRANCH.search(n)), key=lambda n: -shapes[n][2])
-        if not boxes or len(boxes) != len(classes) or len(boxes) + len(classes) != len(shapes):
-            return None
-        if any(shapes[b][2:] != shapes[c][2:] for b, c in zip(boxes, classes)) or shapes[boxes[0]][1] % 4:
-            return None
-        return cls(tuple(boxes), tuple(classes), tuple(height // shapes[b][2] for b in boxes), shapes[boxes[0]][1] // 4)
-
-
-def _logit(p: float) -> float:
-    return float(np.log(p / (1.0 - p))) if 0.0 < p < 1.0 else (-np.inf if p <= 0.0 else np.inf)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return (1.0 / (1.0 + np.exp(-x, dtype=np.float32))).astype(np.float32, copy=False)
-
-
-def _head_candidates(
-    tensors: dict[str, np.ndarray], head: HeadOutputs, conf: float, multi_label: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """As :func:`_candidates`, from the class logits: each anchor's logits are compared with logit(``conf``) (the
-    sigmoid is monotonic) and only the anchors over it get a sigmoid, which the exact ``score > conf`` test then
-    reads. Anchors are numbered as in ``output0`` (levels in order, row-major inside each)."""
-    cut = _logit(conf) - LOGIT_MARGIN
-    idx, cls, score, offset = [], [], [], 0
-    for name in head.classes:
-        logits = tensors[name][0].reshape(tensors[name].shape[1], -1)  # (nc, anchors of the level): a view
-        if multi_label and len(logits) > 1:
-            k, a = np.nonzero(logits > cut)
-            order = np.argsort(a, kind="stable")
-            k, a = k[order], a[order]
-            s = _sigmoid(logits[k, a])
-        else:
-            best = logits.max(0)
-            a = np.flatnonzero(best > cut)
-            k = logits[:, a].argmax(0)
-            s = _sigmoid(best[a])
-        keep = s > conf
-        idx.append(a[keep] + offset)
-        cls.append(k[keep])
-        score.append(s[keep])
-        offset += logits.shape[1]
-    return np.concatenate(idx), np.concatenate(cls), np.concatenate(score)
-
-
-def _head_xywh(tensors: dict[str, np.ndarray], head: HeadOutputs, idx: np.ndarray) -> np.ndarray:
-    """xywh (input pixels) of the anchors ``idx`` only: their DFL softmax, its expectation, dist2bbox and stride,
-    in the order of ultralytics' decode (float32)."""
-    out = np.empty((len(idx), 4), np.float32)
-    bins = np.arange(head.reg_max, dtype=np.float32)
-    offset = 0
-    for name, stride in zip(head.boxes, head.strides):
-        _, channels, h, w = tensors[name].shape
-        here = (idx >= offset) & (idx < offset + h * w)
-        local = idx[here] - offset
-        offset += h * w
-        if not len(local):
-            continue
-        dist = tensors[name][0].reshape(4, head.reg_max, h * w)[:, :, local]  # (4, reg_max, n)
-        e = np.exp(dist - dist.max(1, keepdims=True))
-        ltrb = np.einsum("kbn,b->kn", e / e.sum(1, keepdims=True), bins).astype(np.float32)  # (4, n)
-        ax = (local % w).astype(np.float32) + 0.5
-        ay = (local // w).astype(np.float32) + 0.5
-        x1, y1, x2, y2 = ax - ltrb[0], ay - ltrb[1], ax + ltrb[2], ay + ltrb[3]
-        s = np.float32(stride)
-        out[here] = np.stack([(x1 + x2) / 2 * s, (y1 + y2) / 2 * s, (x2 - x1) * s, (y2 - y1) * s], 1)
-    return out
-
-
-def count_candidates(tensors: dict[str, np.ndarray], head: HeadOutputs | None, conf: float) -> int:
-    """Anchors whose best class score passes ``conf``: what the decode and NMS work on (the board model's price)."""
-    if head is None:
-        (output0,) = tensors.values()
-        return int(np.count_nonzero(output0[0, 4:].max(axis=0) > conf))
-    return len(_head_candidates(tensors, head, conf, False)[0])
-
-
 def postprocess(
     tensors: dict[str, np.ndarray],
     lb: Letterboxed,
@@ -282,13 +186,13 @@ def postprocess(
         (output0,) = tensors.values()
         idx, cls, score = _candidates(output0, conf, multi_label)
     else:
-        idx, cls, score = _head_candidates(tensors, head, conf, multi_label)
+        idx, cls, score = head_candidates(tensors, head, conf, multi_label)
     if not len(score):
         return Detections.empty(names)
     if len(score) > MAX_NMS:
         top = np.argsort(-score, kind="stable")[:MAX_NMS]
         idx, cls, score = idx[top], cls[top], score[top]
-    xywh = output0[0, :4, idx] if head is None else _head_xywh(tensors, head, idx)  # (candidates, 4)
+    xywh = output0[0, :4, idx] if head is None else head_xywh(tensors, head, idx)  # (candidates, 4)
     xyxy = np.concatenate([xywh[:, :2] - xywh[:, 2:] / 2, xywh[:, :2] + xywh[:, 2:] / 2], axis=1)
     kept = nms(xyxy, score, iou, cls)[:max_det]
     xyxy, score, cls = xyxy[kept], score[kept], cls[kept]
