@@ -212,6 +212,12 @@ def interleaved_run_s(exes: Sequence[Executable], feeds: Feeds, runs: int = 3, w
     """Median wall seconds of each of ``exes`` on the same ``feeds``, called in turn ``runs`` rounds after
     ``warmup`` untimed ones: a machine that slows down or speeds up meanwhile slows all of them alike, so it
     cannot rank them (planning compares a subgraph's variants this way)."""
+    return [statistics.median(t) for t in interleaved_rounds(exes, feeds, runs, warmup)]
+
+
+def interleaved_rounds(exes: Sequence[Executable], feeds: Feeds, runs: int = 3, warmup: int = 1) -> list[list[float]]:
+    """Each of ``exes``' wall seconds in each of ``runs`` rounds (one call of each in turn per round, after ``warmup``
+    untimed ones): the same round's times are paired, taken under the same load."""
     for _ in range(warmup):
         for exe in exes:
             exe.run(feeds)
@@ -220,7 +226,7 @@ def interleaved_run_s(exes: Sequence[Executable], feeds: Feeds, runs: int = 3, w
         for exe, got in zip(exes, times):
             exe.run(feeds)
             got.append(exe.last_run_s)
-    return [statistics.median(t) for t in times]
+    return times
 
 
 @dataclass(frozen=True)

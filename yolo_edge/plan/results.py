@@ -73,6 +73,9 @@ class Performance:
     cpu_part_ms: float | None = None  # op level: the CPU pieces
     total_ms: float | None = None  # op level: accelerator pieces + CPU pieces + transfers
     pieces: int | None = None
+    ratio_low: float | None = None  # measured: the per-round ratios' spread (quartiles; each round under one load)
+    ratio_high: float | None = None
+    close: bool | None = None  # the limit inside that spread after re-measuring: kept, for the verdict to decide
 
 
 Measured = OpSupport | Memory | Precision | Performance
