@@ -10,9 +10,9 @@ candidate the four checks leave, the one the search judges first). ultralytics c
 Accuracy, on the second model's photos the deploy did not calibrate on: how many of the FP32 model's boxes
 (ultralytics' PyTorch predict, conf 0.25) each keeps (same class, IoU >= 0.5).
 
-Each yolo-edge deployment runs twice: with the shipped config (head and decode FP32 on the CPU) and with
-``plan.head_on_npu: auto`` (the head a candidate too; decode FP32 on the CPU by rule, as ultralytics' export keeps
-the Detect head's decode out of INT8).
+Each yolo-edge deployment runs twice: with ``plan.head_on_npu: never`` (the design card's layout: head and decode
+FP32 on the CPU) and with the shipped ``auto`` (the head a candidate too; the decode FP32 on the CPU by rule,
+candidates first, as ultralytics' export keeps the Detect head's decode out of INT8).
 
 Goal: yolo-edge <= 0.90x the time of ultralytics' INT8 predict, at drift within the limit.
 

@@ -192,3 +192,29 @@ def test_run_on_a_video_keeps_every_frame(
     assert int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) == 12
     cap.release()
     assert main(["run", str(deployed.bundle), "--source", str(tmp_path / "nope.mp4")]) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.alone
+def test_a_busy_machine_gets_the_plan_a_quiet_one_gets(tiny_cfg: Path, tiny_images: Path, tmp_path: Path) -> None:
+    """The quick start's deploy on host-lowp, whose latency is measured, once alone and once with a busy loop
+    beside it on one of the two cores: the same placement and the same chosen plan (the performance check decides
+    on ratios paired round by round and keeps close calls for the verdict; plans are ranked by their medians, timed
+    frame by frame in turn)."""
+    from yolo_edge.deploy import deploy
+
+    def run(out: Path) -> DeployResult:
+        return deploy(device="host-lowp", config=tiny_cfg, data=tiny_images, quiet=True, out=out)
+
+    quiet = run(tmp_path / "quiet")
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        loaded = run(tmp_path / "loaded")
+    finally:
+        busy.kill()
+        busy.wait()
+    assert loaded.report.chosen.name == quiet.report.chosen.name
+    assert loaded.report.placement.label == quiet.report.placement.label, (
+        [(t.plan.label, t.run.status) for t in quiet.report.search.trials],
+        [(t.plan.label, t.run.status) for t in loaded.report.search.trials],
+    )

@@ -84,7 +84,7 @@ def head_xywh(tensors: dict[str, np.ndarray], head: HeadOutputs, idx: np.ndarray
     bins = np.arange(head.reg_max, dtype=np.float32)
     offset = 0
     for name, stride in zip(head.boxes, head.strides):
-        _, channels, h, w = tensors[name].shape
+        h, w = tensors[name].shape[2:]
         here = (idx >= offset) & (idx < offset + h * w)
         local = idx[here] - offset
         offset += h * w

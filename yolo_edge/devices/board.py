@@ -1,19 +1,19 @@
 """A simulated board's CPU: every phase of a frame that the board's CPU runs, modelled from the profile's CPU
-model (``cpu:``, fitted to a published figure for that CPU, named in the profile) instead of measured on the
+model (``cpu:``, fitted to published figures for that CPU, named in the profile) instead of measured on the
 host that deploys. With it the end-to-end latency of a plan for a simulated board, and its SLA verdict, are
-the board's, whatever machine deploy ran on (``benchmarks/board_latency.py`` shows it on a fast and a
-throttled host).
+the board's, whatever machine deploy ran on (``tests/test_board.py`` slows every onnxruntime call and gets the
+same percentiles).
 
-- a CPU unit (the FP32 twin, a subgraph the plan keeps off the NPU, the whole-cpu reference): the roofline of
-  :func:`yolo_edge.devices.cost.cpu_time` over its graph;
+- a CPU unit (the FP32 twin, a subgraph the plan keeps off the NPU, the whole-cpu reference): the three costs of
+  :func:`yolo_edge.devices.cost.cpu_time` over its graph (arithmetic, activation traffic, one launch per op);
 - letterbox: a memory-bound pass over the source image, the resized image and the float tensor (resize and
   normalise arithmetic at the CPU model's rate), one launch per pass;
 - NMS over ``output0`` (a whole-model unit): reading the detector output once, the class maximum per anchor,
   sorting the candidates over the confidence threshold and the greedy IoU pass over them;
-- the candidate-first decode of the head's raw outputs (``pipeline.postprocess``) and its NMS: a scan of every
+- the candidate-first decode of the head's raw outputs (``yolo_edge.decode``) and its NMS: a scan of every
   anchor's class logits for its best, then the DFL softmax, expectation and dist2bbox of the candidates only
   (their box distributions read), then NMS over them. Priced by that work and one launch per pass, not by the
-  ONNX decode's operator count (24 launches at the fitted per-op cost were 14 ms at 320 on the rk3588 model).
+  ONNX decode's operator count (its 24 launches at an earlier two-point fit's 545 us were 14 ms at 320).
 
 Each figure is labelled ``modelled (board)`` wherever it is shown. ``yolo-edge bench`` on the board itself
 measures instead (no board model there: the accelerator is present), and its result can be the baseline.
