@@ -78,14 +78,11 @@ class Checker:
     """Runs the checks for one device profile; caches compiled executables and CPU timings."""
 
     def __init__(self, profile: DeviceProfile, cfg: DeployConfig, npu: Backend) -> None:
-        self.profile = profile
-        self.cfg = cfg
-        self.npu = npu
-        self.cpu = cpu_backend()
+        self.profile, self.cfg, self.npu, self.cpu = profile, cfg, npu, cpu_backend()
         self._compiled: dict[tuple[str, Variant], Executable] = {}
         self._cpu_s: dict[str, tuple[float, LatencyKind]] = {}
         self._npu_s: dict[tuple[str, Variant], float] = {}  # measured once: ordering the variants and the check agree
-        self._rounds: dict[tuple[str, Variant], list[float]] = {}  # measured: accelerator / CPU seconds, per round
+        self.rounds: dict[tuple[str, Variant], list[float]] = {}  # measured: accelerator / CPU seconds, per round
         self._queried: dict[str, OpQuery | None] = {}
         self._ranked: dict[tuple[str, Variant], list[LayerError]] = {}
 
@@ -191,7 +188,7 @@ class Checker:
         cpu.close()
         for v, npu in zip(timed, rounds[1:]):
             self._npu_s[(cand.name, v)] = statistics.median(npu)
-            self._rounds[(cand.name, v)] = [a / b for a, b in zip(npu, rounds[0])]
+            self.rounds[(cand.name, v)] = [a / b for a, b in zip(npu, rounds[0])]
         return statistics.median(rounds[0])
 
     def _compiles(self, cand: Candidate, variant: Variant) -> bool:
@@ -231,51 +228,30 @@ class Checker:
             self._npu_s[key] = self._npu_s[key] * cpu_s / now_cpu_s
         return self._npu_s[key], cpu_s, kind
 
-    def transfer_s(self, cand: Candidate, precision: str) -> float:
-        width = PRECISION_BYTES[precision] / 4
-        n_bytes = int((cand.transfer_in_bytes + cand.transfer_out_bytes) * width)
-        return transfer_time(n_bytes, self.profile.link, cand.transfers)
-
     def performance(self, cand: Candidate, variant: Variant) -> CheckResult:
         limit = self.cfg.checks.performance.max_ratio
         try:
             npu_s, cpu_s, kind = self.times(cand, variant)
         except NpuCompileError as exc:
             return CheckResult("performance", False, f"cannot compile at {variant.label}: {exc}")
-        xfer = self.transfer_s(cand, variant.precision)
+        xfer = transfer_s(cand, self.profile, variant.precision)
         ratio = (npu_s + xfer) / cpu_s if cpu_s > 0 else float("inf")
         measured = Performance(npu_s * 1e3, xfer * 1e3, cpu_s * 1e3, ratio, limit, kind)
-        verdict = (
-            f"NPU {npu_s * 1e3:.2f} + transfers {xfer * 1e3:.2f} ms vs CPU {cpu_s * 1e3:.2f} ms ({kind}): {ratio:.2f}x"
-        )
-        key = (cand.name, variant)
-        if key in self._rounds and cpu_s > 0:  # measured: decided on the per-round ratios, each under one load
-            low, ratio, high = self._spread(cand, variant, xfer / cpu_s)
+        spread = ""
+        if (cand.name, variant) in self.rounds and cpu_s > 0:  # measured: the per-round ratios, each under one load
+            low, ratio, high = paired_spread(self, cand, variant, xfer / cpu_s)
             measured = replace(measured, ratio=ratio, ratio_low=low, ratio_high=high, close=low <= limit <= high)
-            verdict = (
-                f"NPU {npu_s * 1e3:.2f} + transfers {xfer * 1e3:.2f} ms vs CPU {cpu_s * 1e3:.2f} ms ({kind}): "
-                f"{ratio:.2f}x (per-round {low:.2f}-{high:.2f}x)"
-            )
-            if measured.close:
-                return CheckResult(
-                    "performance", True, f"{verdict}: close to {limit}x, within the run-to-run spread; the verdict "
-                    "decides", measured,
-                )  # fmt: skip
+            spread = f" (per-round {low:.2f}-{high:.2f}x)"
+        verdict = (
+            f"NPU {npu_s * 1e3:.2f} + transfers {xfer * 1e3:.2f} ms vs CPU {cpu_s * 1e3:.2f} ms ({kind}): "
+            f"{ratio:.2f}x{spread}"
+        )
+        if measured.close:
+            why = f"{verdict}: close to {limit}x, within the run-to-run spread; the verdict decides"
+            return CheckResult("performance", True, why, measured)
         if ratio > limit:
             return CheckResult("performance", False, f"{verdict} > {limit}x", measured)
         return CheckResult("performance", True, f"{verdict} <= {limit}x", measured)
-
-    def _spread(self, cand: Candidate, variant: Variant, transfer_ratio: float) -> tuple[float, float, float]:
-        """(lower quartile, median, upper quartile) of the per-round ratios (plus the transfers' share); where the
-        limit falls between the quartiles, timed again with three times the rounds first."""
-        limit, key = self.cfg.checks.performance.max_ratio, (cand.name, variant)
-        for again in (False, True):
-            if again:
-                self._interleaved(cand, [variant], 3 * self.cfg.checks.performance.runs)
-            q = np.quantile(np.array(self._rounds[key]) + transfer_ratio, [0.25, 0.5, 0.75])
-            if not q[0] <= limit <= q[2]:
-                break
-        return float(q[0]), float(q[1]), float(q[2])
 
     def run_all(self, cand: Candidate, variant: Variant) -> dict[str, CheckResult]:
         """Run the checks in the configured order, stopping at the first failure (the rest: not evaluated)."""
@@ -296,6 +272,24 @@ class Checker:
             if results[name].passed is False:
                 failed = name
         return results
+
+
+def transfer_s(cand: Candidate, profile: DeviceProfile, precision: str) -> float:
+    """Seconds to move ``cand``'s inputs and outputs over ``profile``'s link at ``precision``'s width."""
+    width = PRECISION_BYTES[precision] / 4
+    n_bytes = int((cand.transfer_in_bytes + cand.transfer_out_bytes) * width)
+    return transfer_time(n_bytes, profile.link, cand.transfers)
+
+
+def paired_spread(checker: Checker, cand: Candidate, variant: Variant, transfer_ratio: float) -> tuple[float, ...]:
+    """(lower quartile, median, upper quartile) of ``cand``'s per-round ratios at ``variant`` (plus the transfers'
+    share); where the limit falls between the quartiles, timed again with three times the rounds first."""
+    perf, key = checker.cfg.checks.performance, (cand.name, variant)
+    q = np.quantile(np.array(checker.rounds[key]) + transfer_ratio, [0.25, 0.5, 0.75])
+    if q[0] <= perf.max_ratio <= q[2]:
+        checker._interleaved(cand, [variant], 3 * perf.runs)  # a close call's second look
+        q = np.quantile(np.array(checker.rounds[key]) + transfer_ratio, [0.25, 0.5, 0.75])
+    return float(q[0]), float(q[1]), float(q[2])
 
 
 def decode_s(cand: Candidate, profile: DeviceProfile, cfg: DeployConfig) -> tuple[float, LatencyKind]:
