@@ -21,6 +21,7 @@ from pathlib import Path  # noqa: E402
 from typing import TypeVar  # noqa: E402
 
 import numpy as np  # noqa: E402
+import onnx  # noqa: E402
 import pytest  # noqa: E402
 
 from yolo_edge.backends.base import Executable  # noqa: E402
@@ -29,7 +30,7 @@ from yolo_edge.split import SplitModel  # noqa: E402
 
 ExportFn = Callable[..., ExportedModel]
 T = TypeVar("T")
-_DECODES: dict[int, Executable] = {}
+_DECODES: dict[int, tuple[onnx.ModelProto, Executable]] = {}  # by the decode graph's id, kept alive beside it
 
 
 def output0(split: SplitModel, outputs: dict[str, np.ndarray]) -> np.ndarray:
@@ -41,9 +42,9 @@ def output0(split: SplitModel, outputs: dict[str, np.ndarray]) -> np.ndarray:
     if "output0" in outputs:
         return outputs["output0"]
     decode = split["decode"].model
-    exe = _DECODES.get(id(decode))
-    if exe is None:
-        exe = _DECODES[id(decode)] = cpu_backend().compile(decode, "fp32")
+    if id(decode) not in _DECODES:
+        _DECODES[id(decode)] = (decode, cpu_backend().compile(decode, "fp32"))
+    exe = _DECODES[id(decode)][1]
     return exe.run({t.name: outputs[t.name] for t in exe.inputs})["output0"]
 
 

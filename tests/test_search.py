@@ -24,6 +24,7 @@ from yolo_edge.deploy import deploy
 from yolo_edge.export import ExportedModel, load_onnx
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.planner import plan_space
+from yolo_edge.search import Trial, fastest_passing
 from yolo_edge.split import split_model
 
 SENSITIVE = "/model.16/conv/Conv"
@@ -155,7 +156,9 @@ def test_a_subgraph_blamed_for_drift_is_relaxed_by_keeping_its_most_sensitive_la
     relaxed = search.trials[3]
     assert relaxed.plan["backbone"].device == "npu" and relaxed.plan["neck"].variant.kept == (SENSITIVE,)
     assert relaxed.passed and relaxed.why == "the fastest candidate left"
-    assert search.chosen is min((t for t in search.trials if t.passed), key=lambda t: t.speed_ratio or 0.0)
+    fastest = min((t for t in search.trials if t.passed), key=lambda t: t.speed_ratio or 0.0)
+    assert search.chosen is fastest_passing(search.trials, 0.05)
+    assert search.chosen.speed_ratio <= fastest.speed_ratio * 1.05 + 2 * (search.chosen.ratio_se + fastest.ratio_se)
     assert result.report.split_plan.key == search.chosen.plan.key
     neck = relaxed.plan["neck"]
     assert neck.granularity == "layer" and SENSITIVE in neck.kept_why and "failed drift (candidate 3)" in neck.kept_why
@@ -190,5 +193,30 @@ def test_candidates_estimated_within_the_margin_are_judged_and_the_measured_medi
     later = search.trials[first.index :]
     assert later, [(t.plan.label, t.run.status) for t in search.trials]
     assert all(t.estimated_ms < 2 * first.estimated_ms for t in later)
-    assert search.chosen is min((t for t in search.trials if t.passed), key=lambda t: t.speed_ratio or 0.0)
+    fastest = min((t for t in search.trials if t.passed), key=lambda t: t.speed_ratio or 0.0)
+    assert search.chosen is fastest_passing(search.trials, 0.05)
+    assert search.chosen.speed_ratio <= fastest.speed_ratio * 1.05 + 2 * (search.chosen.ratio_se + fastest.ratio_se)
     assert "plan.search_margin 100%" in search.stopped or search.stopped == "a candidate passed"
+
+
+def test_a_near_tie_goes_to_the_plan_with_less_at_low_precision_and_a_clear_win_to_the_faster() -> None:
+    """Passing plans measured within ``tie_margin`` of the fastest median, or within twice their noise, are a
+    tie: the one with less at low precision wins it, so a loaded machine does not pick the plan; a plan faster
+    by more than both wins outright, and a failed one never."""
+    from types import SimpleNamespace
+
+    def trial(ratio: float, precisions: tuple[str, ...], se: float = 0.0, passed: bool = True) -> Trial:
+        plan = SimpleNamespace(subgraphs=[SimpleNamespace(precision=p) for p in precisions])
+        return SimpleNamespace(passed=passed, speed_ratio=ratio, ratio_se=se, plan=plan, estimated_ms=1.0)  # type: ignore[return-value]
+
+    int8_head = trial(0.40, ("int8", "int8", "bf16", "fp32"))
+    card = trial(0.41, ("int8", "int8", "fp32", "fp32"))
+    assert fastest_passing([int8_head, card], 0.05) is card  # 2.5 % apart: a tie, the card has less at low precision
+    assert fastest_passing([int8_head, card], 0.0) is int8_head  # no margin, no noise: the faster
+    noisy = trial(0.40, ("int8", "int8", "bf16", "fp32"), se=0.01)
+    assert fastest_passing([noisy, card], 0.0) is card  # within twice the noise
+    clear = trial(0.30, ("int8", "int8", "bf16", "fp32"), se=0.01)
+    assert fastest_passing([clear, card], 0.05) is clear
+    failed = trial(0.10, ("int8", "int8", "int8", "fp32"), passed=False)
+    assert fastest_passing([failed, card], 0.05) is card
+    assert fastest_passing([failed], 0.05) is None

@@ -8,6 +8,8 @@ scripts/train_second_model.py), not the demo.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 from dataclasses import replace
@@ -22,10 +24,11 @@ from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Artifact, CalibSet, Executable
 from yolo_edge.backends.openvino import OpenVinoBackend
 from yolo_edge.build import build_units, whole_graph_unit
+from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.main import main
 from yolo_edge.config import DeployConfig, Variant, load_deploy_config, load_profile
 from yolo_edge.data.dataset import Dataset, load_dataset
-from yolo_edge.data.resolve import apply_class_map, parse_class_map, resolve_data, resolve_eval_data
+from yolo_edge.data.resolve import EvalData, apply_class_map, parse_class_map, resolve_data, resolve_eval_data
 from yolo_edge.demo import CLASS_NAMES
 from yolo_edge.demo.shapes import write_dataset
 from yolo_edge.deploy import DeployResult, deploy
@@ -41,10 +44,20 @@ from yolo_edge.plan.results import Precision
 from yolo_edge.progress import progress_bar
 from yolo_edge.runtime import EventLog, SplitExecutor
 from yolo_edge.split import split_model
-from yolo_edge.validate.accuracy import Accuracy, MapResult, Scorer, coco_map, coco_rows, detect_all, gt_coco
+from yolo_edge.validate.accuracy import (
+    Accuracy,
+    Interval,
+    MapResult,
+    Scorer,
+    coco_map,
+    coco_rows,
+    detect_all,
+    gt_coco,
+)
+from yolo_edge.validate.bootstrap import Evaluation, Resamples
 from yolo_edge.validate.latency import LatencyResult
 from yolo_edge.validate.stats import Percentiles
-from yolo_edge.validate.verdict import Limits, PlanRun, choose, failures, status
+from yolo_edge.validate.verdict import Limits, PlanRun, choose, explain, failures, more_images, status
 
 NO_BAR = progress_bar(False)
 
@@ -161,6 +174,63 @@ def test_class_map_scores_the_second_model_on_relabelled_shapes(
     wrong, _ = apply_class_map(ds, second.meta.names, {"circle": "spark", "star": "coin"})
     assert coco_map(right, dets).map50 > 0.5 and coco_map(wrong, dets).map50 < 0.1
     assert coco_map(right, dets) == _pycocotools_map(right, dets)  # faster-coco-eval: pycocotools' figures
+    # the bootstrap re-accumulates the same per-image matches: every image once is COCOeval's figure exactly
+    gt = gt_coco(right, [r.boxes for r in right.records], [r.classes for r in right.records])
+    with contextlib.redirect_stdout(io.StringIO()):
+        ev = Evaluation(gt, gt.loadRes(coco_rows(dets)))
+    assert MapResult(*ev.map) == coco_map(right, dets)
+    assert np.allclose(ev.resampled(np.arange(len(right))[None]), [ev.map])
+    resamples = Resamples.draw(50, len(right), 1).images
+    spread = ev.resampled(resamples)
+    assert spread.std(axis=0).min() > 0.005  # resampling the images moves mAP: the figure has an uncertainty
+
+
+def test_a_drift_carries_a_paired_bootstrap_interval(
+    second: ExportedModel, shapes_val: Path, fast_cfg: DeployConfig
+) -> None:
+    """A plan whose boxes are a few pixels off: its drift's bootstrap interval holds the figure,
+    is far narrower than the two mAPs' own intervals (paired: what both get alike cancels), is zero for the
+    reference against itself, and fails a plan whose whole interval is beyond the limit."""
+    detector = _cpu_detector(second, fast_cfg)
+    ds, _ = apply_class_map(load_dataset(shapes_val), second.meta.names, {"circle": "coin", "star": "spark"})
+    ref = detect_all(detector, ds, fast_cfg.val_nms, NO_BAR, "")
+    rng = np.random.default_rng(1)  # a plan whose boxes are off by a few pixels, as low precision moves them
+    worse = [replace(d, xyxy=d.xyxy + rng.normal(0, 3, d.xyxy.shape).astype(np.float32)) for d in ref]
+
+    scorer = Scorer(EvalData(ds, "shapes", "shapes", True), ref, fast_cfg.validate, fast_cfg.nms.conf)
+    own = scorer.score(ref)
+    full = scorer.score(worse).minus(own)
+    assert own.minus(own).interval == Interval(MapResult(0.0, 0.0), MapResult(0.0, 0.0), 0.9, len(ds))
+    i = full.interval
+    assert i is not None and i.images == len(ds) and full.labels is not None
+    assert i.lo.map50 <= full.labels.map50 <= i.hi.map50 and i.hi.map50 < 0  # it lost detections: a real drop
+    own_i = own.interval
+    assert own_i is not None and (i.hi.map50 - i.lo.map50) < (own_i.hi.map50 - own_i.lo.map50)
+    assert status(failures(full.map, 10.0, Limits(0.01, 50.0), interval=i)) == "fails drift"  # all of it beyond
+
+
+def test_an_interval_across_the_limit_is_undecided_and_says_how_many_images_decide_it() -> None:
+    limits = Limits(max_drift=0.01, sla_ms=50.0)
+
+    def interval(lo: float, hi: float, images: int = 5) -> Interval:
+        return Interval(MapResult(lo, lo), MapResult(hi, hi), 0.9, images)
+
+    near = MapResult(-0.0092, -0.0092)
+    straddles = interval(-0.03, 0.01)
+    assert failures(near, 10.0, limits) == []  # judged on the figure alone it passes
+    assert status(failures(near, 10.0, limits, interval=straddles)) == "undecided drift"
+    assert failures(MapResult(-0.02, -0.02), 10.0, limits, interval=interval(-0.03, -0.012)) == ["drift"]
+    assert failures(near, 10.0, limits, interval=interval(-0.0099, -0.008)) == []  # all of it within the limit
+    assert status(failures(near, 60.0, limits, interval=straddles)) == "fails SLA, drift undecided"
+    # the interval's low side reaches 0.0208 below the figure; 0.0008 is the margin: (0.0208 / 0.0008)^2 x 5 images
+    more = more_images(near, straddles, -0.01)
+    assert more is not None and abs(more - (5 * (0.0208 / 0.0008) ** 2 - 5)) < 2
+    assert more_images(MapResult(-0.01, -0.01), straddles, -0.01) is None  # at the limit: no number decides
+    (line,) = explain(["undecided drift"], near, 10.0, limits, straddles)
+    assert "undecided" in line and f"about {more} more judging images" in line and "over 5 images" in line
+    run = PlanRun("split", latency=_latency(10.0), accuracy_drift=Accuracy(near, None))
+    run.judge(limits)
+    assert run.ok  # no replicates: the figure alone decides, as before
 
 
 def _pycocotools_map(dataset: Dataset, detections: list) -> MapResult:  # type: ignore[type-arg]
@@ -396,7 +466,7 @@ def test_copied_bundle_passes_check_with_the_settings_it_was_deployed_with(
     )
     assert main(["check", str(copy), "--runs", "5"]) == 0
     out = capsys.readouterr().out
-    assert "agreement" in out and "status ok" in out and "(24 images)" in out  # the photos that did not calibrate
+    assert "agreement" in out and "status ok" in out and "over 24 images)" in out  # the photos that did not calibrate
     assert main(["check", str(copy), "--runs", "5", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["limits"]["sla_ms"] == 10000.0  # the deploy config's SLA, not the package default
@@ -446,3 +516,23 @@ def test_agreement_verdict_equals_the_labelled_verdict_on_the_demo(demo: Exporte
     assert verdicts["fp32"] == (True, True), verdicts
     assert verdicts["int8 on a blank image"] == (False, False), verdicts  # broken by its calibration, not the scale
     assert all(labels == agreement for labels, agreement in verdicts.values()), verdicts
+
+
+def test_check_fails_a_bundle_whose_accelerator_fails_every_call(
+    deployed: DeployResult, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runtime falls back to the CPU on every failed accelerator call, so no frame is lost and drift and
+    latency alone read fine; the gate must still fail: what it measured is not the deployed plan. (A board's
+    runtime that fails every call, faked by making the real OpenVINO executable raise, as a vendor runtime would.)"""
+    from yolo_edge.backends.base import NpuError
+    from yolo_edge.backends.openvino import OpenVinoExecutable
+    from yolo_edge.check import check_bundle
+
+    def lost(self: OpenVinoExecutable, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        raise NpuError("device lost")
+
+    assert any(u.device == "npu" for u in load_bundle(deployed.bundle).units)
+    monkeypatch.setattr(OpenVinoExecutable, "_run", lost)
+    result = check_bundle(deployed.bundle, runs=5)
+    assert not result.passed and result.status.startswith("fails accelerator"), result.status
+    assert "runtime_error" in result.failures[0] and "CPU fallback" in result.failures[0]

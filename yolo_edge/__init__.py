@@ -12,8 +12,8 @@ A walk through all of it on the shipped demo model (it runs as a test, in ``test
     >>> from pathlib import Path
     >>> import cv2
     >>> from yolo_edge import (BoxAnnotator, Detections, YoloEdgeError, check_bundle, default_calib_dir,
-    ...     demo_model_path, deploy, export_model, load_bundle, load_calibration, load_deploy_config, load_profile,
-    ...     plan_model, split_model, stream, sweep)
+    ...     demo_model_path, deploy, export_model, load, load_bundle, load_calibration, load_deploy_config,
+    ...     load_profile, plan_model, split_model, stream, sweep)
     >>> work = Path(tempfile.mkdtemp())
     >>> exported = export_model(demo_model_path(), imgsz=320, out_dir=work)
     >>> exported.meta.names
@@ -45,6 +45,13 @@ A walk through all of it on the shipped demo model (it runs as a test, in ``test
     True
     >>> BoxAnnotator().annotate(cv2.imread(str(photos / "calib_00040.jpg")), detections).shape
     (240, 320, 3)
+    >>> with load(result.bundle) as model:  # predict in one line, as with ultralytics' YOLO(...)(source)
+    ...     r = model(photos / "calib_00040.jpg", conf=0.5)[0]
+    ...     same = model(cv2.imread(str(photos / "calib_00040.jpg")), conf=0.5)[0]
+    >>> len(r.boxes) == len(same.boxes) > 0 and sorted(r.speed) == ['inference', 'postprocess', 'preprocess']
+    True
+    >>> r.names[int(r.boxes.cls[0])] in exported.meta.names and r.plot().shape == (240, 320, 3)
+    True
     >>> check_bundle(result.bundle, runs=5).status
     'ok'
     >>> swept = sweep([demo_model_path()], [320], ["sim-edge-npu", "cpu"], data=photos, config=quick, cache="",
@@ -81,6 +88,7 @@ from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.pipeline.sources import SourceOptions
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.plan.planner import plan_model
+from yolo_edge.predict import Model, Results, load
 from yolo_edge.report import DeployReport
 from yolo_edge.split import SplitModel, split_model
 from yolo_edge.sweep import SweepResult, sweep
@@ -97,6 +105,8 @@ __all__ = [
     "DeviceProfile",
     "ExportedModel",
     "GateResult",
+    "Model",
+    "Results",
     "PlacementPlan",
     "PlanResult",
     "SourceOptions",
@@ -110,6 +120,7 @@ __all__ = [
     "check_bundle",
     "default_calib_dir",
     "demo_model_path",
+    "load",
     "deploy",
     "export_model",
     "load_bundle",

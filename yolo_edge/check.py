@@ -19,6 +19,7 @@ from typing import Any
 from yolo_edge.bundle import Bundle, load_bundle
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import atomic_write
+from yolo_edge.runtime import EventLog
 from yolo_edge.validate.bundle import ValResult, bench_bundle, bundle_eval_data, val_bundle
 from yolo_edge.validate.latency import LatencyResult
 from yolo_edge.validate.verdict import Limits, explain, failures, status
@@ -82,13 +83,18 @@ def check_bundle(
     )
     max_regression = cfg.validate.max_regression if max_regression is None else max_regression
     base, base_kind = read_baseline(baseline) if baseline else (None, None)
-    with b.detector() as detector:
+    events = EventLog()
+    with b.detector(events=events) as detector:
         ev = bundle_eval_data(b, data, class_map)  # read once: val and bench use the same images
         val = val_bundle(b, ev, quiet, detector=detector, shards=shards, ray_address=ray_address)
         lat = bench_bundle(b, ev, runs, detector=detector)
     p95 = lat.end_to_end.p95
-    fails = failures(val.drift, p95, limits)
-    lines = explain(fails, val.drift, p95, limits)
+    fails = failures(val.drift, p95, limits, interval=val.drift_interval)
+    lines = explain(fails, val.drift, p95, limits, val.drift_interval)
+    faulted = accelerator_faults(b, lat, events)
+    if faulted:  # the figures are the CPU's, not the deployed plan's
+        fails.insert(0, "accelerator")
+        lines.insert(0, faulted)
     if detector.executor.placement_problems:  # the bundle does not run what deploy proved
         fails.insert(0, "placement")
         lines[:0] = detector.executor.placement_problems
@@ -105,6 +111,28 @@ def check_bundle(
             f"(limit +{max_regression:.0%})"
         )
     return GateResult(not fails, status(fails), lines, val, lat, limits, max_regression, base)
+
+
+FAULTS = ("runtime_error", "timeout", "nan")  # the accelerator failed the call (not a slow frame parked on the CPU)
+
+
+def accelerator_faults(bundle: Bundle, lat: LatencyResult, events: EventLog) -> str | None:
+    """Why the gate cannot vouch for the deployed plan: its accelerator units failed calls and ran on the CPU for
+    a share of the timed frames (the runtime's fallback keeps every frame, so drift and latency alone read fine).
+    A call or two retried on the CPU is noise; a share of unit runs on the accelerator below 99 % of the plan's
+    is not. None: it ran as deployed."""
+    units = bundle.units
+    planned = sum(u.device == "npu" for u in units) / len(units) if units else 0.0
+    by_trigger = events.summary().by_trigger
+    faults = {k: v for k, v in by_trigger.items() if k in FAULTS}
+    if not planned or not faults or lat.npu_share >= 0.99 * planned:
+        return None
+    shown = ", ".join(f"{k} {v}" for k, v in sorted(faults.items()))
+    return (
+        f"the accelerator failed calls ({shown}) and ran {lat.npu_share:.0%} of the timed unit runs where the plan "
+        f"puts {planned:.0%} on it: the figures are the CPU fallback's, not the deployed plan's; run the check where "
+        "the accelerator works (yolo-edge devices)"
+    )
 
 
 def write_baseline(result: GateResult, path: str | Path) -> None:

@@ -145,6 +145,7 @@ class NmsConfig:
     iou: Annotated[float, Range(0, 1, lo_open=True)]
     max_det: Annotated[int, Range(1)]
     multi_label: bool = False  # every class above conf per box (ultralytics' validator) or the best only
+    classes: tuple[int, ...] | None = None  # keep only these class ids (ultralytics' classes=): None, every class
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,9 @@ class PlanConfig:
     search_margin: Annotated[
         float, Range(0, 1)
     ]  # candidates estimated within this fraction of a passing one are judged too
+    tie_margin: Annotated[
+        float, Range(0, 1)
+    ]  # passing plans whose measured medians are within this fraction of the fastest are a tie
     max_kept_layers: Annotated[
         int, Range(0)
     ]  # layer-level mixed precision: most layers of one unit kept at higher precision
@@ -210,6 +214,8 @@ class ValidateConfig:
     agreement_box_noise: Annotated[
         float, Range(0, 0.5, hi_open=True)
     ]  # each pseudo-true box edge moves by this x its size
+    bootstrap: Annotated[int, Range(20)]  # paired bootstrap replicates of every drift (validate/bootstrap.py)
+    confidence: Annotated[float, Range(0.5, 1, hi_open=True)]  # the drift intervals' coverage
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,10 @@ class HeadOutputs:
             return None
         return cls(tuple(boxes), tuple(classes), tuple(height // shapes[b][2] for b in boxes), shapes[boxes[0]][1] // 4)
 
+    def work(self, tensors: dict[str, np.ndarray]) -> tuple[int, int]:
+        """(anchors over every level, classes): what the decode's logit scan reads."""
+        return sum(tensors[n][0, 0].size for n in self.classes), tensors[self.classes[0]].shape[1]
+
 
 def _logit(p: float) -> float:
     return float(np.log(p / (1.0 - p))) if 0.0 < p < 1.0 else (-np.inf if p <= 0.0 else np.inf)

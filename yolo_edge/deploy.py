@@ -347,7 +347,7 @@ def _report(
     assert chosen.latency is not None
     limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
     reasons = (["no plan passes: " + "; ".join(none_ok)] if none_ok else []) + explain(
-        chosen.fails, chosen.drift, chosen.latency.end_to_end.p95, limits
+        chosen.fails, chosen.drift, chosen.latency.end_to_end.p95, limits, chosen.drift_interval
     )
     return DeployReport(
         model=model,

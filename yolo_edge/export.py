@@ -34,7 +34,7 @@ from typing import Any
 import onnx
 
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import atomic_write, cache_root, package_versions, read_cached, write_cached
+from yolo_edge.files import atomic_write, cache_root, package_versions, printable, read_cached, write_cached
 from yolo_edge.graph import DetectLayout, GraphInfo, yolov8_layout
 from yolo_edge.native import native_output
 from yolo_edge.rewrite import apply_rewrites
@@ -165,14 +165,6 @@ def _names_from_props(props: dict[str, str], nc: int) -> tuple[str, ...]:
     return tuple(str(i) for i in range(nc))
 
 
-def printable(name: str) -> str:
-    """A class name as it may reach a terminal or a log: control characters (newlines, ESC sequences that forge
-    output lines or recolour a terminal) become ``?``, and it is cut at 100 characters. Names come from an
-    ONNX file, which may be someone else's."""
-    clean = "".join(c if c.isprintable() else "?" for c in name)
-    return clean if len(clean) <= 100 else clean[:97] + "..."
-
-
 def load_onnx(path: str | Path) -> ExportedModel:
     """Read and validate a YOLOv8 detect ONNX (one exported by ultralytics or by :func:`export_model`)."""
     path = Path(path)
@@ -250,7 +242,7 @@ def _ultralytics_export(source: str, shown: str, imgsz: ImgSize, opset: int, wor
     said = io.StringIO()  # ultralytics' own lines: never on stdout (the command's: split --json)
     try:
         for handler, _ in streams:
-            handler.setStream(said)
+            handler.stream = said  # not setStream: it flushes the old stream, closed if it was a finished capture
         with contextlib.chdir(workdir), contextlib.redirect_stdout(said), native_output() as native:
             out = yolo.export(format="onnx", imgsz=list(imgsz), opset=opset, simplify=True, dynamic=False, batch=1)
         sys.stderr.write(said.getvalue() + native.read().decode(errors="replace"))  # its warnings, on stderr
@@ -266,7 +258,7 @@ def _ultralytics_export(source: str, shown: str, imgsz: ImgSize, opset: int, wor
     finally:
         LOGGER.setLevel(level)
         for handler, stream in streams:
-            handler.setStream(stream)
+            handler.stream = stream
     return Path(workdir, out)
 
 

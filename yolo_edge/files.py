@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import os
 import stat
 import sys
@@ -124,3 +125,37 @@ def write_cached(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, data)
     atomic_write(path.with_name(f"{path.name}.sha256"), hashlib.sha256(data).hexdigest().encode())
+
+
+def printable(name: object) -> str:
+    """A class name as it may reach a terminal or a log: control characters (newlines, ESC sequences that forge
+    output lines or recolour a terminal) become ``?``, and it is cut at 100 characters. Names come from an
+    ONNX file, which may be someone else's; file names are any bytes (undecodable ones are ``?`` too)."""
+    clean = "".join(c if c.isprintable() else "?" for c in str(name))
+    return clean if len(clean) <= 100 else clean[:97] + "..."
+
+
+class JsonArrayWriter:
+    """A JSON array written record by record (memory stays flat on an endless stream) into a temporary file beside
+    ``path``, renamed onto it by :meth:`close`: ``path`` holds a whole array or what it held before."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent or ".")
+        self._tmp = Path(tmp)
+        self._file = os.fdopen(fd, "w", encoding="utf-8")
+        self._file.write("[")
+        self._count = 0
+
+    def add(self, record: object) -> None:
+        self._file.write(("," if self._count else "") + "\n" + json.dumps(record))
+        self._count += 1
+
+    def close(self) -> None:
+        if self._file.closed:
+            return
+        self._file.write("\n]\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        os.replace(self._tmp, self.path)

@@ -18,7 +18,7 @@ from yolo_edge.devices.board import BOARD
 from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
 from yolo_edge.runtime import EventSummary
 from yolo_edge.search import SearchRecord, Trial
-from yolo_edge.validate.accuracy import MapResult
+from yolo_edge.validate.accuracy import Interval, MapResult
 from yolo_edge.validate.latency import POSTPROCESS, LatencyResult
 from yolo_edge.validate.verdict import Limits, PlanRun
 from yolo_edge.version import __version__
@@ -97,7 +97,7 @@ class DeployReport:
             },
             "placement": self.placement.to_dict(),
             "split_plan": self.split_plan.to_dict(),
-            "search": search_dict(self.search),
+            "search": search_dict(self.search, self.limits),
             "fallback_events": self.fallback_events.to_dict(),
             "wall_s": self.wall_s,
         }
@@ -115,6 +115,7 @@ def trial_dict(t: Trial) -> dict[str, Any]:
         "p95_ms": None if run.latency is None else run.latency.end_to_end.p95,
         "p50_vs_reference": None if t.speed_ratio is None else round(t.speed_ratio, 3),
         "map_drift": None if run.drift is None else run.drift.to_dict(),
+        "map_drift_interval": None if run.drift_interval is None else run.drift_interval.to_dict(),
         "agreement_drift": None if run.agreement_drift is None else run.agreement_drift.to_dict(),
         "criterion": None if run.accuracy is None else run.accuracy.criterion,
         "status": run.status,
@@ -123,7 +124,7 @@ def trial_dict(t: Trial) -> dict[str, Any]:
     }
 
 
-def search_dict(search: SearchRecord) -> dict[str, Any]:
+def search_dict(search: SearchRecord, limits: Limits) -> dict[str, Any]:
     return {
         "candidates": search.candidates,
         "judged": len(search.trials),
@@ -131,6 +132,7 @@ def search_dict(search: SearchRecord) -> dict[str, Any]:
         "chosen": None if search.chosen is None else search.chosen.index,
         "card_layout": None if search.card is None else search.card.index,
         "card_line": search.card_line(),
+        "undecided": search.undecided_lines(limits),
         "trials": [trial_dict(t) for t in search.trials],
     }
 
@@ -140,11 +142,11 @@ def search_rows(search: SearchRecord) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for t in search.trials:
         run, d, a = t.run, t.run.drift, t.run.agreement_drift
-        shown = "-" if d is None else f"{d.map50:+.4f} / {d.map50_95:+.4f}"
+        shown = "-" if d is None else " / ".join(_drift_num(d, run.drift_interval))
         other = (
             "-"
-            if a is None or run.accuracy is None or run.accuracy.criterion == "agreement"
-            else (f"{a.map50:+.4f} / {a.map50_95:+.4f}")
+            if a is None or run.accuracy_drift is None or run.accuracy_drift.criterion == "agreement"
+            else " / ".join(_drift_num(a, run.accuracy_drift.agreement_interval))
         )
         rows.append(
             (
@@ -192,15 +194,32 @@ def _num(result: MapResult | None, signed: bool = False) -> tuple[str, str]:
     return f"{result.map50:{fmt}}", f"{result.map50_95:{fmt}}"
 
 
+def _drift_num(result: MapResult | None, interval: Interval | None) -> tuple[str, str]:
+    """A drift's two figures, each with its bootstrap interval where it has one: ``-0.0012 [-0.0040, +0.0009]``."""
+    if result is None or interval is None:
+        return _num(result, signed=True)
+    lo, hi = interval.lo, interval.hi
+    return (
+        f"{result.map50:+.4f} [{lo.map50:+.4f}, {hi.map50:+.4f}]",
+        f"{result.map50_95:+.4f} [{lo.map50_95:+.4f}, {hi.map50_95:+.4f}]",
+    )
+
+
 def _plan_row(p: PlanRun) -> str:
     lat = p.latency.end_to_end.to_dict() if p.latency else {}
     mem = p.memory_peak_bytes
     return (
         f"| {p.name} | {p.status} | {_fmt(lat.get('p50'))} | {_fmt(lat.get('p95'))} | {_fmt(lat.get('p99'))} | "
         f"{p.latency.kind if p.latency else '-'} | {_fmt(mem / 1e6 if mem else None, 1)} | "
-        f"{' | '.join(_num(p.map))} | {' | '.join(_num(p.drift, signed=True))} | "
-        f"{' | '.join(_num(p.agreement_drift if p.criterion == 'labels' else None, signed=True))} |"
+        f"{' | '.join(_num(p.map))} | {' | '.join(_drift_num(p.drift, p.drift_interval))} | "
+        f"{' | '.join(_agreement_beside(p))} |"
     )
+
+
+def _agreement_beside(p: PlanRun) -> tuple[str, str]:
+    if p.criterion != "labels" or p.accuracy_drift is None:
+        return "-", "-"
+    return _drift_num(p.agreement_drift, p.accuracy_drift.agreement_interval)
 
 
 def _placement_row(s: SubgraphPlan) -> str:
@@ -219,12 +238,14 @@ def _search_section(report: DeployReport) -> list[str]:
         f"{search.candidates} candidate placements passed the four checks; {len(search.trials)} judged by the "
         f"verdict, fastest estimate first ({search.stopped}). `*`: chosen. Latency {report.split_plan.latency_kind}; "
         "drift decided by labels where there are labels (the agreement figure beside it), else by agreement with "
-        "the FP32 reference. Plot: `plots/search.png`.",
+        "the FP32 reference; in brackets each drift's paired bootstrap interval over the judging images (and the "
+        "agreement draws): one that straddles the limit is undecided. Plot: `plots/search.png`.",
         "",
         "| " + " | ".join(SEARCH_HEADER) + " |",
         "|" + "---|" * len(SEARCH_HEADER),
         *("| " + " | ".join(row) + " |" for row in search_rows(search)),
         *(["", f"Against the design card: {search.card_line()}."] if search.card_line() else []),
+        *(f"\n{line}." for line in search.undecided_lines(report.limits)),
     ]
 
 

@@ -8,7 +8,9 @@ reference (labels where there are labels, else agreement) and p95 latency agains
 interleaved with the reference. The first that passes ends the search, except that candidates estimated
 within ``plan.search_margin`` of it are judged too (an estimate adds up subgraphs timed apart, so it
 ranks near-ties by noise and cannot see what fusing consecutive subgraphs into one unit saves); of those
-that passed, the fastest by measured median against the reference is chosen. When the chosen plan puts the head on
+that passed, the fastest by measured median against the reference is chosen (of those within ``plan.tie_margin``
+of it or within their noise, the one with the least at low precision: a near-tie is the machine's load, not the
+plan; :func:`fastest_passing`). When the chosen plan puts the head on
 the accelerator, the design card's layout (the same placement with head and decode FP32 on the CPU) is judged
 too, and reported beside it (``SearchRecord.card_line``).
 
@@ -48,9 +50,9 @@ from yolo_edge.progress import Bar
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit
 from yolo_edge.split import SplitModel
 from yolo_edge.validate.accuracy import Scorer, detect_all
-from yolo_edge.validate.latency import LATENCY_IMAGES, measure_latencies
-from yolo_edge.validate.stats import Percentiles
-from yolo_edge.validate.verdict import Limits, PlanRun
+from yolo_edge.validate.latency import LATENCY_IMAGES, LatencyResult, measure_latencies
+from yolo_edge.validate.stats import Percentiles, median_ratio_se
+from yolo_edge.validate.verdict import UNDECIDED, Limits, PlanRun, explain
 
 Log = Callable[[str], None]
 Clock = Callable[[], float]
@@ -66,6 +68,7 @@ class Trial:
     run: PlanRun  # its drift, latency and status
     reference: Percentiles  # the whole-cpu reference's end-to-end latency, measured in the same interleaved loop
     wall_s: float
+    ratio_se: float = 0.0  # standard error of speed_ratio, from its frames' paired ratios to the reference's
 
     @property
     def estimated_ms(self) -> float:
@@ -109,6 +112,17 @@ class SearchRecord:
             f"{'faster' if gain >= 0 else 'slower'} at p95 than head and decode FP32 on the CPU (the design card's "
             f"layout, candidate {card.index}); {_verdict(chosen)} against {_verdict(card)}"
         )
+
+    def undecided_lines(self, limits: Limits) -> list[str]:
+        """The candidates faster than the chosen (by median against the reference) whose drift was undecided: its
+        interval across the limit, and about how many more judging images would decide it."""
+        bar = float("inf") if self.chosen is None else (self.chosen.speed_ratio or float("inf"))
+        return [
+            f"candidate {t.index} ({t.plan.label}) is faster but unproven: "
+            + "; ".join(explain([UNDECIDED], t.run.drift, None, limits, t.run.drift_interval))
+            for t in self.trials
+            if UNDECIDED in t.run.fails and (t.speed_ratio or float("inf")) < bar
+        ]
 
     @property
     def shown(self) -> Trial | None:
@@ -165,7 +179,7 @@ class _Judge:
         detector.remember(LATENCY_IMAGES)  # its latency frames are evaluation images: simulated once
         return detector, units
 
-    def judge(self, name: str, plan: PlacementPlan, detector: Detector) -> tuple[PlanRun, Percentiles]:
+    def judge(self, name: str, plan: PlacementPlan, detector: Detector) -> tuple[PlanRun, LatencyResult]:
         """``plan`` (run by ``detector``) judged; and the reference's latency in the same loop."""
         dets = detect_all(detector, self.evaldata.dataset, self.cfg.val_nms, self.bar, f"{name}: validate")
         accuracy = self.scorer.score(dets)
@@ -183,7 +197,7 @@ class _Judge:
             same_as_cpu=not plan.npu_subgraphs,
         )
         run.judge(self.limits)
-        return run, timed["whole-cpu"].end_to_end
+        return run, timed["whole-cpu"]
 
 
 class _Search:
@@ -205,8 +219,7 @@ class _Search:
         return None
 
     def best(self) -> Trial | None:
-        passed = [t for t in self.trials if t.passed]
-        return min(passed, key=lambda t: (t.speed_ratio or float("inf"), t.estimated_ms)) if passed else None
+        return fastest_passing(self.trials, self.cfg.plan.tie_margin)
 
     def try_plan(self, plan: PlacementPlan, why: str) -> Trial:
         self.seen.add(plan.key)
@@ -216,7 +229,9 @@ class _Search:
         events = EventLog()
         detector, units = self.judge.detector(plan, events)
         run, reference = self.judge.judge(name, plan, detector)
-        trial = Trial(len(self.trials) + 1, plan, why, run, reference, round(self.clock() - t0, 1))
+        assert run.latency is not None
+        se = median_ratio_se(run.latency.samples_ms, reference.samples_ms)
+        trial = Trial(len(self.trials) + 1, plan, why, run, reference.end_to_end, round(self.clock() - t0, 1), se)
         self.trials.append(trial)
         self.say(f"{name}: {run.status}")
         if self._worth_keeping(trial):
@@ -311,6 +326,31 @@ def _verdict(t: Trial) -> str:
     p95 = "-" if lat is None else f"{lat.end_to_end.p95:.2f} ms"
     drift = "-" if d is None else f"{d.map50:+.4f} / {d.map50_95:+.4f}"
     return f"p95 {p95}, drift {drift}, {t.run.status}"
+
+
+def fastest_passing(trials: Sequence[Trial], tie_margin: float) -> Trial | None:
+    """The fastest trial that passed, by measured median against the reference. Medians within ``tie_margin``
+    of the fastest, or within twice their combined standard error, are a tie (a shared machine moves medians that
+    much), won by the trial with the least at low precision: a near-tie is the machine's load, not the plan."""
+    passed = [t for t in trials if t.passed and t.speed_ratio is not None]
+    if not passed:
+        return next((t for t in trials if t.passed), None)
+    f = min(passed, key=lambda t: t.speed_ratio or 0.0)
+    fast = f.speed_ratio or 0.0
+
+    def tied(t: Trial) -> bool:
+        gap = (t.speed_ratio or 0.0) - fast
+        return gap <= max(tie_margin * fast, 2 * float(np.hypot(t.ratio_se, f.ratio_se)))
+
+    return min(filter(tied, passed), key=lambda t: (_low_precision(t.plan), t.speed_ratio or 0.0, t.estimated_ms))
+
+
+_PRECISION_RANK = {"fp32": 0, "fp16": 1, "bf16": 1, "int8": 2}
+
+
+def _low_precision(plan: PlacementPlan) -> int:
+    """How much of ``plan`` runs below FP32: 1 per FP16/BF16 subgraph, 2 per INT8 one."""
+    return sum(_PRECISION_RANK.get(s.precision, 2) for s in plan.subgraphs)
 
 
 def _opt(s: SubgraphPlan) -> object:

@@ -1,7 +1,8 @@
-"""Which (model, imgsz, device profile) meets my SLA with the least drift? ``sweep`` deploys every configuration of
-the grid with the same evidence as ``yolo-edge deploy`` (status, drift, p50/p95/p99 and how they were obtained,
-memory, placement), on Ray, and ranks them: what meets the SLA first, by least drift; the Pareto front of latency
-against drift; the best configuration.
+"""Which (model, imgsz, device profile) is the fastest that meets my SLA within the drift limit? ``sweep`` deploys
+every configuration of the grid with the same evidence as ``yolo-edge deploy`` (status, drift, p50/p95/p99 and how
+they were obtained, memory, placement), on Ray, and ranks them: what passes (the SLA and the drift limit) first, by
+the objective (``latency``, the median, by default; ``drift``: least mAP50-95 lost; ``memory``: least peak); the
+Pareto front of latency against drift; the best configuration (the first that passes).
 
 - **Ray, local by default** (``cluster.ray_session``): each configuration is a Ray task. A configuration whose
   profile names a ``node_resource`` (``rk3588``: its board or toolchain) requests it, so it runs only on the nodes
@@ -32,7 +33,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from yolo_edge.backends import device_status
 from yolo_edge.cluster import has_resource, node_cpus, ray_session
@@ -46,6 +47,8 @@ from yolo_edge.version import __version__
 
 Log = Callable[[str], None]
 FAILED = "failed"  # the status of a configuration that did not complete
+Objective = Literal["latency", "drift", "memory"]
+OBJECTIVES: tuple[Objective, ...] = ("latency", "drift", "memory")
 
 
 @dataclass(frozen=True)
@@ -98,22 +101,28 @@ class SweepResult:
 
     outcomes: tuple[Outcome, ...]
     sla_ms: float
+    max_drift: float = 0.01
+    objective: Objective = "latency"
 
     @property
     def ranked(self) -> list[Outcome]:
-        """Those that pass first (least mAP50-95 lost, then lowest p95), then those that fail, then those that did
-        not run. A gain over the FP32 model is no loss: it does not outrank a faster configuration."""
+        """Those that pass first, by the objective (then the others' figures break ties), then those that fail,
+        then those that did not run. A gain over the FP32 model is no loss: it does not outrank a faster one."""
+        inf = float("inf")
 
-        def key(o: Outcome) -> tuple[int, float, float]:
-            lost = max(0.0, -o.drift_map50_95) if o.drift_map50_95 is not None else float("inf")
+        def key(o: Outcome) -> tuple[float, ...]:
+            lost = round(max(0.0, -o.drift_map50_95), 4) if o.drift_map50_95 is not None else inf
+            p50 = o.p50_ms if o.p50_ms is not None else inf
+            mem = float(o.memory_peak_bytes) if o.memory_peak_bytes is not None else inf
             group = 0 if o.passed else 1 if o.status != FAILED else 2
-            return group, round(lost, 4), o.p95_ms if o.p95_ms is not None else float("inf")
+            order = {"latency": (p50, lost, mem), "drift": (lost, p50, mem), "memory": (mem, p50, lost)}
+            return (group, *order[self.objective])
 
         return sorted(self.outcomes, key=key)
 
     @property
     def best(self) -> Outcome | None:
-        """The configuration that meets the SLA with the least drift (ties: the faster)."""
+        """The first configuration that passes, by the objective (default: the fastest median)."""
         first = self.ranked[0] if self.outcomes else None
         return first if first is not None and first.passed else None
 
@@ -133,6 +142,8 @@ class SweepResult:
         best = self.best
         return {
             "sla_ms": self.sla_ms,
+            "max_drift": self.max_drift,
+            "objective": self.objective,
             "outcomes": [o.to_dict() for o in self.ranked],
             "front": [o.point.label for o in self.front],
             "best": best.point.label if best else None,
@@ -153,11 +164,14 @@ def sweep(
     use_ray: bool = True,
     retries: int = 2,
     log: Log | None = None,
+    objective: Objective = "latency",
 ) -> SweepResult:
     """Deploy every (model, imgsz, device) of the grid and rank them (see the module docstring). ``cache``: the
     folder of stored outcomes (default: the user cache; ``""``: none); ``keep``: a folder for each configuration's
     bundle; ``ray_address``: an existing Ray cluster (default: a local Ray with ``workers`` CPUs); ``use_ray``
-    False: one configuration after the other in this process."""
+    False: one configuration after the other in this process; ``objective``: what ranks those that pass."""
+    if objective not in OBJECTIVES:
+        raise YoloEdgeError(f"unknown sweep objective '{objective}'; choose one of {', '.join(OBJECTIVES)}")
     say: Log = log or (lambda m: print(f"yolo-edge: {m}", file=sys.stderr))
     cfg = deploy_settings(config, sla_ms)  # what every configuration's deploy runs with, checked once here
     points = [Point(str(m), int(s), d) for m in models for s in imgsz for d in devices]
@@ -177,7 +191,7 @@ def sweep(
         if outcome.status != FAILED and store is not None:
             write_cached(store / f"{keys[point]}.json", json.dumps(outcome.to_dict()).encode())
         done[point] = outcome
-    return SweepResult(tuple(done[p] for p in points), cfg.validate.sla_ms)
+    return SweepResult(tuple(done[p] for p in points), cfg.validate.sla_ms, cfg.validate.max_drift, objective)
 
 
 def run_point(spec: dict[str, Any]) -> dict[str, Any]:
@@ -344,7 +358,8 @@ def _cached(store: Path | None, key: str) -> Outcome | None:
 
 
 def sweep_plot(result: SweepResult) -> bytes:
-    """PNG: every configuration's p95 latency against its drift (mAP50-95), the Pareto front joined, the SLA."""
+    """PNG: every configuration's p95 latency against its drift (mAP50-95), the Pareto front joined, the SLA and
+    the drift limit drawn in, the best ringed; the drift axis spans the limit, so a drift well inside it looks so."""
     import io
 
     import matplotlib
@@ -357,12 +372,21 @@ def sweep_plot(result: SweepResult) -> bytes:
     def xy(o: Outcome) -> tuple[float, float]:
         return o.p95_ms or 0.0, o.drift_map50_95 or 0.0
 
-    for o in (o for o in result.outcomes if o.p95_ms is not None and o.drift_map50_95 is not None):
+    shown = [o for o in result.outcomes if o.p95_ms is not None and o.drift_map50_95 is not None]
+    for o in shown:
         ax.scatter(*xy(o), color="tab:green" if o.passed else "tab:grey", zorder=3)
         ax.annotate(o.point.label, xy(o), fontsize=7, xytext=(4, 4), textcoords="offset points")
+    best = result.best
+    if best is not None and best in shown:
+        ax.scatter(*xy(best), s=160, facecolors="none", edgecolors="tab:orange", linewidths=2, zorder=4,
+                   label=f"best ({result.objective}): {best.point.label}")  # fmt: skip
     front = [xy(o) for o in result.front]
     ax.plot([x for x, _ in front], [y for _, y in front], color="tab:blue", label="Pareto front")
     ax.axvline(result.sla_ms, color="red", linestyle="--", label=f"SLA {result.sla_ms} ms (p95)")
+    ax.axhline(-result.max_drift, color="purple", linestyle=":", label=f"drift limit -{result.max_drift}")
+    low = min([-2 * result.max_drift, *(y for _, y in map(xy, shown))])
+    high = max([result.max_drift / 2, *(y for _, y in map(xy, shown))])
+    ax.set_ylim(low - 0.1 * (high - low), high + 0.1 * (high - low))
     ax.set_xlabel("p95 end-to-end latency (ms)")
     ax.set_ylabel("drift, mAP50-95 (0 = the FP32 model)")
     ax.set_title("Deployment sweep: latency against drift")

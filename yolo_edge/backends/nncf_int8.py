@@ -29,6 +29,9 @@ from yolo_edge.backends.quantize import cache_dir, calib_key
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import read_cached, write_cached
 from yolo_edge.host import int8_products_saturate
+from yolo_edge.privacy import no_telemetry
+
+no_telemetry()  # before openvino or nncf is imported: nothing leaves the machine (yolo_edge/privacy.py)
 
 NNCF_VERSION = "nncf-ov-3"  # 3: entries verified by digest
 

@@ -44,6 +44,9 @@ from yolo_edge.backends.quantize import quantize_int8
 from yolo_edge.config import INT8_SCHEMES, DeviceProfile, Quantizer, Scheme, Variant
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.host import runtime_threads
+from yolo_edge.privacy import no_telemetry
+
+no_telemetry()  # before openvino or nncf is imported: nothing leaves the machine (yolo_edge/privacy.py)
 
 _HINT = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
 _CAPABILITY = {"bf16": "BF16", "fp16": "FP16", "int8": "INT8", "fp32": "FP32"}

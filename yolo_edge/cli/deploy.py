@@ -11,7 +11,7 @@ from pathlib import Path
 
 from yolo_edge.cli.common import add_device, add_imgsz, add_model, placement_line, positive_float, table
 from yolo_edge.deploy import deploy
-from yolo_edge.report import SEARCH_HEADER, search_rows
+from yolo_edge.report import SEARCH_HEADER, DeployReport, search_rows
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -47,6 +47,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _print_search(r: DeployReport) -> None:
+    """The candidates judged, the design card's layout beside the chosen, and the faster ones left undecided."""
+    search = r.search
+    print(
+        f"search: {search.candidates} candidates passed the four checks, {len(search.trials)} judged "
+        f"({search.stopped}); * chosen"
+    )
+    print(table(SEARCH_HEADER, search_rows(search)) + "\n")
+    if search.card_line():
+        print(f"against the design card: {search.card_line()}\n")
+    for line in search.undecided_lines(r.limits):
+        print(line + "\n")
+
+
 def run(args: argparse.Namespace) -> int:
     result = deploy(
         model=args.model,
@@ -79,16 +93,10 @@ def run(args: argparse.Namespace) -> int:
                 f"{d.map50_95:+.4f}" if d else "-",
             )
         )
-    what, ref, data, search = r.metric, r.reference, r.data, r.search
+    what, ref, data = r.metric, r.reference, r.data
     board = f"modelled for {r.profile.name}; numerics on"
     print(f"latency {board if r.profile.latency == 'modelled' else 'measured on'} {r.host_cpu}")
-    print(
-        f"search: {search.candidates} candidates passed the four checks, {len(search.trials)} judged "
-        f"({search.stopped}); * chosen"
-    )
-    print(table(SEARCH_HEADER, search_rows(search)) + "\n")
-    if search.card_line():
-        print(f"against the design card: {search.card_line()}\n")
+    _print_search(r)
     print(table(("plan", "status", "p95 ms", "latency", "memory MB", f"drift {what}50", f"drift {what}50-95"), rows))
     mapped = f", classes mapped {data.class_map}" if data.class_map else ""
     print(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import errno
+import io
 import os
 import select
 import signal
@@ -136,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # a file name is any bytes: one that is not UTF-8 prints, escaped
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
     _SIGNALLED.clear()

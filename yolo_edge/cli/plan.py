@@ -12,7 +12,7 @@ from pathlib import Path
 from yolo_edge.cli.common import add_device, add_imgsz, add_model, positive_int, print_json, table
 from yolo_edge.config import load_deploy_config
 from yolo_edge.deploy import search_plan
-from yolo_edge.export import printable
+from yolo_edge.files import printable
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace
 from yolo_edge.progress import progress_bar
 from yolo_edge.report import SEARCH_HEADER, search_dict, search_plot, search_rows
@@ -55,11 +55,12 @@ def run(args: argparse.Namespace) -> int:
         progress_bar(not args.json),
     )  # fmt: skip
     plan, space, search = found.plan, found.space, found.search
+    limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
     if args.plot is not None and search is not None:
-        args.plot.write_bytes(search_plot(search, Limits(cfg.validate.max_drift, cfg.validate.sla_ms)))
+        args.plot.write_bytes(search_plot(search, limits))
     if args.json:
         doc = plan.to_dict()
-        doc["search"] = None if search is None else search_dict(search)
+        doc["search"] = None if search is None else search_dict(search, limits)
         doc["candidates"] = [
             {"placement": c.label, "estimated_ms": round(c.estimated_ms, 3)} for c in space.candidates()
         ]
@@ -68,11 +69,13 @@ def run(args: argparse.Namespace) -> int:
         }
         print_json(doc)
     else:
-        print(format_plan(plan, space, search))
+        print(format_plan(plan, space, search, limits))
     return 0
 
 
-def format_plan(plan: PlacementPlan, space: PlanSpace, search: SearchRecord | None = None) -> str:
+def format_plan(
+    plan: PlacementPlan, space: PlanSpace, search: SearchRecord | None = None, limits: Limits | None = None
+) -> str:
     w = plan.whole_graph_npu
     at = "-" if w.variant is None else w.variant.label
     verdict = "PASS" if w.passed else f"FAIL ({w.failed_check})"
@@ -97,6 +100,7 @@ def format_plan(plan: PlacementPlan, space: PlanSpace, search: SearchRecord | No
             table(SEARCH_HEADER, search_rows(search)),
             "",
             *([f"against the design card: {search.card_line()}", ""] if search.card_line() else []),
+            *(line for u in (search.undecided_lines(limits) if limits else []) for line in (u, "")),
         ]
     else:
         shown = [(str(k + 1), c.label, f"{c.estimated_ms:.2f}") for k, c in enumerate(space.candidates()[:12])]

@@ -5,14 +5,18 @@ The units run pipelined (each in its own thread, shared by all streams; ``--sequ
 and NPU failures are retried on the CPU, so every frame read gets its result or a counted drop: files never
 drop (backpressure); live sources drop the oldest queued frame when the pipeline is behind
 (``--drop-policy``), and reconnect with backoff when they close or stall. Prints a line (or a JSON line)
-per frame, then per stream: frames read, delivered and dropped by cause, events, latency from capture to
-output and frame age. ``--save`` writes annotated images, or an annotated .avi per video or live stream.
+per frame (its preprocess / inference / postprocess ms, as ultralytics prints them, and how long after capture
+it was ready), then per stream: frames read, delivered and dropped by cause, events, latency from capture to
+output and frame age. ``--save`` writes annotated images (class-coloured boxes), or an annotated .avi per video or
+live stream; ``--save-txt`` YOLO-format labels; ``--save-json`` every frame's detections in one JSON file.
+``--conf``, ``--iou``, ``--classes`` and ``--max-det`` override the bundle's NMS settings, as ultralytics' do.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,11 +25,12 @@ from typing import Any
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import positive_float, warn_placement
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import check_can_write
+from yolo_edge.files import JsonArrayWriter, check_can_write
 from yolo_edge.pipeline.annotate import AnnotatedOutput, save_dirs
 from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner, summarize
 from yolo_edge.pipeline.metrics import MetricsServer
 from yolo_edge.pipeline.sources import DROP_POLICIES, SourceOptions, parse_source
+from yolo_edge.predict import Results, nms_settings
 from yolo_edge.runtime import EventLog
 
 
@@ -39,6 +44,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="an image, a folder of images, a video, a camera index or a stream URL; repeat for several streams",
     )
     p.add_argument("--save", type=Path, default=None, help="write annotated images (or video) here")
+    p.add_argument("--conf", type=float, default=None, help="confidence threshold (default: the bundle's, 0.25)")
+    p.add_argument("--iou", type=float, default=None, help="NMS IoU threshold (default: the bundle's, 0.7)")
+    p.add_argument("--classes", nargs="+", default=None, help="keep only these classes (ids or names)")
+    p.add_argument("--max-det", type=int, default=None, help="most detections per image (default: the bundle's)")
+    p.add_argument("--save-txt", action="store_true", help="YOLO-format labels per frame in SAVE/labels/")
+    p.add_argument("--save-conf", action="store_true", help="with --save-txt: each label line ends with its score")
+    p.add_argument("--save-json", type=Path, default=None, help="every frame's detections as one JSON file")
     p.add_argument("--json", action="store_true", help="one JSON line per frame")
     p.add_argument("--events", type=Path, default=None, help="append runtime fallback events to this JSONL file")
     p.add_argument("--drop-policy", choices=DROP_POLICIES, default="drop-oldest", help="live sources when behind")
@@ -65,12 +77,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 @dataclass
 class Sinks:
-    """What ``run`` does with each result: a JSON or text line on stdout, the annotated output (``--save``), a
-    progress bar on a terminal."""
+    """What ``run`` does with each result: a JSON or text line on stdout, the annotated output (``--save``),
+    YOLO-format labels (``--save-txt``), the JSON file of every frame (``--save-json``), a progress bar on a
+    terminal."""
 
     json: bool
     output: AnnotatedOutput | None
     progress: bool = False
+    labels: Path | None = None
+    save_conf: bool = False
+    results: JsonArrayWriter | None = None
+    many: bool = False  # several sources: each label file's name starts with its stream's index
     bar: Any = None
 
     def __post_init__(self) -> None:
@@ -82,31 +99,46 @@ class Sinks:
     def __call__(self, r: StreamResult) -> None:
         if self.output is not None:  # first: a printed line means the frame is in the video too
             self.output.write(r)
+        speed = {"preprocess": r.preprocess_ms, "inference": sum(r.unit_ms.values()), "postprocess": r.postprocess_ms}
+        if self.labels is not None:
+            base, _, frame = r.name.partition("#")  # a video's frame: "<video>#<index>", labelled <video>_<index>.txt
+            stem = f"{r.stream}_" * self.many + re.sub(r"\W+", "_", Path(base).stem) + (f"_{frame}" if frame else "")
+            self.labels.mkdir(parents=True, exist_ok=True)
+            Results(r.name, r.image, r.detections, speed).save_txt(self.labels / f"{stem}.txt", self.save_conf)
+        record = {
+            "stream": r.stream,
+            "frame": r.index,
+            "source": r.name,
+            "captured_at": round(r.captured_at, 3),
+            "detections": r.detections.to_list(),
+            "speed_ms": {k: round(v, 3) for k, v in speed.items()},
+            "ready_ms": round(r.ready_ms, 2),
+            "age_ms": round(r.age_ms, 2),
+            "unit_ms": {k: round(v, 3) for k, v in r.unit_ms.items()},
+            "devices": r.unit_device,
+        }
+        if self.results is not None:
+            self.results.add(record)
         if self.bar is not None:
             self.bar.update(1)
         if self.json:
-            line = {
-                "stream": r.stream,
-                "frame": r.index,
-                "source": r.name,
-                "captured_at": round(r.captured_at, 3),
-                "detections": r.detections.to_list(),
-                "ms": round(sum(r.unit_ms.values()), 2),
-                "ready_ms": round(r.ready_ms, 2),
-                "age_ms": round(r.age_ms, 2),
-                "unit_ms": {k: round(v, 3) for k, v in r.unit_ms.items()},
-                "devices": r.unit_device,
-            }
-            print(json.dumps(line), flush=True)
+            print(json.dumps(record), flush=True)
         else:
             d = r.detections
             summary = ", ".join(f"{n} {c:.2f}" for n, c in zip(d.class_names, d.confidence)) or "nothing"
-            print(f"{r.name}: {len(d)} detections, ready {r.ready_ms:.1f} ms after capture: {summary}", flush=True)
+            print(
+                f"{r.name}: {len(d)} detections ({summary}); {speed['preprocess']:.1f}ms preprocess, "
+                f"{speed['inference']:.1f}ms inference, {speed['postprocess']:.1f}ms postprocess; "
+                f"ready {r.ready_ms:.1f} ms after capture",
+                flush=True,
+            )
 
     def close(self) -> None:
-        """Finalise the videos: they are playable after a normal end, Ctrl-C or SIGTERM alike."""
+        """Finalise the videos and the JSON file: they are whole after a normal end, Ctrl-C or SIGTERM alike."""
         if self.output is not None:
             self.output.close()
+        if self.results is not None:
+            self.results.close()
         if self.bar is not None:
             self.bar.close()
 
@@ -141,8 +173,14 @@ def run(args: argparse.Namespace) -> int:
         check_can_write(args.events, "--events")
     if args.in_flight is not None and args.in_flight < 1:
         raise YoloEdgeError(f"--in-flight must be >= 1, got {args.in_flight}")
+    if args.save_txt and args.save is None:
+        raise YoloEdgeError("--save-txt writes the labels into SAVE/labels/: give --save DIR too")
+    if args.save_json is not None:
+        check_can_write(args.save_json, "--save-json")
     sources = [parse_source(s) for s in args.source]  # a bad source fails before the bundle is compiled
     save = save_dirs(args.save, sources) if args.save else None
+    bundle = load_bundle(args.bundle)
+    nms = nms_settings(bundle.config.nms, bundle.meta.model.names, args.conf, args.iou, args.classes, args.max_det)
     options = StreamOptions(
         SourceOptions(
             drop_policy=args.drop_policy,
@@ -156,8 +194,11 @@ def run(args: argparse.Namespace) -> int:
     )
     events = EventLog(args.events)
     output = AnnotatedOutput(sources, save, args.video_format) if save is not None else None
-    sinks = Sinks(args.json, output, progress=not args.quiet)
-    with load_bundle(args.bundle).detector(events=events) as detector:
+    labels = args.save / "labels" if args.save_txt else None
+    results = JsonArrayWriter(args.save_json) if args.save_json is not None else None
+    sinks = Sinks(args.json, output, not args.quiet, labels, args.save_conf, results, len(sources) > 1)
+    with bundle.detector(events=events) as detector:
+        detector.nms = nms
         warn_placement(detector.executor.placement_problems, "run")
         runner = StreamRunner(detector, sources, options)
         metrics = MetricsServer(runner, events, args.metrics_port) if args.metrics_port is not None else None

@@ -23,7 +23,7 @@ import numpy as np
 from yolo_edge.config import read_yaml
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import read_regular
-from yolo_edge.pipeline.preprocess import IMAGE_SUFFIXES
+from yolo_edge.pipeline.preprocess import IMAGE_SUFFIXES, read_image
 
 
 @dataclass(frozen=True)
@@ -205,9 +205,7 @@ def _label_path(image: Path) -> Path:
 
 
 def _image_size(path: Path) -> tuple[int, int]:
-    image = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
-    if image is None:
-        raise YoloEdgeError(f"{path} is not a readable image")
+    image = read_image(path, cv2.IMREAD_UNCHANGED)
     return int(image.shape[0]), int(image.shape[1])
 
 

@@ -105,7 +105,9 @@ class Detector:
     def postprocess(self, outputs: dict[str, np.ndarray], lb: Letterboxed, nms: NmsConfig | None = None) -> Detections:
         """The executor's outputs for ``lb`` (the head's, or ``output0``) decoded, NMS'd and mapped to the image."""
         cfg = nms or self.nms
-        return postprocess(outputs, lb, self.meta.names, cfg.conf, cfg.iou, cfg.max_det, cfg.multi_label, self.head)
+        return postprocess(
+            outputs, lb, self.meta.names, cfg.conf, cfg.iou, cfg.max_det, cfg.multi_label, self.head, cfg.classes
+        )
 
     def _board_postprocess_s(self, board: BoardCpu, outputs: dict[str, np.ndarray], conf: float) -> float:
         """The board CPU's decode (where the units end at the head) and NMS of one frame, priced by their work."""
@@ -113,8 +115,8 @@ class Detector:
         if self.head is None:
             (output0,) = outputs.values()
             return board.nms_s(output0.size, output0.shape[-1], candidates)
-        anchors = sum(outputs[n][0, 0].size for n in self.head.classes)
-        return board.decode_s(anchors, self.meta.nc, self.head.reg_max, candidates) + board.suppress_s(candidates)
+        anchors, classes = self.head.work(outputs)
+        return board.decode_s(anchors, classes, self.head.reg_max, candidates) + board.suppress_s(candidates)
 
     def detect(self, image: np.ndarray, nms: NmsConfig | None = None) -> tuple[Detections, FrameTiming]:
         """Detect objects in one BGR image; no frame is lost: NPU failures are retried on the CPU."""

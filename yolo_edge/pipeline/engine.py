@@ -23,7 +23,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -58,6 +58,8 @@ class StreamResult:
     captured_at: float  # wall-clock seconds since the epoch
     age_ms: float  # how stale the frame was when inference started
     ready_ms: float  # capture -> result ready (before the sink)
+    preprocess_ms: float = 0.0  # the letterbox, measured
+    postprocess_ms: float = 0.0  # decode + NMS, measured
 
 
 @dataclass
@@ -69,6 +71,7 @@ class _Job:
     t_start: float
     tensors: dict[str, np.ndarray]
     runs: list[UnitRun] = field(default_factory=list)
+    preprocess_ms: float = 0.0
 
 
 class StreamRunner:
@@ -120,8 +123,10 @@ class StreamRunner:
             if job is None:
                 self._results.put(None)
                 return
+            t0 = time.perf_counter()
             dets = self.detector.postprocess({n: job.tensors[n] for n in outputs}, job.letterboxed)
-            self._results.put(Ordered(_result(job, dets, self.clock()), job.seq))
+            post = (time.perf_counter() - t0) * 1e3
+            self._results.put(Ordered(replace(_result(job, dets, self.clock()), postprocess_ms=post), job.seq))
 
     def _start(self) -> None:
         for r in self._readers:
@@ -337,8 +342,10 @@ class _Scheduler:
                 self.admission.release()
                 continue
             self.admission.dispatched(item.stream)
+            t0 = time.perf_counter()
             lb = self.detector.preprocess(item.image)
-            self.out.put(_Job(item, seq[item.stream], frame, lb, now, self.detector.feeds(lb)))
+            pre = (time.perf_counter() - t0) * 1e3
+            self.out.put(_Job(item, seq[item.stream], frame, lb, now, self.detector.feeds(lb), preprocess_ms=pre))
             seq[item.stream] += 1
             frame += 1
         self.out.put(None)
@@ -426,6 +433,7 @@ def _result(job: _Job, dets: Detections, now: float) -> StreamResult:
         c.captured_at,
         (job.t_start - c.t_capture) * 1e3,
         (now - c.t_capture) * 1e3,
+        job.preprocess_ms,
     )
 
 

@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.pipeline.preprocess import IMAGE_SUFFIXES, list_images, read_image
+from yolo_edge.pipeline.preprocess import IMAGE_SUFFIXES, list_images, opencv_path, read_image
 
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v")
 
@@ -32,7 +32,7 @@ def quiet_ffmpeg() -> None:
 
 def open_video(path: Path) -> cv2.VideoCapture:
     quiet_ffmpeg()
-    return cv2.VideoCapture(str(path))
+    return cv2.VideoCapture(opencv_path(path, "video"))
 
 
 def is_video(path: Path) -> bool:

@@ -7,6 +7,7 @@ candidates, greedy IoU suppression per class) and ``scale_boxes``, in numpy: no 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -173,6 +174,7 @@ def postprocess(
     max_det: int = 300,
     multi_label: bool = False,
     head: HeadOutputs | None = None,
+    classes: Sequence[int] | None = None,
 ) -> Detections:
     """Turn one image's final tensors into Detections in original-image pixels: ``output0`` (1, 4+nc, anchors),
     its only tensor, or with ``head`` the head's raw outputs, decoded candidates first (only the anchors over
@@ -181,12 +183,16 @@ def postprocess(
 
     ``multi_label`` keeps every class above ``conf`` for a box (as ultralytics' validator does), instead of
     only the best one (as its predictor does). ``benchmarks/run_all.py`` times it against ultralytics'.
+    ``classes``: only candidates of these class ids go on to NMS (ultralytics' ``classes=``).
     """
     if head is None:
         (output0,) = tensors.values()
         idx, cls, score = _candidates(output0, conf, multi_label)
     else:
         idx, cls, score = head_candidates(tensors, head, conf, multi_label)
+    if classes is not None:
+        wanted = np.isin(cls, np.asarray(classes, dtype=np.int64))
+        idx, cls, score = idx[wanted], cls[wanted], score[wanted]
     if not len(score):
         return Detections.empty(names)
     if len(score) > MAX_NMS:

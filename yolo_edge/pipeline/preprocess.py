@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.files import printable
 
 PAD_VALUE = 114
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
@@ -50,15 +51,38 @@ def letterbox(image: np.ndarray, imgsz: tuple[int, int]) -> Letterboxed:
     return Letterboxed(tensor=tensor, orig_shape=(h, w), gain=(new_h / h, new_w / w), pad=(left, top))
 
 
-def read_image(path: str | Path) -> np.ndarray:
-    """Read an image file as BGR uint8; a one-line error if it is missing or not an image."""
+MAX_IMAGE_BYTES = 256 * 2**20  # a larger file is refused before it is read (no camera frame is this large)
+
+
+def read_image(path: str | Path, flags: int = cv2.IMREAD_COLOR) -> np.ndarray:
+    """Read an image file as BGR uint8; a one-line error if it is missing, too large or not an image. The bytes
+    are read by Python and decoded by OpenCV (``cv2.imread`` takes the name as UTF-8 and crashes the process on
+    a name that is not: a file name is any bytes on Linux)."""
     path = Path(path)
     if not path.is_file():
-        raise YoloEdgeError(f"image not found: {path}")
-    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+        raise YoloEdgeError(f"image not found: {printable(path)}")
+    size = path.stat().st_size
+    if size > MAX_IMAGE_BYTES:
+        raise YoloEdgeError(
+            f"{printable(path)} is {size / 2**20:.0f} MiB, over the {MAX_IMAGE_BYTES >> 20} MiB an image may be"
+        )
+    image = cv2.imdecode(np.fromfile(path, np.uint8), flags) if size else None
     if image is None:
-        raise YoloEdgeError(f"{path} is not a readable image (JPEG, PNG, BMP or WebP)")
+        raise YoloEdgeError(f"{printable(path)} is not a readable image (JPEG, PNG, BMP or WebP)")
     return image
+
+
+def opencv_path(path: str | Path, what: str = "file") -> str:
+    """``path`` as OpenCV's video functions take it; a one-line error for a name that is not UTF-8 (OpenCV
+    crashes the process on one)."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise YoloEdgeError(
+            f"the {what} name {printable(path)} is not valid UTF-8, which OpenCV cannot open; rename it"
+        ) from None
+    return text
 
 
 def list_images(folder: str | Path, what: str = "image folder") -> list[Path]:

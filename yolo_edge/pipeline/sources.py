@@ -76,6 +76,11 @@ class Source:
         return Path(self.text).name if not self.live else self.text
 
 
+def is_live(text: str) -> bool:
+    """A camera index or a stream URL (a source that never ends), by its text alone."""
+    return text.isdigit() or bool(_URL.match(text))
+
+
 def parse_source(text: str) -> Source:
     """What ``text`` names; a one-line error for a file that does not exist."""
     if text.isdigit():

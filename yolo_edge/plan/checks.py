@@ -176,20 +176,22 @@ class Checker:
         if self.profile.latency != "modelled" and cand.name not in self._cpu_s:
             ok = self.op_support(cand).passed is not False  # a variant that fails is the checks' to report
             timed = [v for v in variants if ok and self._compiles(cand, v)]
-            self._cpu_s[cand.name] = (self._interleaved(cand, timed), "measured")
+            self._cpu_s[cand.name] = (self.interleaved(cand, timed), "measured")
 
-    def _interleaved(self, cand: Candidate, timed: Sequence[Variant], runs: int | None = None) -> float:
-        """Time the CPU and each of ``timed`` (compiled here: a compile failure raises) in turn; the accelerator's
-        times into the cache, the CPU's returned."""
+    def interleaved(self, cand: Candidate, timed: Sequence[Variant], runs: int | None = None) -> float:
+        """Time the CPU and each of ``timed`` (compiled here) in turn; the CPU's time returned, the accelerator's cached
+        (on the scale of the CPU time already cached: a mixed-precision retry, a close call's second look)."""
         cpu, perf = self.cpu.compile(cand.model, "fp32"), self.cfg.checks.performance
         rounds = interleaved_rounds(
             [cpu, *(self.compile(cand, v) for v in timed)], cand.feeds_eval[0], runs or perf.runs, perf.warmup
         )
         cpu.close()
+        cpu_now = statistics.median(rounds[0])
+        scale = self._cpu_s[cand.name][0] / cpu_now if cand.name in self._cpu_s else 1.0
         for v, npu in zip(timed, rounds[1:]):
-            self._npu_s[(cand.name, v)] = statistics.median(npu)
+            self._npu_s[(cand.name, v)] = statistics.median(npu) * scale
             self.rounds[(cand.name, v)] = [a / b for a, b in zip(npu, rounds[0])]
-        return statistics.median(rounds[0])
+        return cpu_now
 
     def _compiles(self, cand: Candidate, variant: Variant) -> bool:
         try:
@@ -202,7 +204,7 @@ class Checker:
         is priced as it runs: the detector's candidate-first decode of the head's outputs, not its ONNX graph."""
         if cand.name not in self._cpu_s:
             if cand.name == "decode":
-                self._cpu_s[cand.name] = decode_s(cand, self.profile, self.cfg)
+                self._cpu_s[cand.name] = decode_price(cand, self.profile, self.cfg)
             elif self.profile.latency == "modelled":
                 assert self.profile.cpu is not None
                 self._cpu_s[cand.name] = (cpu_time(cand.info, self.profile.cpu).total_s, "modelled")
@@ -223,9 +225,8 @@ class Checker:
                 kind,
             )
         key = (cand.name, variant)
-        if key not in self._npu_s:  # one not timed with the others (a mixed-precision retry): with the CPU again,
-            now_cpu_s = self._interleaved(cand, [variant])  # on the scale of the CPU time the others had
-            self._npu_s[key] = self._npu_s[key] * cpu_s / now_cpu_s
+        if key not in self._npu_s:  # one not timed with the others (a mixed-precision retry): with the CPU again
+            self.interleaved(cand, [variant])
         return self._npu_s[key], cpu_s, kind
 
     def performance(self, cand: Candidate, variant: Variant) -> CheckResult:
@@ -240,7 +241,8 @@ class Checker:
         spread = ""
         if (cand.name, variant) in self.rounds and cpu_s > 0:  # measured: the per-round ratios, each under one load
             low, ratio, high = paired_spread(self, cand, variant, xfer / cpu_s)
-            measured = replace(measured, ratio=ratio, ratio_low=low, ratio_high=high, close=low <= limit <= high)
+            npu_s, close = self._npu_s[(cand.name, variant)], low <= limit <= high  # as timed last (a close call twice)
+            measured = replace(measured, npu_ms=npu_s * 1e3, ratio=ratio, ratio_low=low, ratio_high=high, close=close)
             spread = f" (per-round {low:.2f}-{high:.2f}x)"
         verdict = (
             f"NPU {npu_s * 1e3:.2f} + transfers {xfer * 1e3:.2f} ms vs CPU {cpu_s * 1e3:.2f} ms ({kind}): "
@@ -281,18 +283,20 @@ def transfer_s(cand: Candidate, profile: DeviceProfile, precision: str) -> float
     return transfer_time(n_bytes, profile.link, cand.transfers)
 
 
-def paired_spread(checker: Checker, cand: Candidate, variant: Variant, transfer_ratio: float) -> tuple[float, ...]:
+def paired_spread(
+    checker: Checker, cand: Candidate, variant: Variant, transfer_ratio: float
+) -> tuple[float, float, float]:
     """(lower quartile, median, upper quartile) of ``cand``'s per-round ratios at ``variant`` (plus the transfers'
     share); where the limit falls between the quartiles, timed again with three times the rounds first."""
     perf, key = checker.cfg.checks.performance, (cand.name, variant)
     q = np.quantile(np.array(checker.rounds[key]) + transfer_ratio, [0.25, 0.5, 0.75])
     if q[0] <= perf.max_ratio <= q[2]:
-        checker._interleaved(cand, [variant], 3 * perf.runs)  # a close call's second look
+        checker.interleaved(cand, [variant], 3 * perf.runs)  # a close call's second look
         q = np.quantile(np.array(checker.rounds[key]) + transfer_ratio, [0.25, 0.5, 0.75])
     return float(q[0]), float(q[1]), float(q[2])
 
 
-def decode_s(cand: Candidate, profile: DeviceProfile, cfg: DeployConfig) -> tuple[float, LatencyKind]:
+def decode_price(cand: Candidate, profile: DeviceProfile, cfg: DeployConfig) -> tuple[float, LatencyKind]:
     """The candidate-first decode of the evaluation frames' head outputs (``cand`` the decode) at the run's
     confidence threshold: modelled on the board's CPU from its work, or timed here (median of the performance
     check's runs)."""
@@ -302,10 +306,9 @@ def decode_s(cand: Candidate, profile: DeviceProfile, cfg: DeployConfig) -> tupl
     conf = cfg.nms.conf
     if profile.latency == "modelled":
         assert profile.cpu is not None
-        anchors = sum(cand.feeds_eval[0][n][0, 0].size for n in head.classes)
-        found = [count_candidates(f, head, conf) for f in cand.feeds_eval]
-        nc = cand.feeds_eval[0][head.classes[0]].shape[1]
-        return BoardCpu(profile.cpu).decode_s(anchors, nc, head.reg_max, round(statistics.mean(found))), "modelled"
+        anchors, nc = head.work(cand.feeds_eval[0])
+        found = round(statistics.mean(count_candidates(f, head, conf) for f in cand.feeds_eval))
+        return BoardCpu(profile.cpu).decode_s(anchors, nc, head.reg_max, found), "modelled"
     perf, feeds = cfg.checks.performance, cand.feeds_eval[0]
     times = []
     for k in range(perf.warmup + perf.runs):

@@ -26,10 +26,10 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
-from faster_coco_eval import COCO, COCOeval_faster
+from faster_coco_eval import COCO
 
 from yolo_edge.config import NmsConfig, ValidateConfig
 from yolo_edge.data.dataset import Dataset
@@ -39,6 +39,7 @@ from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.progress import Bar
+from yolo_edge.validate.bootstrap import Evaluation, Resamples
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ def coco_rows(detections: Sequence[Detections]) -> np.ndarray:
 
 def _evaluate(gt: COCO, detections: Sequence[Detections]) -> MapResult:
     rows = coco_rows(detections)
-    return _against(gt, _results(gt, rows)) if len(rows) else MapResult(0.0, 0.0)
+    return MapResult(*Evaluation(gt, _results(gt, rows)).map) if len(rows) else MapResult(0.0, 0.0)
 
 
 def _results(gt: COCO, rows: np.ndarray) -> COCO:
@@ -109,15 +110,6 @@ def _results(gt: COCO, rows: np.ndarray) -> COCO:
     dataset too (:func:`gt_coco` takes both from the dataset), so one serves every pseudo-label draw."""
     with contextlib.redirect_stdout(io.StringIO()):
         return gt.loadRes(rows)
-
-
-def _against(gt: COCO, results: COCO) -> MapResult:
-    with contextlib.redirect_stdout(io.StringIO()):
-        ev = COCOeval_faster(gt, results, "bbox", print_function=lambda *_a, **_k: None)
-        ev.evaluate()
-        ev.accumulate()
-        ev.summarize()
-    return MapResult(map50=float(max(ev.stats[1], 0.0)), map50_95=float(max(ev.stats[0], 0.0)))
 
 
 def detect_all(detector: Detector, dataset: Dataset, nms: NmsConfig, bar: Bar, desc: str) -> list[Detections]:
@@ -128,10 +120,15 @@ def detect_all(detector: Detector, dataset: Dataset, nms: NmsConfig, bar: Bar, d
 @dataclass(frozen=True)
 class Accuracy:
     """A plan's accuracy on the evaluation images: against labels where there are labels, and always its
-    agreement with the reference (pseudo-labels); ``map`` is the one that decides."""
+    agreement with the reference (pseudo-labels); ``map`` is the one that decides. Each carries its bootstrap
+    replicates (mAP50, mAP50-95 per row, the same resamples for every plan a scorer scores), so a drift
+    (:meth:`minus`) carries its paired replicates and :attr:`interval` how sure it is."""
 
     labels: MapResult | None
     agreement: MapResult | None  # None: labelled images on which the reference detects nothing
+    labels_samples: np.ndarray | None = field(default=None, compare=False, repr=False)
+    agreement_samples: np.ndarray | None = field(default=None, compare=False, repr=False)
+    level: float = 0.9  # the intervals' coverage
 
     @property
     def map(self) -> MapResult:
@@ -144,14 +141,57 @@ class Accuracy:
         """``labels`` or ``agreement``: what decided."""
         return "labels" if self.labels else "agreement"
 
+    @property
+    def interval(self) -> Interval | None:
+        """The deciding figure's central ``level`` bootstrap interval (None: not resampled)."""
+        return _interval(self.labels_samples if self.labels else self.agreement_samples, self.level)
+
+    @property
+    def agreement_interval(self) -> Interval | None:
+        return _interval(self.agreement_samples, self.level)
+
     def minus(self, other: Accuracy) -> Accuracy:
         labels = self.labels.minus(other.labels) if self.labels and other.labels else None
         agreement = self.agreement.minus(other.agreement) if self.agreement and other.agreement else None
-        return Accuracy(labels, agreement)
+        return Accuracy(
+            labels,
+            agreement,
+            _paired(self.labels_samples, other.labels_samples) if labels else None,
+            _paired(self.agreement_samples, other.agreement_samples) if agreement else None,
+            self.level,
+        )
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A bootstrap interval of mAP50 and mAP50-95 (or of their drifts) and the images it was resampled from."""
+
+    lo: MapResult
+    hi: MapResult
+    level: float
+    images: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {"lo": self.lo.to_dict(), "hi": self.hi.to_dict(), "level": self.level, "images": self.images}
+
+
+def _interval(samples: np.ndarray | None, level: float) -> Interval | None:
+    if samples is None or not len(samples):
+        return None
+    q = np.quantile(samples[:, :2], [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return Interval(MapResult(*map(float, q[0])), MapResult(*map(float, q[1])), level, int(samples[0, 2]))
+
+
+def _paired(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    """Replicate by replicate differences (the same resamples), the image count kept in the third column."""
+    if a is None or b is None:
+        return None
+    return np.column_stack([a[:, :2] - b[:, :2], a[:, 2]])
 
 
 class Scorer:
-    """Scores plans on one evaluation set against one reference's detections (drawn into pseudo-labels once)."""
+    """Scores plans on one evaluation set against one reference's detections (drawn into pseudo-labels once),
+    each with ``validate.bootstrap`` replicates over the same resamples of the images and the draws."""
 
     def __init__(self, data: EvalData, reference: Sequence[Detections], cfg: ValidateConfig, conf: float) -> None:
         self.data = data
@@ -164,18 +204,46 @@ class Scorer:
             )
         draws, noise = cfg.agreement_draws, cfg.agreement_box_noise
         self._pseudo = pseudo_labels(data.dataset, reference, draws, noise) if detects else []
+        self._labels = _labelled_gt(data.dataset) if data.labelled else None
+        self._resamples = Resamples.draw(cfg.bootstrap, len(data.dataset), draws)
+        self.level = cfg.confidence
 
     def score(self, detections: Sequence[Detections]) -> Accuracy:
-        labels = coco_map(self.data.dataset, detections) if self.data.labelled else None
+        if len(detections) != len(self.data.dataset):
+            raise ValueError(f"{len(detections)} detections for {len(self.data.dataset)} images")
         rows = coco_rows(detections)
-        results = _results(self._pseudo[0], rows) if self._pseudo and len(rows) else None
-        runs = [MapResult(0.0, 0.0) if results is None else _against(gt, results) for gt in self._pseudo]
-        agreement = (
-            MapResult(float(np.mean([r.map50 for r in runs])), float(np.mean([r.map50_95 for r in runs])))
-            if runs
-            else None
-        )
-        return Accuracy(labels, agreement)
+        labels, labels_samples = self._labels_map(rows)
+        agreement, agreement_samples = self._agreement_map(rows)
+        return Accuracy(labels, agreement, labels_samples, agreement_samples, self.level)
+
+    def _labels_map(self, rows: np.ndarray) -> tuple[MapResult | None, np.ndarray | None]:
+        gt = self._labels
+        if gt is None:
+            return None, None
+        if not len(rows):
+            return MapResult(0.0, 0.0), self._samples(np.zeros((len(self._resamples.images), 2)))
+        ev = Evaluation(gt, _results(gt, rows))
+        return MapResult(*ev.map), self._samples(ev.resampled(self._resamples.images))
+
+    def _agreement_map(self, rows: np.ndarray) -> tuple[MapResult | None, np.ndarray | None]:
+        """The mean over the pseudo-label draws; each replicate weighs the draws as its resample of them does."""
+        if not self._pseudo:
+            return None, None
+        counts = self._resamples.draws
+        figures, replicates = np.zeros((len(self._pseudo), 2)), np.zeros((*counts.shape, 2))
+        results = _results(self._pseudo[0], rows) if len(rows) else None
+        for d, gt in enumerate(self._pseudo):
+            if results is None:
+                continue
+            ev = Evaluation(gt, results)
+            used = np.nonzero(counts[:, d])[0]
+            figures[d] = ev.map
+            replicates[used, d] = ev.resampled(self._resamples.images[used])
+        weighted = (replicates * counts[:, :, None]).sum(axis=1) / counts.sum(axis=1, keepdims=True)
+        return MapResult(*map(float, figures.mean(axis=0))), self._samples(weighted)
+
+    def _samples(self, figures: np.ndarray) -> np.ndarray:
+        return np.column_stack([figures, np.full(len(figures), len(self.data.dataset))])
 
 
 def pseudo_labels(
@@ -199,15 +267,17 @@ def pseudo_labels(
     return sets
 
 
-def coco_map(dataset: Dataset, detections: Sequence[Detections]) -> MapResult:
-    """mAP50 and mAP50-95 of ``detections`` (one per dataset image, same order) against the labels."""
-    if len(detections) != len(dataset):
-        raise ValueError(f"{len(detections)} detections for {len(dataset)} images")
+def _labelled_gt(dataset: Dataset) -> COCO:
     if not any(len(r.classes) for r in dataset.records):
         raise YoloEdgeError(
             f"the {len(dataset)} evaluation images have no labelled object of the model's classes "
             f"({', '.join(dataset.names[:6])}{', ...' if len(dataset.names) > 6 else ''}): mAP cannot be measured"
         )
-    return _evaluate(
-        gt_coco(dataset, [r.boxes for r in dataset.records], [r.classes for r in dataset.records]), detections
-    )
+    return gt_coco(dataset, [r.boxes for r in dataset.records], [r.classes for r in dataset.records])
+
+
+def coco_map(dataset: Dataset, detections: Sequence[Detections]) -> MapResult:
+    """mAP50 and mAP50-95 of ``detections`` (one per dataset image, same order) against the labels."""
+    if len(detections) != len(dataset):
+        raise ValueError(f"{len(detections)} detections for {len(dataset)} images")
+    return _evaluate(_labelled_gt(dataset), detections)

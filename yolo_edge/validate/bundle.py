@@ -18,7 +18,7 @@ from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.progress import progress_bar
-from yolo_edge.validate.accuracy import MapResult, Scorer, detect_all
+from yolo_edge.validate.accuracy import Interval, MapResult, Scorer, detect_all
 from yolo_edge.validate.latency import LATENCY_IMAGES, LatencyResult, measure_latency
 
 
@@ -54,6 +54,7 @@ class ValResult:
     deployed: MapResult
     kind: EvalKind
     images: int
+    drift_interval: Interval | None = None  # the drift's paired bootstrap interval
 
     @property
     def drift(self) -> MapResult:
@@ -64,6 +65,7 @@ class ValResult:
             "reference": self.reference.to_dict(),
             "deployed": self.deployed.to_dict(),
             "drift": self.drift.to_dict(),
+            "drift_interval": None if self.drift_interval is None else self.drift_interval.to_dict(),
             "kind": self.kind,
             "images": self.images,
         }
@@ -93,7 +95,8 @@ def val_bundle(
         with nullcontext(detector) if detector else bundle.detector() as deployed:
             dep = detect_all(deployed, ev.dataset, cfg.val_nms, bar, "deployed")
     scorer = Scorer(ev, ref, cfg.validate, cfg.nms.conf)
-    return ValResult(scorer.score(ref).map, scorer.score(dep).map, ev.kind, len(ev.dataset))
+    ref_acc, dep_acc = scorer.score(ref), scorer.score(dep)
+    return ValResult(ref_acc.map, dep_acc.map, ev.kind, len(ev.dataset), dep_acc.minus(ref_acc).interval)
 
 
 def bench_bundle(

@@ -26,3 +26,15 @@ def percentiles(values: Sequence[float]) -> Percentiles:
     a = np.asarray(values, dtype=np.float64)
     p50, p95, p99 = (round(float(np.percentile(a, q)), 3) for q in (50, 95, 99))
     return Percentiles(p50, p95, p99, round(float(a.mean()), 3))
+
+
+def median_ratio_se(a: Sequence[float], b: Sequence[float]) -> float:
+    """Standard error of the median of the paired ratios ``a[i] / b[i]`` (frames timed in turn), from their
+    median absolute deviation (robust to a neighbour's burst): 1.4826 x MAD is the spread of a normal sample,
+    1.2533 x spread / sqrt(n) its median's standard error. 0 for fewer than two pairs."""
+    n = min(len(a), len(b))
+    if n < 2:
+        return 0.0
+    r = np.asarray(a[:n], dtype=np.float64) / np.maximum(np.asarray(b[:n], dtype=np.float64), 1e-9)
+    mad = float(np.median(np.abs(r - np.median(r))))
+    return 1.2533 * 1.4826 * mad / float(np.sqrt(n))

@@ -5,6 +5,12 @@ A plan fails for the reasons, in this order: the planner's own verdict on it (``
 than the limit), ``SLA`` (p95 end-to-end latency above it). A figure that is missing or not a number
 fails too: a verdict that cannot be computed is never ``ok``.
 
+A drift with its bootstrap interval (:mod:`yolo_edge.validate.bootstrap`) passes when the whole interval
+is within the limit and fails when the whole interval of mAP50 or of mAP50-95 is beyond it; an interval that
+straddles the limit is ``undecided drift``: not ``ok`` (nothing unproven ships as proven), and not a
+failure the search relaxes on (the difference is inside the noise). :func:`more_images` says how many more
+judging images would decide it.
+
 Example:
     >>> status(failures(MapResult(-0.03, -0.01), 12.0, Limits(max_drift=0.01, sla_ms=100.0)))
     'fails drift'
@@ -19,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from yolo_edge.pipeline.postprocess import Detections
-from yolo_edge.validate.accuracy import Accuracy, MapResult
+from yolo_edge.validate.accuracy import Accuracy, Interval, MapResult
 from yolo_edge.validate.latency import LatencyResult
 
 OK = "ok"
@@ -31,31 +37,75 @@ class Limits:
     sla_ms: float  # p95 end-to-end latency limit
 
 
-def failures(drift: MapResult | None, p95_ms: float | None, limits: Limits, planned: str | None = None) -> list[str]:
+UNDECIDED = "undecided drift"
+
+
+def failures(
+    drift: MapResult | None,
+    p95_ms: float | None,
+    limits: Limits,
+    planned: str | None = None,
+    interval: Interval | None = None,
+) -> list[str]:
     """Why a plan is not acceptable (empty: it is). ``planned`` is the planner's failed check, if any; a plan
-    it stopped before anything ran (no figures) fails for that reason alone."""
+    it stopped before anything ran (no figures) fails for that reason alone. ``interval``: the drift's bootstrap
+    interval (None: judged on the figure alone)."""
     out = [planned] if planned else []
     if drift is None and p95_ms is None and planned:
         return out
-    if drift is None or not all(math.isfinite(d) and d >= -limits.max_drift for d in (drift.map50, drift.map50_95)):
-        out.append("drift")
+    out += _drift_failure(drift, interval, -limits.max_drift)
     if p95_ms is None or not (math.isfinite(p95_ms) and p95_ms <= limits.sla_ms):
         out.append("SLA")
     return out
 
 
+def _drift_failure(drift: MapResult | None, interval: Interval | None, floor: float) -> list[str]:
+    figures = [] if drift is None else [drift.map50, drift.map50_95]
+    if len(figures) < 2 or not all(math.isfinite(d) for d in figures):
+        return ["drift"]
+    if interval is None:
+        return [] if all(d >= floor for d in figures) else ["drift"]
+    if interval.hi.map50 < floor or interval.hi.map50_95 < floor:
+        return ["drift"]
+    return [] if min(interval.lo.map50, interval.lo.map50_95) >= floor else [UNDECIDED]
+
+
+def more_images(drift: MapResult, interval: Interval, floor: float) -> int | None:
+    """About how many more judging images would decide an undecided drift: an interval's width falls as one
+    over the square root of the images, so it must shrink until it no longer reaches across ``floor`` (None:
+    the figure is at the limit, no number of images decides it)."""
+    need = 0.0
+    for point, lo, hi in (
+        (drift.map50, interval.lo.map50, interval.hi.map50),
+        (drift.map50_95, interval.lo.map50_95, interval.hi.map50_95),
+    ):
+        if lo >= floor or hi < floor:
+            continue
+        gap = abs(point - floor)
+        if gap <= 1e-9:
+            return None
+        width = point - lo if point >= floor else hi - point
+        need = max(need, interval.images * (width / gap) ** 2)
+    return max(1, math.ceil(need) - interval.images)
+
+
 def status(fails: list[str]) -> str:
-    """``ok``, or ``fails drift, SLA``: the words the table, the reports and ``check`` show."""
-    return OK if not fails else "fails " + ", ".join(fails)
+    """``ok``, or ``fails drift, SLA``, or ``undecided drift``: the words the table, the reports and ``check``
+    show."""
+    if fails == [UNDECIDED]:
+        return UNDECIDED
+    failed = [f for f in fails if f != UNDECIDED]
+    return OK if not fails else "fails " + ", ".join(failed) + (", drift undecided" if UNDECIDED in fails else "")
 
 
-def explain(fails: list[str], drift: MapResult | None, p95_ms: float | None, limits: Limits) -> list[str]:
+def explain(
+    fails: list[str], drift: MapResult | None, p95_ms: float | None, limits: Limits, interval: Interval | None = None
+) -> list[str]:
     """One line per failure with its numbers."""
     lines = []
     for f in fails:
-        if f == "drift":
-            shown = "not measured" if drift is None else f"mAP50 {drift.map50:+.4f}, mAP50-95 {drift.map50_95:+.4f}"
-            lines.append(f"drift {shown} beyond the limit -{limits.max_drift}")
+        if f in ("drift", UNDECIDED):
+            lines.append(_drift_line(f, drift, interval, limits.max_drift))
         elif f == "SLA":
             lines.append(
                 f"p95 {'not measured' if p95_ms is None else f'{p95_ms:.2f} ms'} over the SLA {limits.sla_ms} ms"
@@ -63,6 +113,33 @@ def explain(fails: list[str], drift: MapResult | None, p95_ms: float | None, lim
         else:
             lines.append(f"fails the {f} check" if f != "to compile" else "fails to compile")
     return lines
+
+
+def _drift_line(f: str, drift: MapResult | None, interval: Interval | None, max_drift: float) -> str:
+    if drift is None:
+        return f"drift not measured beyond the limit -{max_drift}"
+    shown = f"mAP50 {drift.map50:+.4f}, mAP50-95 {drift.map50_95:+.4f}"
+    if interval is not None:
+        shown += f" ({interval_text(interval)})"
+    if f == "drift":
+        return f"drift {shown} beyond the limit -{max_drift}"
+    assert interval is not None
+    more = more_images(drift, interval, -max_drift)
+    decide = (
+        "the drift is at the limit: no number of images decides it"
+        if more is None
+        else f"about {more} more judging images would decide it"
+    )
+    return f"drift {shown} straddles the limit -{max_drift}: undecided, neither passed nor failed; {decide}"
+
+
+def interval_text(interval: Interval) -> str:
+    """``90 % interval [-0.0210, +0.0031] / [-0.0302, -0.0010] over 5 images``."""
+    lo, hi = interval.lo, interval.hi
+    return (
+        f"{interval.level:.0%} interval [{lo.map50:+.4f}, {hi.map50:+.4f}] / [{lo.map50_95:+.4f}, {hi.map50_95:+.4f}]"
+        f" over {interval.images} images"
+    )
 
 
 @dataclass
@@ -95,14 +172,18 @@ class PlanRun:
         return None if self.accuracy is None else self.accuracy.criterion
 
     @property
+    def drift_interval(self) -> Interval | None:
+        """The deciding drift's bootstrap interval (None: not measured)."""
+        return None if self.accuracy_drift is None else self.accuracy_drift.interval
+
+    @property
     def agreement_drift(self) -> MapResult | None:
         """The drift in agreement with the reference (pseudo-labels), reported beside the labelled one."""
         return None if self.accuracy_drift is None else self.accuracy_drift.agreement
 
     def judge(self, limits: Limits) -> None:
-        self.fails = failures(
-            self.drift, None if self.latency is None else self.latency.end_to_end.p95, limits, self.planned
-        )
+        p95 = None if self.latency is None else self.latency.end_to_end.p95
+        self.fails = failures(self.drift, p95, limits, self.planned, self.drift_interval)
 
     @property
     def status(self) -> str:
@@ -130,6 +211,7 @@ class PlanRun:
             "memory_peak_bytes": self.memory_peak_bytes,
             "map": None if self.map is None else self.map.to_dict(),
             "map_drift": None if self.drift is None else self.drift.to_dict(),
+            "map_drift_interval": None if self.drift_interval is None else self.drift_interval.to_dict(),
             "agreement_drift": None if self.agreement_drift is None else self.agreement_drift.to_dict(),
             "criterion": self.criterion,
         }

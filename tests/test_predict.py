@@ -1,0 +1,101 @@
+"""Predict as a user of ultralytics would: ``yolo_edge.load(bundle)(source)`` and ``yolo-edge run`` with the flags
+they type (``--conf --iou --classes --max-det --save-txt --save-json``), on the shared demo bundle."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from yolo_edge import load
+from yolo_edge.cli.main import main
+from yolo_edge.deploy import DeployResult
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.pipeline.annotate import class_color
+from yolo_edge.pipeline.preprocess import default_calib_dir
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("photos")
+    for p in sorted(default_calib_dir().glob("*.jpg"))[40:44]:
+        shutil.copy(p, folder)
+    return folder
+
+
+def test_predict_in_one_line_on_a_path_an_array_a_folder_and_a_list(deployed: DeployResult, photos: Path) -> None:
+    first = sorted(photos.iterdir())[0]
+    with load(deployed.bundle) as model:
+        r = model(first)[0]
+        same = model(cv2.imread(str(first)))[0]
+        folder = model(photos)
+        mixed = model([str(first), cv2.imread(str(first))])
+        strict = model(first, conf=0.8, max_det=1)[0]
+        k = int(r.boxes.cls[0])
+        only = model(photos, classes=[r.names[k]])
+        with pytest.raises(YoloEdgeError, match="source not found"):
+            model(photos / "missing.jpg")
+        with pytest.raises(YoloEdgeError, match="H x W x 3 uint8"):
+            model(np.zeros((8, 8), np.float32))
+        with pytest.raises(YoloEdgeError, match="not the model's"):
+            model(first, classes=[99])
+        with pytest.raises(YoloEdgeError, match="stream=True"):
+            model(0)
+    assert len(r) > 0 and r.boxes.xyxy.shape == (len(r), 4) and r.path == first.name
+    assert np.array_equal(r.boxes.xyxy, same.boxes.xyxy) and np.array_equal(r.boxes.cls, same.boxes.cls)
+    assert [x.path for x in folder] == sorted(p.name for p in photos.iterdir()) and len(mixed) == 2
+    assert set(r.speed) == {"preprocess", "inference", "postprocess"} and all(v >= 0 for v in r.speed.values())
+    assert len(strict) <= 1 and all(strict.boxes.conf >= 0.8)
+    assert all((x.boxes.cls == k).all() for x in only) and sum(len(x) for x in only) > 0
+
+
+def test_results_draw_each_class_in_its_colour_and_save_labels_and_json(
+    deployed: DeployResult, photos: Path, tmp_path: Path
+) -> None:
+    with load(deployed.bundle) as model:
+        results = model(photos, conf=0.5)
+    r = next(x for x in results if len(set(x.boxes.cls.tolist())) >= 2)  # two classes in one image
+    drawn = r.plot()
+    for box, cls in zip(r.boxes.xyxy, r.boxes.cls):
+        x1, y1, x2, y2 = (int(round(v)) for v in box)
+        edge = drawn[(y1 + y2) // 2, max(x1, 0)]  # the box's left edge, halfway down: its class's colour
+        assert tuple(int(c) for c in edge) == class_color(int(cls))
+    assert class_color(int(r.boxes.cls[0])) != class_color(int(r.boxes.cls[0]) + 1)
+    saved = Path(r.save(tmp_path / "annotated.png"))
+    assert cv2.imread(str(saved)).shape == r.orig_img.shape
+    lines = Path(r.save_txt(tmp_path / "labels.txt", save_conf=True)).read_text().splitlines()
+    h, w = r.orig_img.shape[:2]
+    for line, box, cls in zip(lines, r.boxes.xyxy, r.boxes.cls):
+        c, cx, cy, bw, bh, conf = line.split()
+        assert int(c) == int(cls) and abs(float(cx) * w - (box[0] + box[2]) / 2) < 0.01 and 0 < float(conf) <= 1
+        assert abs(float(bw) * w - (box[2] - box[0])) < 0.01 and abs(float(bh) * h - (box[3] - box[1])) < 0.01
+    rows = json.loads(r.to_json())
+    assert [row["class"] for row in rows] == r.boxes.cls.tolist() and rows[0]["name"] == r.names[rows[0]["class"]]
+
+
+def test_run_takes_ultralytics_predict_flags(
+    deployed: DeployResult, photos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, results = tmp_path / "out", tmp_path / "results.json"
+    args = ["run", str(deployed.bundle), "--source", str(photos), "--conf", "0.5", "--classes", "0", "1"]
+    args += ["--max-det", "2", "--save", str(out), "--save-txt", "--save-json", str(results), "--quiet"]
+    assert main(args) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if "detections" in x]
+    assert len(lines) == 4 and all(
+        "ms preprocess" in x and "ms inference" in x and "ms postprocess" in x for x in lines
+    )
+    frames = json.loads(results.read_text())
+    assert [f["source"] for f in frames] == sorted(p.name for p in photos.iterdir())
+    for f in frames:
+        assert len(f["detections"]) <= 2 and all(d["class_id"] in (0, 1) for d in f["detections"])
+        assert all(d["confidence"] >= 0.5 for d in f["detections"])
+        labels = (out / "labels" / f"{Path(f['source']).stem}.txt").read_text().splitlines()
+        assert [int(x.split()[0]) for x in labels] == [d["class_id"] for d in f["detections"]]
+    assert main(["run", str(deployed.bundle), "--source", str(photos), "--classes", "unicorn"]) == 2
+    assert "class 'unicorn' is not the model's" in capsys.readouterr().err
+    assert main(["run", str(deployed.bundle), "--source", str(photos), "--save-txt"]) == 2
+    assert "give --save DIR" in capsys.readouterr().err
