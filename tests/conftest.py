@@ -357,6 +357,17 @@ def deployed(small_val: Path, small_cfg: Path, tmp_path_factory: pytest.TempPath
     return _once(tmp_path_factory, "deployed", build)
 
 
+@pytest.fixture(scope="session")
+def deployed_cpu(tiny_cfg: Path, tiny_images: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo deployed to the ``cpu`` profile (onnxruntime only: what a board install runs), its bundle."""
+    from yolo_edge.deploy import deploy
+
+    def build(folder: Path):  # type: ignore[no-untyped-def]
+        return deploy(device="cpu", data=tiny_images, config=tiny_cfg, out=folder / "bundle", quiet=True)
+
+    return Path(_once(tmp_path_factory, "deployed-cpu", build).bundle)
+
+
 def plan_bundle(out: Path, split, plan, tensors: list, cfg) -> Path:  # type: ignore[no-untyped-def, type-arg]
     """``plan`` (no proof run) built and written as a bundle, as deploy writes one: its units' compiled files, their
     FP32 graphs, the boundary sample and the calibration images it was built with."""

@@ -204,6 +204,22 @@ def _hostile_sample(env: Env) -> str:
     return str(b)
 
 
+def _sample_bomb(env: Env) -> str:
+    """sample.npz whose image tensor has the right header, then 256 MiB of zeros deflated to a few hundred KB: read
+    up to one byte past the array, so nothing near the bomb's size is inflated."""
+    import zipfile
+
+    b = _copy_bundle(env, "sample-bomb")
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 320, 320), }"
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    chunk = bytes(1 << 20)
+    with zipfile.ZipFile(b / "sample.npz", "w", zipfile.ZIP_DEFLATED) as z, z.open("images.npy", "w") as f:
+        f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode())
+        for _ in range(256):
+            f.write(chunk)
+    return str(b)
+
+
 def _baseline(text: str) -> Callable[[Env], str]:
     def make(env: Env) -> str:
         (env.root / "base.json").write_text(text)
@@ -729,10 +745,28 @@ CASES: list[Case] = [
     ("a unit on a third device", lambda e: ["bench", _units_edit("gpu", _unit_on_gpu)(e)], 2, "a unit on 'gpu'"),
     ("sample.npz of garbage", lambda e: ["bench", _damaged("sample.npz", b"PK\x00junk")(e)], 2, "sample.npz"),
     (
+        "sample.npz deflate bomb",
+        lambda e: ["bench", _sample_bomb(e)],
+        2,
+        "images does not hold exactly [1, 3, 320, 320] float32 values",
+    ),
+    (
         "sample.npz claiming 4 TB",
         lambda e: ["bench", _hostile_sample(e)],
         2,
         "images is float32 [1099511627776], its unit takes float32 [1, 3, 320, 320]",
+    ),
+    (
+        "meta.json nested 200k deep",
+        lambda e: ["bench", _damaged("meta.json", b"[" * 200_000 + b"]" * 200_000)(e)],
+        2,
+        "meta.json: JSONDecodeError",
+    ),
+    (
+        "baseline nested 200k deep",
+        lambda e: ["check", str(e.bundle), "--baseline", _baseline("[" * 200_000 + "]" * 200_000)(e)],
+        2,
+        "is not a yolo-edge baseline",
     ),
     (
         "garbage baseline",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import cv2
@@ -136,3 +137,37 @@ def test_an_incomplete_demo_dataset_cache_is_rebuilt(
     again = demo_val_data(count=6)
     assert again == first and again.is_file() and "incomplete; rebuilding it" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in (again.parent / "images" / "val").iterdir()} == want
+
+
+def test_a_photo_stored_rotated_is_sized_as_detection_sees_it(tmp_path: Path) -> None:
+    """EXIF Orientation 6 (stored sideways, shown upright): the label scale uses the same decode the detector
+    gets, so boxes and labels agree (read apart, the same 30 images scored mAP50 0.846 upright and 0.083 rotated)."""
+    from PIL import Image
+
+    from yolo_edge.data.dataset import _image_size
+    from yolo_edge.pipeline.preprocess import read_image
+
+    path = tmp_path / "rotated.jpg"
+    exif = Image.Exif()
+    exif[0x0112] = 6  # Orientation: rotate 90 degrees clockwise to display
+    Image.new("RGB", (64, 32), (200, 30, 30)).save(path, exif=exif.tobytes())
+    assert _image_size(path) == read_image(path).shape[:2] == (64, 32)  # upright: 32 wide, 64 high
+
+
+def test_an_image_over_opencvs_pixel_limit_is_a_one_line_error(tmp_path: Path) -> None:
+    """OpenCV raises (not returns None) on an image over its pixel limit, as an image bomb is; that is a one-line
+    error naming the file, which a folder reader skips with a problem line. The limit is lowered here (a real bomb
+    decodes to gigabytes), in a process of its own: OpenCV reads it once."""
+    import subprocess
+    import sys
+
+    from yolo_edge.pipeline.preprocess import default_calib_dir
+
+    image = sorted(default_calib_dir().glob("*.jpg"))[0]
+    code = (
+        "from yolo_edge.errors import YoloEdgeError\nfrom yolo_edge.pipeline.preprocess import read_image\n"
+        f"try:\n    read_image({str(image)!r})\nexcept YoloEdgeError as e:\n    print('refused:', e)\n"
+    )
+    env = {**os.environ, "OPENCV_IO_MAX_IMAGE_PIXELS": "1000"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.startswith("refused:") and "too large an image" in out.stdout, out

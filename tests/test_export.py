@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 from tests.conftest import ExportFn
 from yolo_edge.cli.main import main
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import export_model, load_onnx, parse_imgsz
+from yolo_edge.export import demo_model_path, export_model, load_onnx, parse_imgsz
 
 
 def test_metadata_of_exported_model(exported: ExportFn) -> None:
@@ -210,3 +210,15 @@ def test_ultralytics_first_run_on_a_machine_keeps_stdout_json(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["path"].endswith("yolov8n.onnx")
     assert "Settings" in done.stderr and (tmp_path / "fresh-config").exists()
+
+
+def test_the_demo_model_defaults_to_its_320_however_it_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from yolo_edge.deploy import DEMO_IMGSZ, demo_imgsz
+
+    demo = demo_model_path()
+    monkeypatch.chdir(demo.parent.parent)
+    assert demo_imgsz(demo) == demo_imgsz(f"assets/{demo.name}") == demo_imgsz(f"./assets/../assets/{demo.name}")
+    assert demo_imgsz(demo) == DEMO_IMGSZ
+    assert demo_imgsz(tmp_path / "other.pt") is None  # any other model: the exporter's default

@@ -379,3 +379,23 @@ def test_a_slow_simulator_is_not_a_hung_board_but_an_injected_hang_is(
             runs = [ex.run({"images": tensors[0]["images"]}, i) for i in range(3)]
         assert [e.frame for e in events.events if e.trigger == "timeout"] == want
         assert [r.units[0].device for r in runs] == ["cpu" if i in want else "npu" for i in range(3)]
+
+
+def test_an_accelerator_call_that_never_returns_does_not_keep_the_process_from_exiting() -> None:
+    """A hung driver call times out for the frame (the CPU re-runs it) and must not hold the exit: the interpreter
+    joins a ThreadPoolExecutor's threads at exit, so a 100 s hang kept a finished ``run`` alive for 100 s. In a
+    process of its own, timed by the test's wall clock (the hang is 120 s; the limit 60 s)."""
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import time\nfrom concurrent.futures import TimeoutError\nfrom yolo_edge.runtime import DaemonPool\n"
+        "pool = DaemonPool(2, 'npu')\nhung = pool.submit(time.sleep, 120)\n"
+        "try:\n    hung.result(timeout=0.2)\nexcept TimeoutError:\n    print('timed out')\n"
+        "print(pool.submit(sum, [1, 2]).result(timeout=5))\npool.shutdown()\n"
+    )
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=100)
+    assert out.returncode == 0 and out.stdout.split() == ["timed", "out", "3"], out
+    assert time.monotonic() - t0 < 60

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import pkgutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import yolo_edge
 from tests.conftest import ExportFn
+from yolo_edge.pipeline.preprocess import default_calib_dir
 
 BLOCKER = textwrap.dedent("""
     import sys, importlib.abc
@@ -53,3 +56,31 @@ def test_exporting_a_checkpoint_without_ultralytics_says_how_to_fix(tmp_path) ->
     """)
     assert proc.returncode == 2
     assert "pip install 'yolo-edge[export]'" in proc.stderr
+
+
+BOARD = BLOCKER.replace(
+    "('torch', 'ultralytics', 'torchvision')",
+    "('torch', 'ultralytics', 'torchvision', 'nncf', 'openvino', 'matplotlib', 'onnxslim', 'sklearn', 'scipy')",
+)
+
+
+def test_a_board_install_runs_benches_and_checks_a_bundle_without_the_planner(deployed_cpu: Path) -> None:
+    """``pip install .`` on a board has onnxruntime, numpy, opencv, pyyaml (and the mAP scorer) only: with the
+    planner's packages hidden (NNCF, OpenVINO, matplotlib, onnxslim, scikit-learn, scipy), a bundle for the CPU
+    runs, benches and checks; deploy says which extra to install."""
+    image = sorted(default_calib_dir().glob("*.jpg"))[0]
+    for args, code in (
+        (["run", str(deployed_cpu), "--source", str(image), "--quiet"], 0),
+        (["bench", str(deployed_cpu), "--runs", "3"], 0),
+        (["check", str(deployed_cpu), "--runs", "3"], 0),
+        (["deploy", "--device", "cpu", "--out", str(deployed_cpu.parent / "again")], 2),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-c", BOARD + f"from yolo_edge.cli.main import main\nraise SystemExit(main({args!r}))"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "YOLO_OFFLINE": "1"},
+        )
+        assert proc.returncode == code, (args[0], proc.stderr[-2000:])
+    assert "pip install 'yolo-edge[deploy]'" in proc.stderr

@@ -54,7 +54,7 @@ from yolo_edge.build import EXECUTED, UnitFeeds, UnitPlan, compile_units, plan_u
 from yolo_edge.config import DeployConfig, Device, DeviceProfile, Variant, build, load_deploy_config, read_yaml
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, ModelMeta, load_onnx
-from yolo_edge.files import read_regular
+from yolo_edge.files import json_loads, read_regular
 from yolo_edge.graph import SUBGRAPHS
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
@@ -75,7 +75,7 @@ SAMPLE = "sample.npz"
 def is_bundle(path: Path) -> bool:
     """Whether ``path`` is a folder that yolo-edge wrote as a bundle (any format): its meta.json says so."""
     try:
-        meta = json.loads((path / "meta.json").read_text())
+        meta = json_loads((path / "meta.json").read_text())
     except (OSError, ValueError):
         return False
     return isinstance(meta, dict) and "yolo_edge" in meta and (path / "plan.json").is_file()
@@ -265,6 +265,7 @@ def unit_artifacts(units: list[Unit]) -> dict[str, bytes]:
 
 MAX_DOC_BYTES = 1 << 26  # meta.json, plan.json, report.json
 MAX_UNIT_BYTES = 1 << 31  # a compiled unit (protobuf's own limit for an ONNX graph)
+MAX_SAMPLE_TENSOR_BYTES = 1 << 30  # one tensor of sample.npz (the largest at imgsz 4096 is about 200 MB)
 
 
 def bundle_file(root: Path, rel: str) -> Path:
@@ -479,7 +480,7 @@ def load_bundle(path: str | Path) -> Bundle:
             f"{path} is not a yolo-edge bundle (no meta.json/plan.json); make one with yolo-edge deploy --out {path}"
         )
     try:
-        raw = json.loads(_bundle_bytes(path, "meta.json", MAX_DOC_BYTES))
+        raw = json_loads(_bundle_bytes(path, "meta.json", MAX_DOC_BYTES))
         if not isinstance(raw, dict) or raw.get("format") != FORMAT:
             found = raw.get("format") if isinstance(raw, dict) else None
             raise YoloEdgeError(f"{path}: bundle format {found} is not {FORMAT}; deploy it again with this yolo-edge")
@@ -492,8 +493,8 @@ def load_bundle(path: str | Path) -> Bundle:
         if not (path / rel).exists():
             raise _damaged(path, f"no {rel}")
     try:
-        plan = PlacementPlan.from_dict(json.loads(_bundle_bytes(path, "plan.json", MAX_DOC_BYTES)))
-        units = tuple(StoredUnit.from_dict(u) for u in json.loads(_bundle_bytes(path, UNITS, MAX_DOC_BYTES)))
+        plan = PlacementPlan.from_dict(json_loads(_bundle_bytes(path, "plan.json", MAX_DOC_BYTES)))
+        units = tuple(StoredUnit.from_dict(u) for u in json_loads(_bundle_bytes(path, UNITS, MAX_DOC_BYTES)))
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
         raise _damaged(path, f"{type(exc).__name__}: {exc}") from None
     profile_path, config_path = (bundle_file(path, rel) for rel in ("profile.yaml", "deploy.yaml"))
@@ -534,8 +535,11 @@ def read_sample(path: Path, planned: Sequence[UnitPlan]) -> dict[str, np.ndarray
                     got, fortran, dtype = header(f)
                     if tuple(got) != tuple(shape) or dtype != np.float32 or fortran:
                         raise ValueError(f"{name} is {dtype} {list(got)}, its unit takes float32 {list(shape)}")
-                    values = f.read()  # the array over these bytes, not a copy of them (it is only read)
-                    if len(values) != 4 * int(np.prod(shape)):
+                    size = 4 * int(np.prod(shape))
+                    if size > MAX_SAMPLE_TENSOR_BYTES:
+                        raise ValueError(f"{name} would be {size >> 20} MiB: no unit input of a 4096-pixel model is")
+                    values = f.read(size + 1)  # at most one byte past the array: a deflate bomb is not inflated
+                    if len(values) != size:
                         raise ValueError(f"{name} does not hold exactly {list(shape)} float32 values")
                 sample[name] = np.frombuffer(values, np.float32).reshape(shape)
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:

@@ -18,7 +18,7 @@ from typing import Any
 
 from yolo_edge.bundle import Bundle, load_bundle
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import atomic_write
+from yolo_edge.files import atomic_write, json_loads
 from yolo_edge.runtime import EventLog
 from yolo_edge.validate.bundle import ValResult, bench_bundle, bundle_eval_data, val_bundle
 from yolo_edge.validate.latency import LatencyResult
@@ -146,7 +146,7 @@ def read_baseline(path: str | Path) -> tuple[float, str | None]:
     its latency was obtained (``measured``, ``modelled (board)``; None in a baseline that does not say)."""
     p = Path(path)
     try:
-        base = json.loads(p.read_text())
+        base = json_loads(p.read_text())
         p95 = float(base["p95_ms"])
     except FileNotFoundError:
         raise YoloEdgeError(

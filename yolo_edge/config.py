@@ -369,6 +369,14 @@ class DeviceProfile:
     # configurations for it run only there; none: any node (the host CPU, a simulation with its stack in the main env)
     node_resource: str | None = None
 
+    @property
+    def stand_in(self) -> str | None:
+        """What "npu" is on a profile whose accelerator is this host's CPU (OpenVINO's CPU plugin): said wherever
+        the placement is shown. None: a real or simulated accelerator."""
+        if self.runtime == "openvino" and self.runtime_options.device.upper().startswith("CPU"):
+            return "npu = OpenVINO's CPU plugin on this host, its low-precision kernels (no NPU)"
+        return None
+
     def __post_init__(self) -> None:
         where = f"device profile '{self.name}'"
         for name, allowed in (("kind", ProfileKind), ("runtime", Runtime), ("latency", LatencySource)):

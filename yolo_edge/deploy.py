@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import tempfile
 import time
@@ -59,6 +60,36 @@ from yolo_edge.version import __version__
 
 Log = Callable[[str], None]
 DEMO_IMGSZ = 320
+
+
+PLANNER = ("nncf", "openvino", "matplotlib", "onnxslim")  # the [deploy] extra: what a board install leaves out
+
+
+def require_planner() -> None:
+    """A one-line error, before any work, where the planner's packages are not installed (a board install runs,
+    benches and checks bundles; planning and deploying are the ``deploy`` extra)."""
+    missing = []
+    for name in PLANNER:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(name)
+    if missing:
+        raise YoloEdgeError(
+            f"planning and deploying need {', '.join(missing)}, which this install leaves out (a board install runs, "
+            "benches and checks bundles): pip install 'yolo-edge[deploy]'"
+        )
+
+
+def demo_imgsz(model: str | Path) -> int | None:
+    """320 for the demo model however it is named (default, relative or absolute path): the size it was trained and
+    is deployed at; None (the exporter's 640) for any other."""
+    try:
+        return DEMO_IMGSZ if Path(str(model)).resolve() == demo_model_path().resolve() else None
+    except OSError:
+        return None
 
 
 def _memory(plan: PlacementPlan, split: SplitModel, which: str) -> int:
@@ -128,9 +159,13 @@ def plan_deployment(
     for warning in (evaldata.warning, calibration.warning):
         if warning:
             say(f"warning: {warning}")
+    used = len(calibration.files)
+    cal = min(cfg.calib_images, used - 1)  # as the planner splits them (plan/planner.py)
+    precision = min(cfg.checks.precision.images, used - cal)
     say(
-        f"calibrating on {len(calibration.files)} images ({calibration.source}); judging on "
-        f"{len(evaldata.dataset)} others ({evaldata.source})"
+        f"calibrating on {cal} images and checking precision on {precision} more (calib_images, "
+        f"checks.precision.images; {calibration.source}); judging on {len(evaldata.dataset)} others "
+        f"({evaldata.source})"
     )
     split = split_model(exported)
     images = load_images(calibration.files, exported.meta.imgsz)
@@ -180,10 +215,10 @@ def search_plan(
     cfg = deploy_settings(config, None)
     profile = resolve_device(device)
     require_usable(profile)
+    require_planner()
     source = None if data is None else read_data(data)  # a bad --data fails before the export
     model = model or demo_model_path()
-    if imgsz is None and Path(str(model)) == demo_model_path():
-        imgsz = DEMO_IMGSZ
+    imgsz = imgsz if imgsz is not None else demo_imgsz(model)
     with tempfile.TemporaryDirectory(prefix="yolo-edge-plan-") as tmp, ExitStack() as stack:
         exported = export_model(model, imgsz=imgsz, out_dir=tmp)
         if source is not None or exported.meta.names == CLASS_NAMES:
@@ -222,10 +257,10 @@ def deploy(
     check_writable(out)
     profile = resolve_device(device)
     require_usable(profile)
+    require_planner()
     source = None if data is None else read_data(data)  # a bad --data fails before the export
     model = model or demo_model_path()
-    if imgsz is None and Path(str(model)) == demo_model_path():
-        imgsz = DEMO_IMGSZ
+    imgsz = imgsz if imgsz is not None else demo_imgsz(model)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="yolo-edge-deploy-") as tmp, ExitStack() as stack:
         say(f"exporting {model}")

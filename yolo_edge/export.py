@@ -34,10 +34,13 @@ from typing import Any
 import onnx
 
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import atomic_write, cache_root, package_versions, printable, read_cached, write_cached
+from yolo_edge.files import atomic_write, cache_root, json_loads, package_versions, printable, read_cached, write_cached
 from yolo_edge.graph import DetectLayout, GraphInfo, yolov8_layout
 from yolo_edge.native import native_output
+from yolo_edge.privacy import no_telemetry
 from yolo_edge.rewrite import apply_rewrites
+
+no_telemetry()  # before ultralytics imports torch (yolo_edge/privacy.py)
 
 ImgSize = tuple[int, int]  # (height, width)
 
@@ -183,7 +186,7 @@ def load_onnx(path: str | Path) -> ExportedModel:
     info = GraphInfo.of(model)
     layout = yolov8_layout(info)
     if _META_KEY in props:
-        meta = ModelMeta.from_dict(json.loads(props[_META_KEY]))
+        meta = ModelMeta.from_dict(json_loads(props[_META_KEY]))
     else:
         meta = ModelMeta(
             names=_names_from_props(props, layout.nc),

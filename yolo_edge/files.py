@@ -15,6 +15,7 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from yolo_edge.errors import YoloEdgeError
 
@@ -159,3 +160,12 @@ class JsonArrayWriter:
         os.fsync(self._file.fileno())
         self._file.close()
         os.replace(self._tmp, self.path)
+
+
+def json_loads(data: str | bytes) -> Any:
+    """``json.loads``, with a document nested too deep for the parser (a few hundred KB of ``[[[[``) a
+    :class:`json.JSONDecodeError` like any other malformed one, not a RecursionError traceback."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deep", data if isinstance(data, str) else "", 0) from None

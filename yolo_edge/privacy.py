@@ -1,4 +1,5 @@
-"""Nothing leaves the machine unless the user asks: the dependencies' telemetry is off in yolo-edge's processes.
+"""Nothing leaves the machine unless the user asks, and the dependencies keep their noise to themselves: their
+telemetry is off in yolo-edge's processes, and their log lines that say nothing to a yolo-edge user are not shown.
 
 ``import openvino`` sends an "import" event to Google Analytics, and NNCF sends usage events, through the
 ``openvino_telemetry`` package, which also writes a client id under ``~/intel``; consent is assumed when its
@@ -12,13 +13,20 @@ beyond loopback.
 
 from __future__ import annotations
 
+import logging
 import os
 
 TELEMETRY_ENV = "YOLO_EDGE_TELEMETRY"  # "1": leave the dependencies' telemetry as they ship it
+# loggers whose warnings are about the dependency's own setup, not the user's model: torch's "No CUDA runtime is
+# found" on every CPU-only machine when NNCF or ultralytics imports it
+QUIET_LOGGERS = ("torch.utils.cpp_extension",)
 
 
 def no_telemetry() -> None:
-    """Make ``openvino_telemetry`` find no consent in this process (before openvino or nncf is imported)."""
+    """Make ``openvino_telemetry`` find no consent in this process (before openvino or nncf is imported), and
+    quiet :data:`QUIET_LOGGERS` (their errors still show)."""
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
     if os.environ.get(TELEMETRY_ENV) == "1":
         return
     try:

@@ -296,6 +296,7 @@ def markdown(report: DeployReport) -> str:
         "",
         "## Placement (chosen plan)",
         "",
+        *([f"On {report.profile.name}, {report.profile.stand_in}.", ""] if report.profile.stand_in else []),
         "| subgraph | device | precision | granularity | ms | kind | reason |",
         "|---|---|---|---|---|---|---|",
     ]

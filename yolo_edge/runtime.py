@@ -16,17 +16,18 @@ different units of different frames in different threads.
 from __future__ import annotations
 
 import json
+import queue
 import statistics
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -264,6 +265,59 @@ class FrameResult:
         return sum(s.ms for s in self.units)
 
 
+class DaemonPool:
+    """Accelerator calls on daemon threads, each call's result a :class:`Future`. Not a ThreadPoolExecutor: the
+    interpreter joins those at exit, so one accelerator call that never returns (a hung driver) would keep a
+    ``run`` from ever ending after its summary; a daemon thread stuck in such a call is left behind at exit.
+    Up to ``workers`` threads, started as calls come; a hung one is replaced by the next idle one."""
+
+    def __init__(self, workers: int, name: str) -> None:
+        self.workers, self.name = workers, name
+        self._calls: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the accelerator call pool is shut down")
+            if self._idle == 0 and len(self._threads) < self.workers:
+                t = threading.Thread(target=self._work, name=f"{self.name}-{len(self._threads)}", daemon=True)
+                self._threads.append(t)
+                t.start()
+            else:
+                self._idle -= 1 if self._idle else 0
+        self._calls.put((future, fn, args))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            item = self._calls.get()
+            if item is None:
+                return
+            future, fn, args = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as exc:  # handed to the caller, which decides (a bug propagates there)
+                    future.set_exception(exc)
+            with self._lock:
+                self._idle += 1
+
+    def shutdown(self) -> None:
+        """No more calls; idle threads end, a thread still in a call is left to the process's exit."""
+        with self._lock:
+            self._closed = True
+            threads = len(self._threads)
+        for _ in range(threads):
+            self._calls.put(None)
+
+
 class SplitExecutor:
     """Runs the units of a plan frame by frame with the fallbacks above. ``clock`` (seconds, monotonic) times
     the accelerator calls for the hysteresis and the breaker's cool-down; tests inject a fake one."""
@@ -286,7 +340,7 @@ class SplitExecutor:
         self.events = events or EventLog()
         self.clock = clock
         self.breaker = CircuitBreaker(cfg.breaker_failures, cfg.breaker_cooldown_s, self.events, clock)
-        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="npu")
+        self._pool = DaemonPool(8, "npu")
         self.input_name = self.units[0].input_names[0]  # the image
         # the frame's result: what no later unit reads (the head's raw outputs, which the detector decodes; or
         # output0 where one unit runs the whole model)
@@ -305,7 +359,7 @@ class SplitExecutor:
     def close(self) -> None:
         """Stop the accelerator call pool and release the units' accelerator executables (a toolchain worker's
         compiled graphs); the executor is not used after this."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
         for unit in self.units:
             if unit.npu is not None:
                 unit.npu.close()

@@ -41,7 +41,7 @@ from yolo_edge.config import DeployConfig, load_profile
 from yolo_edge.deploy import deploy, deploy_settings
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import sha256_file
-from yolo_edge.files import cache_root, read_cached, write_cached
+from yolo_edge.files import cache_root, json_loads, read_cached, write_cached
 from yolo_edge.validate.latency import TimingKind
 from yolo_edge.version import __version__
 
@@ -352,7 +352,7 @@ def _cached(store: Path | None, key: str) -> Outcome | None:
     if data is None:
         return None
     try:
-        return dataclasses.replace(Outcome.from_dict(json.loads(data)), cached=True)
+        return dataclasses.replace(Outcome.from_dict(json_loads(data)), cached=True)
     except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
         return None
 

@@ -54,8 +54,12 @@ _CAPABILITY = {"bf16": "BF16", "fp16": "FP16", "int8": "INT8", "fp32": "FP32"}
 
 @cache
 def core() -> Any:
-    import openvino as ov
-
+    try:
+        import openvino as ov
+    except ImportError:
+        raise YoloEdgeError(
+            "this runs on OpenVINO, which this install leaves out: pip install openvino (or 'yolo-edge[deploy]')"
+        ) from None
     return ov.Core()
 
 

@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         f"({r.calibration.source})"
     )
     print("split plan: " + placement_line(r.split_plan))
-    print("deployed:   " + placement_line(r.placement))
+    print("deployed:   " + placement_line(r.placement) + (f"  ({r.profile.stand_in})" if r.profile.stand_in else ""))
     ev = r.fallback_events
     print(f"fallback events: {ev.total}" + (f" {ev.by_trigger}" if ev.total else ""))
     print(

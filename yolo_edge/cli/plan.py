@@ -10,8 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from yolo_edge.cli.common import add_device, add_imgsz, add_model, positive_int, print_json, table
-from yolo_edge.config import load_deploy_config
+from yolo_edge.config import load_deploy_config, load_profile
 from yolo_edge.deploy import search_plan
+from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import printable
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace
 from yolo_edge.progress import progress_bar
@@ -79,9 +80,13 @@ def format_plan(
     w = plan.whole_graph_npu
     at = "-" if w.variant is None else w.variant.label
     verdict = "PASS" if w.passed else f"FAIL ({w.failed_check})"
+    try:
+        stand_in = load_profile(plan.device).stand_in
+    except YoloEdgeError:  # a profile read from a YAML file elsewhere: its name alone does not find it
+        stand_in = None
     lines = [
         f"device {plan.device} ({plan.device_kind}, latency {plan.latency_kind}), imgsz "
-        f"{plan.imgsz[0]}x{plan.imgsz[1]}",
+        f"{plan.imgsz[0]}x{plan.imgsz[1]}" + (f"; {stand_in}" if stand_in else ""),
         f"whole graph on the NPU at {at}: {verdict}: {w.reason}",
         "",
     ]

@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 
 from yolo_edge.config import read_yaml
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import read_regular
+from yolo_edge.files import json_loads, read_regular
 from yolo_edge.pipeline.preprocess import IMAGE_SUFFIXES, read_image
 
 
@@ -134,7 +133,7 @@ def _yolo_rows(label: Path, n_classes: int) -> np.ndarray:
 
 def _from_coco(path: Path, images: Path | None) -> Dataset:
     try:
-        coco = json.loads(read_regular(path, "COCO JSON", 1 << 31))
+        coco = json_loads(read_regular(path, "COCO JSON", 1 << 31))
         cats = sorted(coco["categories"], key=lambda c: c["id"])
         imgs = coco["images"]
         anns = coco.get("annotations", [])
@@ -205,7 +204,10 @@ def _label_path(image: Path) -> Path:
 
 
 def _image_size(path: Path) -> tuple[int, int]:
-    image = read_image(path, cv2.IMREAD_UNCHANGED)
+    """Height and width as detection sees the image: decoded as ``read_image`` decodes it for the detector, with
+    its EXIF orientation applied (a photo stored rotated has the labels of its upright view, as ultralytics
+    reads them)."""
+    image = read_image(path)
     return int(image.shape[0]), int(image.shape[1])
 
 

@@ -285,6 +285,8 @@ def write_dataset(root: str | Path, seed: int, sizes: dict[str, int], classes: M
                 )
         (root / f"{split}_coco.json").write_text(json.dumps(coco, indent=1))
     lines = [f"{split}: images/{split}" for split in sizes]
+    if "train" not in sizes:  # ultralytics refuses a data.yaml without train (yolo export ... int8=True data=...)
+        lines.insert(0, f"train: images/{next(iter(sizes))}")
     lines.append("names:")
     lines += [f"  {i}: {n}" for i, n in enumerate(names)]
     (root / "data.yaml").write_text("\n".join(lines) + "\n")

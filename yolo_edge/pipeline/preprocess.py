@@ -66,7 +66,10 @@ def read_image(path: str | Path, flags: int = cv2.IMREAD_COLOR) -> np.ndarray:
         raise YoloEdgeError(
             f"{printable(path)} is {size / 2**20:.0f} MiB, over the {MAX_IMAGE_BYTES >> 20} MiB an image may be"
         )
-    image = cv2.imdecode(np.fromfile(path, np.uint8), flags) if size else None
+    try:
+        image = cv2.imdecode(np.fromfile(path, np.uint8), flags) if size else None
+    except cv2.error:  # over OpenCV's pixel limit (OPENCV_IO_MAX_IMAGE_PIXELS): an image bomb, or a huge scan
+        raise YoloEdgeError(f"{printable(path)} is too large an image for OpenCV to decode") from None
     if image is None:
         raise YoloEdgeError(f"{printable(path)} is not a readable image (JPEG, PNG, BMP or WebP)")
     return image
