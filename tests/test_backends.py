@@ -172,6 +172,30 @@ def test_the_int8_cache_is_keyed_on_the_graph_and_a_damaged_entry_is_rebuilt(
     swapped = quantize_int8(neck.model, calib, exclude=("/model.12/cv1/conv/Conv",))
     assert "is damaged" in capsys.readouterr().err
     assert onnx.helper.printable_graph(swapped.graph) == onnx.helper.printable_graph(q.graph)
+    for suffix in ("", ".sha256"):  # copied with its own digest: whole and self-consistent, of another key
+        entry.with_name(entry.name + suffix).write_bytes(other.with_name(other.name + suffix).read_bytes())
+    copied = quantize_int8(neck.model, calib, exclude=("/model.12/cv1/conv/Conv",))
+    assert "is damaged" in capsys.readouterr().err
+    assert onnx.helper.printable_graph(copied.graph) == onnx.helper.printable_graph(q.graph)
+
+
+def test_a_cache_that_cannot_be_written_is_a_warning_and_the_work_goes_on_uncached(
+    demo_split: SplitModel,
+    tensors: list,  # type: ignore[type-arg]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """YOLO_EDGE_CACHE under a file (as a read-only or full file system, it refuses every write, root included): the
+    quantized graph is made all the same, with one warning naming YOLO_EDGE_CACHE."""
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("YOLO_EDGE_CACHE", str(tmp_path / "a-file" / "cache"))
+    neck = demo_split["neck"]
+    calib = [{t.name: x[t.name] for t in neck.inputs} for x in tensors[:1]]
+    q = quantize_int8(neck.model, calib)
+    assert any(n.op_type == "QuantizeLinear" for n in q.graph.node)
+    err = capsys.readouterr().err
+    assert "is not stored" in err and "YOLO_EDGE_CACHE" in err and len(err.strip().splitlines()) == 1
 
 
 def _one_conv() -> onnx.ModelProto:

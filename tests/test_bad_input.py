@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import cv2
+import numpy as np
 import pytest
 import yaml
 
@@ -173,6 +174,14 @@ def _json_edit(file: str, name: str, edit: Callable[[object], None]) -> Callable
     return make
 
 
+def _meta_imgsz(meta: Any) -> None:
+    meta["model"]["imgsz"] = [16384, 16384]
+
+
+def _more_names(meta: Any) -> None:
+    meta["model"]["names"] += ["x", "y", "z"]
+
+
 def _graph_outside(units: list[dict[str, object]]) -> None:
     units[0]["graph"] = "subgraphs/../../../../etc/passwd.onnx"
 
@@ -185,6 +194,65 @@ def _damaged_unit_graph(env: Env) -> str:
     """The FP32 graph of the bundle's first unit (whichever file units.json names) overwritten with junk."""
     b = _copy_bundle(env, "damaged-unit-graph")
     (b / json.loads((b / "units.json").read_text())[0]["graph"]).write_bytes(b"\x00junk")
+    return str(b)
+
+
+def _first_unit_is_the_head(env: Env) -> str:
+    """The first unit's graph replaced by the bundle's own head graph: valid, self-contained, out of place."""
+    b = _copy_bundle(env, "swapped-unit-graph")
+    first = json.loads((b / "units.json").read_text())[0]["graph"]
+    shutil.copy(b / "subgraphs" / "head.onnx", b / first)
+    return str(b)
+
+
+def _with_loop(rel: str | None) -> Callable[[Env], str]:
+    """A bundle whose graph ``rel`` (default: the first unit's) also holds a Loop of 2e9 iterations."""
+
+    def make(env: Env) -> str:
+        import onnx
+
+        b = _copy_bundle(env, f"loop-{rel or 'unit'}")
+        path = b / (rel or json.loads((b / "units.json").read_text())[0]["graph"])
+        model = onnx.load(str(path))
+        body = onnx.helper.make_graph(
+            [onnx.helper.make_node("Identity", ["cond"], ["cond_out"])],
+            "body",
+            [onnx.helper.make_tensor_value_info(n, t, []) for n, t in (("i", 7), ("cond", 9))],
+            [onnx.helper.make_tensor_value_info("cond_out", 9, [])],
+        )
+        model.graph.initializer.extend(
+            [onnx.numpy_helper.from_array(np.array(2_000_000_000, np.int64), "trips"),
+             onnx.numpy_helper.from_array(np.array(True), "go")]
+        )  # fmt: skip
+        model.graph.node.append(onnx.helper.make_node("Loop", ["trips", "go"], [], body=body))
+        path.write_bytes(model.SerializeToString())
+        return str(b)
+
+    return make
+
+
+def _custom_op(env: Env) -> str:
+    """A bundle whose first unit graph also holds an op of a domain no runtime here knows: it loads, and every
+    runtime refuses to make a session of it."""
+    import onnx
+
+    b = _copy_bundle(env, "custom-op")
+    path = b / json.loads((b / "units.json").read_text())[0]["graph"]
+    model = onnx.load(str(path))
+    model.graph.node.append(onnx.helper.make_node("Mystery", [model.graph.input[0].name], ["mystery"], domain="x.y"))
+    model.opset_import.append(onnx.helper.make_opsetid("x.y", 1))
+    path.write_bytes(model.SerializeToString())
+    return str(b)
+
+
+def _renamed_ir_output(env: Env) -> str:
+    """A stored OpenVINO IR whose last tensor name was edited: it parses, and OpenVINO refuses the unit it claims
+    to be (its outputs are not the unit's)."""
+    b = _copy_bundle(env, "renamed-ir-output")
+    (xml,) = (b / "units").glob("*.ov.xml")
+    text = xml.read_text()
+    last = re.findall(r'names="([^"]*)"', text)[-1]
+    xml.write_text(text.replace(f'names="{last}"', 'names="renamed_output"'))
     return str(b)
 
 
@@ -273,6 +341,27 @@ def _config(key: str, value: object) -> Callable[[Env], str]:
         return str(path)
 
     return make
+
+
+def _profile(key: str, value: object) -> Callable[[Env], str]:
+    """The shipped sim-edge-npu profile with ``key`` (dotted) set to ``value``, as a file of the user's."""
+
+    def make(env: Env) -> str:
+        doc = yaml.safe_load((configs_dir() / "devices" / "sim-edge-npu.yaml").read_text())
+        *parents, last = key.split(".")
+        node = doc
+        for k in parents:
+            node = node[k]
+        node[last] = value
+        path = env.root / f"profile-{key}.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        return str(path)
+
+    return make
+
+
+def _device(env: Env) -> str:
+    return "/dev/zero"
 
 
 def _text(name: str, data: str | bytes) -> Callable[[Env], str]:
@@ -380,19 +469,19 @@ CASES: list[Case] = [
         "latency_runs: 0",
         lambda e: ["deploy", "--config", _config("validate.latency_runs", 0)(e)],
         2,
-        "latency_runs: must be >= 1",
+        "latency_runs: must be in [1, 100000], got 0",
     ),
     (
         "latency_runs: -1",
         lambda e: ["deploy", "--config", _config("validate.latency_runs", -1)(e)],
         2,
-        "must be >= 1, got -1",
+        "must be in [1, 100000], got -1",
     ),
     (
         "precision.images: 0",
         lambda e: ["deploy", "--config", _config("checks.precision.images", 0)(e)],
         2,
-        "images: must be >= 1",
+        "images: must be in [1, 100000], got 0",
     ),
     (
         "min_cosine: 2",
@@ -743,6 +832,44 @@ CASES: list[Case] = [
         "points outside it",
     ),
     ("a unit on a third device", lambda e: ["bench", _units_edit("gpu", _unit_on_gpu)(e)], 2, "a unit on 'gpu'"),
+    # a bundle checked for internal consistency at load: meta.json, the unit chain and the graphs agree
+    (
+        "meta.json imgsz 16384",
+        lambda e: ["bench", _json_edit("meta.json", "imgsz", _meta_imgsz)(e)],
+        2,
+        "takes images as [1, 3, 320, 320], but it comes as [1, 3, 16384, 16384]",
+    ),  # fmt: skip
+    (
+        "meta.json with 3 more names",
+        lambda e: ["bench", _json_edit("meta.json", "names", _more_names)(e)],
+        2,
+        "but meta.json names",
+    ),  # fmt: skip
+    (
+        "a unit graph out of place",
+        lambda e: ["bench", _first_unit_is_the_head(e)],
+        2,
+        "but it comes as [1, 3, 320, 320]",
+    ),
+    ("a Loop in a unit graph", lambda e: ["bench", _with_loop(None)(e)], 2, "holds control flow (Loop)"),
+    (
+        "IR outputs renamed",
+        lambda e: ["bench", _renamed_ir_output(e)],
+        2,
+        "damaged bundle (a runtime refused its stored units: RuntimeError",
+    ),  # fmt: skip
+    (
+        "an op no runtime knows",
+        lambda e: ["bench", _custom_op(e)],
+        2,
+        "holds ops of no standard domain (x.y:Mystery)",
+    ),
+    (
+        "a Loop in model.onnx",
+        lambda e: ["val", _with_loop("model.onnx")(e), "--data", _pictures(e)],
+        2,
+        "holds control flow (Loop)",
+    ),  # fmt: skip
     ("sample.npz of garbage", lambda e: ["bench", _damaged("sample.npz", b"PK\x00junk")(e)], 2, "sample.npz"),
     (
         "sample.npz deflate bomb",
@@ -781,6 +908,61 @@ CASES: list[Case] = [
         "not a readable video",
     ),
     ("not a bundle", lambda e: ["check", _empty_dir(e)], 2, "is not a yolo-edge bundle"),
+    (
+        "a folder of pictures as the bundle",
+        lambda e: ["run", _pictures(e), "--source", str(e.image)],
+        2,
+        "make one with yolo-edge deploy (it writes out/bundle)",
+    ),  # fmt: skip: not `--out` a folder deploy refuses
+    # FIFOs and devices where a file is read or written: refused before they block or read for ever
+    ("baseline a FIFO", lambda e: ["check", str(e.bundle), "--baseline", _fifo(e)], 2, "not a regular file"),
+    ("baseline /dev/zero", lambda e: ["check", str(e.bundle), "--baseline", _device(e)], 2, "not a regular file"),
+    (
+        "--events a FIFO",
+        lambda e: ["run", str(e.bundle), "--source", str(e.image), "--events", _fifo(e)],
+        2,
+        "fifo.yaml is not a regular file (a FIFO, socket or device)",
+    ),
+    (
+        "--save-json a device",
+        lambda e: ["run", str(e.bundle), "--source", str(e.image), "--save-json", "/dev/zero"],
+        2,
+        "not a regular file",
+    ),  # fmt: skip
+    # a profile's numbers range-checked where it is parsed (a zero divides, a negative cost passes any SLA)
+    (
+        "peak_tops 0",
+        lambda e: ["deploy", "--device", _profile("peak_tops.int8", 0)(e)],
+        2,
+        "peak_tops must each be > 0",
+    ),
+    ("peak_tops nan", lambda e: ["deploy", "--device", _profile("peak_tops.int8", float("nan"))(e)], 2, "peak_tops"),
+    ("utilization 0", lambda e: ["deploy", "--device", _profile("utilization", 0)(e)], 2, "utilization: must be in (0"),
+    ("dram_gbps 0", lambda e: ["deploy", "--device", _profile("dram_gbps", 0)(e)], 2, "dram_gbps: must be > 0"),
+    ("op_overhead_us -1e6", lambda e: ["deploy", "--device", _profile("op_overhead_us", -1e6)(e)], 2, "must be >= 0"),
+    ("cpu.gflops inf", lambda e: ["deploy", "--device", _profile("cpu.gflops", float("inf"))(e)], 2, "cpu.gflops"),
+    # a count of runs or images bounded: 1e30 latency runs would run for ever
+    (
+        "latency_runs 1e30",
+        lambda e: ["deploy", "--config", _config("validate.latency_runs", 10**30)(e)],
+        2,
+        "latency_runs: must be in [1, 100000]",
+    ),  # fmt: skip
+    # a config value of 900 KB: the one-line error quotes it cut short
+    (
+        "a 900 KB config value",
+        lambda e: ["deploy", "--config", _config("plan.head_on_npu", "x" * 900_000)(e)],
+        2,
+        "characters cut",
+    ),  # fmt: skip
+    # the sweep's grid checked before anything is deployed: bad input is exit 2, not "nothing meets the SLA"
+    ("sweep --imgsz 33", lambda e: ["sweep", "--imgsz", "33", "--no-ray", "--cache", ""], 2, "imgsz 33 is not valid"),
+    (
+        "sweep of a missing model",
+        lambda e: ["sweep", "--model", "nope.pt", "--no-ray", "--cache", ""],
+        2,
+        "model not found: nope.pt",
+    ),  # fmt: skip
     # a Ray cluster that is not there: Ray alone retries a closed port for minutes
     (
         "sweep --ray-address a closed port",
@@ -1200,3 +1382,39 @@ def test_a_child_forked_during_a_command_ends_on_sigterm_as_it_would_without_the
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == str(int(signal.SIGTERM)) and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_closed_stdout_is_dev_null_not_a_traceback(env: Env) -> None:
+    """``yolo-edge run ... >&-``: what it prints goes nowhere, the run ends 0 with nothing on stderr, and descriptor 1
+    is not handed to the next file the command opens."""
+    child = {**os.environ, "TMPDIR": str(env.tmp), "YOLO_OFFLINE": "1"}
+    argv = [sys.executable, "-m", "yolo_edge.cli.main", "run", str(env.bundle), "--source", str(env.image)]
+    argv += ["--save-json", "results.json"]
+    proc = subprocess.run(
+        argv, cwd=env.root, env=child, stdout=None, stderr=subprocess.PIPE, text=True, timeout=300,
+        preexec_fn=lambda: os.close(1),
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert len(json.loads((env.root / "results.json").read_text())) == 1  # the JSON file is whole, not stdout's
+
+
+def test_more_threads_than_cores_is_one_line_before_any_work(env: Env) -> None:
+    child = {**os.environ, "TMPDIR": str(env.tmp), "YOLO_OFFLINE": "1", "YOLO_EDGE_THREADS": "2000"}
+    argv = [sys.executable, "-m", "yolo_edge.cli.main", "run", str(env.bundle), "--source", str(env.image)]
+    proc = subprocess.run(argv, cwd=env.root, env=child, capture_output=True, text=True, timeout=300)
+    err = proc.stderr.strip()
+    assert proc.returncode == 2 and len(err.splitlines()) == 1, err
+    assert f"more threads than the {os.cpu_count()} cores here" in err, err
+
+
+def test_control_characters_in_file_names_never_reach_the_terminal(env: Env, cli: Cli) -> None:
+    """ESC sequences in a source's name (set the terminal's title, clear it) are shown as ?, on stdout's frame line,
+    the summary and the one-line error alike."""
+    hostile = env.root / "\x1b]0;pwned\x07\x1b[2Jshot.jpg"
+    shutil.copy(env.image, hostile)
+    proc = cli("run", str(env.bundle), "--source", str(hostile))
+    assert proc.returncode == 0, proc.stderr
+    assert "?]0;pwned??[2Jshot.jpg: " in proc.stdout and "\x1b" not in proc.stdout + proc.stderr
+    proc = cli("run", str(env.bundle), "--source", str(hostile) + ".missing")
+    assert proc.returncode == 2 and "?]0;pwned" in proc.stderr and "\x1b" not in proc.stderr, proc.stderr
+    hostile.unlink()

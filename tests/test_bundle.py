@@ -27,6 +27,7 @@ from yolo_edge.bundle import (
 )
 from yolo_edge.config import DeployConfig
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.files import is_mount_point
 from yolo_edge.pipeline.preprocess import default_calib_dir
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.split import SplitModel
@@ -60,6 +61,15 @@ def test_out_may_replace_a_bundle_or_fill_an_empty_folder_and_nothing_else(
     write_bundle(bundle, {"meta.json": json.dumps({"yolo_edge": "x"}).encode(), "plan.json": b"{}"})
     assert is_bundle(bundle)
     check_writable(bundle)  # replacing a bundle is fine
+    (bundle / "baseline.json").write_text("{}")  # what `check --write-baseline` or `run --save` put inside it
+    (bundle / "ann").mkdir()
+    (bundle / "ann" / "a.jpg").write_bytes(b"jpeg")
+    with pytest.raises(YoloEdgeError, match=r"holds files deploy did not write \(ann, ann/a.jpg, baseline.json\)"):
+        check_writable(bundle)
+    assert (bundle / "ann" / "a.jpg").read_bytes() == b"jpeg"
+    (bundle / "files.txt").unlink()  # an older yolo-edge's bundle: no file list to tell them apart
+    with pytest.raises(YoloEdgeError, match="without a file list"):
+        check_writable(bundle)
     (tmp_path / "empty").mkdir()
     check_writable(tmp_path / "empty")
     mine = tmp_path / "mine"
@@ -75,6 +85,21 @@ def test_out_may_replace_a_bundle_or_fill_an_empty_folder_and_nothing_else(
     with pytest.raises(YoloEdgeError, match="current folder or one above"):
         check_writable(tmp_path)
     assert (mine / "notes.txt").read_text() == "keep me"
+
+
+def test_a_bind_mount_is_a_mount_point_though_its_device_is_its_parents(tmp_path: Path) -> None:
+    """A bind mount of a folder of the same file system has the device of its parent (``os.path.ismount`` says no):
+    the kernel's mount table names it, escapes and all (deploy refuses one as --out before any work)."""
+    target = tmp_path / "bind target"
+    target.mkdir()
+    escaped = str(target).replace(" ", "\\040").encode()
+    table = tmp_path / "mountinfo"
+    table.write_bytes(
+        b"22 1 0:21 / /proc rw - proc proc rw\n95 30 8:1 /data/src " + escaped + b" rw - ext4 /dev/sda1 rw\n"
+    )
+    assert is_mount_point(target, table) and not is_mount_point(tmp_path, table)
+    assert not is_mount_point(target)  # the real table: not mounted, so only the table above can say it is
+    assert is_mount_point(Path("/"))
 
 
 def test_bundle_folders_are_made_like_any_folder(tmp_path: Path) -> None:

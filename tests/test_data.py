@@ -9,6 +9,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+import yaml
 
 from tests.conftest import ExportFn
 from yolo_edge.backends import cpu_backend
@@ -78,6 +79,19 @@ def test_yaml_and_coco_load_the_same(tmp_path: Path) -> None:
         assert np.allclose(ra.boxes, rb.boxes, atol=0.05)
 
 
+def test_a_data_yaml_without_path_is_read_from_its_folder_wherever_the_command_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--data dir/data.yaml`` with no ``path:`` key (the demo's has none), given relative to another folder."""
+    yaml_path = write_dataset(tmp_path / "data", seed=3, sizes={"val": 2})
+    doc = yaml.safe_load(yaml_path.read_text())
+    doc.pop("path", None)
+    yaml_path.write_text(yaml.safe_dump(doc))
+    monkeypatch.chdir(tmp_path)
+    ds = load_dataset(Path("data") / yaml_path.name)
+    assert len(ds) == 2 and all(r.path.is_file() for r in ds.records)
+
+
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
@@ -144,14 +158,14 @@ def test_a_photo_stored_rotated_is_sized_as_detection_sees_it(tmp_path: Path) ->
     gets, so boxes and labels agree (read apart, the same 30 images scored mAP50 0.846 upright and 0.083 rotated)."""
     from PIL import Image
 
-    from yolo_edge.data.dataset import _image_size
+    from yolo_edge.data.dataset import image_size
     from yolo_edge.pipeline.preprocess import read_image
 
     path = tmp_path / "rotated.jpg"
     exif = Image.Exif()
     exif[0x0112] = 6  # Orientation: rotate 90 degrees clockwise to display
     Image.new("RGB", (64, 32), (200, 30, 30)).save(path, exif=exif.tobytes())
-    assert _image_size(path) == read_image(path).shape[:2] == (64, 32)  # upright: 32 wide, 64 high
+    assert image_size(path) == read_image(path).shape[:2] == (64, 32)  # upright: 32 wide, 64 high
 
 
 def test_an_image_over_opencvs_pixel_limit_is_a_one_line_error(tmp_path: Path) -> None:

@@ -95,7 +95,7 @@ def test_run_takes_ultralytics_predict_flags(
         assert all(d["confidence"] >= 0.5 for d in f["detections"])
         labels = (out / "labels" / f"{Path(f['source']).stem}.txt").read_text().splitlines()
         assert [int(x.split()[0]) for x in labels] == [d["class_id"] for d in f["detections"]]
-    assert main(["run", str(deployed.bundle), "--source", str(photos), "--classes", "unicorn"]) == 2
-    assert "class 'unicorn' is not the model's" in capsys.readouterr().err
+    assert main(["predict", str(deployed.bundle), "--source", str(photos), "--classes", "unicorn"]) == 2
+    assert "yolo-edge predict: error: class 'unicorn' is not the model's" in capsys.readouterr().err  # the alias
     assert main(["run", str(deployed.bundle), "--source", str(photos), "--save-txt"]) == 2
     assert "give --save DIR" in capsys.readouterr().err

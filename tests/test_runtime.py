@@ -285,6 +285,23 @@ def test_performance_hysteresis_moves_and_returns(
     ]
 
 
+def test_a_detector_as_placed_keeps_a_slow_accelerators_unit_where_the_plan_put_it(
+    demo_split: SplitModel, tensors: list, fast_cfg: DeployConfig
+) -> None:  # type: ignore[type-arg]
+    """What val and the gate measure: the same slow accelerator as above moves nothing (a busy machine changes no
+    figure of theirs), while a failing one still falls back (the gate counts that)."""
+    clock = _Clock()
+    cpu = cpu_backend().compile(demo_split["backbone"].model, "fp32")
+    npu = _TimedNpu(cpu_backend().compile(demo_split["backbone"].model, "fp32"), clock, [0.3])
+    cfg = replace(fast_cfg.runtime, slow_frames=2, slow_ratio=5.0)
+    events = EventLog()
+    ex = SplitExecutor([Unit("backbone", ("backbone",), cpu, npu, cpu_estimate_s=0.01)], cfg, None, events, clock=clock)
+    ex.performance_fallback = False
+    devices = {ex.run({"images": tensors[i % 8]["images"]}, i).units[0].device for i in range(8)}
+    ex.close()
+    assert devices == {"npu"} and not events.events and npu.calls == 8
+
+
 class _FailingNpu(Executable):
     """Test double for an accelerator whose runtime raises ``error`` on every call."""
 

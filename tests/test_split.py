@@ -108,3 +108,16 @@ def test_split_cli_table(exported: ExportFn, capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     for word in ("backbone", "neck", "head", "decode", "GFLOPs", "1x3x320x320", "1x64x40x40"):
         assert word in out
+
+
+def test_a_table_wraps_its_last_column_to_the_width() -> None:
+    """``yolo-edge devices``' reasons were 240 columns: the last column wraps under itself, nothing is lost."""
+    from yolo_edge.cli.common import table
+
+    why = "no: onnxruntime execution provider CUDAExecutionProvider is not available in this build; install it"
+    text = table(("device", "n", "usable here"), [("cuda", 1, why), ("cpu", 22, "yes")], width=60)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 60 and len(lines) > 4
+    start = lines[0].index("usable here")
+    assert " ".join(line[start:] for line in lines[2:] if "cpu" not in line) == why
+    assert lines[2][:start].split() == ["cuda", "1"] and lines[-1].split() == ["cpu", "22", "yes"]

@@ -173,6 +173,37 @@ def test_a_killed_worker_is_retried_and_the_sweep_completes(tiny_cfg: Path, tiny
     assert o.status != FAILED and o.p95_ms is not None, o.error
 
 
+@pytest.mark.slow
+@pytest.mark.alone
+def test_sigterm_during_a_ray_sweep_is_one_line_143_and_leaves_nothing_in_tmpdir(
+    tiny_cfg: Path, tiny_images: Path, tmp_path: Path
+) -> None:
+    """Ray's SIGTERM handler dumps a C++ stack and aborts (134): yolo-edge's wins (one line, 143), and what the
+    killed task's worker had made (its deploy's and the sweep's temporary folders) goes with the session."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    argv = ["yolo-edge", "sweep", "--imgsz", "320", "--device", "cpu", "--data", str(tiny_images)]
+    argv += ["--config", str(tiny_cfg), "--cache", "", "--workers", "1"]
+    env = {**os.environ, "TMPDIR": str(tmp), "YOLO_OFFLINE": "1"}
+    argv[0] = str(Path(sys.executable).with_name("yolo-edge"))
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not any(
+            "ray::run_point" in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])
+        ):
+            time.sleep(0.2)
+        time.sleep(3.0)  # inside its deploy: temporary folders made
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    ours = [line for line in err.strip().splitlines() if line.startswith("yolo-edge sweep:")]
+    assert proc.returncode == 143, err[-3000:]
+    assert ours == ["yolo-edge sweep: terminated (SIGTERM); temporary files removed, nothing half-written left"], err
+    assert not [p.name for p in tmp.iterdir() if p.name.startswith("yolo-edge")], list(tmp.iterdir())
+
+
 @pytest.mark.alone
 def test_sharded_validation_gives_the_unsharded_map(deployed: DeployResult, small_val: Path) -> None:
     from yolo_edge.bundle import load_bundle

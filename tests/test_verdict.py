@@ -536,3 +536,26 @@ def test_check_fails_a_bundle_whose_accelerator_fails_every_call(
     result = check_bundle(deployed.bundle, runs=5)
     assert not result.passed and result.status.startswith("fails accelerator"), result.status
     assert "runtime_error" in result.failures[0] and "CPU fallback" in result.failures[0]
+
+
+def test_val_gives_the_same_figures_when_the_accelerator_runs_slow(
+    deployed: DeployResult, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A regression gate needs the same figure for the same bundle and data: an accelerator slowed as a busy machine
+    slows it moves no unit to the FP32 CPU while val scores the plan (which would change its detections)."""
+    import time
+
+    from yolo_edge.backends.openvino import OpenVinoExecutable
+    from yolo_edge.validate.bundle import val_bundle
+
+    bundle = load_bundle(deployed.bundle)
+    quiet = val_bundle(bundle)
+    run = OpenVinoExecutable._run
+
+    def slow(self: OpenVinoExecutable, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        time.sleep(0.05)  # far over slow_ratio x the CPU's time for the demo's units at 320
+        return run(self, feeds)
+
+    monkeypatch.setattr(OpenVinoExecutable, "_run", slow)
+    busy = val_bundle(bundle)
+    assert busy.deployed == quiet.deployed and busy.reference == quiet.reference

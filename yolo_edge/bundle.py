@@ -52,9 +52,10 @@ from yolo_edge.backends import board_model, create_backend
 from yolo_edge.backends.base import ARTIFACT_SUFFIXES, io_infos, self_contained
 from yolo_edge.build import EXECUTED, UnitFeeds, UnitPlan, compile_units, plan_units, unit_name
 from yolo_edge.config import DeployConfig, Device, DeviceProfile, Variant, build, load_deploy_config, read_yaml
+from yolo_edge.decode import HeadOutputs
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, ModelMeta, load_onnx
-from yolo_edge.files import json_loads, read_regular
+from yolo_edge.files import is_mount_point, json_loads, read_regular
 from yolo_edge.graph import SUBGRAPHS
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
@@ -72,6 +73,9 @@ UNITS = "units.json"
 SAMPLE = "sample.npz"
 
 
+MANIFEST = "files.txt"  # every file write_bundle wrote, one relative path a line: what a redeploy may replace
+
+
 def is_bundle(path: Path) -> bool:
     """Whether ``path`` is a folder that yolo-edge wrote as a bundle (any format): its meta.json says so."""
     try:
@@ -79,6 +83,23 @@ def is_bundle(path: Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(meta, dict) and "yolo_edge" in meta and (path / "plan.json").is_file()
+
+
+def foreign_entries(bundle: Path) -> list[str]:
+    """What is in the folder ``bundle`` that write_bundle did not put there (by its manifest; every entry when it has
+    none): a baseline, annotated images or notes a user saved inside it, which replacing the bundle would delete."""
+    try:
+        listed = set(read_regular(bundle / MANIFEST, "the bundle's file list", 1 << 20).decode().splitlines())
+    except (YoloEdgeError, UnicodeDecodeError):
+        listed = set()
+    ours = listed | {str(parent) for rel in listed for parent in Path(rel).parents}
+    found = []
+    for root, dirs, files in os.walk(bundle):  # symlinks are listed, never followed
+        for name in [*dirs, *files]:
+            rel = os.path.relpath(os.path.join(root, name), bundle)
+            if rel not in ours:
+                found.append(rel)
+    return sorted(found)
 
 
 @dataclass(frozen=True)
@@ -141,7 +162,7 @@ def check_writable(out: Path) -> None:
     when it exists and is anything but an empty folder or a bundle: deploy replaces a bundle, never a user's folder."""
     if out.exists() and not out.is_dir():
         raise YoloEdgeError(f"cannot write the bundle to {out}: it is a file; pick another --out")
-    if os.path.ismount(os.path.realpath(out)):
+    if is_mount_point(out):
         raise YoloEdgeError(
             f"cannot write the bundle to {out}: it is a mount point, which cannot be replaced as a whole; "
             f"name a folder inside it (--out {Path(out) / 'bundle'})"
@@ -154,10 +175,21 @@ def check_writable(out: Path) -> None:
     if out.is_dir() and not is_bundle(out):
         entries = sorted(p.name for p in out.iterdir())
         if entries:
-            shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
             raise YoloEdgeError(
-                f"cannot write the bundle to {out}: it is a folder that is not a yolo-edge bundle ({shown}), "
+                f"cannot write the bundle to {out}: it is a folder that is not a yolo-edge bundle ({_few(entries)}), "
                 "and deploy only ever replaces a bundle; pick another --out"
+            )
+    elif out.is_dir():
+        foreign = foreign_entries(out)
+        if foreign and not (out / MANIFEST).is_file():
+            raise YoloEdgeError(
+                f"cannot replace the bundle {out}: an older yolo-edge wrote it without a file list, so deploy cannot "
+                "tell files saved inside it from its own; delete it yourself or pick another --out"
+            )
+        if foreign:
+            raise YoloEdgeError(
+                f"cannot replace the bundle {out}: it holds files deploy did not write ({_few(foreign)}), which "
+                "replacing it would delete; move them out of it or pick another --out"
             )
     probe = out.absolute().parent
     while not probe.exists():
@@ -173,6 +205,10 @@ def check_writable(out: Path) -> None:
         ) from None
 
 
+def _few(names: Sequence[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
 def write_bundle(out: str | Path, files: Mapping[str, bytes]) -> Path:
     """Write ``files`` (relative path -> bytes) as the directory ``out``, atomically: into a temp dir beside
     it, then renamed over it. A crash leaves the old bundle (or none), never half a bundle."""
@@ -182,10 +218,13 @@ def write_bundle(out: str | Path, files: Mapping[str, bytes]) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700; a bundle is shared like any folder the user makes
+        written = []
         for rel, data in files.items():
             path = tmp / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
+            written.append(rel)
+        (tmp / MANIFEST).write_text("".join(f"{rel}\n" for rel in sorted([*written, MANIFEST])))
         old = None
         if out.exists():
             old = out.with_name(f".{out.name}.old-{os.getpid()}")
@@ -393,23 +432,30 @@ class Bundle:
             plan, planned = self.plan, list(self.units)
         else:
             planned = plan_units(self.split, plan, self.meta.fuse_units)
-        stack = ExitStack()
-        npu = stack.enter_context(create_backend(self.profile)) if plan.npu_subgraphs else None
         input_name = planned[0].model.graph.input[0].name
         feeds = UnitFeeds(lambda: [{input_name: image} for image in self.calibration()])
-        units = compile_units(
-            planned,
-            feeds,
-            dict(self.sample),
-            events,
-            npu,
-            self._subgraph,
-            read_unit_artifacts(self.path / "units"),
-            estimate_cpu=self.profile.kind != "cpu",
-            loaded=True,
-            board=board_model(self.profile),
-        )
-        executor = SplitExecutor(units, self.config.runtime, self.profile, events, owns=stack)
+        with ExitStack() as stack:  # closed here if a compile raises; else handed to the executor
+            npu = stack.enter_context(create_backend(self.profile)) if plan.npu_subgraphs else None
+            try:
+                units = compile_units(
+                    planned,
+                    feeds,
+                    dict(self.sample),
+                    events,
+                    npu,
+                    self._subgraph,
+                    read_unit_artifacts(self.path / "units"),
+                    estimate_cpu=self.profile.kind != "cpu",
+                    loaded=True,
+                    board=board_model(self.profile),
+                )
+            except (YoloEdgeError, MemoryError):
+                raise
+            except Exception as exc:  # a runtime refusing a stored graph or compiled file (an op of a custom
+                # domain, renamed IR outputs, a damaged context): the bundle, someone else's, is damaged
+                said = (str(exc).strip().splitlines() or [""])[0][:200]
+                raise _damaged(self.path, f"a runtime refused its stored units: {type(exc).__name__}: {said}") from None
+            executor = SplitExecutor(units, self.config.runtime, self.profile, events, owns=stack.pop_all())
         built = {u.name: u for u in units}
         for unit in planned:
             if unit.device == "npu" and (built.get(unit.name) is None or built[unit.name].npu is None):
@@ -433,8 +479,13 @@ class Bundle:
     def _subgraph(self, name: str) -> onnx.ModelProto:
         return read_graph(self.path, f"subgraphs/{name}.onnx")[0]
 
-    def detector(self, events: EventLog | None = None) -> Detector:
-        return Detector(self.executor(events=events), self.meta.model, self.config.nms)
+    def detector(self, events: EventLog | None = None, as_placed: bool = False) -> Detector:
+        """The stored plan's detector. ``as_placed``: every unit stays where the plan put it unless its accelerator
+        fails (no move to the CPU because the accelerator ran slow on a busy machine): what val and the gate
+        measure, so the same bundle and data give the same figures however loaded the machine is."""
+        executor = self.executor(events=events)
+        executor.performance_fallback = executor.performance_fallback and not as_placed
+        return Detector(executor, self.meta.model, self.config.nms)
 
     def stream(self, sources: Sequence[str], options: StreamOptions | None = None) -> StreamRunner:
         """A pipelined run over ``sources`` (files, folders, videos, camera indices, stream URLs):
@@ -476,9 +527,10 @@ def load_bundle(path: str | Path) -> Bundle:
     what it stores; compiles nothing (``Bundle.detector()`` does)."""
     path = Path(path)
     if not (path / "meta.json").exists() or not (path / "plan.json").exists():
-        raise YoloEdgeError(
-            f"{path} is not a yolo-edge bundle (no meta.json/plan.json); make one with yolo-edge deploy --out {path}"
-        )
+        # deploy fills a missing or empty folder, never one of the user's (calib_data/ of images, say)
+        empty = not path.exists() or (path.is_dir() and not any(path.iterdir()))
+        make = f"yolo-edge deploy --out {path}" if empty else "yolo-edge deploy (it writes out/bundle)"
+        raise YoloEdgeError(f"{path} is not a yolo-edge bundle (no meta.json/plan.json); make one with {make}")
     try:
         raw = json_loads(_bundle_bytes(path, "meta.json", MAX_DOC_BYTES))
         if not isinstance(raw, dict) or raw.get("format") != FORMAT:
@@ -505,7 +557,40 @@ def load_bundle(path: str | Path) -> Bundle:
     except (YoloEdgeError, yaml.YAMLError) as exc:
         raise _damaged(path, str(exc)) from None
     planned = tuple(_unit_plan(path, u) for u in units)
+    try:
+        check_chain(meta.model, planned)
+    except YoloEdgeError as exc:
+        raise _damaged(path, str(exc)) from None
     return Bundle(path, meta, plan, profile, config, planned, read_sample(path, planned))
+
+
+def check_chain(model: ModelMeta, planned: Sequence[UnitPlan]) -> None:
+    """The stored units must make one chain from the image meta.json describes to the head's outputs of its
+    classes: each unit reads the image (1x3xHxW at meta's imgsz) or what an earlier unit makes, at the shape it is
+    made; what no unit reads is the head's box and class maps, ``nc`` classes at meta's strides. Swapped or
+    reshaped graphs and a meta.json that does not describe them (an imgsz that would allocate gigabytes first) are
+    refused here, not a runtime's error at the first frame."""
+    h, w = model.imgsz
+    image = io_infos(planned[0].model)[0][0].name
+    made: dict[str, tuple[int, ...]] = {image: (1, 3, h, w)}
+    read: set[str] = {image}
+    for unit in planned:
+        inputs, outputs = io_infos(unit.model)
+        for t in inputs:
+            want = made.get(t.name)
+            if want is None:
+                raise YoloEdgeError(f"unit {unit.name} reads {t.name}, which no unit before it makes")
+            if tuple(t.shape) != want:
+                raise YoloEdgeError(f"unit {unit.name} takes {t.name} as {list(t.shape)}, but it comes as {list(want)}")
+            read.add(t.name)
+        made.update({t.name: tuple(t.shape) for t in outputs})
+    final = {n: shape for n, shape in made.items() if n not in read}
+    head = HeadOutputs.find(final, h)
+    if head is None or head.strides != model.strides or head.reg_max != model.reg_max:
+        raise YoloEdgeError(f"the units end in {sorted(final)}, not the head's maps at strides {list(model.strides)}")
+    classes = {final[n][1] for n in head.classes}
+    if classes != {model.nc}:
+        raise YoloEdgeError(f"the head's class maps have {sorted(classes)} channels, but meta.json names {model.nc}")
 
 
 def _unit_plan(path: Path, unit: StoredUnit) -> UnitPlan:

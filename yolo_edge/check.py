@@ -18,7 +18,7 @@ from typing import Any
 
 from yolo_edge.bundle import Bundle, load_bundle
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import atomic_write, json_loads
+from yolo_edge.files import atomic_write, json_loads, read_regular
 from yolo_edge.runtime import EventLog
 from yolo_edge.validate.bundle import ValResult, bench_bundle, bundle_eval_data, val_bundle
 from yolo_edge.validate.latency import LatencyResult
@@ -84,7 +84,7 @@ def check_bundle(
     max_regression = cfg.validate.max_regression if max_regression is None else max_regression
     base, base_kind = read_baseline(baseline) if baseline else (None, None)
     events = EventLog()
-    with b.detector(events=events) as detector:
+    with b.detector(events=events, as_placed=True) as detector:  # the plan as proved, however busy the machine
         ev = bundle_eval_data(b, data, class_map)  # read once: val and bench use the same images
         val = val_bundle(b, ev, quiet, detector=detector, shards=shards, ray_address=ray_address)
         lat = bench_bundle(b, ev, runs, detector=detector)
@@ -141,18 +141,20 @@ def write_baseline(result: GateResult, path: str | Path) -> None:
     atomic_write(Path(path), json.dumps(doc, indent=2).encode())
 
 
+MAX_BASELINE_BYTES = 1 << 20  # write_baseline writes a few hundred bytes
+
+
 def read_baseline(path: str | Path) -> tuple[float, str | None]:
     """The p95 (ms) of a baseline written by ``write_baseline`` (a positive, finite number of milliseconds) and how
     its latency was obtained (``measured``, ``modelled (board)``; None in a baseline that does not say)."""
     p = Path(path)
+    if not p.exists():
+        raise YoloEdgeError(f"baseline not found: {p}; record one with yolo-edge check BUNDLE --write-baseline {p}")
+    data = read_regular(p, "baseline", MAX_BASELINE_BYTES)  # a FIFO or /dev/zero: refused, not read for ever
     try:
-        base = json_loads(p.read_text())
+        base = json_loads(data)
         p95 = float(base["p95_ms"])
-    except FileNotFoundError:
-        raise YoloEdgeError(
-            f"baseline not found: {p}; record one with yolo-edge check BUNDLE --write-baseline {p}"
-        ) from None
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError, UnicodeDecodeError, IsADirectoryError):
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, UnicodeDecodeError):
         raise YoloEdgeError(f"{p} is not a yolo-edge baseline (JSON with p95_ms)") from None
     if not (math.isfinite(p95) and p95 > 0):
         raise YoloEdgeError(

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import signal
 import socket
+import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -50,21 +54,55 @@ def ray_session(
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
     if address:
         _answers(address)
+    # a local Ray's workers keep their temporary files in one folder of this session's, removed with it: a worker
+    # killed mid-deploy (Ctrl-C, SIGTERM) leaves nothing in TMPDIR
+    scratch = None if address else tempfile.mkdtemp(prefix="yolo-edge-ray-")
+    handlers = _signal_handlers()
     try:
         if address:
             ray.init(address=address, **quiet)
         else:  # "local": a new instance even where RAY_ADDRESS names a cluster
             cpus = workers or os.cpu_count() or 1
-            ray.init(address="local", num_cpus=cpus, resources=resources or {}, include_dashboard=False, **quiet)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        said = str(exc).splitlines()[0]
+            ray.init(
+                address="local",
+                num_cpus=cpus,
+                resources=resources or {},
+                include_dashboard=False,
+                runtime_env={"env_vars": {"TMPDIR": str(scratch)}},
+                **quiet,
+            )
+    except BaseException as exc:  # Ctrl-C while Ray starts too: nothing of this session's is left
+        _restore(handlers)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+        if not isinstance(exc, ConnectionError | RuntimeError | ValueError):
+            raise
+        said = (str(exc).splitlines() or [""])[0]
         if not address:
             raise YoloEdgeError(f"cannot start a local Ray: {said}") from None
         raise YoloEdgeError(f"cannot join the Ray cluster at {address}: {said} ({JOIN_HINT})") from None
+    _restore(handlers)  # Ray's SIGTERM handler dumps a C++ stack and aborts (134); yolo-edge's unwinds and cleans up
     try:
         yield ray
     finally:
         ray.shutdown()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _signal_handlers() -> list[Any]:
+    return [signal.getsignal(s) for s in _SIGNALS]
+
+
+def _restore(handlers: list[Any]) -> None:
+    """The handlers the command had before Ray replaced them (only the main thread may set them)."""
+    if threading.current_thread() is threading.main_thread():
+        for sig, handler in zip(_SIGNALS, handlers):
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 def gcs_endpoint(address: str) -> tuple[str, int] | None:

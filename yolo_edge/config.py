@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -55,12 +56,16 @@ ACTIVATION_BYTES = {"w8a16": 2}
 
 T = TypeVar("T")
 
+# upper bounds of the counts a config sets: well past any useful value, short of a run that never ends (1e30 runs)
+MAX_RUNS = 100_000
+MAX_IMAGES = 100_000
+
 
 @dataclass(frozen=True)
 class Range:
     """A config number's valid range, ``Annotated[float, Range(0, 1)]`` on the field: ``lo`` <= (or <, ``lo_open``)
-    value <= (or <, ``hi_open``) ``hi``, never NaN. :func:`build` checks it where the YAML is parsed, so a value
-    that would fail minutes into a deploy, or pass silently, is a one-line error up front."""
+    value <= (or <, ``hi_open``) ``hi``, finite (never NaN). :func:`build` checks it where the YAML is parsed, so a
+    value that would fail minutes into a deploy, or pass silently, is a one-line error up front."""
 
     lo: float | None = None
     hi: float | None = None
@@ -68,7 +73,7 @@ class Range:
     hi_open: bool = False
 
     def holds(self, v: float) -> bool:
-        if v != v:  # NaN
+        if not math.isfinite(v):  # NaN (not valid JSON in a report), or infinite
             return False
         if self.lo is not None and (v <= self.lo if self.lo_open else v < self.lo):
             return False
@@ -153,14 +158,14 @@ class PrecisionCheckConfig:
     min_cosine: Annotated[float, Range(-1, 1)]  # end to end: the detector output's box and class-score cosine vs FP32
     max_score_error: Annotated[float, Range(0, 1)]  # end to end: largest class-score error
     local_min_cosine: Annotated[float, Range(-1, 1)]  # the subgraph's own outputs: below it a warning only
-    images: Annotated[int, Range(1)]
+    images: Annotated[int, Range(1, MAX_IMAGES)]
 
 
 @dataclass(frozen=True)
 class PerformanceCheckConfig:
     max_ratio: Annotated[float, Range(0, lo_open=True)]
-    warmup: Annotated[int, Range(0)]
-    runs: Annotated[int, Range(1)]
+    warmup: Annotated[int, Range(0, MAX_RUNS)]
+    runs: Annotated[int, Range(1, MAX_RUNS)]
 
 
 @dataclass(frozen=True)
@@ -175,10 +180,10 @@ class PlanConfig:
     head_on_npu: str  # "auto" (the head where the checks and the verdict put it) or "never" (the card: FP32 on the CPU)
     op_level: bool  # consider op-level fallback for isolated unsupported ops
     search_candidates: Annotated[
-        int, Range(1)
+        int, Range(1, MAX_RUNS)
     ]  # placements the search judges with the verdict (drift, SLA), fastest first
     search_seconds: Annotated[
-        float, Range(0, lo_open=True)
+        float, Range(0, 86400, lo_open=True)
     ]  # the search's wall-time budget: then the best passing so far
     search_margin: Annotated[
         float, Range(0, 1)
@@ -193,7 +198,7 @@ class PlanConfig:
 
 @dataclass(frozen=True)
 class RuntimeConfig:
-    unit_timeout_s: Annotated[float, Range(0, lo_open=True)]
+    unit_timeout_s: Annotated[float, Range(0, 3600, lo_open=True)]
     breaker_failures: Annotated[int, Range(1)]  # K consecutive NPU failures open the breaker
     breaker_cooldown_s: Annotated[float, Range(0)]  # then a half-open probe after this long
     slow_frames: Annotated[int, Range(1)]  # N consecutive slow frames move a unit to the CPU
@@ -207,20 +212,20 @@ class RuntimeConfig:
 class ValidateConfig:
     max_drift: Annotated[float, Range(0, 1)]
     sla_ms: Annotated[float, Range(0, lo_open=True)]
-    latency_warmup: Annotated[int, Range(0)]
-    latency_runs: Annotated[int, Range(1)]
+    latency_warmup: Annotated[int, Range(0, MAX_RUNS)]
+    latency_runs: Annotated[int, Range(1, MAX_RUNS)]
     max_regression: Annotated[float, Range(0)]
-    agreement_draws: Annotated[int, Range(1)]  # no labels: pseudo-label draws from the FP32 reference's detections
+    agreement_draws: Annotated[int, Range(1, 1000)]  # no labels: pseudo-label draws from the FP32 reference's output
     agreement_box_noise: Annotated[
         float, Range(0, 0.5, hi_open=True)
     ]  # each pseudo-true box edge moves by this x its size
-    bootstrap: Annotated[int, Range(20)]  # paired bootstrap replicates of every drift (validate/bootstrap.py)
+    bootstrap: Annotated[int, Range(20, MAX_RUNS)]  # paired bootstrap replicates of every drift (validate/bootstrap.py)
     confidence: Annotated[float, Range(0.5, 1, hi_open=True)]  # the drift intervals' coverage
 
 
 @dataclass(frozen=True)
 class DeployConfig:
-    calib_images: Annotated[int, Range(1)]
+    calib_images: Annotated[int, Range(1, MAX_IMAGES)]
     nms: NmsConfig
     val_nms: NmsConfig
     checks: ChecksConfig
@@ -345,6 +350,9 @@ class RuntimeOptions:
         return ("nncf", "qdq") if self.int8_quantizer == "auto" else (self.int8_quantizer,)
 
 
+PEAK_TOPS = Range(0, lo_open=True)  # each precision's figure in a profile's peak_tops
+
+
 @dataclass(frozen=True)
 class DeviceProfile:
     name: str
@@ -357,10 +365,10 @@ class DeviceProfile:
     memory_mb: Annotated[float, Range(0, lo_open=True)]
     sram_kb: Annotated[float | None, Range(0)]
     op_support: OpSupport
-    peak_tops: dict[str, float]  # per precision, 1e12 ops/s
-    utilization: float  # fraction of peak that convolutions reach
-    dram_gbps: float
-    op_overhead_us: float
+    peak_tops: dict[str, float]  # per precision, 1e12 ops/s (each checked in __post_init__)
+    utilization: Annotated[float, Range(0, 1, lo_open=True)]  # fraction of peak that convolutions reach
+    dram_gbps: Annotated[float, Range(0, lo_open=True)]
+    op_overhead_us: Annotated[float, Range(0)]
     link: Link
     cpu: CpuModel | None = None
     faults: Faults = Faults()
@@ -393,6 +401,9 @@ class DeviceProfile:
         missing = [p for p in self.precisions if p not in self.peak_tops]
         if missing:
             raise YoloEdgeError(f"{where}: peak_tops has no figure for {missing}")
+        bad_tops = {p: v for p, v in self.peak_tops.items() if not PEAK_TOPS.holds(v)}
+        if bad_tops:
+            raise YoloEdgeError(f"{where}: peak_tops must each be {PEAK_TOPS}, got {bad_tops}")
         if self.latency == "modelled" and self.cpu is None:
             raise YoloEdgeError(
                 f"{where}: a modelled profile needs a 'cpu' section (the board's CPU) to compare against"

@@ -35,7 +35,7 @@ import onnx
 
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import atomic_write, cache_root, json_loads, package_versions, printable, read_cached, write_cached
-from yolo_edge.graph import DetectLayout, GraphInfo, yolov8_layout
+from yolo_edge.graph import DetectLayout, GraphInfo, control_flow, yolov8_layout
 from yolo_edge.native import native_output
 from yolo_edge.privacy import no_telemetry
 from yolo_edge.rewrite import apply_rewrites
@@ -183,6 +183,9 @@ def load_onnx(path: str | Path) -> ExportedModel:
         raise YoloEdgeError(
             f"{path} is a {_TASK_NAMES.get(task, task)} model; yolo-edge deploys YOLOv8 detection models only"
         )
+    loops = control_flow(model)
+    if loops:  # a YOLOv8 export has none; a tampered model.onnx's Loop would never finish a frame
+        raise YoloEdgeError(f"{path} holds control flow ({', '.join(loops)}), which no YOLOv8 detect export has")
     info = GraphInfo.of(model)
     layout = yolov8_layout(info)
     if _META_KEY in props:
@@ -301,6 +304,24 @@ def _from_onnx(path: Path, size: ImgSize | None, out_dir: str | Path | None) -> 
     return ExportedModel(path=dst, meta=exported.meta, layout=yolov8_layout(GraphInfo.of(proto)))
 
 
+def check_model(model: str | Path) -> None:
+    """The one-line error :func:`export_model` would give ``model`` before any work: a kind of file it does not take,
+    a file that is not there (an ultralytics model name such as ``yolov8n.yaml`` is built, not read), an empty one."""
+    model_str = str(model)
+    path = Path(model_str)
+    suffix = path.suffix.lower()
+    if suffix not in (".onnx", ".pt", ".yaml", ".yml"):
+        raise YoloEdgeError(f"unsupported model file '{model_str}': pass a .pt checkpoint, a model .yaml or an .onnx")
+    if suffix == ".onnx":
+        return  # load_onnx says what is wrong with it
+    if not path.exists() and suffix == ".pt":
+        raise YoloEdgeError(
+            f"model not found: {model_str}; pass a .pt checkpoint, a model .yaml or an ultralytics ONNX"
+        )
+    if path.exists() and path.stat().st_size == 0:
+        raise YoloEdgeError(f"{model_str} is empty; pass a valid checkpoint")
+
+
 def export_model(
     model: str | Path,
     imgsz: int | str | Sequence[int] | None = None,
@@ -318,17 +339,9 @@ def export_model(
     model_str = str(model)
     path = Path(model_str)
     size = parse_imgsz(imgsz) if imgsz is not None else None
+    check_model(model_str)
     if path.suffix.lower() == ".onnx":
         return _from_onnx(path, size, out_dir)
-    if path.suffix.lower() not in (".pt", ".yaml", ".yml"):
-        raise YoloEdgeError(f"unsupported model file '{model_str}': pass a .pt checkpoint, a model .yaml or an .onnx")
-    is_builtin_yaml = path.suffix.lower() in (".yaml", ".yml") and not path.exists()
-    if not path.exists() and not is_builtin_yaml:
-        raise YoloEdgeError(
-            f"model not found: {model_str}; pass a .pt checkpoint, a model .yaml or an ultralytics ONNX"
-        )
-    if path.exists() and path.stat().st_size == 0:
-        raise YoloEdgeError(f"{model_str} is empty; pass a valid checkpoint")
     size = size or (640, 640)
     source_sha = sha256_file(path) if path.exists() else hashlib.sha256(model_str.encode()).hexdigest()
     out = Path(out_dir) if out_dir is not None else Path.cwd()

@@ -11,6 +11,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -67,10 +68,32 @@ def read_regular(path: Path, what: str, max_bytes: int) -> bytes:
     return data
 
 
+def is_mount_point(path: Path, mountinfo: Path = Path("/proc/self/mountinfo")) -> bool:
+    """Whether ``path`` is where a file system is mounted: ``os.path.ismount``, which compares devices and misses a
+    bind mount of a folder of the same file system, or a mount point the kernel lists (``mountinfo``)."""
+    real = os.path.realpath(path)
+    if os.path.ismount(real):
+        return True
+    try:
+        with open(mountinfo, "rb") as f:
+            table = f.read(1 << 24)
+    except OSError:  # not Linux
+        return False
+    target = os.fsencode(real)
+    for line in table.splitlines():
+        fields = line.split(b" ")
+        # field 5 is the mount point, with space, tab, newline and backslash written as octal escapes
+        if len(fields) > 4 and re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), fields[4]) == target:
+            return True
+    return False
+
+
 def check_can_write(path: Path, what: str) -> None:
     """Fail now, before minutes of work, if the file ``path`` cannot be written (tried for real: root ignores modes)."""
     if path.is_dir():
         raise YoloEdgeError(f"{what} {path} is a folder; name a file")
+    if path.exists() and not path.is_file():  # a FIFO blocks the writer, a device takes no rename of a new file
+        raise YoloEdgeError(f"{what} {path} is not a regular file (a FIFO, socket or device); name a file")
     folder = path.absolute().parent
     if not folder.is_dir():
         raise YoloEdgeError(f"{what} {path}: the folder {folder} does not exist")
@@ -100,40 +123,63 @@ def _umask() -> int:
     return mask
 
 
+def _entry_digest(path: Path, data: bytes) -> str:
+    """The digest a cache entry is stored with: of its name (the key: what the entry is of) and its bytes, so an
+    entry copied over another key with its digest reads as damaged, not as that key's (integrity and identity)."""
+    return hashlib.sha256(path.name.encode() + b"\0" + data).hexdigest()
+
+
+def _cache_warning(path: Path, what: str) -> None:
+    print(f"yolo-edge: WARNING: cache entry {printable(path)} {what}", file=sys.stderr)
+
+
 def read_cached(path: Path) -> bytes | None:
     """The cache entry ``path`` written by :func:`write_cached`, verified against its digest: None when absent;
-    a damaged entry (truncated, swapped, its digest missing) is deleted with a warning, and the caller rebuilds
-    it: a bad entry costs one rebuild, never every later run."""
+    a damaged entry (truncated, swapped, copied from another key, its digest missing) is deleted with a warning,
+    and the caller rebuilds it: a bad entry costs one rebuild, never every later run. A cache that cannot be read
+    is a cache without the entry (a warning): the cache is an optimisation, never a reason to stop."""
     digest = path.with_name(f"{path.name}.sha256")
-    if not path.is_file():
+    try:
+        if not path.is_file():
+            return None
+        data = path.read_bytes()
+        want = digest.read_text().strip() if digest.is_file() else None
+    except OSError as exc:
+        _cache_warning(path, f"is unreadable ({exc.strerror}); going on without it ({CACHE_HINT})")
         return None
-    data = path.read_bytes()
-    want = digest.read_text().strip() if digest.is_file() else None
-    if want != hashlib.sha256(data).hexdigest():
-        print(
-            f"yolo-edge: WARNING: cache entry {path} is damaged (its digest does not match); rebuilding it",
-            file=sys.stderr,
-        )
-        path.unlink(missing_ok=True)
-        digest.unlink(missing_ok=True)
+    if want != _entry_digest(path, data):
+        _cache_warning(path, "is damaged (its digest does not match its key and bytes); rebuilding it")
+        try:
+            path.unlink(missing_ok=True)
+            digest.unlink(missing_ok=True)
+        except OSError:
+            pass  # a read-only cache: the rebuilt entry is not stored either (write_cached says so)
         return None
     return data
 
 
+CACHE_HINT = "set YOLO_EDGE_CACHE to a writable folder to keep results between runs"
+
+
 def write_cached(path: Path, data: bytes) -> None:
     """``data`` as the cache entry ``path`` with its digest beside it, each written atomically (the digest
-    last: an entry without one is damaged)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, data)
-    atomic_write(path.with_name(f"{path.name}.sha256"), hashlib.sha256(data).hexdigest().encode())
+    last: an entry without one is damaged). A cache that cannot be written (read-only, full) is a warning and
+    the work goes on uncached."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, data)
+        atomic_write(path.with_name(f"{path.name}.sha256"), _entry_digest(path, data).encode())
+    except OSError as exc:
+        _cache_warning(path, f"is not stored ({exc.strerror}); going on uncached ({CACHE_HINT})")
 
 
-def printable(name: object) -> str:
-    """A class name as it may reach a terminal or a log: control characters (newlines, ESC sequences that forge
-    output lines or recolour a terminal) become ``?``, and it is cut at 100 characters. Names come from an
+def printable(name: object, limit: int = 100) -> str:
+    """A name or message as it may reach a terminal or a log: control characters (newlines, ESC sequences that
+    forge output lines, set a terminal's title or clear it) become ``?``, and it is cut at ``limit`` characters
+    (a class name at 100; an error line, which may quote a megabyte of config, longer). Class names come from an
     ONNX file, which may be someone else's; file names are any bytes (undecodable ones are ``?`` too)."""
     clean = "".join(c if c.isprintable() else "?" for c in str(name))
-    return clean if len(clean) <= 100 else clean[:97] + "..."
+    return clean if len(clean) <= limit else f"{clean[: limit - 30]}... ({len(clean) - limit + 30} characters cut)"
 
 
 class JsonArrayWriter:

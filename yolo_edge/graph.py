@@ -21,6 +21,22 @@ from yolo_edge.errors import YoloEdgeError
 
 SUBGRAPHS: tuple[str, ...] = ("backbone", "neck", "head", "decode")
 
+CONTROL_FLOW = ("Loop", "If", "Scan")  # no export or split yolo-edge makes has them; an untrusted graph's may never end
+
+
+def control_flow(model: onnx.ModelProto) -> list[str]:
+    """The control-flow ops (and ops carrying a subgraph) in ``model``: a ``Loop`` of 2e9 iterations in a tampered
+    graph loads fine and never finishes its first frame, so a graph someone else wrote with any is refused."""
+    return sorted(
+        {
+            n.op_type
+            for n in model.graph.node
+            if n.op_type in CONTROL_FLOW
+            or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute)
+        }
+    )
+
+
 _ELEM_BYTES: dict[int, int] = {
     onnx.TensorProto.FLOAT: 4,
     onnx.TensorProto.FLOAT16: 2,

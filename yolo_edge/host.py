@@ -54,8 +54,14 @@ def runtime_threads() -> int:
         return 0
     if not value.isdigit() or int(value) < 1:
         raise YoloEdgeError(
-            f"{THREADS_ENV}={value!r} is not a thread count; set it to a positive integer, or unset it for a "
+            f"{THREADS_ENV}={value[:20]!r} is not a thread count; set it to a positive integer, or unset it for a "
             "thread per core"
+        )
+    cores = os.cpu_count() or 1
+    if int(value) > cores:  # more threads than cores only contend (2000 on 2 cores: a minute an image)
+        raise YoloEdgeError(
+            f"{THREADS_ENV}={value[:20]} is more threads than the {cores} cores here; set it to at most {cores}, or "
+            "unset it for a thread per core"
         )
     return int(value)
 

@@ -40,7 +40,7 @@ from yolo_edge.cluster import has_resource, node_cpus, ray_session
 from yolo_edge.config import DeployConfig, load_profile
 from yolo_edge.deploy import deploy, deploy_settings
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import sha256_file
+from yolo_edge.export import check_model, parse_imgsz, sha256_file
 from yolo_edge.files import cache_root, json_loads, read_cached, write_cached
 from yolo_edge.validate.latency import TimingKind
 from yolo_edge.version import __version__
@@ -174,7 +174,18 @@ def sweep(
         raise YoloEdgeError(f"unknown sweep objective '{objective}'; choose one of {', '.join(OBJECTIVES)}")
     say: Log = log or (lambda m: print(f"yolo-edge: {m}", file=sys.stderr))
     cfg = deploy_settings(config, sla_ms)  # what every configuration's deploy runs with, checked once here
-    points = [Point(str(m), int(s), d) for m in models for s in imgsz for d in devices]
+    # each axis once (a duplicated --device is deployed once and listed once); bad input one line now, not a failed
+    # configuration each and "nothing meets the SLA"
+    names, sizes, devices = (
+        list(dict.fromkeys(map(str, models))),
+        list(dict.fromkeys(imgsz)),
+        list(dict.fromkeys(devices)),
+    )
+    for m in names:
+        check_model(m)
+    for s in sizes:
+        parse_imgsz(s)
+    points = [Point(m, int(s), d) for m in names for s in sizes for d in devices]
     if not points:
         raise YoloEdgeError("the sweep is empty: give at least one --model, --imgsz and --device")
     profiles = {d: load_profile(d) for d in dict.fromkeys(devices)}  # an unknown one: a one-line error, up front
@@ -300,7 +311,9 @@ def _ray_run(
         say(f"{len(pending)} configurations on Ray ({ray.cluster_resources().get('CPU', 0):g} CPUs)")
         try:
             while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1)
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)  # a signal is handled within 1 s
+                if not ready:
+                    continue
                 point = pending.pop(ready[0])
                 try:
                     outcome = Outcome.from_dict(ray.get(ready[0]))

@@ -28,7 +28,7 @@ import onnx
 
 from yolo_edge.config import PrecisionName, Quantizer, Scheme, Variant
 from yolo_edge.errors import InternalError, YoloEdgeError
-from yolo_edge.graph import TensorInfo
+from yolo_edge.graph import TensorInfo, control_flow
 
 Feeds = Mapping[str, np.ndarray]
 CalibSet = Sequence[dict[str, np.ndarray]]
@@ -40,14 +40,25 @@ ARTIFACT_SUFFIXES = (QDQ_SUFFIX, OV_XML_SUFFIX, OV_BIN_SUFFIX, ".rknn", QNN_SUFF
 FP32_SUFFIX = ".onnx"  # the unit's FP32 graph itself as stored: what a runtime reads, not the model serialized again
 
 
+# the op domains of every graph yolo-edge writes: ONNX's, onnxruntime's contrib ops (Qualcomm's EPContext node)
+OP_DOMAINS = ("", "ai.onnx", "com.microsoft")
+
+
 def self_contained(model: onnx.ModelProto, what: str) -> onnx.ModelProto:
-    """``model`` if it carries its weights: a stored graph whose tensors name external data would have the
-    runtime open that file relative to the current folder (a bundle is untrusted input), so it is refused."""
+    """``model`` if it carries its weights and has no control flow: a stored graph whose tensors name external data
+    would have the runtime open that file relative to the current folder (a bundle is untrusted input), and one with
+    a ``Loop`` may never finish a frame (:func:`~yolo_edge.graph.control_flow`), so both are refused."""
     tensors = [*model.graph.initializer]
     tensors += [a.t for n in model.graph.node for a in n.attribute if a.type == onnx.AttributeProto.TENSOR]
     external = [t.name for t in tensors if t.data_location == onnx.TensorProto.EXTERNAL]
     if external:
         raise YoloEdgeError(f"{what} names external data for {external[0]}; yolo-edge writes its graphs self-contained")
+    loops = control_flow(model)
+    if loops:
+        raise YoloEdgeError(f"{what} holds control flow ({', '.join(loops)}), which no graph yolo-edge writes has")
+    foreign = sorted({f"{n.domain}:{n.op_type}" for n in model.graph.node if n.domain not in OP_DOMAINS})
+    if foreign:  # an op no runtime here has: every session of it fails, a fallback twin's only when it is needed
+        raise YoloEdgeError(f"{what} holds ops of no standard domain ({', '.join(foreign[:3])})")
     return model
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
 
 from yolo_edge.cluster import gcs_endpoint
@@ -108,7 +110,12 @@ def add_bundle_data(p: argparse.ArgumentParser, class_map: bool = True) -> None:
 
 
 def add_shards(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--shards", type=positive_int, default=None, help="score the images in N shards on a local Ray")
+    p.add_argument(
+        "--shards",
+        type=positive_int,
+        default=None,
+        help="score the images in N shards on a local Ray (at most one per CPU)",
+    )
     what = "score them on this Ray cluster, host:port (one shard per CPU)"
     p.add_argument("--ray-address", type=ray_address, default=None, help=what)
 
@@ -117,14 +124,23 @@ def add_runs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=positive_int, default=None, help="timed frames (default: the bundle's deploy config)")
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Left-aligned text table; numbers are right-aligned."""
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], width: int | None = None) -> str:
+    """Left-aligned text table; numbers are right-aligned. A last column of text that would run past ``width``
+    (default: the terminal's, 100 when it is not one) is wrapped under itself."""
     cells = [[str(c) for c in headers]] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     numeric = [all(_is_number(r[i]) for r in cells[1:]) and len(cells) > 1 for i in range(len(headers))]
+    start = sum(w + 2 for w in widths[:-1])
+    room = max(30, (width or shutil.get_terminal_size((100, 24)).columns) - start)
+    wrap = not numeric[-1] and widths[-1] > room
+    if wrap:
+        widths[-1] = min(widths[-1], room)
 
     def fmt(row: list[str]) -> str:
-        return "  ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(row, widths, numeric)).rstrip()
+        last = (textwrap.wrap(row[-1], widths[-1]) or [""]) if wrap else [row[-1]]
+        cells = [c.rjust(w) if num else c.ljust(w) for c, w, num in zip([*row[:-1], last[0]], widths, numeric)]
+        lines = ["  ".join(cells).rstrip()]
+        return "\n".join(lines + [" " * start + more for more in last[1:]])
 
     lines = [fmt(cells[0]), "  ".join("-" * w for w in widths)]
     lines += [fmt(r) for r in cells[1:]]

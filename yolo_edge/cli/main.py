@@ -26,6 +26,7 @@ from typing import NoReturn
 
 from yolo_edge.cli import bench, check, deploy, devices, export, plan, run, split, sweep, toolchain, val
 from yolo_edge.errors import InternalError, YoloEdgeError
+from yolo_edge.files import printable
 from yolo_edge.version import __version__
 
 SUBCOMMANDS = (export, split, plan, deploy, sweep, run, val, bench, check, devices, toolchain)
@@ -42,11 +43,14 @@ STORAGE_FAULTS = {
 }
 
 
+ERROR_CHARS = 1000  # an error is one line: a file name's control characters shown as ?, a quoted value cut short
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with its usage errors on one line (``yolo-edge deploy: error: argument --imgsz: ...``), exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {printable(message, ERROR_CHARS)} (see {self.prog} --help)\n")
 
 
 class Terminated(BaseException):
@@ -136,7 +140,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _standard_streams() -> None:
+    """A command started with stdin, stdout or stderr closed (``yolo-edge run ... >&-``) gets /dev/null there, as a
+    daemon does: what it prints goes nowhere instead of failing at the exit-time flush, and the next file it opens
+    (a bundle's) cannot take descriptor 1 and receive what a native library prints."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    # closed when Python started: None (descriptor 1 may since be a file an import opened, so not that)
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115  for the life of the process
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _standard_streams()
     for stream in (sys.stdout, sys.stderr):  # a file name is any bytes: one that is not UTF-8 prints, escaped
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
@@ -152,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except YoloEdgeError as exc:
         if _SIGNALLED:  # a signal that an extension turned into an error we report as bad input
             return _signalled(args.command)
-        print(f"yolo-edge {args.command}: error: {exc}", file=sys.stderr)
+        print(f"yolo-edge {args.command}: error: {printable(exc, ERROR_CHARS)}", file=sys.stderr)
         return exc.exit_code
     except OSError as exc:
         if _SIGNALLED:
@@ -161,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _stdout_gone()
         if exc.errno not in STORAGE_FAULTS:
             return _internal(args.command)
-        where = f" ({exc.filename})" if exc.filename else ""
+        where = f" ({printable(exc.filename, ERROR_CHARS)})" if exc.filename else ""
         print(f"yolo-edge {args.command}: error: {exc.strerror}{where}: {STORAGE_FAULTS[exc.errno]}", file=sys.stderr)
         return 2
     except Exception:

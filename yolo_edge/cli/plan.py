@@ -74,9 +74,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_plan(
-    plan: PlacementPlan, space: PlanSpace, search: SearchRecord | None = None, limits: Limits | None = None
-) -> str:
+def _heading(plan: PlacementPlan, space: PlanSpace) -> list[str]:
+    """The device, the whole-graph verdict and, for a model with random weights, what its figures cannot show."""
     w = plan.whole_graph_npu
     at = "-" if w.variant is None else w.variant.label
     verdict = "PASS" if w.passed else f"FAIL ({w.failed_check})"
@@ -98,6 +97,13 @@ def format_plan(
             "to judge it",
             "",
         ]
+    return lines
+
+
+def format_plan(
+    plan: PlacementPlan, space: PlanSpace, search: SearchRecord | None = None, limits: Limits | None = None
+) -> str:
+    lines = _heading(plan, space)
     if search is not None:
         lines += [
             f"search: {search.candidates} candidates passed the four checks, {len(search.trials)} judged "

@@ -25,7 +25,7 @@ from typing import Any
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import positive_float, warn_placement
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import JsonArrayWriter, check_can_write
+from yolo_edge.files import JsonArrayWriter, check_can_write, printable
 from yolo_edge.pipeline.annotate import AnnotatedOutput, save_dirs
 from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner, summarize
 from yolo_edge.pipeline.metrics import MetricsServer
@@ -35,7 +35,12 @@ from yolo_edge.runtime import EventLog
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run a bundle on images, videos, cameras or streams", description=__doc__)
+    p = sub.add_parser(
+        "run",
+        aliases=["predict"],  # ultralytics' word for it: `yolo predict` users type `yolo-edge predict`
+        help="run a bundle on images, videos, cameras or streams",
+        description=__doc__,
+    )
     p.add_argument("bundle", type=Path)
     p.add_argument(
         "--source",
@@ -127,7 +132,7 @@ class Sinks:
             d = r.detections
             summary = ", ".join(f"{n} {c:.2f}" for n, c in zip(d.class_names, d.confidence)) or "nothing"
             print(
-                f"{r.name}: {len(d)} detections ({summary}); {speed['preprocess']:.1f}ms preprocess, "
+                f"{printable(r.name, 1000)}: {len(d)} detections ({summary}); {speed['preprocess']:.1f}ms preprocess, "
                 f"{speed['inference']:.1f}ms inference, {speed['postprocess']:.1f}ms postprocess; "
                 f"ready {r.ready_ms:.1f} ms after capture",
                 flush=True,
@@ -150,7 +155,7 @@ def _report(runner: StreamRunner, events: EventLog, quiet_stdout: bool) -> list[
     problems: list[str] = []
     for s in summarize(runner):
         dropped = ", ".join(f"{k} {v}" for k, v in sorted(s.dropped.items())) or "none"
-        line = f"{s.source}: {s.read} read, {s.delivered} delivered, dropped: {dropped}"
+        line = f"{printable(s.source, 1000)}: {s.read} read, {s.delivered} delivered, dropped: {dropped}"
         if s.latency_ms is not None:
             lat = s.latency_ms
             line += f"; capture->output p50 {lat.p50:.1f} p95 {lat.p95:.1f} p99 {lat.p99:.1f} ms"
@@ -217,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
                 metrics.close()
             problems = _report(runner, events, args.json or gone)
     for line in problems:
-        print(f"yolo-edge run: {line}", file=sys.stderr)
+        print(f"yolo-edge run: {printable(line, 1000)}", file=sys.stderr)
     if problems:
         done = sum(st.delivered for st in runner.stats)
         print(f"yolo-edge run: {done} frames done, {len(problems)} problem(s) above: exit 1", file=sys.stderr)

@@ -80,16 +80,15 @@ def _from_yolo_yaml(path: Path, split: str) -> Dataset:
             f"{path} has no '{split}' entry; an ultralytics data.yaml names its splits (val: images/val)"
         )
     names = _names(cfg.get("names"), path)
-    root = Path(cfg.get("path") or path.parent)
-    if not root.is_absolute():
-        root = (path.parent / root).resolve()
+    # a relative ``path:`` is read from the data.yaml's folder (wherever the command runs); none: that folder itself
+    root = (path.parent / str(cfg.get("path") or ".")).resolve()
     img_dir = root / str(cfg[split])
     if not img_dir.is_dir():
         raise YoloEdgeError(f"{path}: the {split} image folder {img_dir} does not exist")
     records = []
     for img in sorted(p for p in img_dir.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES):
         label = _label_path(img)
-        h, w = _image_size(img)
+        h, w = image_size(img)
         rows = _yolo_rows(label, len(names)) if label.is_file() else np.zeros((0, 5))
         cx, cy, bw, bh = rows[:, 1] * w, rows[:, 2] * h, rows[:, 3] * w, rows[:, 4] * h
         boxes = np.stack([cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2], axis=1).astype(np.float32)
@@ -203,7 +202,7 @@ def _label_path(image: Path) -> Path:
     return Path(*parts) / f"{image.stem}.txt"
 
 
-def _image_size(path: Path) -> tuple[int, int]:
+def image_size(path: Path) -> tuple[int, int]:
     """Height and width as detection sees the image: decoded as ``read_image`` decodes it for the detector, with
     its EXIF orientation applied (a photo stored rotated has the labels of its upright view, as ultralytics
     reads them)."""
@@ -217,6 +216,6 @@ def image_folder(folder: str | Path, limit: int | None = None) -> Dataset:
 
     records = []
     for p in list_images(folder, "data folder")[:limit]:
-        h, w = _image_size(p)
+        h, w = image_size(p)
         records.append(ImageRecord(p, w, h, np.zeros((0, 4), np.float32), np.zeros(0, np.int64)))
     return Dataset((), tuple(records))

@@ -203,7 +203,7 @@ def resolve_data(
     if calib is not None or names == CLASS_NAMES:
         folder = Path(calib) if calib is not None else default_calib_dir()
         files = tuple(list_images(folder, "calibration folder")[:images])
-        shown = str(folder) if calib is not None else f"the shipped calibration set, {folder}"
+        shown = str(folder) if calib is not None else "the shipped calibration set (yolo_edge/calib_data)"
         if data is None and names != CLASS_NAMES:
             ev = _rest_of_calib(folder, names, files)
         else:

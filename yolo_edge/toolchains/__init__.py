@@ -167,14 +167,25 @@ def _find_python(tc: Toolchain, python: str | None) -> str:
     )
 
 
-def _pip(env_python: Path, args: tuple[str, ...], log: list[str], tmp: Path) -> None:
+_PIP_PROGRESS = ("Collecting ", "Installing collected packages", "Successfully installed")
+
+
+def _pip(env_python: Path, args: tuple[str, ...], log: list[str], tmp: Path, say: Callable[[str], None]) -> None:
     """pip install ``args`` with its temporary folders (GBs of wheels) in ``tmp``, which the caller removes even
-    when the install is interrupted (pip killed by Ctrl-C leaves its own behind in TMPDIR)."""
+    when the install is interrupted (pip killed by Ctrl-C leaves its own behind in TMPDIR). Its progress (each
+    package it collects, then the install) is said as it comes: a toolchain takes minutes."""
     cmd = [str(env_python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TMPDIR": str(tmp)})
-    log.append(proc.stdout + proc.stderr)
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONUNBUFFERED": "1"}
+    out: list[str] = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out.append(line)
+            if line.startswith(_PIP_PROGRESS):
+                say(f"  {line.strip()[:150]}")
+    log.append("".join(out))
     if proc.returncode != 0:
-        lines = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip() and "WARNING" not in ln]
+        lines = [ln for ln in out if ln.strip() and "WARNING" not in ln]
         last = lines[-1].strip() if lines else "no output"
         raise YoloEdgeError(f"pip install {' '.join(args)} failed (exit {proc.returncode}): {last}")
 
@@ -201,7 +212,7 @@ def install_toolchain(
         subprocess.run([interpreter, "-m", "venv", str(tc.env_dir)], check=True, capture_output=True)
         for k, step in enumerate(tc.steps, 1):
             say(f"{tc.name}: step {k}/{len(tc.steps)}: pip install {' '.join(step)}")
-            _pip(tc.python_path, step, log, pip_tmp)
+            _pip(tc.python_path, step, log, pip_tmp, say)
         versions = Worker(tc).call("hello", timeout_s=300).result
     except BaseException as exc:
         shutil.rmtree(tc.env_dir, ignore_errors=True)

@@ -92,7 +92,7 @@ def val_bundle(
         bar = progress_bar(not quiet)
         with bundle.reference_detector() as reference:
             ref = detect_all(reference, ev.dataset, cfg.val_nms, bar, "reference")
-        with nullcontext(detector) if detector else bundle.detector() as deployed:
+        with nullcontext(detector) if detector else bundle.detector(as_placed=True) as deployed:
             dep = detect_all(deployed, ev.dataset, cfg.val_nms, bar, "deployed")
     scorer = Scorer(ev, ref, cfg.validate, cfg.nms.conf)
     ref_acc, dep_acc = scorer.score(ref), scorer.score(dep)
@@ -123,7 +123,7 @@ class ShardWorker:
     def __init__(self, bundle: str) -> None:
         opened = load_bundle(bundle)
         self.nms = opened.config.val_nms
-        self.detectors = {"deployed": opened.detector(), "reference": opened.reference_detector()}
+        self.detectors = {"deployed": opened.detector(as_placed=True), "reference": opened.reference_detector()}
 
     def detect(self, which: str, paths: list[str]) -> list[Detections]:
         return [self.detectors[which].detect(read_image(p), self.nms)[0] for p in paths]
@@ -133,12 +133,15 @@ def detect_sharded(
     bundle: Bundle, ev: EvalData, shards: int | None, ray_address: str | None
 ) -> tuple[list[Detections], list[Detections]]:
     """The reference's and the deployed plan's detections of every image of ``ev``, in order, computed in
-    ``shards`` contiguous shards by as many Ray actors (default: one per CPU of the Ray cluster)."""
+    ``shards`` contiguous shards by as many Ray actors (default, and at most: one per CPU of the Ray cluster)."""
     if shards is not None and shards < 1:
         raise YoloEdgeError(f"--shards must be >= 1, got {shards}")
     paths = [str(r.path) for r in ev.dataset.records]
-    with ray_session(ray_address, shards) as ray:
-        n = max(1, min(len(paths), shards or int(ray.cluster_resources().get("CPU", 1))))
+    with ray_session(ray_address) as ray:  # a local Ray of this machine's CPUs, not one CPU per asked shard
+        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        # at most one actor (a compiled detector, about 250 MB) per CPU: an actor holds its CPU for life, so more
+        # would wait for ever or, on a local Ray sized to the shards, oversubscribe the cores
+        n = max(1, min(len(paths), shards or cpus, cpus))
         actor = ray.remote(num_cpus=1)(ShardWorker)
         workers = [actor.remote(str(bundle.path.absolute())) for _ in range(n)]
         size = -(-len(paths) // n)
