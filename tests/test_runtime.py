@@ -416,3 +416,42 @@ def test_an_accelerator_call_that_never_returns_does_not_keep_the_process_from_e
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=100)
     assert out.returncode == 0 and out.stdout.split() == ["timed", "out", "3"], out
     assert time.monotonic() - t0 < 60
+
+
+def test_a_simulated_call_that_never_answers_spends_the_first_call_slack_once(
+    demo_split: SplitModel,
+    tensors: list,  # type: ignore[type-arg]
+) -> None:
+    """A loaded bundle's simulated unit (no warm-up) whose calls hang: the first gets the first-call slack, every later
+    one none until a call answers, so each frame times out after unit_timeout_s (it was 32 s a frame)."""
+    import threading
+
+    from yolo_edge.backends.simulated import FIRST_CALL_SLACK_S
+
+    profile = replace(load_profile("rk3588-approx"), faults=Faults(hang_rate=1.0, hang_s=0.5))
+    neck = demo_split["neck"]
+    calib = [{t.name: x[t.name] for t in neck.inputs} for x in tensors[:1]]
+    exe = SimulatedNpu(profile, OnnxRuntimeBackend()).compile(neck.model, "int8", calib)
+    assert exe.host_slack_s == FIRST_CALL_SLACK_S
+    call = threading.Thread(target=exe.run, args=(calib[0],))
+    call.start()
+    while call.is_alive() and exe.host_slack_s:
+        pass
+    assert exe.host_slack_s == 0.0 and call.is_alive()  # hanging: the next call is not given 30 s more
+    call.join()
+    assert 0.0 < exe.host_slack_s < 1.0  # answered: three times its numerics on this host
+
+
+def test_a_unit_failing_on_the_cpu_is_one_line_not_a_bug(
+    demo_split: SplitModel, tensors: list, fast_cfg: DeployConfig
+) -> None:  # type: ignore[type-arg]
+    """The CPU is the last resort: its runtime failing (a damaged graph that allocates what no machine has) ends the
+    frame with a user-facing error (exit 2), not an NpuError traceback (exit 3)."""
+    from yolo_edge.errors import YoloEdgeError
+
+    cpu = cpu_backend().compile(demo_split["backbone"].model, "fp32")
+    failing = _FailingNpu(cpu, NpuError("Failed to allocate memory for requested buffer of size 4398046511104"))
+    ex = SplitExecutor([Unit("backbone", ("backbone",), failing, None, 0.01)], fast_cfg.runtime, None, EventLog())
+    with pytest.raises(YoloEdgeError, match="unit backbone failed on the CPU, where nothing can take it over"):
+        ex.run({"images": tensors[0]["images"]}, 0)
+    ex.close()

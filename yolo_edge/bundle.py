@@ -218,13 +218,11 @@ def write_bundle(out: str | Path, files: Mapping[str, bytes]) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700; a bundle is shared like any folder the user makes
-        written = []
         for rel, data in files.items():
             path = tmp / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-            written.append(rel)
-        (tmp / MANIFEST).write_text("".join(f"{rel}\n" for rel in sorted([*written, MANIFEST])))
+        (tmp / MANIFEST).write_text("".join(f"{rel}\n" for rel in sorted([*files, MANIFEST])))
         old = None
         if out.exists():
             old = out.with_name(f".{out.name}.old-{os.getpid()}")

@@ -7,6 +7,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib.metadata
 import json
@@ -159,17 +160,20 @@ def read_cached(path: Path) -> bytes | None:
 
 
 CACHE_HINT = "set YOLO_EDGE_CACHE to a writable folder to keep results between runs"
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a write that fails for lack of room, not of permission
 
 
 def write_cached(path: Path, data: bytes) -> None:
     """``data`` as the cache entry ``path`` with its digest beside it, each written atomically (the digest
-    last: an entry without one is damaged). A cache that cannot be written (read-only, full) is a warning and
-    the work goes on uncached."""
+    last: an entry without one is damaged). A cache that cannot be written (read-only, not a folder, no
+    permission) is a warning and the work goes on uncached; a full disk stops the command (one line, cli.main)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, data)
         atomic_write(path.with_name(f"{path.name}.sha256"), _entry_digest(path, data).encode())
     except OSError as exc:
+        if exc.errno in NO_ROOM:  # the disk is full: so is TMPDIR, likely, and the next write fails anyway
+            raise
         _cache_warning(path, f"is not stored ({exc.strerror}); going on uncached ({CACHE_HINT})")
 
 

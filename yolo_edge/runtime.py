@@ -35,6 +35,7 @@ from yolo_edge.backends import board_model
 from yolo_edge.backends.base import Executable, NpuError, median_run_s
 from yolo_edge.config import Device, DeviceProfile, RuntimeConfig
 from yolo_edge.devices.cost import transfer_time
+from yolo_edge.errors import YoloEdgeError
 from yolo_edge.graph import TensorInfo
 
 Trigger = Literal["unsupported_op", "memory", "performance", "runtime_error", "timeout", "nan", "recovered"]
@@ -455,7 +456,13 @@ class SplitExecutor:
                         self._hysteresis(unit, spent, probing, frame, feeds)
                     modelled = None if unit.modelled_s is None else unit.modelled_s * 1e3
                     return outs, UnitRun(unit.name, "npu", spent * 1e3, modelled)
-        outs = unit.cpu.run(feeds)
+        try:
+            outs = unit.cpu.run(feeds)
+        except NpuError as exc:  # the CPU runtime failed: no fallback is left (a damaged graph, no memory for it)
+            raise YoloEdgeError(
+                f"unit {unit.name} failed on the CPU, where nothing can take it over ({exc}); its graph cannot run "
+                "here: deploy it again, or free memory"
+            ) from None
         board = None if unit.board_cpu_s is None else unit.board_cpu_s * 1e3
         return outs, UnitRun(unit.name, "cpu", (spent + unit.cpu.last_run_s) * 1e3, board)
 

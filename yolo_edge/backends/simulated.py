@@ -74,14 +74,20 @@ class SimulatedExecutable(Executable):
         self.injector = injector
         self.hang_s = hang_s
         self._numerics_s: float | None = None  # the host's own time for the last call's numerics
+        self._called = False  # a call has started (it may never answer)
 
     @property
     def host_slack_s(self) -> float:
         """Three times the numerics' last wall time on this host (the first call: FIRST_CALL_SLACK_S): a simulator
-        slow on a loaded host is not a hung board, while an injected hang (``hang_s`` on top) still times out."""
-        return FIRST_CALL_SLACK_S if self._numerics_s is None else 3 * self._numerics_s
+        slow on a loaded host is not a hung board, while an injected hang (``hang_s`` on top) still times out. A
+        first call that never answered spends the first-call slack once: later calls get none until one answers
+        (a hung unit times out each frame after ``unit_timeout_s``, not after 30 s)."""
+        if self._numerics_s is not None:
+            return 3 * self._numerics_s
+        return 0.0 if self._called else FIRST_CALL_SLACK_S
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self._called = True
         fault = self.injector.draw()
         if fault == "error":
             raise NpuError("injected NPU error")
