@@ -295,8 +295,8 @@ def test_a_detector_as_placed_keeps_a_slow_accelerators_unit_where_the_plan_put_
     npu = _TimedNpu(cpu_backend().compile(demo_split["backbone"].model, "fp32"), clock, [0.3])
     cfg = replace(fast_cfg.runtime, slow_frames=2, slow_ratio=5.0)
     events = EventLog()
-    ex = SplitExecutor([Unit("backbone", ("backbone",), cpu, npu, cpu_estimate_s=0.01)], cfg, None, events, clock=clock)
-    ex.performance_fallback = False
+    units = [Unit("backbone", ("backbone",), cpu, npu, cpu_estimate_s=0.01)]
+    ex = SplitExecutor(units, cfg, None, events, clock=clock, as_placed=True)
     devices = {ex.run({"images": tensors[i % 8]["images"]}, i).units[0].device for i in range(8)}
     ex.close()
     assert devices == {"npu"} and not events.events and npu.calls == 8

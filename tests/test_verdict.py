@@ -448,7 +448,10 @@ def test_foreign_model_on_its_own_photos_is_proven_by_agreement(foreign: DeployR
             expected = "no subgraph on the NPU (= whole-cpu)"  # nothing beat the CPU on this host: the same plan
         assert p["status"] == expected
     md = (foreign.bundle / "report.md").read_text()
-    assert "agreement with the FP32 reference" in md and "Calibrated on 16 other images" in md
+    assert (
+        "agreement with the FP32 reference" in md
+        and "INT8 calibration and the precision check on 16 other images" in md
+    )
     assert all(f"| {p['name']} | {p['status']} |" in md for p in r["plans"])
 
 

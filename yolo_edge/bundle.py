@@ -421,7 +421,9 @@ class Bundle:
         """The model split anew: only for running a plan other than the stored one."""
         return split_model(self.exported)
 
-    def executor(self, plan: PlacementPlan | None = None, events: EventLog | None = None) -> SplitExecutor:
+    def executor(
+        self, plan: PlacementPlan | None = None, events: EventLog | None = None, as_placed: bool = False
+    ) -> SplitExecutor:
         """The stored units compiled into an executor (what is compiled is loaded as it is; the rest is compiled,
         calibrated on the stored images), or ``plan``'s units when another plan is asked for. Where a unit cannot
         be placed as the plan says, ``executor.placement_problems`` says so."""
@@ -453,7 +455,9 @@ class Bundle:
                 # domain, renamed IR outputs, a damaged context): the bundle, someone else's, is damaged
                 said = (str(exc).strip().splitlines() or [""])[0][:200]
                 raise _damaged(self.path, f"a runtime refused its stored units: {type(exc).__name__}: {said}") from None
-            executor = SplitExecutor(units, self.config.runtime, self.profile, events, owns=stack.pop_all())
+            executor = SplitExecutor(
+                units, self.config.runtime, self.profile, events, owns=stack.pop_all(), as_placed=as_placed
+            )
         built = {u.name: u for u in units}
         for unit in planned:
             if unit.device == "npu" and (built.get(unit.name) is None or built[unit.name].npu is None):
@@ -481,9 +485,7 @@ class Bundle:
         """The stored plan's detector. ``as_placed``: every unit stays where the plan put it unless its accelerator
         fails (no move to the CPU because the accelerator ran slow on a busy machine): what val and the gate
         measure, so the same bundle and data give the same figures however loaded the machine is."""
-        executor = self.executor(events=events)
-        executor.performance_fallback = executor.performance_fallback and not as_placed
-        return Detector(executor, self.meta.model, self.config.nms)
+        return Detector(self.executor(events=events, as_placed=as_placed), self.meta.model, self.config.nms)
 
     def stream(self, sources: Sequence[str], options: StreamOptions | None = None) -> StreamRunner:
         """A pipelined run over ``sources`` (files, folders, videos, camera indices, stream URLs):

@@ -75,7 +75,9 @@ def ray_session(
         _restore(handlers)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-        if not isinstance(exc, ConnectionError | RuntimeError | ValueError):
+        # Ray's refusals: a cluster that does not answer or take us, a local one that cannot start (its socket
+        # paths under a TMPDIR longer than AF_UNIX allows are an OSError)
+        if not isinstance(exc, ConnectionError | RuntimeError | ValueError | OSError):
             raise
         said = (str(exc).splitlines() or [""])[0]
         if not address:

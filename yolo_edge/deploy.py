@@ -420,6 +420,6 @@ def _whole_npu(
     except NpuCompileError:
         run.planned = "to compile"
         return run, None
-    detector = Detector(SplitExecutor([unit], cfg.runtime, profile), split.exported.meta, cfg.nms)
+    detector = Detector(SplitExecutor([unit], cfg.runtime, profile, as_placed=True), split.exported.meta, cfg.nms)
     detector.remember(LATENCY_IMAGES)
     return run, detector

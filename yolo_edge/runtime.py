@@ -321,7 +321,9 @@ class DaemonPool:
 
 class SplitExecutor:
     """Runs the units of a plan frame by frame with the fallbacks above. ``clock`` (seconds, monotonic) times
-    the accelerator calls for the hysteresis and the breaker's cool-down; tests inject a fake one."""
+    the accelerator calls for the hysteresis and the breaker's cool-down; tests inject a fake one. ``as_placed``:
+    no unit moves to the CPU for being slow (a failing accelerator still falls back): what the verdict, val and the
+    gate measure, so a busy machine changes none of their figures."""
 
     def __init__(
         self,
@@ -331,6 +333,7 @@ class SplitExecutor:
         events: EventLog | None = None,
         clock: Callable[[], float] = time.perf_counter,
         owns: ExitStack | None = None,
+        as_placed: bool = False,
     ) -> None:
         self.units = list(units)
         self._owned = owns or ExitStack()  # what the units were compiled by (a backend): closed after them
@@ -355,7 +358,7 @@ class SplitExecutor:
         self.placement_problems: list[str] = []  # units that could not be placed as the plan says (Bundle.executor)
         # the `cpu` profile's accelerator is the CPU reference itself: moving a unit to the CPU gains nothing,
         # and timing one engine against itself only measures noise
-        self.performance_fallback = profile is None or profile.kind != "cpu"
+        self.performance_fallback = not as_placed and (profile is None or profile.kind != "cpu")
 
     def close(self) -> None:
         """Stop the accelerator call pool and release the units' accelerator executables (a toolchain worker's

@@ -174,7 +174,7 @@ class _Judge:
     def detector(self, plan: PlacementPlan, events: EventLog) -> tuple[Detector, list[Unit]]:
         fuse = self.cfg.runtime.fuse_units
         units = build_units(self.split, plan, self.profile, self.calib, events, self.npu, fuse)
-        executor = SplitExecutor(units, self.cfg.runtime, self.profile, events)
+        executor = SplitExecutor(units, self.cfg.runtime, self.profile, events, as_placed=True)  # judged as placed
         detector = Detector(executor, self.split.exported.meta, self.cfg.nms)
         detector.remember(LATENCY_IMAGES)  # its latency frames are evaluation images: simulated once
         return detector, units

@@ -101,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
     mapped = f", classes mapped {data.class_map}" if data.class_map else ""
     print(
         f"\nreference {what}50 {ref.map50:.4f}, {what}50-95 {ref.map50_95:.4f} on {len(data.dataset)} images of "
-        f"{data.source} [{data.kind_text}]{mapped}; calibrated on {len(r.calibration.files)} others "
-        f"({r.calibration.source})"
+        f"{data.source} [{data.kind_text}]{mapped}; INT8 calibration and the precision check on "
+        f"{len(r.calibration.files)} others ({r.calibration.source})"
     )
     print("split plan: " + placement_line(r.split_plan))
     print("deployed:   " + placement_line(r.placement) + (f"  ({r.profile.stand_in})" if r.profile.stand_in else ""))

@@ -160,7 +160,8 @@ def resolve_eval_data(
         from yolo_edge.demo.shapes import demo_val_data  # the generator: imported only where the demo is judged
 
         path = demo_val_data()
-        return _labelled(load_dataset(path), names, f"demo val split ({path})", DEMO, class_map)
+        shown = str(path).replace(str(Path.home()), "~", 1)  # the user cache's copy: not a path to copy into a report
+        return _labelled(load_dataset(path), names, f"demo val split ({shown})", DEMO, class_map)
     source = data if isinstance(data, DataSource) else read_data(data)
     path = source.path
     if not source.labelled:
