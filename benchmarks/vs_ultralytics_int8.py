@@ -74,9 +74,14 @@ def ultralytics_int8(model: str, data_yaml: Path, out: Path) -> Any:
     doc["train"] = doc["val"]  # ultralytics' dataset check wants both keys; it calibrates on the val images
     data_yaml = data_yaml.with_name("ultralytics.yaml")
     data_yaml.write_text(yaml.safe_dump(doc))
-    with contextlib.redirect_stdout(io.StringIO()):
-        path = YOLO(model).export(format="openvino", int8=True, data=str(data_yaml), imgsz=IMGSZ, batch=1)
-    return YOLO(str(Path(path).rename(out / Path(path).name)), task="detect")
+    # ultralytics writes its export beside a checkpoint, a model built from a yaml into the current folder: both in
+    # ``out``, never into the source tree
+    source = out / Path(model).name if Path(model).is_file() else Path(model)
+    if source != Path(model):
+        shutil.copy(model, source)
+    with contextlib.chdir(out), contextlib.redirect_stdout(io.StringIO()):
+        path = YOLO(str(source)).export(format="openvino", int8=True, data=str(data_yaml), imgsz=IMGSZ, batch=1)
+    return YOLO(str(out / path), task="detect")
 
 
 def boxes_kept(reference: list[Any], candidate: list[Any]) -> int:
