@@ -913,7 +913,7 @@ CASES: list[Case] = [
         lambda e: ["run", _pictures(e), "--source", str(e.image)],
         2,
         "make one with yolo-edge deploy (it writes out/bundle)",
-    ),  # fmt: skip: not `--out` a folder deploy refuses
+    ),  # not `deploy --out` a folder deploy would refuse
     # FIFOs and devices where a file is read or written: refused before they block or read for ever
     ("baseline a FIFO", lambda e: ["check", str(e.bundle), "--baseline", _fifo(e)], 2, "not a regular file"),
     ("baseline /dev/zero", lambda e: ["check", str(e.bundle), "--baseline", _device(e)], 2, "not a regular file"),

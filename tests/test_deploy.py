@@ -16,6 +16,7 @@ from yolo_edge.build import plan_units
 from yolo_edge.bundle import load_bundle
 from yolo_edge.check import check_bundle
 from yolo_edge.cli.main import main
+from yolo_edge.config import load_deploy_config
 from yolo_edge.deploy import DeployResult
 from yolo_edge.plan.placement import PlacementPlan
 
@@ -43,8 +44,13 @@ def test_deploy_compares_three_plans(deployed: DeployResult) -> None:
             "map50_95",
         }
     assert abs(plans["split"]["map_drift"]["map50"]) <= 0.01
-    faster = min(("split", "whole-cpu"), key=lambda n: plans[n]["latency_ms"]["p50"]) if accelerated else "whole-cpu"
-    assert r["chosen_plan"] == faster and r["verdict"] == "pass" and deployed.exit_code == 0
+    # by median, a near-tie (plan.tie_margin, or the paired frames' noise) going to whole-cpu: FP32, listed first
+    p50 = {n: plans[n]["latency_ms"]["p50"] for n in ("whole-cpu", "split")}
+    tie = load_deploy_config().plan.tie_margin  # the small config keeps the shipped margin
+    if not accelerated or p50["whole-cpu"] <= min(p50.values()) * (1 + tie):
+        assert r["chosen_plan"] == "whole-cpu"
+    assert r["chosen_plan"] == "whole-cpu" or p50["split"] < p50["whole-cpu"]  # split only when it is faster
+    assert r["verdict"] == "pass" and deployed.exit_code == 0
     assert r["map"]["kind"] == "labels" and r["map"]["reference"]["map50"] > 0.3 and r["data"]["warning"] is None
     # the phases of the split are its execution units, whatever precisions (and so fusions) this CPU's numerics allowed
     split = load_bundle(deployed.bundle).split
@@ -80,6 +86,8 @@ def test_bundle_contents_and_plots(deployed: DeployResult) -> None:
     md = (b / "report.md").read_text()
     assert "| whole-npu | fails precision" in md and "## Placement" in md and "## Runtime fallback" in md
     assert "## Search" in md and "| 1" in md
+    assert md.startswith("# yolo-edge deploy report: the demo model (demo_yolov8n_shapes.pt)")  # not an install path
+    assert "`p50 / cpu`: the candidate's median frame time" in md and "need not add up" in md  # columns explained
     assert not [p for p in b.parent.iterdir() if p.name.startswith(".bundle")]  # no temp dirs left
     if deployed.report.chosen.name == "split":  # one INT8 artifact per NPU unit (backbone+neck fused by default)
         bundle = load_bundle(b)
@@ -194,14 +202,26 @@ def test_run_on_a_video_keeps_every_frame(
     assert main(["run", str(deployed.bundle), "--source", str(tmp_path / "nope.mp4")]) == 2
 
 
+NEAR_TIE = 1.15  # split and whole-cpu medians this close: which is faster may change with the machine's load
+
+
 @pytest.mark.slow
 @pytest.mark.alone
-def test_a_busy_machine_gets_the_plan_a_quiet_one_gets(tiny_cfg: Path, tiny_images: Path, tmp_path: Path) -> None:
+def test_a_busy_machine_gets_the_plan_a_quiet_one_gets(
+    tiny_cfg: Path, tiny_images: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The quick start's deploy on host-lowp, whose latency is measured, once alone and once with a busy loop
-    beside it on one of the two cores: the same placement and the same chosen plan (the performance check decides
-    on ratios paired round by round and keeps close calls for the verdict; plans are ranked by their medians, timed
-    frame by frame in turn)."""
+    beside it on the other core: the same placement and the same chosen plan, unless the two are a near-tie that the
+    neighbour tips, never a clearly slower plan (the performance check decides on
+    ratios paired round by round and keeps close calls for the verdict; the search and the plans are judged as
+    placed; plans are ranked by their medians, timed frame by frame in turn, a near-tie going to FP32). The sessions
+    get one thread each, the loop the other core: a neighbour's noise, which must not pick the plan. (With a thread
+    per core the loop preempts one of each session's two threads, and on an AVX2-only CPU that slows onnxruntime's
+    FP32 more than OpenVINO's INT8: a real change of which plan is faster under that load, not noise.)"""
     from yolo_edge.deploy import deploy
+    from yolo_edge.host import THREADS_ENV
+
+    monkeypatch.setenv(THREADS_ENV, "1")
 
     def run(out: Path) -> DeployResult:
         return deploy(device="host-lowp", config=tiny_cfg, data=tiny_images, quiet=True, out=out)
@@ -213,8 +233,16 @@ def test_a_busy_machine_gets_the_plan_a_quiet_one_gets(tiny_cfg: Path, tiny_imag
     finally:
         busy.kill()
         busy.wait()
-    assert loaded.report.chosen.name == quiet.report.chosen.name
-    assert loaded.report.placement.label == quiet.report.placement.label, (
-        [(t.plan.label, t.run.status) for t in quiet.report.search.trials],
-        [(t.plan.label, t.run.status) for t in loaded.report.search.trials],
-    )
+
+    def seen(r: DeployResult) -> list[object]:
+        plans = [(p.name, p.status, p.latency and round(p.latency.end_to_end.p50, 2)) for p in r.report.plans]
+        return [*plans, *((t.plan.label, t.run.status, round(t.speed_ratio or 0, 3)) for t in r.report.search.trials)]
+
+    if loaded.report.chosen.name == quiet.report.chosen.name:
+        assert loaded.report.placement.label == quiet.report.placement.label, (seen(quiet), seen(loaded))
+        return
+    # a neighbour may tip a real near-tie (seen on an AVX2-only EPYC: a split with only the backbone in INT8 within
+    # 3 % of whole-cpu), never choose a plan clearly slower than the other on either machine
+    for run in (quiet, loaded):
+        p50 = [p.latency.end_to_end.p50 for p in run.report.plans if p.name != "whole-npu" and p.latency]
+        assert max(p50) <= NEAR_TIE * min(p50), (seen(quiet), seen(loaded))

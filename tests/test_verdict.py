@@ -316,6 +316,25 @@ def test_status_rule_and_choice() -> None:
     slow.judge(limits)
     chosen, why = choose([slow, fast_but_drifting])  # nothing passes: the one within the drift limit, and why
     assert chosen is slow and why == ["whole-cpu fails SLA", "split fails drift"]
+    # a near-tie by median goes to the first listed (FP32 whole-cpu): a busy moment must not flip it
+    near = PlanRun("split", latency=_latency(38.4), accuracy_drift=Accuracy(MapResult(0.0, 0.0), None))
+    clear = PlanRun("split", latency=_latency(30.0), accuracy_drift=Accuracy(MapResult(0.0, 0.0), None))
+    for r in (near, clear):
+        r.judge(limits)
+    assert choose([ref, near], tie_margin=0.05)[0] is ref and choose([ref, near])[0] is near
+    assert choose([ref, clear], tie_margin=0.05)[0] is clear
+    # paired frame times: 10 % faster by median but far noisier than that is a tie; 20 % faster every round is not
+    steady = [40.0 + (i % 2) for i in range(12)]
+    noisy = replace(_latency(36.0), samples_ms=tuple(x * (0.5, 0.9, 1.3)[i % 3] for i, x in enumerate(steady)))
+    ref_paired = PlanRun("whole-cpu", latency=replace(_latency(40.0), samples_ms=tuple(steady)),
+                         accuracy_drift=Accuracy(MapResult(0.0, 0.0), None))  # fmt: skip
+    quick = PlanRun("split", latency=replace(_latency(32.0), samples_ms=tuple(0.8 * x for x in steady)),
+                    accuracy_drift=Accuracy(MapResult(0.0, 0.0), None))  # fmt: skip
+    wobbly = PlanRun("split", latency=noisy, accuracy_drift=Accuracy(MapResult(0.0, 0.0), None))
+    for r in (ref_paired, quick, wobbly):
+        r.judge(limits)
+    assert choose([ref_paired, quick], tie_margin=0.05)[0] is quick
+    assert choose([ref_paired, wobbly], tie_margin=0.05)[0] is ref_paired
 
 
 # ---------------------------------------------------------------- INT8 scheme per machine

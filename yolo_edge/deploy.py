@@ -268,7 +268,7 @@ def deploy(
         found = plan_deployment(exported, profile, cfg, source, calib, stack, say, bar, strict, class_map)
         plans = _compare(found, profile, cfg, stack, bar, say)
         # whole-npu is a comparison row, never the deployment: decode must stay FP32 on the CPU
-        chosen, none_ok = choose([plans.reference, plans.split])
+        chosen, none_ok = choose([plans.reference, plans.split], cfg.plan.tie_margin)  # FP32 first: wins a tie
         chosen_plan = found.plan if chosen.name == "split" else found.plan.all_cpu()
         report = _report(str(model), profile, cfg, found, chosen_plan, plans, chosen, none_ok, t0)
         files = _bundle_files(exported, found, profile, cfg, plans, chosen_plan, report)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 from yolo_edge.config import DeviceProfile
 from yolo_edge.data.resolve import Calibration, EvalData
 from yolo_edge.devices.board import BOARD
+from yolo_edge.export import DEMO_WEIGHTS, demo_model_path
 from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
 from yolo_edge.runtime import EventSummary
 from yolo_edge.search import SearchRecord, Trial
@@ -281,13 +283,18 @@ def _phases(latency: LatencyResult | None) -> list[str]:
     return lines + [f"| {n} | {_fmt(p.p50)} | {_fmt(p.p95)} | {_fmt(p.p99)} |" for n, p in latency.phases.items()]
 
 
+def _model_shown(model: str) -> str:
+    """The model as the report names it: the shipped demo by its name, not by where this install put it."""
+    return f"the demo model ({DEMO_WEIGHTS})" if Path(model) == demo_model_path() else model
+
+
 def markdown(report: DeployReport) -> str:
     what, data, limits = report.metric, report.data, report.limits
     host = report.host_cpu
     modelled = report.profile.latency == "modelled"
     where = f"numerics on {host}, latency modelled for the board" if modelled else f"measured on {host}"
     lines = [
-        f"# yolo-edge deploy report: {report.model}",
+        f"# yolo-edge deploy report: {_model_shown(report.model)}",
         "",
         f"Device **{report.profile.name}** ({report.profile.kind}), {where}, "
         f"imgsz {report.imgsz[0]}x{report.imgsz[1]}, SLA p95 <= {limits.sla_ms} ms, "

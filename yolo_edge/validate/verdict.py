@@ -24,6 +24,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.validate.accuracy import Accuracy, Interval, MapResult
 from yolo_edge.validate.latency import LatencyResult
@@ -217,13 +219,32 @@ class PlanRun:
         }
 
 
-def choose(runs: list[PlanRun]) -> tuple[PlanRun, list[str]]:
+def _tied(run: PlanRun, fastest: PlanRun, margin: float) -> bool:
+    """Whether ``run`` is as fast as ``fastest`` within ``margin`` or the noise of their paired frame times (the
+    plans are timed frame by frame in turn: frame i of each is one round, under one load)."""
+    assert run.latency is not None and fastest.latency is not None
+    a, b = np.asarray(run.latency.samples_ms), np.asarray(fastest.latency.samples_ms)
+    if run is fastest:
+        return True
+    if len(a) != len(b) or len(a) < 2 or not (b > 0).all():
+        return run.latency.end_to_end.p50 <= fastest.latency.end_to_end.p50 * (1 + margin)
+    ratios = a / b
+    se = 1.2533 * float(ratios.std(ddof=1)) / math.sqrt(len(ratios))  # of a median: sqrt(pi / 2) that of a mean
+    return float(np.median(ratios)) - 1 <= max(margin, 2 * se)
+
+
+def choose(runs: list[PlanRun], tie_margin: float = 0.0) -> tuple[PlanRun, list[str]]:
     """The deployed plan: the fastest that is ok, by median (the plans are timed frame by frame in turn, so a
-    shared machine's load lands on each; a tail is one neighbour's burst, and the SLA is judged on p95 already);
-    when none is ok, the fastest within the drift limit (else the first), with one reason per plan why it is not."""
+    shared machine's load lands on each; a tail is one neighbour's burst, and the SLA is judged on p95 already).
+    A plan whose frames take, paired round by round with the fastest's, a median ratio within ``tie_margin`` of
+    1 or within twice that median's standard error is a tie, won by the first of ``runs`` (the caller lists the one
+    with the least at low precision first): a near-tie is the machine's load, not the plan, and must not flip the
+    choice between a quiet run and a busy one. When none is ok, the fastest within the drift limit (else the
+    first), with one reason per plan why it is not."""
     ok = [r for r in runs if r.ok and r.latency is not None]
     if ok:
-        return min(ok, key=lambda r: r.latency.end_to_end.p50), []  # type: ignore[union-attr]
+        fastest = min(ok, key=lambda r: r.latency.end_to_end.p50)  # type: ignore[union-attr]
+        return next(r for r in ok if _tied(r, fastest, tie_margin)), []
     usable = [r for r in runs if r.latency is not None and "drift" not in r.fails and not r.planned]
     chosen = min(usable, key=lambda r: r.latency.end_to_end.p95) if usable else runs[0]  # type: ignore[union-attr]
     return chosen, [f"{r.name} {r.status}" for r in runs]
