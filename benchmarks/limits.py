@@ -23,6 +23,7 @@ from side_by_side import bus_image, cpu_detector, interleave
 
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Executable
+from yolo_edge.backends.builder import Builder  # noqa: E402
 from yolo_edge.backends.openvino import OpenVinoBackend
 from yolo_edge.build import build_units
 from yolo_edge.bundle import Bundle, load_bundle
@@ -180,7 +181,7 @@ def split_detector(split: SplitModel, npu: dict[str, str], images: int = 8) -> D
     profile = load_profile(ACCELERATOR)
     calib = boundary_tensors(split, load_calibration(default_calib_dir(), split.exported.meta.imgsz, images))
     plan = PlacementPlan.manual(split, npu, profile.name)
-    units = build_units(split, plan, profile, calib, EventLog())
+    units = build_units(split, plan, Builder(profile), calib, EventLog())
     return Detector(SplitExecutor(units, cfg.runtime, profile), split.exported.meta, cfg.nms)
 
 

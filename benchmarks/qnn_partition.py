@@ -22,6 +22,7 @@ from pathlib import Path
 
 import onnx
 
+from yolo_edge.backends.builder import Builder  # noqa: E402
 from yolo_edge.backends.qnn import QnnExecutable, backend_for, htp_session
 from yolo_edge.backends.quantize import quantize_qnn
 from yolo_edge.build import UnitFeeds, UnitPlan, compile_units
@@ -110,8 +111,8 @@ def main() -> None:
         on_cpu = cpu_nodes(log) & {n.name for n in model.graph.node}
         ort_ms, ort_boundaries = modelled(model, on_cpu, profile)
         variant = Variant("int8", "w8a8", "qnn")
-        whole = UnitPlan(SUBGRAPHS, model, "npu", variant)
-        units = compile_units([whole], UnitFeeds([]), dict(calib[0]), EventLog(), None, lambda _n: model)
+        whole = UnitPlan(SUBGRAPHS, model, "cpu", Variant("fp32"))  # its CPU twin; the HTP session set below
+        units = compile_units([whole], UnitFeeds([]), dict(calib[0]), EventLog(), Builder(None), lambda _n: model)
         units[0].npu = QnnExecutable(session, model, variant, b"")
         ev = resolve_eval_data(photos, bundle.meta.model.names)
         with bundle.reference_detector() as reference, bundle.detector() as deployed:

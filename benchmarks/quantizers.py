@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.conftest import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
 from yolo_edge.backends.base import cosine  # noqa: E402
+from yolo_edge.backends.builder import Builder  # noqa: E402
 from yolo_edge.backends.nncf_int8 import overflow_fix  # noqa: E402
 from yolo_edge.build import build_units  # noqa: E402
 from yolo_edge.config import load_deploy_config, load_profile  # noqa: E402
@@ -54,7 +55,7 @@ RECIPES = ("int8/u8/nncf", "int8/s8/nncf", "int8/u8/qdq", "int8/s8/qdq")
 def _detector(split: SplitModel, npu: dict[str, str], calib: list[dict[str, np.ndarray]]) -> Detector:
     cfg, profile = load_deploy_config(), load_profile("host-lowp")
     profile = replace(profile, runtime_options=replace(profile.runtime_options, int8_quantizer="auto"))  # both
-    units = build_units(split, PlacementPlan.manual(split, npu, profile.name), profile, calib, EventLog())
+    units = build_units(split, PlacementPlan.manual(split, npu, profile.name), Builder(profile), calib, EventLog())
     return Detector(SplitExecutor(units, cfg.runtime, profile), split.exported.meta, cfg.nms)
 
 

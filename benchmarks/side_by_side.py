@@ -19,6 +19,7 @@ import numpy as np
 import onnxruntime as ort
 
 from yolo_edge.backends import cpu_backend
+from yolo_edge.backends.builder import Builder  # noqa: E402
 from yolo_edge.build import build_units
 from yolo_edge.config import DeployConfig, load_deploy_config, load_profile
 from yolo_edge.export import ExportedModel, export_model
@@ -85,7 +86,7 @@ def cpu_detector(split: SplitModel, image: np.ndarray, cfg: DeployConfig, fuse: 
     """The whole-cpu plan as deploy builds it: every subgraph FP32 on onnxruntime, fused into one unit."""
     profile = load_profile("cpu")
     calib = [{"images": letterbox(image, split.exported.meta.imgsz).tensor}]
-    units = build_units(split, PlacementPlan.manual(split, {}, "cpu"), profile, calib, EventLog(), fuse=fuse)
+    units = build_units(split, PlacementPlan.manual(split, {}, "cpu"), Builder(profile), calib, EventLog(), fuse=fuse)
     return Detector(SplitExecutor(units, cfg.runtime, profile), split.exported.meta, cfg.nms)
 
 

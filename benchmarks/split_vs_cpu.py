@@ -26,6 +26,7 @@ from dataclasses import replace
 import numpy as np
 
 from yolo_edge.backends import cpu_backend
+from yolo_edge.backends.builder import Builder  # noqa: E402
 from yolo_edge.build import build_units
 from yolo_edge.config import DeviceProfile, Variant, load_deploy_config, load_profile
 from yolo_edge.decode import HeadOutputs, head_candidates, head_xywh
@@ -49,7 +50,7 @@ def measure(imgsz: int, precisions: list[str], profile: DeviceProfile, frames: i
         for precision in precisions:
             plan = PlacementPlan.manual(split, {"backbone": precision, "neck": precision}, profile.name)
             ex = SplitExecutor(
-                build_units(split, plan, profile, tensors[:32], EventLog(), fuse=fuse), cfg.runtime, profile
+                build_units(split, plan, Builder(profile), tensors[:32], EventLog(), fuse=fuse), cfg.runtime, profile
             )
             head = HeadOutputs.find({t.name: t.shape for t in ex.outputs}, imgsz)
             assert head is not None

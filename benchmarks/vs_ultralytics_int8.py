@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from side_by_side import interleave  # noqa: E402
 
 from tests.conftest import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
+from yolo_edge.backends.builder import Builder  # noqa: E402
 from yolo_edge.build import build_units  # noqa: E402
 from yolo_edge.bundle import load_bundle  # noqa: E402
 from yolo_edge.config import DeployConfig, load_deploy_config, load_profile  # noqa: E402
@@ -157,7 +158,8 @@ def random_v8s(rounds: int, work: Path, ov: Any, head: str) -> None:
         f"\nyolov8s.yaml at {IMGSZ} (random weights), plan.head_on_npu {head}: the fastest candidate by estimate: "
         f"{plan.label}"
     )
-    units = build_units(split, plan, profile, boundary_tensors(split, images[: cfg.calib_images]), EventLog())
+    calib = boundary_tensors(split, images[: cfg.calib_images])
+    units = build_units(split, plan, Builder(profile), calib, EventLog())
     with Detector(SplitExecutor(units, cfg.runtime, profile), split.exported.meta, cfg.nms) as ours:
         race(f"yolov8s, head {head}", ov, ours, rounds)
 

@@ -371,6 +371,7 @@ def deployed_cpu(tiny_cfg: Path, tiny_images: Path, tmp_path_factory: pytest.Tem
 def plan_bundle(out: Path, split, plan, tensors: list, cfg) -> Path:  # type: ignore[no-untyped-def, type-arg]
     """``plan`` (no proof run) built and written as a bundle, as deploy writes one: its units' compiled files, their
     FP32 graphs, the boundary sample and the calibration images it was built with."""
+    from yolo_edge.backends.builder import Builder
     from yolo_edge.build import build_units, plan_units, unit_sample
     from yolo_edge.bundle import BundleMeta, DataRecord, bundle_files, write_bundle
     from yolo_edge.config import load_profile
@@ -381,16 +382,15 @@ def plan_bundle(out: Path, split, plan, tensors: list, cfg) -> Path:  # type: ig
     profile = load_profile(plan.device)
     calib_files = sorted(default_calib_dir().glob("*.jpg"))[: cfg.calib_images]
     events = EventLog()
-    units = build_units(split, plan, profile, tensors[: cfg.calib_images], events)
+    builder = Builder(profile)
+    units = build_units(split, plan, builder, tensors[: cfg.calib_images], events)
     planned = plan_units(split, plan)
     data = DataRecord("demo", "labels", None)
     names = tuple(p.name for p in calib_files)
     meta = BundleMeta(__version__, split.exported.meta, profile.name, "split", data, 100.0, True, names)
-    sample = unit_sample(planned, tensors[0])
+    sample = unit_sample(planned, tensors[0], builder)
     files = bundle_files(
         split.exported, split, plan, profile, cfg, calib_files, planned, sample, units, meta, {}, "", {}, events
     )
-    for unit in units:
-        if unit.npu is not None:
-            unit.npu.close()
+    builder.close()
     return write_bundle(out, files)

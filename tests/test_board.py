@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from yolo_edge.backends import board_model
+from yolo_edge.backends.builder import Builder
 from yolo_edge.backends.onnxruntime import OrtExecutable
 from yolo_edge.build import build_units, plan_units
 from yolo_edge.config import Faults, load_deploy_config, load_profile
@@ -39,7 +40,7 @@ def _timed(  # type: ignore[no-untyped-def]
     falls on both)."""
     profile, cfg = load_profile(device), load_deploy_config()
     plan = PlacementPlan.manual(demo_split, {"backbone": "int8"}, device)
-    units = build_units(demo_split, plan, profile, tensors[:2], EventLog())
+    units = build_units(demo_split, plan, Builder(profile), tensors[:2], EventLog())
     images = _images()
     run = OrtExecutable._run
 
@@ -92,7 +93,7 @@ def test_a_simulated_boards_frames_are_simulated_once_each_unless_faults_are_inj
     for faults, calls_wanted in ((Faults(), 3), (Faults(error_rate=0.5, seed=1), 2 + 7)):
         profile = replace(load_profile("rk3588-approx"), faults=faults)
         plan = PlacementPlan.manual(demo_split, {"backbone": "int8"}, "rk3588-approx")
-        units = build_units(demo_split, plan, profile, tensors[:2], EventLog())
+        units = build_units(demo_split, plan, Builder(profile), tensors[:2], EventLog())
         with Detector(SplitExecutor(units, cfg.runtime, profile), demo_split.exported.meta, cfg.nms) as detector:
             calls: list[np.ndarray] = []
 
@@ -115,7 +116,7 @@ def test_a_board_detector_replays_the_images_it_remembers(demo_split, tensors) -
     for device, runs_wanted in (("rk3588-approx", 3 + 1), ("host-lowp", 2 * 3)):
         profile = load_profile(device)
         plan = PlacementPlan.manual(demo_split, {"backbone": "int8"}, device)
-        units = build_units(demo_split, plan, profile, tensors[:2], EventLog())
+        units = build_units(demo_split, plan, Builder(profile), tensors[:2], EventLog())
         executor = SplitExecutor(units, cfg.runtime, profile)
         runs: list[int] = []
         run = executor.run

@@ -246,3 +246,50 @@ def test_a_busy_machine_gets_the_plan_a_quiet_one_gets(
     for run in (quiet, loaded):
         p50 = [p.latency.end_to_end.p50 for p in run.report.plans if p.name != "whole-npu" and p.latency]
         assert max(p50) <= NEAR_TIE * min(p50), (seen(quiet), seen(loaded))
+
+
+def test_a_deploy_compiles_each_graph_once_and_closes_everything_it_compiled(
+    tiny_cfg: Path, tiny_images: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every real compile of a deploy (the checks', the planner's, each trial's, the reference's, the bundle's)
+    counted by what it compiles: the graph, the variant, the stored artifact and, where it quantizes, the
+    calibration tensors. None is compiled twice (the deploy's one builder hands the checks' executables to the
+    trials), and every executable is closed when deploy returns."""
+    import hashlib
+
+    import numpy as np
+
+    from yolo_edge.backends.base import Backend, Executable
+    from yolo_edge.deploy import deploy
+
+    seen: dict[tuple[str, ...], int] = {}
+    opened: list[Executable] = []
+    closed: set[int] = set()
+    real_compile = Backend.compile
+
+    def counted(self: Backend, model, variant, calib=None, artifact=None):  # type: ignore[no-untyped-def]
+        v = self.resolve(variant)
+        h = hashlib.blake2b(model.SerializeToString(), digest_size=8)
+        for suffix, data in sorted((artifact or {}).items()):
+            h.update(suffix.encode() + data)
+        for feeds in (calib or []) if v.precision == "int8" else []:
+            h.update(b"".join(np.ascontiguousarray(feeds[n]).tobytes() for n in sorted(feeds)))
+        key = (type(self).__name__, v.label, ",".join(v.kept), h.hexdigest())
+        seen[key] = seen.get(key, 0) + 1
+        exe = real_compile(self, model, variant, calib, artifact)
+        close = exe.close
+
+        def closing() -> None:
+            closed.add(id(exe))
+            close()
+
+        exe.close = closing  # type: ignore[method-assign]
+        opened.append(exe)
+        return exe
+
+    monkeypatch.setattr(Backend, "compile", counted)
+    result = deploy(device="host-lowp", config=tiny_cfg, data=tiny_images, quiet=True, out=tmp_path / "bundle")
+    assert result.exit_code in (0, 1) and (tmp_path / "bundle" / "meta.json").is_file()
+    assert sum(seen.values()) >= 4  # the subgraphs' FP32 references at least, and what the checks compiled
+    assert {k: n for k, n in seen.items() if n > 1} == {}
+    assert [type(e).__name__ for e in opened if id(e) not in closed] == []

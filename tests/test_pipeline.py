@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from yolo_edge.backends import cpu_backend
+from yolo_edge.backends.builder import Builder
 from yolo_edge.decode import HeadOutputs
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel
@@ -155,7 +156,7 @@ def test_plans_are_timed_frame_by_frame_in_turn(demo: ExportedModel, calib_image
         units = build_units(
             split,
             PlacementPlan.manual(split, {}, "cpu"),
-            load_profile("cpu"),
+            Builder(load_profile("cpu")),
             boundary_tensors(split, calib_images[:1]),
             EventLog(),
             fuse=fuse,

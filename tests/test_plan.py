@@ -10,6 +10,7 @@ from typing import TypeVar
 import pytest
 
 from tests.conftest import ExportFn
+from yolo_edge.backends.builder import Builder
 from yolo_edge.backends.openvino import OpenVinoBackend
 from yolo_edge.cli.main import main
 from yolo_edge.config import DeployConfig, DeviceProfile, Link, OpSupport, Variant, load_profile
@@ -121,7 +122,9 @@ def test_whole_graph_int8_fails_precision_on_scores(demo: ExportedModel, fast_cf
     assert w.passed is False and w.failed_check == "precision" and "precision-sensitive ops at int8" in w.reason
     whole = planner.candidate("whole_graph", demo.load(), ["images"], ["output0"])
     qdq_backend = OpenVinoBackend("CPU", ("u8",), ("qdq",))
-    qdq = Checker(planner.profile, fast_cfg, qdq_backend).precision(whole, Variant("int8", "u8", "qdq"))
+    qdq = Checker(planner.profile, fast_cfg, Builder(planner.profile, qdq_backend)).precision(
+        whole, Variant("int8", "u8", "qdq")
+    )
     planner.close()
     assert qdq.passed is False and (_measured(qdq, Precision).score_max_error or 0) > 0.5
     # the split passes precision where the whole graph fails. Whether a variant then pays depends on the speed

@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import CALIB_IMAGES, output0
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Executable, NpuError
+from yolo_edge.backends.builder import Builder
 from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
 from yolo_edge.backends.simulated import SimulatedNpu
 from yolo_edge.build import build_units, plan_units
@@ -48,7 +49,7 @@ def test_all_cpu_split_execution_equals_monolithic(
         units = build_units(
             demo_split,
             hand_plan(demo_split, {}),
-            load_profile("cpu"),
+            Builder(load_profile("cpu")),
             boundary_tensors(demo_split, calib_images[:2]),
             EventLog(),
             fuse=fuse,
@@ -74,7 +75,7 @@ def test_int8_backbone_neck_on_host_lowp_keeps_output(
     profile = load_profile("host-lowp")
     plan = hand_plan(demo_split, {"backbone": "int8", "neck": "int8"}, "host-lowp")
     for fuse in (True, False):
-        units = build_units(demo_split, plan, profile, tensors[:CALIB_IMAGES], EventLog(), fuse=fuse)
+        units = build_units(demo_split, plan, Builder(profile), tensors[:CALIB_IMAGES], EventLog(), fuse=fuse)
         ex = SplitExecutor(units, fast_cfg.runtime, profile)
         assert all(spins_within_a_run_only(u.cpu) for u in ex.units)  # not through OpenVINO's turn
         for t in tensors[CALIB_IMAGES:]:  # the images it was not calibrated on
@@ -107,13 +108,15 @@ from yolo_edge.export import demo_model_path, export_model
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
 from yolo_edge.runtime import EventLog, SplitExecutor
+from yolo_edge.backends.builder import Builder
 from yolo_edge.build import build_units
 from yolo_edge.split import split_model
 split = split_model(export_model(demo_model_path(), imgsz=320, out_dir=sys.argv[1]))
 tensors = boundary_tensors(split, load_calibration(default_calib_dir(), (320, 320), 16))
 profile = load_profile("host-lowp")
 plan = PlacementPlan.manual(split, {"backbone": "int8", "neck": "int8"}, "host-lowp")
-ex = SplitExecutor(build_units(split, plan, profile, tensors[:12], EventLog()), load_deploy_config().runtime, profile)
+units = build_units(split, plan, Builder(profile), tensors[:12], EventLog())
+ex = SplitExecutor(units, load_deploy_config().runtime, profile)
 decode = cpu_backend().compile(split["decode"].model, "fp32")  # the head's outputs -> output0
 worst = 1.0
 for t in tensors[12:]:
@@ -177,7 +180,8 @@ def test_fused_units_and_the_unfused_retry_when_the_npu_refuses_one_graph(
     assert parts < fused
     profile = replace(load_profile("rk3588"), memory_mb=(parts + fused) / 2)  # each fits, the two as one graph do not
     events = EventLog()
-    units = build_units(demo_split, plan, profile, tensors[:4], events, npu=SimulatedNpu(profile, OnnxRuntimeBackend()))
+    npu = SimulatedNpu(profile, OnnxRuntimeBackend())
+    units = build_units(demo_split, plan, Builder(profile, npu), tensors[:4], events)
     assert [(s.name, s.npu is not None) for s in units] == [("backbone", True), ("neck", True), ("head", False)]
     assert events.events == []
 
@@ -193,7 +197,7 @@ def test_fault_injection_1000_frames(demo_split: SplitModel, tensors: list, fast
     cfg = replace(fast_cfg.runtime, unit_timeout_s=1.0, breaker_failures=5, breaker_cooldown_s=0.05, slow_ratio=50.0)
     plan = hand_plan(demo_split, {"backbone": "int8", "neck": "int8"}, "rk3588")
     events = EventLog()
-    ex = SplitExecutor(build_units(demo_split, plan, profile, tensors[:8], events, npu=npu), cfg, profile, events)
+    ex = SplitExecutor(build_units(demo_split, plan, Builder(profile, npu), tensors[:8], events), cfg, profile, events)
     refs = tensors[8:12]
     npu_only = []
     for t in refs:  # the pure-NPU result of each image, for the tolerance
@@ -389,9 +393,8 @@ def test_a_slow_simulator_is_not_a_hung_board_but_an_injected_hang_is(
         profile = replace(load_profile("rk3588-approx"), faults=faults)
         plan = hand_plan(demo_split, {"backbone": "int8"}, profile.name)
         events = EventLog()
-        units = build_units(
-            demo_split, plan, profile, tensors[:2], events, npu=SimulatedNpu(profile, OnnxRuntimeBackend())
-        )
+        npu = SimulatedNpu(profile, OnnxRuntimeBackend())
+        units = build_units(demo_split, plan, Builder(profile, npu), tensors[:2], events)
         with SplitExecutor(units, cfg, profile, events) as ex:
             runs = [ex.run({"images": tensors[0]["images"]}, i) for i in range(3)]
         assert [e.frame for e in events.events if e.trigger == "timeout"] == want

@@ -22,6 +22,7 @@ import pytest
 from tests.conftest import SECOND_CLASSES
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Artifact, CalibSet, Executable
+from yolo_edge.backends.builder import Builder
 from yolo_edge.backends.openvino import OpenVinoBackend
 from yolo_edge.build import build_units, whole_graph_unit
 from yolo_edge.bundle import load_bundle
@@ -78,7 +79,7 @@ def _cpu_detector(model: ExportedModel, cfg: DeployConfig, fuse: bool = True) ->
     split = split_model(model)
     sample = boundary_tensors(split, load_calibration(default_calib_dir(), model.meta.imgsz, 1))
     units = build_units(
-        split, PlacementPlan.manual(split, {}, "cpu"), load_profile("cpu"), sample, EventLog(), fuse=fuse
+        split, PlacementPlan.manual(split, {}, "cpu"), Builder(load_profile("cpu")), sample, EventLog(), fuse=fuse
     )
     return Detector(SplitExecutor(units, cfg.runtime), model.meta, cfg.nms)
 
@@ -267,7 +268,9 @@ def test_agreement_of_the_fp32_split_with_the_monolithic_model(
     assert ev.kind == "agreement" and ev.dataset.names == second.meta.names
     sample = [{"images": load_calibration(default_calib_dir(), second.meta.imgsz, 1)[0]}]
     whole = Detector(
-        SplitExecutor([whole_graph_unit(second.load(), cpu_backend(), Variant("fp32"), sample)], fast_cfg.runtime),
+        SplitExecutor(
+            [whole_graph_unit(second.load(), Builder(None, cpu_backend()), Variant("fp32"), sample)], fast_cfg.runtime
+        ),
         second.meta,
         fast_cfg.nms,
     )
@@ -376,7 +379,7 @@ def test_int8_schemes_are_ordered_by_measured_speed(demo: ExportedModel, fast_cf
     planner = Planner(split_model(demo), load_profile("host-lowp"), fast_cfg, images)
     neck = planner.subgraph_candidate("neck")
     for slow, first in (("s8", "u8"), ("u8", "s8")):
-        checker = Checker(planner.profile, fast_cfg, _OpenVino(("u8", "s8"), slow=slow))
+        checker = Checker(planner.profile, fast_cfg, Builder(planner.profile, _OpenVino(("u8", "s8"), slow=slow)))
         order, how = int8_variants(checker, neck)
         assert [v.scheme for v in order] == [first, slow] and "by measured speed" in how
 
@@ -391,7 +394,7 @@ def test_int8_scheme_falls_back_when_the_first_fails_its_numerics(demo: Exported
     images = load_calibration(
         default_calib_dir(), demo.meta.imgsz, fast_cfg.calib_images + fast_cfg.checks.precision.images
     )
-    space, planner = plan_space(split_model(demo), profile, fast_cfg, images, npu=npu)
+    space, planner = plan_space(split_model(demo), profile, fast_cfg, images, builder=Builder(profile, npu))
     planner.close()
     neck = space.candidates()[0]["neck"]
     assert (neck.device, neck.variant) == ("npu", Variant("int8", "u8", "qdq"))
@@ -410,9 +413,8 @@ def test_demo_neck_at_int8_accepted_end_to_end_though_its_own_output_drifts(demo
     images = load_calibration(default_calib_dir(), demo.meta.imgsz, cfg.calib_images + cfg.checks.precision.images)
     planner = Planner(split_model(demo), load_profile("host-lowp"), cfg, images)
     neck = planner.subgraph_candidate("neck")
-    result = Checker(planner.profile, cfg, OpenVinoBackend("CPU", ("u8",), ("qdq",))).precision(
-        neck, Variant("int8", "u8", "qdq")
-    )
+    qdq = Builder(planner.profile, OpenVinoBackend("CPU", ("u8",), ("qdq",)))
+    result = Checker(planner.profile, cfg, qdq).precision(neck, Variant("int8", "u8", "qdq"))
     n = result.measured
     assert isinstance(n, Precision) and n.local_min_cosine is not None and n.box_cosine and n.score_cosine
     assert n.local_min_cosine < cfg.checks.precision.local_min_cosine
@@ -522,7 +524,7 @@ def test_agreement_verdict_equals_the_labelled_verdict_on_the_demo(demo: Exporte
     }
 
     def detections(plan: PlacementPlan, on: CalibSet) -> list[Detections]:
-        units = build_units(split, plan, profile, on, EventLog())
+        units = build_units(split, plan, Builder(profile), on, EventLog())
         with Detector(SplitExecutor(units, cfg.runtime, profile), demo.meta, cfg.nms) as d:
             return detect_all(d, data.dataset, cfg.val_nms, NO_BAR, "")
 

@@ -1,5 +1,6 @@
-"""Build: a placement plan into compiled units. The only place that compiles (as Polygraphy's loaders); the
-runtime (``yolo_edge.runtime``) only runs what it is given.
+"""Build: a placement plan into compiled units, compiled through a deploy's one
+:class:`~yolo_edge.backends.builder.Builder` (as Polygraphy's loaders; the checks share it, so a graph the checks
+compiled is not compiled again for a unit); the runtime (``yolo_edge.runtime``) only runs what it is given.
 
 ``plan_units`` cuts the split model as the plan places it: consecutive whole subgraphs on one device at one
 variant fused into one unit, a subgraph with op-level CPU nodes cut into its same-device pieces.
@@ -18,18 +19,17 @@ from typing import overload
 import numpy as np
 import onnx
 
-from yolo_edge.backends import board_model, cpu_backend, create_backend
 from yolo_edge.backends.base import (
     FP32_SUFFIX,
     Artifact,
-    Backend,
     CalibSet,
     Executable,
     NpuCompileError,
     NpuOutOfMemory,
     io_infos,
 )
-from yolo_edge.config import Device, DeviceProfile, Variant
+from yolo_edge.backends.builder import Builder
+from yolo_edge.config import Device, Variant
 from yolo_edge.devices.board import BoardCpu
 from yolo_edge.graph import SUBGRAPHS, GraphInfo
 from yolo_edge.plan.op_level import op_level_groups
@@ -183,14 +183,13 @@ def _grow(twin: Executable, tensors: Sequence[Tensors]) -> None:
             t.update(twin.run({n: t[n] for n in names}))
 
 
-def unit_sample(planned: Sequence[UnitPlan], first: Tensors) -> Tensors:
+def unit_sample(planned: Sequence[UnitPlan], first: Tensors, builder: Builder) -> Tensors:
     """``first`` (one frame's boundary tensors) with the intermediate tensors of ``planned``'s op-level pieces,
     from FP32 runs of the pieces that produce them: every unit's inputs, what a bundle stores as its sample."""
     sample = dict(first)
-    cpu = cpu_backend()
     for unit in planned:
         if any(o.name not in sample for o in unit.model.graph.output):
-            _grow(cpu.compile(unit.model, "fp32"), [sample])
+            _grow(builder.fp32(unit.model), [sample])
     return sample
 
 
@@ -199,14 +198,13 @@ def compile_units(
     calib: UnitFeeds,
     sample: Tensors,
     events: EventLog,
-    npu: Backend | None,
+    builder: Builder,
     subgraph: Callable[[str], onnx.ModelProto],
     artifacts: Mapping[str, Artifact] | None = None,
     estimate_cpu: bool = True,
     loaded: bool = False,
-    board: BoardCpu | None = None,
 ) -> list[Unit]:
-    """Compile ``planned``: each unit's FP32 CPU twin, and an accelerator unit on ``npu`` at its variant (its
+    """Compile ``planned`` through ``builder``: each unit's FP32 CPU twin, and an accelerator unit at its variant (its
     stored ``artifacts`` run as they are where the backend can; else it calibrates on ``calib``). A unit the
     compiler refuses runs on the CPU (an event); a fused unit it refuses is first tried again as its separate
     subgraphs (``subgraph(name)``: the FP32 graph). ``sample`` (grown with the pieces' intermediate tensors) warms
@@ -214,18 +212,17 @@ def compile_units(
 
     ``loaded`` (a bundle loaded: a service's restart): an accelerator unit's CPU twin (its fallback) is compiled and
     timed on a thread of its own once the first frame is out, or at once if a fallback needs it first, and the first
-    frame is the warm-up (``bench`` and ``check`` warm up before they time). ``board``: a simulated board's CPU,
-    which prices each unit's CPU runs (``Unit.board_cpu_s``)."""
-    cpu = cpu_backend()
+    frame is the warm-up (``bench`` and ``check`` warm up before they time). The builder's board (a simulated
+    board's CPU) prices each unit's CPU runs (``Unit.board_cpu_s``)."""
     units: list[Unit] = []
     twins: list[Twin] = []  # every unit's so far, in order: what the sample grows through
 
     def add(unit: UnitPlan) -> None:
         own: Artifact = {FP32_SUFFIX: unit.stored} if unit.stored else {}
         if loaded and unit.device == "npu":
-            twin: Twin = DeferredTwin(lambda: cpu.compile(unit.model, "fp32", None, own))
+            twin: Twin = DeferredTwin(lambda: builder.fp32(unit.model, own))
         else:
-            twin = cpu.compile(unit.model, "fp32", None, own)
+            twin = builder.fp32(unit.model, own)
         feeds = calib.add(twin)
         names = [t.name for t in io_infos(unit.model)[0]]
         if any(n not in sample for n in names):  # a piece's input: run what precedes it on the sample
@@ -234,12 +231,12 @@ def compile_units(
         twins.append(twin)
         ins = {n: sample[n] for n in names}
         npu_exe: Executable | None = None
-        if unit.device == "npu" and npu is not None and npu.is_reference(unit.variant):
+        if unit.device == "npu" and builder.npu.is_reference(unit.variant):
             npu_exe = twin = _ready(twin)  # the accelerator is the reference itself: one session, not two
-        elif unit.device == "npu" and npu is not None:
+        elif unit.device == "npu":
             try:
                 stored = {**own, **(artifacts or {}).get(unit.name, {})}
-                npu_exe = npu.compile(unit.model, unit.variant, feeds, stored)
+                npu_exe = builder.compile(unit.model, unit.variant, feeds, stored)
                 npu_exe.warm_up(ins, 0 if loaded else WARM_UP_RUNS)
             except NpuCompileError as exc:
                 if len(unit.subgraphs) > 1:  # refused as one graph: the subgraphs one by one
@@ -249,7 +246,7 @@ def compile_units(
                     return
                 trigger: Trigger = "memory" if isinstance(exc, NpuOutOfMemory) else "unsupported_op"
                 events.add(-1, unit.name, trigger, "compile_on_cpu", str(exc))
-        units.append(_unit(unit, twin, npu_exe, ins, estimate_cpu, board))
+        units.append(_unit(unit, twin, npu_exe, ins, estimate_cpu, builder.board))
 
     for unit in planned:
         add(unit)
@@ -283,36 +280,31 @@ def _ready(twin: Twin) -> Executable:
 def build_units(
     split: SplitModel,
     plan: PlacementPlan,
-    profile: DeviceProfile,
+    builder: Builder,
     calib: Sequence[Tensors],
     events: EventLog,
-    npu: Backend | None = None,
     fuse: bool = True,
 ) -> list[Unit]:
-    """Compile ``plan`` on ``profile`` (``npu``: its accelerator backend, created when not given), calibrated on
-    ``calib`` (boundary tensors of FP32 runs; the first is the sample): :func:`plan_units`, then
-    :func:`compile_units`."""
+    """Compile ``plan`` through ``builder`` (for its profile), calibrated on ``calib`` (boundary tensors of FP32
+    runs; the first is the sample): :func:`plan_units`, then :func:`compile_units`."""
     planned = plan_units(split, plan, fuse)
-    backend = npu if npu is not None else (create_backend(profile) if plan.npu_subgraphs else None)
     return compile_units(
         planned,
         UnitFeeds(calib),
         dict(calib[0]),
         events,
-        backend,
+        builder,
         lambda name: split[name].model,
-        estimate_cpu=profile.kind != "cpu",
-        board=board_model(profile),
+        estimate_cpu=builder.profile is not None and builder.profile.kind != "cpu",
     )
 
 
-def whole_graph_unit(
-    model: onnx.ModelProto, npu: Backend, variant: Variant, calib: Sequence[Tensors], board: BoardCpu | None = None
-) -> Unit:
-    """The whole model as one unit on the NPU (with its FP32 CPU twin): the whole-graph plan; ``board``: a simulated
-    board's CPU, which prices the frames that fall back."""
-    twin = cpu_backend().compile(model, "fp32")
-    npu_exe = npu.compile(model, variant, calib)
+def whole_graph_unit(model: onnx.ModelProto, builder: Builder, variant: Variant, calib: Sequence[Tensors]) -> Unit:
+    """The whole model as one unit on the NPU (with its FP32 CPU twin), compiled through ``builder``: the whole-graph
+    plan (a simulated board's CPU, the builder's, prices the frames that fall back)."""
+    board = builder.board
+    twin = builder.fp32(model)
+    npu_exe = builder.compile(model, variant, calib)
     npu_exe.warm_up(calib[0], WARM_UP_RUNS)
     cpu_s = median_run_s(twin, calib[0], ESTIMATE_RUNS)
     board_s = board.graph_s(GraphInfo.of(model)) if board is not None else None

@@ -48,8 +48,8 @@ import numpy as np
 import onnx
 import yaml
 
-from yolo_edge.backends import board_model, create_backend
 from yolo_edge.backends.base import ARTIFACT_SUFFIXES, io_infos, self_contained
+from yolo_edge.backends.builder import Builder
 from yolo_edge.build import EXECUTED, UnitFeeds, UnitPlan, compile_units, plan_units, unit_name
 from yolo_edge.config import DeployConfig, Device, DeviceProfile, Variant, build, load_deploy_config, read_yaml
 from yolo_edge.decode import HeadOutputs
@@ -435,19 +435,18 @@ class Bundle:
         input_name = planned[0].model.graph.input[0].name
         feeds = UnitFeeds(lambda: [{input_name: image} for image in self.calibration()])
         with ExitStack() as stack:  # closed here if a compile raises; else handed to the executor
-            npu = stack.enter_context(create_backend(self.profile)) if plan.npu_subgraphs else None
+            builder = stack.enter_context(Builder(self.profile))
             try:
                 units = compile_units(
                     planned,
                     feeds,
                     dict(self.sample),
                     events,
-                    npu,
+                    builder,
                     self._subgraph,
                     read_unit_artifacts(self.path / "units"),
                     estimate_cpu=self.profile.kind != "cpu",
                     loaded=True,
-                    board=board_model(self.profile),
                 )
             except (YoloEdgeError, MemoryError):
                 raise
@@ -497,10 +496,11 @@ class Bundle:
     def reference_detector(self) -> Detector:
         """The monolithic model's FP32 result on the CPU (model.onnx as one unit): the drift reference."""
         whole = UnitPlan(SUBGRAPHS, self.exported.load(), "cpu", Variant("fp32"))
-        units = compile_units(
-            [whole], UnitFeeds([]), dict(self.sample), EventLog(), None, self._subgraph, board=board_model(self.profile)
-        )
-        return Detector(SplitExecutor(units, self.config.runtime, self.profile), self.meta.model, self.config.nms)
+        with ExitStack() as stack:  # closed here if the compile raises; else handed to the executor
+            builder = stack.enter_context(Builder(self.profile))
+            units = compile_units([whole], UnitFeeds([]), dict(self.sample), EventLog(), builder, self._subgraph)
+            executor = SplitExecutor(units, self.config.runtime, self.profile, owns=stack.pop_all())
+        return Detector(executor, self.meta.model, self.config.nms)
 
 
 def _damaged(path: Path, why: str) -> YoloEdgeError:

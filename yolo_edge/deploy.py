@@ -32,8 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from yolo_edge.backends import board_model, create_backend, require_usable, resolve_device
-from yolo_edge.backends.base import Backend, NpuCompileError
+from yolo_edge.backends import require_usable, resolve_device
+from yolo_edge.backends.base import NpuCompileError
+from yolo_edge.backends.builder import Builder
 from yolo_edge.build import build_units, plan_units, unit_sample, whole_graph_unit
 from yolo_edge.bundle import BundleMeta, DataRecord, bundle_files, check_writable, write_bundle
 from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config
@@ -134,7 +135,7 @@ class Searched:
     calibration: Calibration
     calib_tensors: list[dict[str, np.ndarray]]  # boundary tensors of the images units calibrate on
     space: PlanSpace  # what the four checks left
-    npu: Backend  # the profile's accelerator backend: every unit of this deploy is compiled by it
+    builder: Builder  # every graph of this deploy is compiled by it, once (the checks', the trials', the bundle's)
     search: SearchResult
     plan: PlacementPlan  # the split plan: the search's choice, else the fastest candidate it judged
 
@@ -152,8 +153,8 @@ def plan_deployment(
     class_map: str | None = None,
 ) -> Searched:
     """Resolve the data (evaluation and disjoint calibration images), plan ``exported`` on ``profile`` and
-    search the plan space with the verdict. What it opens (the accelerator backend, the reference's and the
-    chosen plan's detectors) is closed with ``stack``, the backend last."""
+    search the plan space with the verdict. What it opens (the builder, the reference's and the chosen plan's
+    detectors) is closed with ``stack``, the builder last."""
     n_calib = cfg.calib_images + cfg.checks.precision.images
     evaldata, calibration = resolve_data(data, calib, exported.meta.names, n_calib, class_map)
     for warning in (evaldata.warning, calibration.warning):
@@ -170,21 +171,21 @@ def plan_deployment(
     split = split_model(exported)
     images = load_images(calibration.files, exported.meta.imgsz)
     say(f"planning on {profile.name} ({profile.kind}, latency {profile.latency})")
-    npu = stack.enter_context(create_backend(profile))
-    space, planner = plan_space(split, profile, cfg, images, strict=strict, log=say, npu=npu)
-    stack.callback(planner.close)
-    calib_tensors = boundary_tensors(split, images[: cfg.calib_images])
+    builder = stack.enter_context(Builder(profile))
+    space, planner = plan_space(split, profile, cfg, images, strict=strict, log=say, builder=builder)
+    calib_tensors = boundary_tensors(split, images[: cfg.calib_images], planner.fp32)
     say("whole-cpu: the FP32 reference")
     all_cpu = space.placement(space.cpu_plans()).all_cpu()
-    units = build_units(split, all_cpu, profile, calib_tensors, EventLog(), fuse=cfg.runtime.fuse_units)
-    reference = stack.enter_context(Detector(SplitExecutor(units, cfg.runtime, profile), exported.meta, cfg.nms))
+    units = build_units(split, all_cpu, builder, calib_tensors, EventLog(), fuse=cfg.runtime.fuse_units)
+    executor = SplitExecutor(units, cfg.runtime, profile, borrowed=True)
+    reference = stack.enter_context(Detector(executor, exported.meta, cfg.nms))
     reference.remember(LATENCY_IMAGES)
     found = search_plans(space, planner, profile, cfg, calib_tensors, evaldata, reference, bar, say)
     if found.detector is not None:
         stack.enter_context(found.detector)
     shown = found.record.shown
     plan = with_reason(shown.plan if shown else space.candidates()[0], found.record)
-    return Searched(split, evaldata, calibration, calib_tensors, space, npu, found, plan)
+    return Searched(split, evaldata, calibration, calib_tensors, space, builder, found, plan)
 
 
 @dataclass
@@ -310,7 +311,7 @@ def _bundle_files(
         cfg,
         calib_files,
         planned,
-        unit_sample(planned, found.calib_tensors[0]),
+        unit_sample(planned, found.calib_tensors[0], found.builder),
         units,
         meta,
         report.to_dict(),
@@ -416,10 +417,11 @@ def _whole_npu(
     name = split.input.name
     try:
         calib = [{name: c[name]} for c in found.calib_tensors]
-        unit = whole_graph_unit(split.exported.load(), found.npu, w.variant, calib, board_model(profile))
+        unit = whole_graph_unit(split.exported.load(), found.builder, w.variant, calib)
     except NpuCompileError:
         run.planned = "to compile"
         return run, None
-    detector = Detector(SplitExecutor([unit], cfg.runtime, profile, as_placed=True), split.exported.meta, cfg.nms)
+    executor = SplitExecutor([unit], cfg.runtime, profile, as_placed=True, borrowed=True)
+    detector = Detector(executor, split.exported.meta, cfg.nms)
     detector.remember(LATENCY_IMAGES)
     return run, detector

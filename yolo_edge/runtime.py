@@ -323,7 +323,9 @@ class SplitExecutor:
     """Runs the units of a plan frame by frame with the fallbacks above. ``clock`` (seconds, monotonic) times
     the accelerator calls for the hysteresis and the breaker's cool-down; tests inject a fake one. ``as_placed``:
     no unit moves to the CPU for being slow (a failing accelerator still falls back): what the verdict, val and the
-    gate measure, so a busy machine changes none of their figures."""
+    gate measure, so a busy machine changes none of their figures. ``owns``: what compiled the units (a builder),
+    closed with the executor; ``borrowed``: the units' executables belong to a builder the caller closes later (a
+    deploy's, shared by the search's trials): the executor closes neither."""
 
     def __init__(
         self,
@@ -334,9 +336,11 @@ class SplitExecutor:
         clock: Callable[[], float] = time.perf_counter,
         owns: ExitStack | None = None,
         as_placed: bool = False,
+        borrowed: bool = False,
     ) -> None:
         self.units = list(units)
-        self._owned = owns or ExitStack()  # what the units were compiled by (a backend): closed after them
+        self._owned = owns or ExitStack()  # what the units were compiled by (a builder): closed after them
+        self._borrowed = borrowed or owns is not None  # the units' executables are closed by what compiled them
         self.cfg = cfg
         self.profile = profile
         # a simulated board: its CPU phases (letterbox, NMS; the units' board_cpu_s) modelled, as its accelerator is
@@ -362,9 +366,9 @@ class SplitExecutor:
 
     def close(self) -> None:
         """Stop the accelerator call pool and release the units' accelerator executables (a toolchain worker's
-        compiled graphs); the executor is not used after this."""
+        compiled graphs), or leave them to the builder they are borrowed from; the executor is not used after this."""
         self._pool.shutdown()
-        for unit in self.units:
+        for unit in self.units if not self._borrowed else ():
             if unit.npu is not None:
                 unit.npu.close()
         self._owned.close()

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from yolo_edge.backends.base import Backend
+from yolo_edge.backends.builder import Builder
 from yolo_edge.build import build_units
 from yolo_edge.config import DeployConfig, DeviceProfile
 from yolo_edge.data.resolve import EvalData
@@ -156,12 +156,12 @@ class _Judge:
         evaldata: EvalData,
         reference: Detector,
         bar: Bar,
-        npu: Backend,
+        builder: Builder,
     ) -> None:
         self.split, self.profile, self.cfg, self.calib = split, profile, cfg, calib
         self.evaldata, self.bar = evaldata, bar
         self.reference_detector = reference
-        self.npu = npu
+        self.builder = builder  # the deploy's: a graph the checks compiled is not compiled again for a trial
         dets = detect_all(reference, evaldata.dataset, cfg.val_nms, bar, "whole-cpu: validate")
         self.scorer = Scorer(evaldata, dets, cfg.validate, cfg.nms.conf)
         accuracy = self.scorer.score(dets)
@@ -173,8 +173,9 @@ class _Judge:
 
     def detector(self, plan: PlacementPlan, events: EventLog) -> tuple[Detector, list[Unit]]:
         fuse = self.cfg.runtime.fuse_units
-        units = build_units(self.split, plan, self.profile, self.calib, events, self.npu, fuse)
-        executor = SplitExecutor(units, self.cfg.runtime, self.profile, events, as_placed=True)  # judged as placed
+        units = build_units(self.split, plan, self.builder, self.calib, events, fuse)
+        # judged as placed; its executables are the builder's (a later trial, or the bundle, may run them again)
+        executor = SplitExecutor(units, self.cfg.runtime, self.profile, events, as_placed=True, borrowed=True)
         detector = Detector(executor, self.split.exported.meta, self.cfg.nms)
         detector.remember(LATENCY_IMAGES)  # its latency frames are evaluation images: simulated once
         return detector, units
@@ -372,7 +373,7 @@ def search_plans(
     """Judge ``space``'s candidates, fastest estimate first, until one passes or the budget ends (module
     docstring). ``reference`` is the whole-cpu detector; ``calib`` the boundary tensors units calibrate on.
     The result holds the best trial's detector open: close it (``result.detector``) when done."""
-    judge = _Judge(space.split, profile, cfg, calib, evaldata, reference, bar, planner.checker.npu)
+    judge = _Judge(space.split, profile, cfg, calib, evaldata, reference, bar, planner.builder)
     search = _Search(space, planner, judge, cfg, say, clock)
     stopped = search.run()
     card = search.card()

@@ -21,7 +21,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 import onnx
 
-from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import (
     Backend,
     Executable,
@@ -32,6 +31,7 @@ from yolo_edge.backends.base import (
     interleaved_rounds,
     run_chain,
 )
+from yolo_edge.backends.builder import Builder
 from yolo_edge.config import PRECISION_BYTES, DeployConfig, DeviceProfile, PrecisionCheckConfig, Variant
 from yolo_edge.decode import HeadOutputs, count_candidates, head_candidates, head_xywh
 from yolo_edge.devices.board import BoardCpu
@@ -75,10 +75,11 @@ class Candidate:
 
 
 class Checker:
-    """Runs the checks for one device profile; caches compiled executables and CPU timings."""
+    """Runs the checks for one device profile, compiling through ``builder`` (which owns what it compiles);
+    caches CPU timings."""
 
-    def __init__(self, profile: DeviceProfile, cfg: DeployConfig, npu: Backend) -> None:
-        self.profile, self.cfg, self.npu, self.cpu = profile, cfg, npu, cpu_backend()
+    def __init__(self, profile: DeviceProfile, cfg: DeployConfig, builder: Builder) -> None:
+        self.profile, self.cfg, self.builder, self.npu = profile, cfg, builder, builder.npu
         self._compiled: dict[tuple[str, Variant], Executable] = {}
         self._cpu_s: dict[str, tuple[float, LatencyKind]] = {}
         self._npu_s: dict[tuple[str, Variant], float] = {}  # measured once: ordering the variants and the check agree
@@ -127,14 +128,8 @@ class Checker:
     def compile(self, cand: Candidate, variant: Variant) -> Executable:
         key = (cand.name, variant)
         if key not in self._compiled:
-            self._compiled[key] = self.npu.compile(cand.model, variant, cand.feeds_calib)
+            self._compiled[key] = self.builder.compile(cand.model, variant, cand.feeds_calib)
         return self._compiled[key]
-
-    def close(self) -> None:
-        """Release the executables compiled for the checks (a toolchain worker's compiled graphs)."""
-        for exe in self._compiled.values():
-            exe.close()
-        self._compiled.clear()
 
     def ranked_layers(self, cand: Candidate, variant: Variant) -> list[LayerError]:
         """``cand``'s layers at ``variant`` by the error each adds, worst first (the backend's own measurement:
@@ -181,11 +176,10 @@ class Checker:
     def interleaved(self, cand: Candidate, timed: Sequence[Variant], runs: int | None = None) -> float:
         """Time the CPU and each of ``timed`` (compiled here) in turn; the CPU's time returned, the accelerator's cached
         (on the scale of the CPU time already cached: a mixed-precision retry, a close call's second look)."""
-        cpu, perf = self.cpu.compile(cand.model, "fp32"), self.cfg.checks.performance
+        cpu, perf = self.builder.fp32(cand.model), self.cfg.checks.performance
         rounds = interleaved_rounds(
             [cpu, *(self.compile(cand, v) for v in timed)], cand.feeds_eval[0], runs or perf.runs, perf.warmup
         )
-        cpu.close()
         cpu_now = statistics.median(rounds[0])
         scale = self._cpu_s[cand.name][0] / cpu_now if cand.name in self._cpu_s else 1.0
         for v, npu in zip(timed, rounds[1:]):

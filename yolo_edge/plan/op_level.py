@@ -10,7 +10,6 @@ whose hardware is not here; the refused ops come from the profile's op list or t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,22 +102,19 @@ def _precision(
 ) -> CheckResult:
     """The pieces in sequence, accelerator pieces at ``variant`` (calibrated on FP32 runs of the pieces
     before them), judged like a whole subgraph."""
-    fp32 = [checker.cpu.compile(p.model, "fp32") for p in pieces]
+    fp32 = [checker.builder.fp32(p.model) for p in pieces]
     calib: list[dict[str, np.ndarray]] = [run_chain(fp32, f) for f in cand.feeds_calib]
-    with ExitStack() as pieces_open:  # the accelerator pieces are closed (a toolchain worker holds their graphs)
-        try:
-            exes = [
-                pieces_open.enter_context(
-                    checker.npu.compile(p.model, variant, [{n: t[n] for n in p.inputs} for t in calib])
-                )
-                if d == "npu"
-                else fp32[k]
-                for k, (p, d) in enumerate(zip(pieces, devices))
-            ]
-        except NpuCompileError as exc:
-            return CheckResult("precision", False, f"cannot compile a piece at {variant.label}: {exc}")
-        outputs = [
-            {n: out[n] for n in ref}
-            for out, ref in ((run_chain(exes, f), r) for f, r in zip(cand.feeds_eval, cand.reference))
+    try:
+        exes = [
+            checker.builder.compile(p.model, variant, [{n: t[n] for n in p.inputs} for t in calib])
+            if d == "npu"
+            else fp32[k]
+            for k, (p, d) in enumerate(zip(pieces, devices))
         ]
+    except NpuCompileError as exc:
+        return CheckResult("precision", False, f"cannot compile a piece at {variant.label}: {exc}")
+    outputs = [
+        {n: out[n] for n in ref}
+        for out, ref in ((run_chain(exes, f), r) for f, r in zip(cand.feeds_eval, cand.reference))
+    ]
     return judge(checker.cfg.checks.precision, cand, variant, outputs, what="op level at ")

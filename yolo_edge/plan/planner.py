@@ -27,8 +27,8 @@ from dataclasses import replace
 import numpy as np
 import onnx
 
-from yolo_edge.backends import cpu_backend, create_backend
-from yolo_edge.backends.base import Backend, LayerError, NpuCompileError
+from yolo_edge.backends.base import LayerError, NpuCompileError
+from yolo_edge.backends.builder import Builder
 from yolo_edge.config import CHECKS, DeployConfig, DeviceProfile, PrecisionName, Variant
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.graph import GraphInfo
@@ -91,7 +91,7 @@ class Planner:
         cfg: DeployConfig,
         images: Sequence[np.ndarray],
         log: Log | None = None,
-        npu: Backend | None = None,
+        builder: Builder | None = None,
     ) -> None:
         if len(images) < 2:
             raise YoloEdgeError("planning needs at least 2 calibration images; pass --calib DIR with more images")
@@ -102,16 +102,19 @@ class Planner:
         n_cal = min(cfg.calib_images, len(images) - 1)
         n_eval = min(cfg.checks.precision.images, len(images) - n_cal)
         self.log(f"running {len(images)} calibration images through the FP32 subgraphs")
-        cpu = cpu_backend()
-        self.fp32 = [cpu.compile(sg.model, "fp32") for sg in split.subgraphs]
+        self._own = builder is None  # a builder of its own is closed with the planner
+        self.builder = builder or Builder(profile)
+        self.fp32 = [self.builder.fp32(sg.model) for sg in split.subgraphs]
         tensors = boundary_tensors(split, images, self.fp32)
         self.calib, self.eval = tensors[:n_cal], tensors[n_cal : n_cal + n_eval]
-        self.checker = Checker(profile, cfg, npu or create_backend(profile))
+        self.checker = Checker(profile, cfg, self.builder)
         self.output_name = split.output.name
         self._candidates: dict[str, Candidate] = {}
 
     def close(self) -> None:
-        self.checker.close()
+        """Close what the planner compiled where its builder is its own (a caller's builder closes it)."""
+        if self._own:
+            self.builder.close()
 
     def candidate(self, name: str, model: onnx.ModelProto, inputs: Sequence[str], outputs: Sequence[str]) -> Candidate:
         """``name`` is ``whole_graph`` or a subgraph: the subgraphs after it run in FP32 for the end-to-end check.
@@ -370,11 +373,11 @@ def plan_space(
     images: Sequence[np.ndarray],
     strict: bool = False,
     log: Log | None = None,
-    npu: Backend | None = None,
+    builder: Builder | None = None,
 ) -> tuple[PlanSpace, Planner]:
     """The placements of ``split`` on ``profile`` the four checks leave (letterboxed calibration ``images``),
     and the planner that made them (for :meth:`Planner.relax`; close it when done)."""
-    planner = Planner(split, profile, cfg, images, log, npu)
+    planner = Planner(split, profile, cfg, images, log, builder)
     try:
         return plan_options(planner, strict), planner
     except NpuCompileError as exc:  # a compile failure outside a check is still explained, not a traceback
@@ -392,10 +395,10 @@ def plan_model(
     images: Sequence[np.ndarray],
     strict: bool = False,
     log: Log | None = None,
-    npu: Backend | None = None,
+    builder: Builder | None = None,
 ) -> PlacementPlan:
-    """The fastest placement (by estimate) that passes the four checks; see the module docstring. ``npu``: the
-    accelerator backend (default: the profile's)."""
-    space, planner = plan_space(split, profile, cfg, images, strict, log, npu)
+    """The fastest placement (by estimate) that passes the four checks; see the module docstring. ``builder``:
+    what compiles (default: the planner's own)."""
+    space, planner = plan_space(split, profile, cfg, images, strict, log, builder)
     planner.close()
     return space.candidates()[0]
