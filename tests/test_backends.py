@@ -3,6 +3,7 @@ quantization (calibrated on real subgraph outputs, cached) and the OpenVINO reci
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,13 +11,14 @@ import numpy as np
 import onnx
 import pytest
 
-from yolo_edge.backends import RUNTIMES, cpu_backend, runtime_backend
-from yolo_edge.backends.base import QDQ_SUFFIX
+from yolo_edge.backends import cpu_backend, create_backend, device_status, runtime_backend
+from yolo_edge.backends.base import io_infos
 from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
 from yolo_edge.backends.quantize import cache_dir, quantize_int8
-from yolo_edge.config import load_profile
+from yolo_edge.config import DeviceProfile, build, load_profile, profile_names
 from yolo_edge.errors import InternalError, YoloEdgeError
 from yolo_edge.plan.checks import cosine
+from yolo_edge.registry import BACKENDS, QDQ_SUFFIX
 from yolo_edge.split import SplitModel
 
 
@@ -27,12 +29,49 @@ def test_missing_execution_provider_is_an_error_not_a_silent_cpu_run() -> None:
         runtime_backend(load_profile("tensorrt"))
 
 
-def test_unknown_runtime_lists_valid_names() -> None:
+def test_unknown_runtime_lists_the_registered_ones() -> None:
     profile = load_profile("cpu")
     object.__setattr__(profile, "runtime", "tflite")  # bypass the profile's own validation to reach the registry
-    with pytest.raises(YoloEdgeError, match="unknown runtime 'tflite'; valid: onnxruntime, openvino, rknn, qnn"):
+    with pytest.raises(YoloEdgeError, match=f"must be one of {', '.join(BACKENDS)}, got 'tflite'"):
         runtime_backend(profile)
-    assert set(RUNTIMES) == {"onnxruntime", "openvino", "rknn", "qnn"}
+
+
+def _usable_profiles(runtime: str) -> list[DeviceProfile]:
+    shipped = [load_profile(name) for name in profile_names()]
+    return [p for p in shipped if p.runtime == runtime and device_status(p)[0]]
+
+
+@pytest.mark.parametrize("runtime", list(BACKENDS))
+def test_every_registered_backend_keeps_the_contract(runtime: str, demo_split: SplitModel, tensors: list) -> None:  # type: ignore[type-arg]
+    """The same cases for every registered backend: its options parse from YAML with the strict checks (an
+    unknown key is one line), its module builds it for a profile, and on each shipped profile of it that runs here
+    it offers only what its spec registers, compiles the demo's head at each precision the profile asks for
+    (calibrated where it quantizes), agrees with the FP32 CPU reference, stores only registered suffixes and runs
+    from what it stored as it ran when compiled."""
+    spec = BACKENDS[runtime]
+    assert callable(importlib.import_module(spec.module).backend_for)
+    assert isinstance(build(spec.options, {}, "runtime_options"), spec.options)
+    with pytest.raises(YoloEdgeError, match="unknown key 'colour'"):
+        build(spec.options, {"colour": "red"}, "runtime_options")
+    head = demo_split["head"].model
+    names = [t.name for t in io_infos(head)[0]]
+    calib, sample = [{n: t[n] for n in names} for t in tensors[:4]], {n: tensors[4][n] for n in names}
+    reference = cpu_backend().compile(head, "fp32").run(sample)
+    profiles = _usable_profiles(runtime)
+    assert profiles, f"no shipped profile of {runtime} runs here (the test install has every runtime and toolchain)"
+    for profile in profiles:
+        with create_backend(profile) as backend:
+            assert set(backend.int8_schemes) <= set(spec.schemes) and set(backend.quantizers) <= set(spec.quantizers)
+            for precision in (p for p in profile.precisions if p in backend.precisions):
+                exe = backend.compile(head, precision, calib)
+                out = exe.run(sample)
+                assert all(cosine(out[n], reference[n]) >= 0.9 for n in reference), (profile.name, precision)
+                stored = exe.artifact_files()
+                assert set(stored) <= set(spec.suffixes), (profile.name, precision, set(stored))
+                if stored:
+                    again = backend.compile(head, precision, calib, stored).run(sample)
+                    assert all(cosine(again[n], out[n]) >= 0.999 for n in out), (profile.name, precision)
+                exe.close()
 
 
 def test_yolo_edge_threads_caps_every_runtimes_pool_and_a_bad_value_says_how_to_fix_it(
@@ -119,7 +158,7 @@ def test_openvino_recipe_lets_openvino_fuse_silu_and_requantize_into_each_conv(
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in s8.graph.initializer}
     zero_points = [inits[n.input[2]] for n in s8.graph.node if n.op_type == "QuantizeLinear"]
     assert zero_points and all(z.dtype == np.int8 and not z.any() for z in zero_points)  # symmetric int8 activations
-    with pytest.raises(YoloEdgeError, match="int8_activations must be one of u8, s8, w8a8, w8a16, auto"):
+    with pytest.raises(YoloEdgeError, match="int8_activations must be one of u8, s8, auto, got 'i4'"):
         replace(load_profile("host-lowp").runtime_options, int8_activations="i4")
 
 

@@ -262,6 +262,7 @@ def _unit(
     measured = npu is not None and npu is not twin and modelled is None  # a modelled one is never judged slow
     built = Unit(unit.name, unit.subgraphs, twin if npu is not None else _ready(twin), npu, None, modelled)
     built.board_cpu_s = board.graph_s(GraphInfo.of(unit.model)) if board is not None else None
+    built.board = board
 
     def timed(exe: Executable) -> None:
         built.cpu_estimate_s = median_run_s(exe, feeds, ESTIMATE_RUNS)
@@ -309,4 +310,4 @@ def whole_graph_unit(model: onnx.ModelProto, builder: Builder, variant: Variant,
     cpu_s = median_run_s(twin, calib[0], ESTIMATE_RUNS)
     board_s = board.graph_s(GraphInfo.of(model)) if board is not None else None
     name = unit_name(SUBGRAPHS, None)  # as the reference's one unit is named: one name for the whole model
-    return Unit(name, SUBGRAPHS, twin, npu_exe, cpu_s, npu_exe.modelled_s, board_cpu_s=board_s)
+    return Unit(name, SUBGRAPHS, twin, npu_exe, cpu_s, npu_exe.modelled_s, board_cpu_s=board_s, board=board)

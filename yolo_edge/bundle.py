@@ -51,7 +51,15 @@ import yaml
 from yolo_edge.backends.base import ARTIFACT_SUFFIXES, io_infos, self_contained
 from yolo_edge.backends.builder import Builder
 from yolo_edge.build import EXECUTED, UnitFeeds, UnitPlan, compile_units, plan_units, unit_name
-from yolo_edge.config import DeployConfig, Device, DeviceProfile, Variant, build, load_deploy_config, read_yaml
+from yolo_edge.config import (
+    DeployConfig,
+    Device,
+    DeviceProfile,
+    Variant,
+    build_profile,
+    load_deploy_config,
+    read_yaml,
+)
 from yolo_edge.decode import HeadOutputs
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, ModelMeta, load_onnx
@@ -65,8 +73,10 @@ from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit
 from yolo_edge.split import SplitModel, split_model
 
-FORMAT = 6  # 5: units.json, every unit's FP32 graph and one boundary sample stored; 6: the units end at the head
-# (the decode is the detector's candidate-first post-processing)
+# 5: units.json, every unit's FP32 graph and one boundary sample stored; 6: the units end at the head (the decode
+# is the detector's candidate-first post-processing); 7: a profile's runtime_options are its backend's own
+# (yolo_edge.registry)
+FORMAT = 7
 MODEL = "model.onnx"
 CALIB = "calib"
 UNITS = "units.json"
@@ -551,7 +561,7 @@ def load_bundle(path: str | Path) -> Bundle:
         raise _damaged(path, f"{type(exc).__name__}: {exc}") from None
     profile_path, config_path = (bundle_file(path, rel) for rel in ("profile.yaml", "deploy.yaml"))
     try:
-        profile = build(DeviceProfile, read_yaml(profile_path, "profile.yaml"), str(profile_path))
+        profile = build_profile(read_yaml(profile_path, "profile.yaml"), str(profile_path))
         config = load_deploy_config(config_path)
         check_plan(plan, units, profile)
     except (YoloEdgeError, yaml.YAMLError) as exc:

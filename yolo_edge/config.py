@@ -14,7 +14,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -24,8 +23,11 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 
+from yolo_edge import registry
+from yolo_edge.bounds import Range
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import read_regular
+from yolo_edge.registry import RuntimeOptions
 
 PrecisionName = Literal["fp32", "fp16", "bf16", "int8"]
 PRECISIONS: tuple[PrecisionName, ...] = typing.get_args(PrecisionName)
@@ -33,19 +35,8 @@ PRECISION_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 CHECKS = ("op_support", "memory", "precision", "performance")
 # INT8 activations: u8 uint8 asymmetric, s8 int8 symmetric (zero point 0) (OpenVINO, onnxruntime); w8a8 (Rockchip,
 # Qualcomm), w8a16 (Qualcomm: uint8 weights, uint16 activations)
-Scheme = Literal["u8", "s8", "w8a8", "w8a16"]
-SCHEMES: tuple[Scheme, ...] = typing.get_args(Scheme)
-INT8_SCHEMES: tuple[Scheme, ...] = ("u8", "s8")  # what int8_activations: auto considers
-SchemeChoice = Literal["u8", "s8", "w8a8", "w8a16", "auto"]  # a profile's runtime_options.int8_activations
-INT8_SCHEME_CHOICES: tuple[SchemeChoice, ...] = typing.get_args(SchemeChoice)
-# INT8 quantizers: NNCF (OpenVINO's own, ``nncf.quantize``), onnxruntime's ``quantize_static`` (QDQ), Rockchip's
-Quantizer = Literal["nncf", "qdq", "rknn", "qnn"]
-QUANTIZERS: tuple[Quantizer, ...] = typing.get_args(Quantizer)
-QuantizerChoice = Literal["nncf", "qdq", "auto"]  # an OpenVINO profile's runtime_options.int8_quantizer
-QUANTIZER_CHOICES: tuple[QuantizerChoice, ...] = typing.get_args(QuantizerChoice)
-CORE_MASKS = ("auto", "0", "1", "2", "0_1", "0_1_2", "all")
-Runtime = Literal["onnxruntime", "openvino", "rknn", "qnn"]
-RUNTIMES: tuple[Runtime, ...] = typing.get_args(Runtime)
+Scheme = str  # an INT8 activation scheme some registered backend compiles (registry.schemes())
+Quantizer = str  # an INT8 quantizer some registered backend runs (registry.quantizers())
 # "real": runs on hardware present here; "simulated": numerics real, latency modelled; "cpu": the host alone
 ProfileKind = Literal["real", "simulated", "cpu"]
 LatencySource = Literal["measured", "modelled"]  # how a profile's latency is obtained
@@ -59,32 +50,6 @@ T = TypeVar("T")
 # upper bounds of the counts a config sets: well past any useful value, short of a run that never ends (1e30 runs)
 MAX_RUNS = 100_000
 MAX_IMAGES = 100_000
-
-
-@dataclass(frozen=True)
-class Range:
-    """A config number's valid range, ``Annotated[float, Range(0, 1)]`` on the field: ``lo`` <= (or <, ``lo_open``)
-    value <= (or <, ``hi_open``) ``hi``, finite (never NaN). :func:`build` checks it where the YAML is parsed, so a
-    value that would fail minutes into a deploy, or pass silently, is a one-line error up front."""
-
-    lo: float | None = None
-    hi: float | None = None
-    lo_open: bool = False
-    hi_open: bool = False
-
-    def holds(self, v: float) -> bool:
-        if not math.isfinite(v):  # NaN (not valid JSON in a report), or infinite
-            return False
-        if self.lo is not None and (v <= self.lo if self.lo_open else v < self.lo):
-            return False
-        return self.hi is None or (v < self.hi if self.hi_open else v <= self.hi)
-
-    def __str__(self) -> str:
-        if self.hi is None:
-            return f"{'>' if self.lo_open else '>='} {self.lo:g}"
-        if self.lo is None:
-            return f"{'<' if self.hi_open else '<='} {self.hi:g}"
-        return f"in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
 
 
 @dataclass(frozen=True)
@@ -110,8 +75,8 @@ class Variant:
         """A variant read from a plan (a bundle's ``plan.json``, a hand-written plan) names what exists."""
         for what, value, valid in (
             ("precision", self.precision, PRECISIONS),
-            ("INT8 scheme", self.scheme, (None, *SCHEMES)),
-            ("quantizer", self.quantizer, (None, *QUANTIZERS)),
+            ("INT8 scheme", self.scheme, (None, *registry.schemes())),
+            ("quantizer", self.quantizer, (None, *registry.quantizers())),
         ):
             if value not in valid:
                 shown = ", ".join(v for v in valid if v)
@@ -304,52 +269,6 @@ class Faults:
         return self.error_rate + self.nan_rate + self.hang_rate > 0 or self.burst_len > 0
 
 
-@dataclass(frozen=True)
-class RuntimeOptions:
-    providers: tuple[str, ...] = ()  # onnxruntime execution providers, in priority order
-    device: str = "CPU"  # openvino device
-    # openvino INT8 activations: u8 (asymmetric), s8 (symmetric) or auto (the planner measures both, tries the
-    # faster first and keeps it only if its numerics pass; which one wins, and whether s8 is accurate, depends
-    # on the CPU)
-    int8_activations: SchemeChoice = "auto"
-    # openvino INT8 quantizer: nncf (OpenVINO's own; the shipped profiles' choice), qdq (onnxruntime's
-    # quantize_static with the Q/DQ placed as NNCF places them), or auto (both are candidates: the precision check
-    # and the verdict decide, at twice the planning time; benchmarks/quantizers.py compares them)
-    int8_quantizer: QuantizerChoice = "auto"
-    target: str = ""  # rknn: the chip the compiler builds for (target_platform), e.g. rk3588
-    htp_arch: str = ""  # qnn: the Hexagon NPU's architecture, as the QNN EP's htp_arch option names it (68, 73)
-    vtcm_mb: Annotated[int, Range(0)] = 0  # qnn: its VTCM (the NPU's tightly coupled memory), in MB
-    # rknn on the board, with npu_cores 1: the cores the one context runs on (RKNNLite.NPU_CORE_<mask>); with
-    # several npu_cores, a stream has one context pinned to each core instead
-    core_mask: str = "auto"
-
-    def __post_init__(self) -> None:
-        if self.core_mask not in CORE_MASKS:
-            raise YoloEdgeError(
-                f"runtime_options.core_mask must be one of {', '.join(CORE_MASKS)}, got '{self.core_mask}'"
-            )
-        if self.int8_quantizer not in QUANTIZER_CHOICES:
-            raise YoloEdgeError(
-                f"runtime_options.int8_quantizer must be one of {', '.join(QUANTIZER_CHOICES)}, "
-                f"got '{self.int8_quantizer}'"
-            )
-        if self.int8_activations not in INT8_SCHEME_CHOICES:
-            raise YoloEdgeError(
-                f"runtime_options.int8_activations must be one of {', '.join(INT8_SCHEME_CHOICES)}, "
-                f"got '{self.int8_activations}'"
-            )
-
-    @property
-    def int8_schemes(self) -> tuple[Scheme, ...]:
-        """The INT8 activation schemes to consider, in the order tried when their speeds tie."""
-        return INT8_SCHEMES if self.int8_activations == "auto" else (self.int8_activations,)
-
-    @property
-    def int8_quantizers(self) -> tuple[Quantizer, ...]:
-        """The OpenVINO INT8 quantizers to consider, the preferred first."""
-        return ("nncf", "qdq") if self.int8_quantizer == "auto" else (self.int8_quantizer,)
-
-
 PEAK_TOPS = Range(0, lo_open=True)  # each precision's figure in a profile's peak_tops
 
 
@@ -358,8 +277,8 @@ class DeviceProfile:
     name: str
     description: str
     kind: ProfileKind
-    runtime: Runtime  # rknn: a toolchain worker (on the board rknn-toolkit-lite2); qnn: onnxruntime-qnn
-    runtime_options: RuntimeOptions
+    runtime: str  # a registered backend (yolo_edge.registry): rknn a toolchain worker, qnn onnxruntime-qnn, ...
+    runtime_options: RuntimeOptions  # that backend's own options dataclass
     precisions: tuple[PrecisionName, ...]  # in order of preference
     latency: LatencySource
     memory_mb: Annotated[float, Range(0, lo_open=True)]
@@ -381,16 +300,17 @@ class DeviceProfile:
     def stand_in(self) -> str | None:
         """What "npu" is on a profile whose accelerator is this host's CPU (OpenVINO's CPU plugin): said wherever
         the placement is shown. None: a real or simulated accelerator."""
-        if self.runtime == "openvino" and self.runtime_options.device.upper().startswith("CPU"):
-            return "npu = OpenVINO's CPU plugin on this host, its low-precision kernels (no NPU)"
-        return None
+        return self.runtime_options.stand_in()
 
     def __post_init__(self) -> None:
         where = f"device profile '{self.name}'"
-        for name, allowed in (("kind", ProfileKind), ("runtime", Runtime), ("latency", LatencySource)):
+        for name, allowed in (("kind", ProfileKind), ("latency", LatencySource)):
             value, valid = getattr(self, name), typing.get_args(allowed)
             if value not in valid:
                 raise YoloEdgeError(f"{where}: {name} must be one of {', '.join(valid)}, got '{value}'")
+        options = registry.spec(self.runtime).options
+        if not isinstance(self.runtime_options, options):
+            raise YoloEdgeError(f"{where}: runtime_options of {self.runtime} must be its {options.__name__}")
         bad = [p for p in self.precisions if p not in PRECISIONS]
         if bad or not self.precisions:
             raise YoloEdgeError(
@@ -441,6 +361,8 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
         inner = [a for a in args if a is not type(None)]
         return _convert(inner[0], value, where)
     if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and isinstance(value, tp):  # built already (a profile's runtime_options)
+            return value
         return build(tp, value, where)  # type: ignore[arg-type]
     if origin is tuple:
         if not isinstance(value, list | tuple):
@@ -560,4 +482,17 @@ def load_profile(name_or_path: str | Path) -> DeviceProfile:
             raise YoloEdgeError(
                 f"unknown device '{name_or_path}'; valid: {', '.join(['auto', *profile_names()])} or a profile .yaml"
             )
-    return build(DeviceProfile, read_yaml(p), str(p))
+    return build_profile(read_yaml(p), str(p))
+
+
+def build_profile(data: Any, where: str) -> DeviceProfile:
+    """A device profile from its YAML mapping: its ``runtime_options`` built as its registered backend's own options
+    dataclass (``registry``), with the same strict checks as every other section."""
+    runtime = data.get("runtime") if isinstance(data, dict) else None
+    if isinstance(runtime, str):
+        spec = registry.BACKENDS.get(runtime)
+        if spec is None:
+            _fail(f"{where}.runtime", f"must be one of {', '.join(registry.BACKENDS)}, got {_shown(runtime)}")
+        options = build(spec.options, data.get("runtime_options") or {}, f"{where}.runtime_options")
+        data = {**data, "runtime_options": options}
+    return build(DeviceProfile, data, where)

@@ -31,9 +31,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from yolo_edge.backends import board_model
 from yolo_edge.backends.base import Executable, NpuError, median_run_s
 from yolo_edge.config import Device, DeviceProfile, RuntimeConfig
+from yolo_edge.devices.board import BoardCpu
 from yolo_edge.devices.cost import transfer_time
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.graph import TensorInfo
@@ -198,6 +198,7 @@ class Unit:
     cpu_estimate_s: float | None  # the twin's seconds on this machine: what the hysteresis judges against
     modelled_s: float | None = None  # simulated NPU: modelled latency
     board_cpu_s: float | None = None  # a simulated board: the twin's modelled seconds on the board's CPU
+    board: BoardCpu | None = None  # that board's CPU (its builder's), which the executor hands the detector
     parked: bool = False
     slow_run: list[float] = field(default_factory=list)  # accelerator seconds of the current run of slow frames
     good_probes: int = 0
@@ -343,8 +344,9 @@ class SplitExecutor:
         self._borrowed = borrowed or owns is not None  # the units' executables are closed by what compiled them
         self.cfg = cfg
         self.profile = profile
-        # a simulated board: its CPU phases (letterbox, NMS; the units' board_cpu_s) modelled, as its accelerator is
-        self.board = board_model(profile) if profile is not None else None
+        # a simulated board: its CPU phases (letterbox, NMS; the units' board_cpu_s) modelled, as its accelerator is;
+        # found once, by the builder that compiled the units
+        self.board = self.units[0].board
         self.events = events or EventLog()
         self.clock = clock
         self.breaker = CircuitBreaker(cfg.breaker_failures, cfg.breaker_cooldown_s, self.events, clock)

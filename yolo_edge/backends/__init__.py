@@ -15,23 +15,13 @@ from yolo_edge.backends.onnxruntime import CPU_EP, OnnxRuntimeBackend
 from yolo_edge.config import DeviceProfile
 from yolo_edge.devices.board import BoardCpu
 from yolo_edge.errors import YoloEdgeError
-
-# a profile's runtime -> the module whose ``backend_for(profile)`` builds its backend (imported when first used:
-# a vendor SDK is loaded only by the profiles that need it). A new backend is its module and one line here.
-RUNTIMES: dict[str, str] = {
-    "onnxruntime": "yolo_edge.backends.onnxruntime",
-    "openvino": "yolo_edge.backends.openvino",
-    "rknn": "yolo_edge.backends.rknn",
-    "qnn": "yolo_edge.backends.qnn",
-}
+from yolo_edge.registry import spec
 
 
 def runtime_backend(profile: DeviceProfile) -> Backend:
-    try:
-        module = RUNTIMES[profile.runtime]
-    except KeyError:
-        raise YoloEdgeError(f"unknown runtime '{profile.runtime}'; valid: {', '.join(RUNTIMES)}") from None
-    backend: Backend = importlib.import_module(module).backend_for(profile)
+    """The backend of ``profile``'s runtime, built by its registered module's ``backend_for(profile)`` (imported
+    when first used: a vendor SDK is loaded only by the profiles that need it; ``yolo_edge.registry``)."""
+    backend: Backend = importlib.import_module(spec(profile.runtime).module).backend_for(profile)
     return backend
 
 

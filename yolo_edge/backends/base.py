@@ -29,14 +29,12 @@ import onnx
 from yolo_edge.config import PrecisionName, Quantizer, Scheme, Variant
 from yolo_edge.errors import InternalError, YoloEdgeError
 from yolo_edge.graph import TensorInfo, control_flow
+from yolo_edge.registry import QDQ_SUFFIX, artifact_suffixes
 
 Feeds = Mapping[str, np.ndarray]
 CalibSet = Sequence[dict[str, np.ndarray]]
 Artifact = Mapping[str, bytes]  # a unit's compiled files as a bundle stores them, by suffix (ARTIFACT_SUFFIXES)
-QDQ_SUFFIX = ".int8.onnx"  # the INT8 QDQ graph that onnxruntime and OpenVINO run
-OV_XML_SUFFIX, OV_BIN_SUFFIX = ".ov.xml", ".ov.bin"  # an OpenVINO IR: NNCF's quantized model
-QNN_SUFFIX = ".qnn.onnx"  # Qualcomm's HTP: an EPContext model, its context binary embedded
-ARTIFACT_SUFFIXES = (QDQ_SUFFIX, OV_XML_SUFFIX, OV_BIN_SUFFIX, ".rknn", QNN_SUFFIX)
+ARTIFACT_SUFFIXES = artifact_suffixes()  # what a registered backend stores of a compiled unit (yolo_edge.registry)
 FP32_SUFFIX = ".onnx"  # the unit's FP32 graph itself as stored: what a runtime reads, not the model serialized again
 
 

@@ -25,6 +25,7 @@ from yolo_edge.backends.quantize import quantize_int8
 from yolo_edge.config import DeviceProfile, Variant
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.host import runtime_threads
+from yolo_edge.registry import OnnxRuntimeOptions
 
 CPU_EP = "CPUExecutionProvider"
 # what a session's run raises when the runtime or its execution provider fails (bad feeds are caught before)
@@ -109,4 +110,6 @@ class OnnxRuntimeBackend(Backend):
 
 def backend_for(profile: DeviceProfile) -> Backend:
     """The onnxruntime backend of ``profile``: its execution providers, in priority order (default: the CPU)."""
-    return OnnxRuntimeBackend(profile.runtime_options.providers or (CPU_EP,))
+    options = profile.runtime_options
+    assert isinstance(options, OnnxRuntimeOptions)  # config builds a profile's options as its runtime's
+    return OnnxRuntimeBackend(options.providers or (CPU_EP,))

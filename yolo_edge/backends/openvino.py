@@ -13,11 +13,8 @@ by the error they add at INT8. OpenVINO is imported only when used."""
 
 from __future__ import annotations
 
-import tempfile
 import threading
 from collections.abc import Sequence
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,9 +22,6 @@ import onnx
 
 from yolo_edge.backends.base import (
     FP32_SUFFIX,
-    OV_BIN_SUFFIX,
-    OV_XML_SUFFIX,
-    QDQ_SUFFIX,
     Artifact,
     Backend,
     CalibSet,
@@ -40,56 +34,22 @@ from yolo_edge.backends.base import (
     io_infos,
     qdq_artifact,
 )
+from yolo_edge.backends.nncf_int8 import quantize_nncf
+from yolo_edge.backends.openvino_model import core, read_ir, read_onnx
 from yolo_edge.backends.quantize import quantize_int8
-from yolo_edge.config import INT8_SCHEMES, DeviceProfile, Quantizer, Scheme, Variant
+from yolo_edge.config import DeviceProfile, Quantizer, Scheme, Variant
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.host import runtime_threads
-from yolo_edge.privacy import no_telemetry
-
-no_telemetry()  # before openvino or nncf is imported: nothing leaves the machine (yolo_edge/privacy.py)
+from yolo_edge.registry import OV_BIN_SUFFIX, OV_XML_SUFFIX, QDQ_SUFFIX, OpenVinoOptions
 
 _HINT = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
 _CAPABILITY = {"bf16": "BF16", "fp16": "FP16", "int8": "INT8", "fp32": "FP32"}
-
-
-@cache
-def core() -> Any:
-    try:
-        import openvino as ov
-    except ImportError:
-        raise YoloEdgeError(
-            "this runs on OpenVINO, which this install leaves out: pip install openvino (or 'yolo-edge[deploy]')"
-        ) from None
-    return ov.Core()
 
 
 def _threads() -> dict[str, int]:
     """OpenVINO's thread count for a compiled model, where ``YOLO_EDGE_THREADS`` sets one (else its default)."""
     n = runtime_threads()
     return {"INFERENCE_NUM_THREADS": n} if n else {}
-
-
-def read_onnx(model: onnx.ModelProto, data: bytes | None = None) -> Any:
-    """An OpenVINO model from an ONNX graph held in memory (no temporary file: nothing to fill a disk with);
-    ``data``: the graph already serialized (as a bundle stores it)."""
-    return core().read_model(data or model.SerializeToString())
-
-
-def read_ir(xml: bytes, weights: bytes) -> Any:
-    """An OpenVINO model from IR bytes held in memory (nothing is read from disk: a bundle's IR cannot name a file)."""
-    import openvino as ov
-
-    return core().read_model(xml.decode(), ov.Tensor(np.frombuffer(weights, np.uint8).copy()))
-
-
-def ir_bytes(ov_model: Any) -> tuple[bytes, bytes]:
-    """(xml, bin) of an OpenVINO model."""
-    import openvino as ov
-
-    with tempfile.TemporaryDirectory(prefix="yolo-edge-ov-") as tmp:
-        xml = Path(tmp, "model.xml")
-        ov.save_model(ov_model, str(xml), compress_to_fp16=False)
-        return xml.read_bytes(), xml.with_suffix(".bin").read_bytes()
 
 
 class OpenVinoExecutable(Executable):
@@ -131,8 +91,8 @@ class OpenVinoBackend(Backend):
     def __init__(
         self,
         device: str = "CPU",
-        int8_schemes: tuple[Scheme, ...] = INT8_SCHEMES,
-        quantizers: tuple[Quantizer, ...] = ("nncf", "qdq"),
+        int8_schemes: tuple[Scheme, ...] = OpenVinoOptions.SCHEMES,
+        quantizers: tuple[Quantizer, ...] = OpenVinoOptions.QUANTIZERS,
     ) -> None:
         devices = core().available_devices
         if not any(d == device or d.startswith(f"{device}.") for d in devices):
@@ -175,8 +135,6 @@ class OpenVinoBackend(Backend):
         if qdq is not None:
             return read_onnx(qdq), {QDQ_SUFFIX: qdq.SerializeToString()}
         if v.precision == "int8":
-            from yolo_edge.backends.nncf_int8 import quantize_nncf
-
             assert v.scheme is not None
             xml, weights = quantize_nncf(model, calib or [], v.scheme, v.kept)
             return read_ir(xml, weights), {OV_XML_SUFFIX: xml, OV_BIN_SUFFIX: weights}
@@ -262,4 +220,5 @@ def _upstream_convs(model: onnx.ModelProto) -> dict[str, set[str]]:
 def backend_for(profile: DeviceProfile) -> Backend:
     """The OpenVINO backend of ``profile``: its device, INT8 activation schemes and quantizers."""
     options = profile.runtime_options
+    assert isinstance(options, OpenVinoOptions)  # config builds a profile's options as its runtime's
     return OpenVinoBackend(options.device, options.int8_schemes, options.int8_quantizers)

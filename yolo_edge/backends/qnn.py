@@ -29,7 +29,6 @@ import onnx
 import onnxruntime as ort
 
 from yolo_edge.backends.base import (
-    QNN_SUFFIX,
     Artifact,
     Backend,
     CalibSet,
@@ -48,6 +47,7 @@ from yolo_edge.config import DeviceProfile, Scheme, Variant
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.host import runtime_threads
 from yolo_edge.native import native_output
+from yolo_edge.registry import QNN_SUFFIX, QnnOptions
 
 EP = "QNNExecutionProvider"
 CONTEXT_SUFFIX = QNN_SUFFIX  # an EPContext model, its context binary embedded
@@ -222,12 +222,9 @@ class QnnBackend(Backend):
 def backend_for(profile: DeviceProfile) -> Backend:
     """The QNN backend of ``profile``: its HTP architecture and VTCM size; w8a8 and w8a16 unless one is chosen."""
     options = profile.runtime_options
+    assert isinstance(options, QnnOptions)  # config builds a profile's options as its runtime's
     if not options.htp_arch or not options.vtcm_mb:
         raise YoloEdgeError(
             f"device profile '{profile.name}': the qnn runtime needs runtime_options htp_arch and vtcm_mb"
         )
-    chosen = options.int8_activations
-    schemes = QnnBackend.int8_schemes if chosen == "auto" else (chosen,)
-    if any(s not in QnnBackend.int8_schemes for s in schemes):
-        raise YoloEdgeError(f"device profile '{profile.name}': QNN's INT8 schemes are w8a8 and w8a16, not {chosen}")
-    return QnnBackend(options.htp_arch, options.vtcm_mb, schemes)
+    return QnnBackend(options.htp_arch, options.vtcm_mb, options.int8_schemes)

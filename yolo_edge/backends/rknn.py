@@ -47,9 +47,9 @@ from yolo_edge.backends.base import (
 )
 from yolo_edge.config import DeviceProfile, Variant
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.registry import RKNN_SUFFIX, RknnOptions
 from yolo_edge.toolchains import RKNN, Worker, WorkerCrashed, WorkerError, toolchain_status, worker_for
 
-RKNN_SUFFIX = ".rknn"
 _NO_LOWERING = re.compile(r"No lowering found for: (?P<node>.+?), node type = (?P<op>\w+)")
 _NAMED_NODE = re.compile(r"\b(?P<op>[A-Z]\w*)\('(?P<node>[^']+)'\)")
 _ERROR_LINE = re.compile(r"^(?:\w+Error|E \w+): (?!Traceback)(.+)$", re.M)
@@ -347,9 +347,11 @@ class RknnLiteBackend(Backend):
 
 def backend_for(profile: DeviceProfile) -> Backend:
     """The board's lite runtime where it is installed, else the toolchain on this host, else a one-line error."""
+    options = profile.runtime_options
+    assert isinstance(options, RknnOptions)  # config builds a profile's options as its runtime's
     if importlib.util.find_spec("rknnlite") is not None:
-        return RknnLiteBackend(profile.runtime_options.core_mask, profile.npu_cores)
+        return RknnLiteBackend(options.core_mask, profile.npu_cores)
     status = toolchain_status(RKNN)  # usable once its worker has answered: an environment that does not start is not
     if not status.usable:
         raise YoloEdgeError(f"{profile.name} needs Rockchip's toolchain: {status.detail}")
-    return RknnBackend(profile.runtime_options.target or profile.name)
+    return RknnBackend(options.target or profile.name)
