@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.conftest import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
+from tests.second_model import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
 from yolo_edge.backends.base import cosine  # noqa: E402
 from yolo_edge.backends.builder import Builder  # noqa: E402
 from yolo_edge.backends.nncf_int8 import overflow_fix  # noqa: E402

@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from side_by_side import interleave  # noqa: E402
 
-from tests.conftest import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
+from tests.second_model import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
 from yolo_edge.backends.builder import Builder  # noqa: E402
 from yolo_edge.build import build_units  # noqa: E402
 from yolo_edge.bundle import load_bundle  # noqa: E402

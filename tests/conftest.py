@@ -7,6 +7,7 @@ import os
 os.environ.setdefault("YOLO_OFFLINE", "1")
 # The toolchain environments stay where `yolo-edge toolchain install` put them, though the tests keep every
 # other cache (quantized graphs) in their session (_quant_cache below changes YOLO_EDGE_CACHE).
+from tests.second_model import SECOND_MODEL
 from yolo_edge.host import THREADS_ENV  # noqa: E402
 from yolo_edge.toolchains import toolchains_root  # noqa: E402
 
@@ -230,13 +231,6 @@ def _quant_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     cache = _shared_root(tmp_path_factory) / "yolo-edge-cache"
     cache.mkdir(exist_ok=True)
     os.environ["YOLO_EDGE_CACHE"] = str(cache)
-
-
-SECOND_MODEL = Path(__file__).parent / "data" / "coins_sparks_yolov8n.pt"
-SECOND_CLASSES = {
-    0: "coin",
-    3: "spark",
-}  # shape class id -> the second model's class name (scripts/train_second_model.py)
 
 
 @pytest.fixture(scope="session")

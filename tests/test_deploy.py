@@ -254,11 +254,13 @@ def test_a_deploy_compiles_each_graph_once_and_closes_everything_it_compiled(
     """Every real compile of a deploy (the checks', the planner's, each trial's, the reference's, the bundle's)
     counted by what it compiles: the graph, the variant, the stored artifact and, where it quantizes, the
     calibration tensors. None is compiled twice (the deploy's one builder hands the checks' executables to the
-    trials), and every executable is closed when deploy returns."""
+    trials), and every executable and every backend it made is closed when deploy returns."""
     import hashlib
+    from collections.abc import Callable
 
     import numpy as np
 
+    import yolo_edge.backends.builder as builder_module
     from yolo_edge.backends.base import Backend, Executable
     from yolo_edge.deploy import deploy
 
@@ -288,8 +290,28 @@ def test_a_deploy_compiles_each_graph_once_and_closes_everything_it_compiled(
         return exe
 
     monkeypatch.setattr(Backend, "compile", counted)
+    made: list[Backend] = []
+
+    def tracked(make: Callable[..., Backend]) -> Callable[..., Backend]:
+        def making(*args: object) -> Backend:
+            backend = make(*args)
+            close = backend.close
+
+            def closing() -> None:
+                closed.add(id(backend))
+                close()
+
+            backend.close = closing  # type: ignore[method-assign]
+            made.append(backend)
+            return backend
+
+        return making
+
+    for factory in ("cpu_backend", "create_backend"):  # what the deploy's builder makes its backends with
+        monkeypatch.setattr(builder_module, factory, tracked(getattr(builder_module, factory)))
     result = deploy(device="host-lowp", config=tiny_cfg, data=tiny_images, quiet=True, out=tmp_path / "bundle")
     assert result.exit_code in (0, 1) and (tmp_path / "bundle" / "meta.json").is_file()
     assert sum(seen.values()) >= 4  # the subgraphs' FP32 references at least, and what the checks compiled
     assert {k: n for k, n in seen.items() if n > 1} == {}
     assert [type(e).__name__ for e in opened if id(e) not in closed] == []
+    assert len(made) == 2 and [type(b).__name__ for b in made if id(b) not in closed] == []  # the CPU's, the NPU's

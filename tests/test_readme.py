@@ -1,11 +1,15 @@
 """The README's commands, as a user copies them: every ``yolo-edge`` line of its shell blocks is one the CLI takes
-(its subcommand and flags exist and their values parse), and the inputs its examples name are made by
-``benchmarks/readme_inputs.py`` or are the user's own (``best.pt``, ``photos/``: said so in the text beside them)."""
+(its subcommand and flags exist and their values parse), and every input its examples read is made by
+``benchmarks/readme_inputs.py`` (stand-ins for the user's own ``best.pt``, ``photos/``, ...) or by a README command
+before it."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,3 +53,43 @@ def test_every_readme_command_parses(command: str) -> None:
         build_parser().parse_args(shlex.split(command)[1:])
     except SystemExit as exc:  # --help: 0
         assert exc.code == 0, command
+
+
+INPUT_FLAGS = ("--model", "--data", "--config", "--calib", "--source")
+
+
+def _is_made_elsewhere(value: str) -> bool:
+    """An input no file can stand in for, or one a README command writes before it is read: a usage line's
+    placeholder (``M``, ``SRC``), ultralytics' model yaml (built from its name), a stream URL, a camera index, a
+    file under ``out/`` (deploy's bundle, split's ONNX)."""
+    return (
+        value.isupper()
+        or re.fullmatch(r"yolov8\w*\.yaml", value) is not None
+        or "://" in value
+        or value.isdigit()
+        or value.startswith("out/")
+    )
+
+
+def readme_inputs_named() -> set[str]:
+    """The files and folders the README's commands and its Python example read."""
+    named = set(re.findall(r'model\("([^"]+)"', README.read_text()))  # yolo_edge.load(...)("photo.jpg")
+    for command in readme_commands():
+        words = shlex.split(command)
+        for k, word in enumerate(words):
+            if word in INPUT_FLAGS:
+                for value in words[k + 1 :]:
+                    if value.startswith("--"):
+                        break
+                    named.add(value)
+    return {v for v in named if not _is_made_elsewhere(v)}
+
+
+def test_every_input_a_readme_example_reads_is_made_by_readme_inputs(tmp_path: Path) -> None:
+    named = readme_inputs_named()
+    assert {"best.pt", "photos/", "video.mp4", "photo.jpg"} <= named  # what a user brings, in the examples
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "readme_inputs.py"
+    env = {**os.environ, "YOLO_OFFLINE": "1"}
+    subprocess.run([sys.executable, str(script), "--out", str(tmp_path)], check=True, env=env, capture_output=True)
+    assert sorted(v for v in named if not (tmp_path / v).exists()) == []
+    assert len(list((tmp_path / "photos").glob("*.jpg"))) == 16 and (tmp_path / "video.mp4").stat().st_size > 0

@@ -20,7 +20,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.conftest import SECOND_MODEL
+from tests.second_model import SECOND_MODEL
 from tests.test_torch_free import BLOCKER
 from yolo_edge.config import configs_dir
 from yolo_edge.deploy import DeployResult

@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 import pytest
 
-from tests.conftest import SECOND_CLASSES
+from tests.second_model import SECOND_CLASSES
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Artifact, CalibSet, Executable
 from yolo_edge.backends.builder import Builder
