@@ -257,6 +257,7 @@ def test_a_deploy_compiles_each_graph_once_and_closes_everything_it_compiled(
     trials), and every executable and every backend it made is closed when deploy returns."""
     import hashlib
     from collections.abc import Callable
+    from typing import Any
 
     import numpy as np
 
@@ -266,8 +267,21 @@ def test_a_deploy_compiles_each_graph_once_and_closes_everything_it_compiled(
 
     seen: dict[tuple[str, ...], int] = {}
     opened: list[Executable] = []
+    made: list[Backend] = []
     closed: set[int] = set()
     real_compile = Backend.compile
+
+    def watched(thing: Any, into: list[Any]) -> Any:
+        """``thing`` (an executable, a backend) recorded in ``into``, its close recorded too."""
+        close = thing.close
+
+        def closing() -> None:
+            closed.add(id(thing))
+            close()
+
+        thing.close = closing
+        into.append(thing)
+        return thing
 
     def counted(self: Backend, model, variant, calib=None, artifact=None):  # type: ignore[no-untyped-def]
         v = self.resolve(variant)
@@ -278,34 +292,12 @@ def test_a_deploy_compiles_each_graph_once_and_closes_everything_it_compiled(
             h.update(b"".join(np.ascontiguousarray(feeds[n]).tobytes() for n in sorted(feeds)))
         key = (type(self).__name__, v.label, ",".join(v.kept), h.hexdigest())
         seen[key] = seen.get(key, 0) + 1
-        exe = real_compile(self, model, variant, calib, artifact)
-        close = exe.close
-
-        def closing() -> None:
-            closed.add(id(exe))
-            close()
-
-        exe.close = closing  # type: ignore[method-assign]
-        opened.append(exe)
-        return exe
+        return watched(real_compile(self, model, variant, calib, artifact), opened)
 
     monkeypatch.setattr(Backend, "compile", counted)
-    made: list[Backend] = []
 
     def tracked(make: Callable[..., Backend]) -> Callable[..., Backend]:
-        def making(*args: object) -> Backend:
-            backend = make(*args)
-            close = backend.close
-
-            def closing() -> None:
-                closed.add(id(backend))
-                close()
-
-            backend.close = closing  # type: ignore[method-assign]
-            made.append(backend)
-            return backend
-
-        return making
+        return lambda *args: watched(make(*args), made)
 
     for factory in ("cpu_backend", "create_backend"):  # what the deploy's builder makes its backends with
         monkeypatch.setattr(builder_module, factory, tracked(getattr(builder_module, factory)))
