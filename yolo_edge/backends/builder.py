@@ -20,12 +20,13 @@ import hashlib
 import threading
 from collections.abc import Callable
 from contextlib import ExitStack
+from functools import cached_property
 
-import numpy as np
 import onnx
 
 from yolo_edge.backends import board_model, cpu_backend, create_backend
 from yolo_edge.backends.base import FP32_SUFFIX, Artifact, Backend, CalibSet, Executable
+from yolo_edge.backends.quantize import hash_feeds
 from yolo_edge.config import DeviceProfile, Variant
 from yolo_edge.devices.board import BoardCpu
 
@@ -41,7 +42,6 @@ class Builder:
         self._stack = ExitStack()
         self._cpu: Backend | None = None
         self._npu = npu
-        self._board: tuple[BoardCpu | None] | None = None
         self._compiled: dict[tuple[str, str, Variant, str], Executable] = {}
         self.compiles = 0  # graphs compiled (cache misses): what a deploy's compile-count test reads
         self._lock = threading.RLock()  # a loaded bundle compiles its CPU twins on a thread of their own
@@ -63,13 +63,10 @@ class Builder:
                 self._npu = self._stack.enter_context(create_backend(self.profile))
             return self._npu
 
-    @property
+    @cached_property
     def board(self) -> BoardCpu | None:
         """The simulated board's CPU (None where latency is measured), found once."""
-        with self._lock:
-            if self._board is None:
-                self._board = (board_model(self.profile) if self.profile is not None else None,)
-            return self._board[0]
+        return board_model(self.profile) if self.profile is not None else None
 
     def fp32(self, model: onnx.ModelProto, artifact: Artifact | None = None) -> Executable:
         """``model`` compiled for the CPU in FP32 (``artifact``: its stored FP32 graph)."""
@@ -137,8 +134,5 @@ def _inputs(variant: Variant, calib: CalibSet | None, artifact: Artifact | None)
         h.update(stored[suffix])
     compiled = any(suffix != FP32_SUFFIX for suffix in stored)
     if not compiled and variant.precision not in UNQUANTIZED:
-        for feeds in calib or []:
-            for name in sorted(feeds):
-                h.update(name.encode())
-                h.update(np.ascontiguousarray(feeds[name]).data)
+        hash_feeds(h, calib or [])
     return h.hexdigest()

@@ -32,6 +32,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -80,11 +81,16 @@ def calib_key(model: onnx.ModelProto, calib: CalibSet, options: str, quantizers:
     content.ClearField("metadata_props")  # ultralytics writes its export date there: the graph is the key
     content.ClearField("doc_string")
     h.update(content.SerializeToString(deterministic=True))
+    hash_feeds(h, calib)
+    return h.hexdigest()[:32]
+
+
+def hash_feeds(h: Any, calib: CalibSet) -> None:
+    """Feed ``calib``'s tensors, by name, into the hash ``h``: what a compile calibrates on, in a cache key."""
     for feeds in calib:
         for name in sorted(feeds):
             h.update(name.encode())
-            h.update(np.ascontiguousarray(feeds[name]).tobytes())
-    return h.hexdigest()[:32]
+            h.update(np.ascontiguousarray(feeds[name]).data)
 
 
 def _quantized(

@@ -29,6 +29,7 @@ import numpy as np
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.validate.accuracy import Accuracy, Interval, MapResult
 from yolo_edge.validate.latency import LatencyResult
+from yolo_edge.validate.stats import median_ratio_se
 
 OK = "ok"
 
@@ -228,9 +229,8 @@ def _tied(run: PlanRun, fastest: PlanRun, margin: float) -> bool:
         return True
     if len(a) != len(b) or len(a) < 2 or not (b > 0).all():
         return run.latency.end_to_end.p50 <= fastest.latency.end_to_end.p50 * (1 + margin)
-    ratios = a / b
-    se = 1.2533 * float(ratios.std(ddof=1)) / math.sqrt(len(ratios))  # of a median: sqrt(pi / 2) that of a mean
-    return float(np.median(ratios)) - 1 <= max(margin, 2 * se)
+    se = median_ratio_se(run.latency.samples_ms, fastest.latency.samples_ms)  # as the search's tie rule reads it
+    return float(np.median(a / b)) - 1 <= max(margin, 2 * se)
 
 
 def choose(runs: list[PlanRun], tie_margin: float = 0.0) -> tuple[PlanRun, list[str]]:
