@@ -22,6 +22,9 @@ Published figures (imgsz 640, batch 1, FP32, ONNX, model only: "Inference time d
   slower than the board's. It has nothing left out to check it on: the profile says so.
 - qcs8550: no published CPU-only figure; its CPU model is assumed and the profile says so.
 
+Post-processing (letterbox, decode and NMS are priced by the work of yolo-edge's own kernels, not fitted): checked
+against the one published board measurement found, :data:`POST`.
+
 Needs the export extra (ultralytics builds the graphs from their yaml).
 """
 
@@ -38,6 +41,7 @@ import onnx
 from scipy.optimize import nnls
 
 from yolo_edge.config import CpuModel, load_profile
+from yolo_edge.devices.board import BoardCpu
 from yolo_edge.devices.cost import cpu_time
 from yolo_edge.graph import GraphInfo
 
@@ -67,6 +71,14 @@ A76 = [
     Figure("yolo11s.yaml", 324.17, "Ultralytics, earlier YOLO11 formats", False),
 ]
 QCS6490 = Figure("yolov8n.yaml", 334.433, "Qualcomm AI Hub, YOLOv8n w8a16, all layers on the CPU", True)
+
+# The one published post-processing figure on these cores found so far: YOLO11s at 640 (80 classes) on an RK3588,
+# the decode and NMS of the NPU's raw head outputs in compiled C++ (a Release build), "Post Process: 0.99 ms"
+# (github.com/yuunnn-w/rknn-cpp-yolo issue 2, 2025-07-26). Its kernel is not yolo-edge's: it reads the NPU's int8
+# outputs in their NC1HWC2 layout and dequantises them, one scalar loop per anchor; the candidates of its frame
+# are not published (the modelled figure barely moves between 5 and 100).
+POST = Figure("yolo11s.yaml", 0.99, "rknn-cpp-yolo issue 2, Release build, YOLO11s decode+NMS on the A76", False)
+POST_CANDIDATES = (5, 30, 100)
 
 
 def graph(model: str, tmp: Path) -> GraphInfo:
@@ -121,6 +133,22 @@ def a76(infos: dict[str, GraphInfo]) -> tuple[CpuModel, float]:
     return cpu, worst
 
 
+def post_check(cpu: CpuModel | None) -> None:
+    """The rk3588 profile's decode + NMS of a YOLO11s frame at 640 (80 classes, 8400 anchors, reg_max 16),
+    priced by ``devices.board`` for the candidate-first decode yolo-edge runs, against :data:`POST`."""
+    assert cpu is not None
+    board = BoardCpu(cpu)
+    ms = [(board.decode_s(8400, 80, 16, c) + board.suppress_s(c)) * 1e3 for c in POST_CANDIDATES]
+    ratio = max(ms) / POST.ms
+    verdict = "met" if 1 / FIT_TOLERANCE <= ratio <= FIT_TOLERANCE else "NOT met"
+    print(
+        f"post-processing check ({POST.source}): published {POST.ms} ms; modelled {min(ms):.3f}-{max(ms):.3f} ms "
+        f"for {POST_CANDIDATES[0]}-{POST_CANDIDATES[-1]} candidates: {ratio:.2f}x (within {FIT_TOLERANCE}x: "
+        f"{verdict}; the published kernel also dequantises int8 outputs in scalar C++, work the model does not "
+        "price for yolo-edge's float outputs)"
+    )
+
+
 def main() -> None:
     from ultralytics.utils import LOGGER
 
@@ -140,6 +168,7 @@ def main() -> None:
         f"profile qcs6490: cpu: {{gflops: {gflops:.1f}, dram_gbps: {cpu.dram_gbps:.2f}, op_overhead_us: "
         f"{cpu.op_overhead_us:.1f}}} ({QCS6490.source}: {QCS6490.ms} ms; one figure, one parameter)"
     )
+    post_check(load_profile("rk3588").cpu)
     for chip in ("rk3588", "qcs6490", "qcs8550"):
         model = load_profile(chip).cpu
         assert model is not None

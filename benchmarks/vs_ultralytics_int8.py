@@ -14,7 +14,10 @@ Each yolo-edge deployment runs twice: with ``plan.head_on_npu: never`` (the desi
 FP32 on the CPU) and with the shipped ``auto`` (the head a candidate too; the decode FP32 on the CPU by rule,
 candidates first, as ultralytics' export keeps the Detect head's decode out of INT8).
 
-Goal: yolo-edge <= 0.90x the time of ultralytics' INT8 predict, at drift within the limit.
+Goal: yolo-edge <= 0.90x the time of ultralytics' INT8 predict, at drift within the limit. Beside each ratio, the
+bound at an equal INT8 network: ultralytics' inference time over its end to end (its own ``speed`` split), the
+ratio yolo-edge would reach if its letterbox, decode and NMS cost nothing. ``benchmarks/int8_layers.py`` shows
+whether the two INT8 networks are equal (OpenVINO's per-layer profile of each).
 
     YOLO_OFFLINE=1 python benchmarks/vs_ultralytics_int8.py [--rounds 30] [--photos 60]
 """
@@ -180,6 +183,23 @@ def race(name: str, ov: Any, ours: Detector, rounds: int) -> None:
             f"  {name}, {label}: ultralytics INT8 {ms['ultralytics openvino int8']:.2f} ms, yolo-edge "
             f"{ms['yolo-edge']:.2f} ms: {ratio:.3f}x ({'meets' if ratio <= 0.90 else 'misses'} <= 0.90x)"
         )
+        speed = {k: float(np.median(v)) for k, v in _speeds(ov, image, rounds).items()}
+        floor = speed["inference"] / sum(speed.values())
+        print(
+            f"    ultralytics' own split: preprocess {speed['preprocess']:.2f}, inference {speed['inference']:.2f}, "
+            f"postprocess {speed['postprocess']:.2f} ms: the same INT8 network with free pre- and post-processing "
+            f"would be {floor:.3f}x"
+        )
+
+
+def _speeds(ov: Any, image: np.ndarray, rounds: int) -> dict[str, list[float]]:
+    """ultralytics' own preprocess / inference / postprocess milliseconds of ``rounds`` predicts of ``image``."""
+    found: dict[str, list[float]] = {"preprocess": [], "inference": [], "postprocess": []}
+    for _ in range(rounds):
+        speed = ov.predict(image, imgsz=IMGSZ, conf=0.25, verbose=False)[0].speed
+        for key, values in found.items():
+            values.append(speed[key])
+    return found
 
 
 def main() -> None:

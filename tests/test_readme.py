@@ -93,3 +93,88 @@ def test_every_input_a_readme_example_reads_is_made_by_readme_inputs(tmp_path: P
     subprocess.run([sys.executable, str(script), "--out", str(tmp_path)], check=True, env=env, capture_output=True)
     assert sorted(v for v in named if not (tmp_path / v).exists()) == []
     assert len(list((tmp_path / "photos").glob("*.jpg"))) == 16 and (tmp_path / "video.mp4").stat().st_size > 0
+
+
+# The README's commands this suite does not run, by why. Each takes minutes (a deploy, the search, a sweep of 12
+# deploys) or needs what this machine has not (a camera, an RTSP server); ``benchmarks/readme_examples.py`` runs
+# every one that can run here, as written, in a folder made by readme_inputs.
+NOT_RUN_HERE = {
+    "deploy": "minutes: benchmarks/readme_examples.py",
+    "plan": "minutes: benchmarks/readme_examples.py",
+    "sweep": "12 deploys: benchmarks/readme_examples.py",
+    "toolchain install": "installs a toolchain (the README's test command did)",
+    "stream": "a camera or an RTSP server",
+    "usage": "a usage line (M, D, BUNDLE, SRC stand for the user's values)",
+}
+
+
+def not_run_why(command: str) -> str | None:
+    """Why the suite does not run ``command`` (a key of :data:`NOT_RUN_HERE`), or None: it runs it."""
+    words = shlex.split(command)[1:]
+    if any(w.isupper() for w in words):
+        return "usage"
+    if any("://" in w for w in words) or words[-2:] == ["--source", "0"]:
+        return "stream"
+    if words[:2] == ["toolchain", "install"]:
+        return "toolchain install"
+    return words[0] if words[0] in NOT_RUN_HERE else None
+
+
+def readme_python() -> str:
+    """The README's one-line-predict example, less its camera loop (this machine has no camera)."""
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S) if "yolo_edge.load" in b]
+    kept, skipping = [], False
+    for line in block.splitlines():
+        if line.startswith("for r in model(0"):
+            skipping = True
+        elif skipping and not line.startswith((" ", "\t")):
+            skipping = False
+        if not skipping:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+@pytest.mark.slow
+def test_the_readme_examples_run_as_written(deployed, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Every README command that takes seconds, as written, in README order, in a folder made by readme_inputs with
+    the bundle ``yolo-edge deploy`` writes (the suite's host-lowp deploy of the demo) at ``out/bundle``; then the
+    Python example. Each exits 0 and writes what it names (``--out``, ``--save``, ``--save-json``, ``--plot``)."""
+    import shutil
+
+    env = {**os.environ, "YOLO_OFFLINE": "1"}
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "readme_inputs.py"
+    subprocess.run([sys.executable, str(script), "--out", str(tmp_path)], check=True, env=env, capture_output=True)
+    shutil.copytree(deployed.bundle, tmp_path / "out" / "bundle")
+    ran, failed = [], []
+    for command in dict.fromkeys(readme_commands()):
+        if not_run_why(command) is not None:
+            continue
+        words = shlex.split(command)
+        done = subprocess.run(
+            [sys.executable, "-m", "yolo_edge.cli.main", *words[1:]],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        written = [words[k + 1] for k, w in enumerate(words[:-1]) if w in ("--out", "--save", "--save-json", "--plot")]
+        missing = [w for w in written if not (tmp_path / w).exists()]
+        if done.returncode or missing:
+            failed.append(f"{command}: exit {done.returncode}, missing {missing}: {done.stderr.strip()[-300:]}")
+        ran.append(command)
+    assert failed == []
+    assert any(c.startswith("yolo-edge run out/bundle --source photos/") for c in ran) and len(ran) >= 5
+    assert len(list((tmp_path / "out" / "annotated").glob("*.jpg"))) == 16
+    code = readme_python()
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert (tmp_path / "annotated.jpg").stat().st_size > 0 and "preprocess" in done.stdout
+
+
+def test_every_readme_command_is_run_by_the_suite_or_named_with_why() -> None:
+    """A new README command is run by the test above unless it is one of the kinds named in NOT_RUN_HERE."""
+    kinds = {not_run_why(c) for c in readme_commands()}
+    assert kinds - {None} <= set(NOT_RUN_HERE) and None in kinds
+    assert not_run_why("yolo-edge deploy --device rk3588") == "deploy"
+    assert not_run_why("yolo-edge run out/bundle --source video.mp4") is None

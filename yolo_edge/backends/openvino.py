@@ -73,12 +73,12 @@ class OpenVinoExecutable(Executable):
         if request is None:  # one infer request per thread: requests are not thread-safe
             request = self._tls.request = self.compiled.create_infer_request()
         try:
-            request.infer(feeds)
+            # the feeds are read in place (the call returns before the caller touches them again); the outputs
+            # come back as one copy each, owned by the caller (the request reuses its buffers on the next call)
+            results = request.infer(feeds, share_inputs=True, share_outputs=False)
         except RuntimeError as exc:  # the plugin's failure (a device lost, a kernel error): the frame goes to the CPU
             raise NpuError(f"OpenVINO {self.device}: {exc}") from exc
-        return {
-            t.name: np.array(request.get_tensor(port).data, copy=True) for t, port in zip(self.outputs, self._ports)
-        }
+        return {t.name: results[port] for t, port in zip(self.outputs, self._ports)}
 
     def artifact_files(self) -> dict[str, bytes]:
         return dict(self._artifact)
