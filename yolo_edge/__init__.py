@@ -74,27 +74,57 @@ A walk through all of it on the shipped demo model (it runs as a test, in ``test
 
 from __future__ import annotations
 
-from yolo_edge.bundle import Bundle, load_bundle, stream
-from yolo_edge.check import GateResult, check_bundle
-from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config, load_profile
-from yolo_edge.deploy import DeployResult, PlanResult, deploy, search_plan
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import ExportedModel, demo_model_path, export_model
-from yolo_edge.pipeline.annotate import BoxAnnotator
-from yolo_edge.pipeline.detector import Detector
-from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner
-from yolo_edge.pipeline.postprocess import Detections
-from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
-from yolo_edge.pipeline.sources import SourceOptions
-from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.plan.planner import plan_model
-from yolo_edge.predict import Model, Results, load
-from yolo_edge.report import DeployReport
-from yolo_edge.split import SplitModel, split_model
-from yolo_edge.sweep import SweepResult, sweep
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
 from yolo_edge.version import __version__
 
+# Each public name and the module that defines it, imported when first used (PEP 562): a service that only loads a
+# bundle and detects pays for the bundle reader, the runtimes and the pipeline, not for the planner, deploy, the
+# reports or Ray (``benchmarks/load_time.py`` times the imports as a restart pays them).
+_EXPORTS = {
+    "Bundle": "yolo_edge.bundle",
+    "load_bundle": "yolo_edge.bundle",
+    "stream": "yolo_edge.bundle",
+    "GateResult": "yolo_edge.check",
+    "check_bundle": "yolo_edge.check",
+    "DeployConfig": "yolo_edge.config",
+    "DeviceProfile": "yolo_edge.config",
+    "load_deploy_config": "yolo_edge.config",
+    "load_profile": "yolo_edge.config",
+    "DeployResult": "yolo_edge.deploy",
+    "PlanResult": "yolo_edge.deploy",
+    "deploy": "yolo_edge.deploy",
+    "search_plan": "yolo_edge.deploy",
+    "YoloEdgeError": "yolo_edge.errors",
+    "ExportedModel": "yolo_edge.export",
+    "demo_model_path": "yolo_edge.export",
+    "export_model": "yolo_edge.export",
+    "BoxAnnotator": "yolo_edge.pipeline.annotate",
+    "Detector": "yolo_edge.pipeline.detector",
+    "StreamOptions": "yolo_edge.pipeline.engine",
+    "StreamResult": "yolo_edge.pipeline.engine",
+    "StreamRunner": "yolo_edge.pipeline.engine",
+    "Detections": "yolo_edge.pipeline.postprocess",
+    "default_calib_dir": "yolo_edge.pipeline.preprocess",
+    "load_calibration": "yolo_edge.pipeline.preprocess",
+    "SourceOptions": "yolo_edge.pipeline.sources",
+    "PlacementPlan": "yolo_edge.plan.placement",
+    "plan_model": "yolo_edge.plan.planner",
+    "Model": "yolo_edge.predict",
+    "Results": "yolo_edge.predict",
+    "load": "yolo_edge.predict",
+    "DeployReport": "yolo_edge.report",
+    "SplitModel": "yolo_edge.split",
+    "split_model": "yolo_edge.split",
+    "SweepResult": "yolo_edge.sweep",
+    "sweep": "yolo_edge.sweep",
+}
+
 __all__ = [
+    "__version__",
     "BoxAnnotator",
     "Bundle",
     "DeployConfig",
@@ -106,9 +136,9 @@ __all__ = [
     "ExportedModel",
     "GateResult",
     "Model",
-    "Results",
     "PlacementPlan",
     "PlanResult",
+    "Results",
     "SourceOptions",
     "SplitModel",
     "StreamOptions",
@@ -116,13 +146,12 @@ __all__ = [
     "StreamRunner",
     "SweepResult",
     "YoloEdgeError",
-    "__version__",
     "check_bundle",
     "default_calib_dir",
     "demo_model_path",
-    "load",
     "deploy",
     "export_model",
+    "load",
     "load_bundle",
     "load_calibration",
     "load_deploy_config",
@@ -133,3 +162,54 @@ __all__ = [
     "stream",
     "sweep",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'yolo_edge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
+
+# ``deploy`` and ``sweep`` are both a function and the module that defines it: importing the module binds it on the
+# package, which would hide the function. The package answers with the function, as an eager import did.
+_SHADOWED = frozenset(name for name, module in _EXPORTS.items() if module == f"{__name__}.{name}")
+
+
+class _Package(types.ModuleType):
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
+        if name in _SHADOWED and isinstance(value, types.ModuleType):
+            return getattr(value, name)
+        return value
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+if TYPE_CHECKING:
+    from yolo_edge.bundle import Bundle, load_bundle, stream
+    from yolo_edge.check import GateResult, check_bundle
+    from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config, load_profile
+    from yolo_edge.deploy import DeployResult, PlanResult, deploy, search_plan
+    from yolo_edge.errors import YoloEdgeError
+    from yolo_edge.export import ExportedModel, demo_model_path, export_model
+    from yolo_edge.pipeline.annotate import BoxAnnotator
+    from yolo_edge.pipeline.detector import Detector
+    from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner
+    from yolo_edge.pipeline.postprocess import Detections
+    from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
+    from yolo_edge.pipeline.sources import SourceOptions
+    from yolo_edge.plan.placement import PlacementPlan
+    from yolo_edge.plan.planner import plan_model
+    from yolo_edge.predict import Model, Results, load
+    from yolo_edge.report import DeployReport
+    from yolo_edge.split import SplitModel, split_model
+    from yolo_edge.sweep import SweepResult, sweep

@@ -32,10 +32,9 @@ from yolo_edge.backends.builder import Builder
 from yolo_edge.config import Device, Variant
 from yolo_edge.devices.board import BoardCpu
 from yolo_edge.graph import SUBGRAPHS, GraphInfo
-from yolo_edge.plan.op_level import op_level_groups
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.runtime import DeferredTwin, EventLog, Trigger, Unit, median_run_s
-from yolo_edge.split import SplitModel, cut
+from yolo_edge.split import SplitModel, cut, device_runs
 
 DECODE = SUBGRAPHS[-1]  # run by the detector's post-processing (on the head's outputs), never as a unit
 EXECUTED = SUBGRAPHS[:-1]  # the subgraphs a plan's units run, in order
@@ -111,7 +110,7 @@ def plan_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -> lis
             units.append(UnitPlan(tuple(names), pieces[k].model, device, sp.variant))
         elif sp.cpu_nodes:
             model = split[names[0]].model
-            groups, devices = op_level_groups(model, set(sp.cpu_nodes))
+            groups, devices = device_runs(model, set(sp.cpu_nodes))
             units += [
                 UnitPlan((names[0],), piece.model, "npu" if dev == "npu" else "cpu", sp.variant, j)
                 for j, (piece, dev) in enumerate(zip(cut(model, groups, names[0]), devices))

@@ -125,6 +125,24 @@ class Piece:
     node_names: tuple[str, ...]
 
 
+def device_runs(model: onnx.ModelProto, cpu_nodes: set[str]) -> tuple[list[list[int]], list[str]]:
+    """Maximal runs of nodes on one device in execution order; constants join the next node's run."""
+    nodes = list(model.graph.node)
+    device = ["cpu" if n.name in cpu_nodes else "npu" for n in nodes]
+    for i in range(len(nodes) - 1, -1, -1):
+        if nodes[i].op_type == "Constant" and i + 1 < len(nodes):
+            device[i] = device[i + 1]
+    groups: list[list[int]] = []
+    devices: list[str] = []
+    for i, d in enumerate(device):
+        if devices and devices[-1] == d:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+            devices.append(d)
+    return groups, devices
+
+
 def cut(model: onnx.ModelProto, groups: Sequence[Sequence[int]], label: str) -> list[Piece]:
     """Cut ``model`` into one standalone ONNX per group of node indices (groups in execution order).
 

@@ -22,6 +22,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -33,6 +34,16 @@ from yolo_edge.registry import QDQ_SUFFIX, artifact_suffixes
 
 Feeds = Mapping[str, np.ndarray]
 CalibSet = Sequence[dict[str, np.ndarray]]
+
+
+def hash_feeds(h: Any, calib: CalibSet) -> None:
+    """Feed ``calib``'s tensors, by name, into the hash ``h``: what a compile calibrates on, in a cache key."""
+    for feeds in calib:
+        for name in sorted(feeds):
+            h.update(name.encode())
+            h.update(np.ascontiguousarray(feeds[name]).data)
+
+
 Artifact = Mapping[str, bytes]  # a unit's compiled files as a bundle stores them, by suffix (ARTIFACT_SUFFIXES)
 ARTIFACT_SUFFIXES = artifact_suffixes()  # what a registered backend stores of a compiled unit (yolo_edge.registry)
 FP32_SUFFIX = ".onnx"  # the unit's FP32 graph itself as stored: what a runtime reads, not the model serialized again

@@ -25,8 +25,7 @@ from functools import cached_property
 import onnx
 
 from yolo_edge.backends import board_model, cpu_backend, create_backend
-from yolo_edge.backends.base import FP32_SUFFIX, Artifact, Backend, CalibSet, Executable
-from yolo_edge.backends.quantize import hash_feeds
+from yolo_edge.backends.base import FP32_SUFFIX, Artifact, Backend, CalibSet, Executable, hash_feeds
 from yolo_edge.config import DeviceProfile, Variant
 from yolo_edge.devices.board import BoardCpu
 

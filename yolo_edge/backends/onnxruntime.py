@@ -21,7 +21,6 @@ from yolo_edge.backends.base import (
     io_infos,
     qdq_artifact,
 )
-from yolo_edge.backends.quantize import quantize_int8
 from yolo_edge.config import DeviceProfile, Variant
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.host import runtime_threads
@@ -83,6 +82,8 @@ class OnnxRuntimeBackend(Backend):
         precision = v.precision  # INT8: u8 only, onnxruntime's fast x86 path (U8S8)
         graph, data = qdq_artifact(artifact), None
         if graph is None and precision == "int8":
+            from yolo_edge.backends.quantize import quantize_int8  # onnxruntime.quantization: when quantizing
+
             graph = quantize_int8(model, calib or [], exclude=v.kept)
         elif graph is None:
             graph, data = model, (artifact or {}).get(FP32_SUFFIX)

@@ -36,7 +36,6 @@ from yolo_edge.backends.base import (
 )
 from yolo_edge.backends.nncf_int8 import quantize_nncf
 from yolo_edge.backends.openvino_model import core, read_ir, read_onnx
-from yolo_edge.backends.quantize import quantize_int8
 from yolo_edge.config import DeviceProfile, Quantizer, Scheme, Variant
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.host import runtime_threads
@@ -131,6 +130,8 @@ class OpenVinoBackend(Backend):
                 raise YoloEdgeError(f"a stored OpenVINO IR unit is not readable ({why[:160]})") from None
         qdq = qdq_artifact(artifact)
         if qdq is None and v.precision == "int8" and v.quantizer == "qdq":
+            from yolo_edge.backends.quantize import quantize_int8  # onnxruntime.quantization: when quantizing
+
             qdq = quantize_int8(model, calib or [], recipe=f"openvino-{v.scheme}", exclude=v.kept)
         if qdq is not None:
             return read_onnx(qdq), {QDQ_SUFFIX: qdq.SerializeToString()}

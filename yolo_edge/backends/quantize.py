@@ -32,13 +32,12 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
-from yolo_edge.backends.base import CalibSet
+from yolo_edge.backends.base import CalibSet, hash_feeds
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import cache_root, package_versions, read_cached, write_cached
 
@@ -83,14 +82,6 @@ def calib_key(model: onnx.ModelProto, calib: CalibSet, options: str, quantizers:
     h.update(content.SerializeToString(deterministic=True))
     hash_feeds(h, calib)
     return h.hexdigest()[:32]
-
-
-def hash_feeds(h: Any, calib: CalibSet) -> None:
-    """Feed ``calib``'s tensors, by name, into the hash ``h``: what a compile calibrates on, in a cache key."""
-    for feeds in calib:
-        for name in sorted(feeds):
-            h.update(name.encode())
-            h.update(np.ascontiguousarray(feeds[name]).data)
 
 
 def _quantized(

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import onnx
 
 from yolo_edge.backends.base import NpuCompileError, run_chain
 from yolo_edge.config import PRECISION_BYTES, Variant
@@ -22,25 +21,7 @@ from yolo_edge.devices.limits import memory_use, memory_violation
 from yolo_edge.graph import GraphInfo
 from yolo_edge.plan.checks import Candidate, Checker, judge
 from yolo_edge.plan.results import CheckResult, Performance
-from yolo_edge.split import Piece, cut
-
-
-def op_level_groups(model: onnx.ModelProto, cpu_nodes: set[str]) -> tuple[list[list[int]], list[str]]:
-    """Maximal runs of nodes on one device in execution order; constants join the next node's run."""
-    nodes = list(model.graph.node)
-    device = ["cpu" if n.name in cpu_nodes else "npu" for n in nodes]
-    for i in range(len(nodes) - 1, -1, -1):
-        if nodes[i].op_type == "Constant" and i + 1 < len(nodes):
-            device[i] = device[i + 1]
-    groups: list[list[int]] = []
-    devices: list[str] = []
-    for i, d in enumerate(device):
-        if devices and devices[-1] == d:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-            devices.append(d)
-    return groups, devices
+from yolo_edge.split import Piece, cut, device_runs
 
 
 @dataclass(frozen=True)
@@ -55,7 +36,7 @@ def op_level_search(checker: Checker, cand: Candidate, variant: Variant, cpu_ms:
     profile, precision = checker.profile, variant.precision
     assert profile.cpu is not None
     bad = checker.refused_nodes(cand)
-    groups, devices = op_level_groups(cand.model, bad)
+    groups, devices = device_runs(cand.model, bad)
     pieces = cut(cand.model, groups, cand.name)
     width = PRECISION_BYTES[precision] / 4
     npu_s = cpu_s = xfer_s = 0.0
