@@ -31,13 +31,12 @@ from yolo_edge.backends.base import (
 from yolo_edge.backends.builder import Builder
 from yolo_edge.config import Device, Variant
 from yolo_edge.devices.board import BoardCpu
-from yolo_edge.graph import SUBGRAPHS, GraphInfo
+from yolo_edge.graph import PARTS, SUBGRAPHS, GraphInfo, part
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.runtime import DeferredTwin, EventLog, Trigger, Unit, median_run_s
 from yolo_edge.split import SplitModel, cut, device_runs
 
-DECODE = SUBGRAPHS[-1]  # run by the detector's post-processing (on the head's outputs), never as a unit
-EXECUTED = SUBGRAPHS[:-1]  # the subgraphs a plan's units run, in order
+EXECUTED = tuple(p.name for p in PARTS if p.unit)  # the subgraphs a plan's units run, in order (not the decode)
 Twin = Executable | DeferredTwin  # a CPU twin, or one compiled off the path to the first frame
 Tensors = dict[str, np.ndarray]
 # One untimed call before frames count: an accelerator's first call allocates and tunes. The hysteresis needs 5
@@ -89,7 +88,7 @@ def plan_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -> lis
     runs: list[tuple[tuple[str, Variant] | None, list[str]]] = []  # (device, variant) or None (op level, kept layers)
     for sg in split.subgraphs:
         sp = plan[sg.name]
-        key = None if sp.cpu_nodes or sp.variant.kept or sg.name == DECODE else (sp.device, sp.variant)
+        key = None if sp.cpu_nodes or sp.variant.kept or not part(sg.name).unit else (sp.device, sp.variant)
         if fuse and key is not None and runs and runs[-1][0] == key:
             runs[-1][1].append(sg.name)
         else:
@@ -115,7 +114,7 @@ def plan_units(split: SplitModel, plan: PlacementPlan, fuse: bool = True) -> lis
                 UnitPlan((names[0],), piece.model, "npu" if dev == "npu" else "cpu", sp.variant, j)
                 for j, (piece, dev) in enumerate(zip(cut(model, groups, names[0]), devices))
             ]
-        elif names[0] != DECODE:
+        elif part(names[0]).unit:
             units.append(UnitPlan((names[0],), split[names[0]].model, device, sp.variant))
     return units
 

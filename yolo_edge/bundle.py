@@ -64,7 +64,7 @@ from yolo_edge.decode import HeadOutputs
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel, ModelMeta, load_onnx
 from yolo_edge.files import is_mount_point, json_loads, read_regular
-from yolo_edge.graph import SUBGRAPHS
+from yolo_edge.graph import PARTS, SUBGRAPHS
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
 from yolo_edge.pipeline.preprocess import load_calibration
@@ -649,8 +649,9 @@ def check_plan(plan: PlacementPlan, units: Sequence[StoredUnit], profile: Device
     got = [s.name for s in plan.subgraphs]
     if got != list(SUBGRAPHS):
         raise YoloEdgeError(f"plan.json places {got}, but the model's subgraphs are {list(SUBGRAPHS)}")
-    if plan["decode"].device != "cpu":
-        raise YoloEdgeError("plan.json puts the decode on the accelerator; the decode runs FP32 on the CPU by rule")
+    for ruled in (p for p in PARTS if p.rule is not None):
+        if plan[ruled.name].device != "cpu":
+            raise YoloEdgeError(f"plan.json puts the {ruled.name} on the accelerator; {ruled.rule}")
     for s in plan.subgraphs:
         if s.device not in ("npu", "cpu"):
             raise YoloEdgeError(f"plan.json puts {s.name} on '{s.device}'; a subgraph runs on npu or cpu")

@@ -39,7 +39,7 @@ Scheme = str  # an INT8 activation scheme some registered backend compiles (regi
 Quantizer = str  # an INT8 quantizer some registered backend runs (registry.quantizers())
 # "real": runs on hardware present here; "simulated": numerics real, latency modelled; "cpu": the host alone
 ProfileKind = Literal["real", "simulated", "cpu"]
-LatencySource = Literal["measured", "modelled"]  # how a profile's latency is obtained
+LatencyKind = Literal["measured", "modelled"]  # how a latency is obtained: a profile's, a check's, a plan's
 FaultKind = Literal["error", "nan", "hang"]
 Device = Literal["npu", "cpu"]  # where a subgraph or a unit runs
 # INT8 schemes whose activations are wider than a byte (Qualcomm's w8a16: uint8 weights, uint16 activations)
@@ -280,7 +280,7 @@ class DeviceProfile:
     runtime: str  # a registered backend (yolo_edge.registry): rknn a toolchain worker, qnn onnxruntime-qnn, ...
     runtime_options: RuntimeOptions  # that backend's own options dataclass
     precisions: tuple[PrecisionName, ...]  # in order of preference
-    latency: LatencySource
+    latency: LatencyKind
     memory_mb: Annotated[float, Range(0, lo_open=True)]
     sram_kb: Annotated[float | None, Range(0)]
     op_support: OpSupport
@@ -304,7 +304,7 @@ class DeviceProfile:
 
     def __post_init__(self) -> None:
         where = f"device profile '{self.name}'"
-        for name, allowed in (("kind", ProfileKind), ("latency", LatencySource)):
+        for name, allowed in (("kind", ProfileKind), ("latency", LatencyKind)):
             value, valid = getattr(self, name), typing.get_args(allowed)
             if value not in valid:
                 raise YoloEdgeError(f"{where}: {name} must be one of {', '.join(valid)}, got '{value}'")

@@ -19,7 +19,36 @@ import onnx
 
 from yolo_edge.errors import YoloEdgeError
 
-SUBGRAPHS: tuple[str, ...] = ("backbone", "neck", "head", "decode")
+
+@dataclass(frozen=True)
+class Part:
+    """One part of the split, in frame order, with the placement rules that concern it stated once, here."""
+
+    name: str
+    rule: str | None = None  # why a design rule keeps it FP32 on the CPU whatever the checks say, or None
+    unit: bool = True  # run by the executor as (part of) a unit; False: the detector's post-processing runs it
+    card_cpu: bool = False  # the design card's layout keeps it FP32 on the CPU (``plan.head_on_npu: never`` pins it)
+
+
+PARTS: tuple[Part, ...] = (
+    Part("backbone"),
+    Part("neck"),
+    Part("head", card_cpu=True),
+    Part(
+        "decode",
+        rule="decode stays FP32 on the CPU: DFL softmax, dist2bbox and the box/score concat lose the class scores "
+        "at low precision",
+        unit=False,
+        card_cpu=True,
+    ),
+)
+SUBGRAPHS: tuple[str, ...] = tuple(p.name for p in PARTS)
+
+
+def part(name: str) -> Part:
+    """The part named ``name``; a name that is no one part (the whole model, fused parts) has none of their rules."""
+    return next((p for p in PARTS if p.name == name), Part(name))
+
 
 CONTROL_FLOW = ("Loop", "If", "Scan")  # no export or split yolo-edge makes has them; an untrusted graph's may never end
 

@@ -17,6 +17,7 @@ from yolo_edge.config import DeviceProfile
 from yolo_edge.data.resolve import Calibration, EvalData
 from yolo_edge.devices.board import BOARD
 from yolo_edge.export import DEMO_WEIGHTS, demo_model_path
+from yolo_edge.graph import SUBGRAPHS
 from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
 from yolo_edge.runtime import EventSummary
 from yolo_edge.search import SearchRecord, Trial
@@ -406,7 +407,7 @@ def search_plot(search: SearchRecord, limits: Limits) -> bytes:
 def _phase_order(name: str) -> tuple[int, str]:
     """Frame order: preprocess, the units by their first subgraph (``backbone+neck.1`` after ``backbone``), the
     transfers, then decode and NMS: every bar of phases.png stacks its phases in this one order."""
-    order = ["preprocess", "backbone", "neck", "head", "decode", "transfers", POSTPROCESS]
+    order = ["preprocess", *SUBGRAPHS, "transfers", POSTPROCESS]
     base = name if name in order else name.split(".")[0].split("+")[0]
     return (order.index(base) if base in order else len(order), name)
 

@@ -42,6 +42,7 @@ from yolo_edge.backends.builder import Builder
 from yolo_edge.build import build_units
 from yolo_edge.config import DeployConfig, DeviceProfile
 from yolo_edge.data.resolve import EvalData
+from yolo_edge.graph import part
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace, SubgraphPlan
@@ -277,10 +278,10 @@ class _Search:
         best = self.best()
         if best is None or self.space.base.strict:
             return None
-        if best.plan["head"].device == "cpu":
+        card = {s.name: s for s in self.space.cpu_plans() if part(s.name).card_cpu}
+        if all(best.plan[name].device == "cpu" for name in card):
             return best
-        cpu_head = next(s for s in self.space.cpu_plans() if s.name == "head")
-        plan = self.space.placement([cpu_head if s.name == "head" else s for s in best.plan.subgraphs])
+        plan = self.space.placement([card.get(s.name, s) for s in best.plan.subgraphs])
         return self.trial_of(plan) or self.try_plan(plan, "the design card's layout: head and decode FP32 on the CPU")
 
     def relax(self, trial: Trial) -> None:

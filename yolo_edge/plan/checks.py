@@ -32,13 +32,20 @@ from yolo_edge.backends.base import (
     run_chain,
 )
 from yolo_edge.backends.builder import Builder
-from yolo_edge.config import PRECISION_BYTES, DeployConfig, DeviceProfile, PrecisionCheckConfig, Variant
+from yolo_edge.config import (
+    PRECISION_BYTES,
+    DeployConfig,
+    DeviceProfile,
+    LatencyKind,
+    PrecisionCheckConfig,
+    Variant,
+)
 from yolo_edge.decode import HeadOutputs, count_candidates, head_candidates, head_xywh
 from yolo_edge.devices.board import BoardCpu
 from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
 from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
-from yolo_edge.graph import GraphInfo
-from yolo_edge.plan.results import CheckResult, LatencyKind, Memory, OpSupport, Performance, Precision, skipped
+from yolo_edge.graph import GraphInfo, part
+from yolo_edge.plan.results import CheckResult, Memory, OpSupport, Performance, Precision, skipped
 
 SENSITIVE_OPS = {"Softmax", "Exp", "Log", "LogSoftmax"}
 
@@ -197,7 +204,7 @@ class Checker:
         """CPU FP32 seconds of ``cand`` (modelled on the profile's board CPU, or measured here); cached. The decode
         is priced as it runs: the detector's candidate-first decode of the head's outputs, not its ONNX graph."""
         if cand.name not in self._cpu_s:
-            if cand.name == "decode":
+            if not part(cand.name).unit:  # run by the detector, candidates first: priced as it runs
                 self._cpu_s[cand.name] = decode_price(cand, self.profile, self.cfg)
             elif self.profile.latency == "modelled":
                 assert self.profile.cpu is not None

@@ -25,9 +25,9 @@ import numpy as np
 
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Executable, run_chain
-from yolo_edge.config import PRECISION_BYTES, Device, Link, Variant, one_of
+from yolo_edge.config import PRECISION_BYTES, Device, LatencyKind, Link, Variant, one_of
 from yolo_edge.devices.cost import transfer_time
-from yolo_edge.plan.results import CheckResult, LatencyKind, Memory
+from yolo_edge.plan.results import CheckResult, Memory
 from yolo_edge.split import SplitModel
 
 FP32 = Variant("fp32")

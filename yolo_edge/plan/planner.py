@@ -29,28 +29,24 @@ import onnx
 
 from yolo_edge.backends.base import LayerError, NpuCompileError
 from yolo_edge.backends.builder import Builder
-from yolo_edge.config import CHECKS, DeployConfig, DeviceProfile, PrecisionName, Variant
+from yolo_edge.config import CHECKS, DeployConfig, DeviceProfile, LatencyKind, PrecisionName, Variant
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.graph import GraphInfo
+from yolo_edge.graph import GraphInfo, part
 from yolo_edge.plan.checks import SENSITIVE_OPS, Candidate, Checker, all_int8_variants, first_failure, int8_variants
 from yolo_edge.plan.op_level import op_level_search
 from yolo_edge.plan.placement import FP32, PlacementPlan, PlanSpace, SubgraphPlan, WholeGraphVerdict, boundary_tensors
-from yolo_edge.plan.results import CheckResult, LatencyKind, Performance, Precision, skipped
+from yolo_edge.plan.results import CheckResult, Performance, Precision, skipped
 from yolo_edge.split import SplitModel
 
 Log = Callable[[str], None]
 
 
 def _rule(name: str, cfg: DeployConfig) -> str | None:
-    """Why a design rule keeps subgraph ``name`` on the CPU in FP32, or None."""
-    if name == "decode":
-        return (
-            "decode stays FP32 on the CPU: DFL softmax, dist2bbox and the box/score concat lose the class scores "
-            "at low precision"
-        )
-    if name == "head" and cfg.plan.head_on_npu == "never":
-        return "head on the CPU in FP32, the design card's layout (plan.head_on_npu: never)"
-    return None
+    """Why a design rule keeps subgraph ``name`` on the CPU in FP32, or None (:data:`yolo_edge.graph.PARTS`)."""
+    found = part(name)
+    if found.rule is None and found.card_cpu and cfg.plan.head_on_npu == "never":
+        return f"{name} on the CPU in FP32, the design card's layout (plan.head_on_npu: never)"
+    return found.rule
 
 
 def _placed_by_rule(
@@ -65,7 +61,7 @@ def _placed_by_rule(
             f"{primary}: precision-sensitive ops {', '.join(sensitive)} and output0 at low precision",
             Precision(primary),
         )
-        if cand.name == "decode"
+        if part(cand.name).rule is not None
         else skipped("precision", "placed by rule")
     )
     checks = {

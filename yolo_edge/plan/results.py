@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-LatencyKind = Literal["measured", "modelled"]
+from yolo_edge.config import LatencyKind
+
 ROUND = 5  # decimals of a float as written (ms to 10 ns, cosines to 1e-5)
 
 
