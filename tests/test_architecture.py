@@ -122,3 +122,25 @@ def test_functions_and_classes_stay_small() -> None:
             if size > (200 if isinstance(node, ast.ClassDef) else 60):
                 big.append(f"{_name(path)}.{node.name}: {size} lines")
     assert not big, "\n".join(big)
+
+
+def test_a_process_that_loads_a_bundle_imports_no_planner() -> None:
+    """``import yolo_edge`` then ``yolo_edge.load`` / ``load_bundle`` (a service restarting) imports the bundle reader,
+    the runtimes and the pipeline; the planner, the search, deploy, the report, the sweep, the checks and the
+    quantizers' libraries stay out (the public names load on first use)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, yolo_edge\nyolo_edge.load, yolo_edge.load_bundle, yolo_edge.Detections\n"
+        "print(' '.join(sorted(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(done.stdout.split())
+    heavy = {"yolo_edge.deploy", "yolo_edge.sweep", "yolo_edge.search", "yolo_edge.report", "yolo_edge.plan.planner"}
+    heavy |= {"yolo_edge.plan.checks", "ray", "nncf", "matplotlib", "torch", "ultralytics", "onnxruntime.quantization"}
+    assert "yolo_edge.bundle" in loaded and "yolo_edge.pipeline.detector" in loaded
+    assert sorted(heavy & loaded) == []
+    code = "import yolo_edge\nprint(yolo_edge.deploy.__module__, yolo_edge.sweep.__module__)"  # functions, as before
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert shown == ["yolo_edge.deploy", "yolo_edge.sweep"]
