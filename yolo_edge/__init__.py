@@ -79,12 +79,11 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-from yolo_edge.version import __version__
-
 # Each public name and the module that defines it, imported when first used (PEP 562): a service that only loads a
 # bundle and detects pays for the bundle reader, the runtimes and the pipeline, not for the planner, deploy, the
 # reports or Ray (``benchmarks/load_time.py`` times the imports as a restart pays them).
 _EXPORTS = {
+    "__version__": "yolo_edge.version",
     "Bundle": "yolo_edge.bundle",
     "load_bundle": "yolo_edge.bundle",
     "stream": "yolo_edge.bundle",
@@ -213,3 +212,4 @@ if TYPE_CHECKING:
     from yolo_edge.report import DeployReport
     from yolo_edge.split import SplitModel, split_model
     from yolo_edge.sweep import SweepResult, sweep
+    from yolo_edge.version import __version__

@@ -40,8 +40,6 @@ from yolo_edge.native import native_output
 from yolo_edge.privacy import no_telemetry
 from yolo_edge.rewrite import apply_rewrites
 
-no_telemetry()  # before ultralytics imports torch (yolo_edge/privacy.py)
-
 ImgSize = tuple[int, int]  # (height, width)
 
 DEFAULT_OPSET = 17
@@ -212,6 +210,7 @@ def _ultralytics_export(source: str, shown: str, imgsz: ImgSize, opset: int, wor
     (the user's file, not the private copy ``source``)."""
     # Its first import on a machine announces the settings file it made: on stderr, as its other lines. The logger
     # that import makes keeps stderr for the process (ultralytics' lines are never on this package's stdout).
+    no_telemetry()  # before ultralytics imports torch (yolo_edge/privacy.py)
     try:
         with contextlib.redirect_stdout(sys.stderr):
             from ultralytics import YOLO
