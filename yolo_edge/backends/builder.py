@@ -90,7 +90,9 @@ class Builder:
         # CPU twin compiling through this builder on a thread of its own
         chosen = backend()
         resolved = chosen.resolve(variant)
-        key = (where, _digest(model), resolved, _inputs(resolved, calib, artifact))
+        # a stored FP32 graph is what the backend compiles (its bytes are in the key's inputs): not serialized again
+        graph = "stored" if artifact and FP32_SUFFIX in artifact else _digest(model)
+        key = (where, graph, resolved, _inputs(resolved, calib, artifact))
         with self._lock:
             found = self._compiled.get(key)
         if found is not None:

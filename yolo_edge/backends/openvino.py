@@ -34,7 +34,6 @@ from yolo_edge.backends.base import (
     io_infos,
     qdq_artifact,
 )
-from yolo_edge.backends.nncf_int8 import quantize_nncf
 from yolo_edge.backends.openvino_model import core, read_ir, read_onnx
 from yolo_edge.config import DeviceProfile, Quantizer, Scheme, Variant
 from yolo_edge.errors import YoloEdgeError
@@ -137,6 +136,8 @@ class OpenVinoBackend(Backend):
             return read_onnx(qdq), {QDQ_SUFFIX: qdq.SerializeToString()}
         if v.precision == "int8":
             assert v.scheme is not None
+            from yolo_edge.backends.nncf_int8 import quantize_nncf  # NNCF and its cache: when quantizing
+
             xml, weights = quantize_nncf(model, calib or [], v.scheme, v.kept)
             return read_ir(xml, weights), {OV_XML_SUFFIX: xml, OV_BIN_SUFFIX: weights}
         return read_onnx(model, stored.get(FP32_SUFFIX)), {}
