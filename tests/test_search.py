@@ -11,6 +11,7 @@ is the cost model's on any CPU.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -220,3 +221,35 @@ def test_a_near_tie_goes_to_the_plan_with_less_at_low_precision_and_a_clear_win_
     failed = trial(0.10, ("int8", "int8", "int8", "fp32"), passed=False)
     assert fastest_passing([failed, card], 0.05) is card
     assert fastest_passing([failed], 0.05) is None
+
+
+def test_the_best_plan_is_judged_again_with_its_accelerator_subgraphs_at_one_variant_one_unit() -> None:
+    """The best passing plan runs backbone and neck INT8 s8 and the head BF16: three subgraphs timed apart, two
+    units. Where the head also passed the checks at INT8 s8, the plan with all three at s8 (one unit, which no
+    estimate sees) is judged too; not where that option was blamed for drift, nor with the CPU between them."""
+    from types import SimpleNamespace
+
+    from yolo_edge.search import one_unit
+
+    s8, u8, bf16, fp32 = Variant("int8", "s8", "nncf"), Variant("int8", "u8", "nncf"), Variant("bf16"), Variant("fp32")
+
+    def sub(name: str, variant: Variant) -> Any:
+        return SimpleNamespace(name=name, device="cpu" if variant == fp32 else "npu", variant=variant, cpu_nodes=())
+
+    options = {
+        "backbone": [sub("backbone", s8), sub("backbone", u8), sub("backbone", fp32)],
+        "neck": [sub("neck", s8), sub("neck", u8), sub("neck", fp32)],
+        "head": [sub("head", bf16), sub("head", s8), sub("head", fp32)],
+        "decode": [sub("decode", fp32)],
+    }
+
+    def labels(best: list[Any], blamed: set[tuple[str, object]]) -> list[list[str]]:
+        return [[s.variant.label for s in chosen] for chosen in one_unit(best, options, blamed)]
+
+    best = [sub("backbone", s8), sub("neck", s8), sub("head", bf16), sub("decode", fp32)]
+    assert labels(best, set()) == [["int8/s8/nncf"] * 3 + ["fp32"]]
+    assert labels(best, {("head", ("npu", s8, ()))}) == []  # that head failed drift alone: not tried again
+    apart = [sub("backbone", s8), sub("neck", fp32), sub("head", bf16), sub("decode", fp32)]
+    assert labels(apart, set()) == []  # the CPU between them: no one unit
+    kept = [sub("backbone", s8), sub("neck", Variant("int8", "s8", "nncf", ("/model.16/conv/Conv",))), sub("head", s8)]
+    assert labels([*kept, sub("decode", fp32)], set()) == [["int8/s8/nncf"] * 3 + ["fp32"]]  # the neck's kept layer

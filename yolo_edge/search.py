@@ -12,7 +12,9 @@ that passed, the fastest by measured median against the reference is chosen (of 
 of it or within their noise, the one with the least at low precision: a near-tie is the machine's load, not the
 plan; :func:`fastest_passing`). When the chosen plan puts the head on
 the accelerator, the design card's layout (the same placement with head and decode FP32 on the CPU) is judged
-too, and reported beside it (``SearchRecord.card_line``).
+too, and reported beside it (``SearchRecord.card_line``). Before that, the best passing candidate with all its
+accelerator subgraphs at one of its variants (where each has it among its options) is judged: they compile as one
+unit, a saving no estimate sees (``_Search.fused``).
 
 A candidate that fails drift is relaxed where the drift comes from: each of its accelerator subgraphs is
 judged alone at its variant (its sensitivity: the drift with only that subgraph at low precision; each such
@@ -33,7 +35,7 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -272,6 +274,17 @@ class _Search:
         best = self.best()
         return "a candidate passed" if best else "no candidate left"
 
+    def fused(self) -> None:
+        """Judge the best passing trial as :func:`one_unit` would run it, within the search's budget."""
+        best = self.best()
+        if best is None:
+            return
+        for chosen in one_unit(best.plan.subgraphs, self.space.options, self.blamed):
+            plan = self.space.placement(chosen)
+            if self.trial_of(plan) is None and self.budget_left() is None:
+                shown = chosen[next(k for k, s in enumerate(chosen) if s.device == "npu")].variant.label
+                self.try_plan(plan, f"the accelerator subgraphs at one variant, {shown}: one unit")
+
     def card(self) -> Trial | None:
         """The design card's layout judged beside the chosen plan: the chosen placement with the head FP32 on the
         CPU (judged now if it was not; the faster of the two that pass stays chosen)."""
@@ -359,6 +372,24 @@ def _opt(s: SubgraphPlan) -> object:
     return (s.device, s.variant, s.cpu_nodes)
 
 
+def one_unit(
+    placed: Sequence[SubgraphPlan], options: Mapping[str, Sequence[SubgraphPlan]], blamed: Set[tuple[str, object]]
+) -> list[list[SubgraphPlan]]:
+    """``placed`` with its accelerator subgraphs at one of the variants it runs them at, one list per variant,
+    where they are consecutive and each has that variant among its ``options`` (not ``blamed`` for drift): they
+    then compile as one unit (one call, no requantization between them), which an estimate that adds subgraphs
+    timed apart cannot see. A variant with layers kept at higher precision, or op-level pieces, never fuses."""
+    at = [k for k, s in enumerate(placed) if s.device == "npu"]
+    if len(at) < 2 or at != list(range(at[0], at[0] + len(at))):
+        return []
+    found = []
+    for variant in dict.fromkeys(placed[k].variant for k in at if not placed[k].variant.kept):
+        same = {k: next((o for o in options[placed[k].name] if _opt(o) == ("npu", variant, ())), None) for k in at}
+        if all(o is not None and (o.name, _opt(o)) not in blamed for o in same.values()):
+            found.append([same.get(k) or s for k, s in enumerate(placed)])
+    return found
+
+
 def search_plans(
     space: PlanSpace,
     planner: Planner,
@@ -377,6 +408,7 @@ def search_plans(
     judge = _Judge(space.split, profile, cfg, calib, evaldata, reference, bar, planner.builder)
     search = _Search(space, planner, judge, cfg, say, clock)
     stopped = search.run()
+    search.fused()
     card = search.card()
     kept = search.kept
     chosen = search.best()
