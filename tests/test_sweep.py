@@ -194,7 +194,8 @@ def test_sigterm_during_a_ray_sweep_is_one_line_143_and_leaves_nothing_in_tmpdir
             "ray::run_point" in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])
         ):
             time.sleep(0.2)
-        time.sleep(3.0)  # inside its deploy: temporary folders made
+        while time.monotonic() < deadline and not any(tmp.glob("yolo-edge-ray-*/*")):
+            time.sleep(0.05)  # until the task's deploy has made temporary files (the workers' TMPDIR)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
     finally:

@@ -204,12 +204,13 @@ def entry() -> NoReturn:
     CI: a ``run`` that had delivered every frame and printed its summary aborted there ("terminate called without
     an active exception", SIGABRT instead of exit 0). So the threads are joined and the exit handlers run as at any
     exit (a library's helper thread finishes; toolchain workers and Ray stop), the streams are flushed, and the
-    process ends with the code, skipping that teardown. After Ctrl-C (130) the command has already cleaned up and
-    leaves at once, waiting for no thread (an accelerator call that hangs); that also keeps CPython from killing
-    itself with SIGINT at exit after a KeyboardInterrupt passed through code that C extensions evaluate, as torch's
-    export does."""
+    process ends with the code, skipping that teardown. After Ctrl-C (130) or SIGTERM (143) the command has already
+    cleaned up (its temporary folders, Ray) and leaves at once, waiting for no thread (an accelerator call that
+    hangs) and running no library's exit handler (Ray's, run again after a SIGTERM that landed in its shutdown, ended
+    the process with 1); that also keeps CPython from killing itself with SIGINT at exit after a KeyboardInterrupt
+    passed through code that C extensions evaluate, as torch's export does."""
     code = main()
-    if code != 130:
+    if code not in (130, 143):
         getattr(threading, "_shutdown")()  # noqa: B009  the interpreter's first step at exit; not in typeshed
         atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
