@@ -239,7 +239,15 @@ def test_a_busy_machine_gets_the_plan_a_quiet_one_gets(
         return [*plans, *((t.plan.label, t.run.status, round(t.speed_ratio or 0, 3)) for t in r.report.search.trials)]
 
     if loaded.report.chosen.name == quiet.report.chosen.name:
-        assert loaded.report.placement.label == quiet.report.placement.label, (seen(quiet), seen(loaded))
+        if loaded.report.placement.label != quiet.report.placement.label:
+            # another placement only where the loaded run's own trials of the two were a tie by the search's rule
+            # (within plan.tie_margin or twice their noise: the busy loop's noise, which goes to less low precision)
+            trials = {t.plan.label: t for t in loaded.report.search.trials}
+            mine, other = trials[loaded.report.placement.label], trials.get(quiet.report.placement.label)
+            assert other is not None and mine.speed_ratio is not None and other.speed_ratio is not None, seen(loaded)
+            tie = load_deploy_config().plan.tie_margin  # the tiny config keeps the shipped margin
+            slack = other.speed_ratio * tie + 2 * (mine.ratio_se + other.ratio_se)
+            assert mine.speed_ratio <= other.speed_ratio + slack, (seen(quiet), seen(loaded))
         return
     # a neighbour may tip a real near-tie (seen on an AVX2-only EPYC: a split with only the backbone in INT8 within
     # 3 % of whole-cpu), never choose a plan clearly slower than the other on either machine
