@@ -23,6 +23,8 @@ QDQ_SUFFIX = ".int8.onnx"  # the INT8 QDQ graph that onnxruntime and OpenVINO ru
 OV_XML_SUFFIX, OV_BIN_SUFFIX = ".ov.xml", ".ov.bin"  # an OpenVINO IR: NNCF's quantized model
 RKNN_SUFFIX = ".rknn"  # Rockchip's compiled graph, for RKNNLite on the board
 QNN_SUFFIX = ".qnn.onnx"  # Qualcomm's HTP: an EPContext model, its context binary embedded
+# Arm Ethos-U: the integer TFLite, Vela's build of it, and which TFLite tensor each ONNX tensor is
+TFLITE_SUFFIX, VELA_SUFFIX, TFLITE_IO_SUFFIX = ".tflite", "_vela.tflite", ".tflite.json"
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,36 @@ class QnnOptions(RuntimeOptions):
 
 
 @dataclass(frozen=True)
+class EthosUOptions(RuntimeOptions):
+    accelerator: str = "ethos-u55-128"  # Vela's --accelerator-config
+    vela_config: str = ""  # the board's Vela .ini (beside the profile, or absolute): its system configs, memory modes
+    system_config: str = ""  # a [System_Config.<name>] of it: clocks, AXI ports, memory latencies
+    memory_mode: str = "Shared_Sram"  # a [Memory_Mode.<name>] of it: where the arena, weights and cache live
+    int8_activations: str = "auto"  # w8a8 (int8), w8a16 (TFLite's 16x8: int16 activations), or auto (both)
+    device: str = "/dev/ethosu0"  # the NPU's driver node: where it exists, this is the board
+    delegate: str = "libethosu_delegate.so"  # LiteRT's Ethos-U delegate on the board
+
+    SCHEMES = ("w8a8", "w8a16")
+    ACCELERATORS = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u65-512")
+
+    def __post_init__(self) -> None:
+        for what, value, valid in (
+            ("int8_activations", self.int8_activations, (*self.SCHEMES, "auto")),
+            ("accelerator", self.accelerator, self.ACCELERATORS),
+        ):
+            if value not in valid:
+                raise YoloEdgeError(
+                    f"runtime_options.{what} of ethos-u must be one of {', '.join(valid)}, got '{value}'"
+                )
+        if not self.vela_config or not self.system_config:
+            raise YoloEdgeError("runtime_options of ethos-u need vela_config (a Vela .ini) and system_config (in it)")
+
+    @property
+    def int8_schemes(self) -> tuple[str, ...]:
+        return self.SCHEMES if self.int8_activations == "auto" else (self.int8_activations,)
+
+
+@dataclass(frozen=True)
 class BackendSpec:
     name: str  # a profile's ``runtime:``
     module: str  # whose ``backend_for(profile)`` builds the backend
@@ -141,6 +173,14 @@ BACKENDS: dict[str, BackendSpec] = {
         ),
         BackendSpec("rknn", "yolo_edge.backends.rknn", RknnOptions, (RKNN_SUFFIX,), ("w8a8",), ("rknn",)),
         BackendSpec("qnn", "yolo_edge.backends.qnn", QnnOptions, (QNN_SUFFIX,), QnnOptions.SCHEMES, ("qnn",)),
+        BackendSpec(
+            "ethos-u",
+            "yolo_edge.backends.ethos_u",
+            EthosUOptions,
+            (VELA_SUFFIX, TFLITE_IO_SUFFIX, TFLITE_SUFFIX),  # _vela.tflite first: a bundle file takes the first match
+            EthosUOptions.SCHEMES,
+            ("tflite",),
+        ),
     )
 }
 

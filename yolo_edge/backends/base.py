@@ -282,6 +282,9 @@ class Backend(ABC):
     quantizers: tuple[Quantizer, ...] = ("qdq",)  # INT8 quantizers (config.QUANTIZERS), the preferred first
     kept_precision: str | None = None  # what a layer kept out of INT8 computes in (None: no mixed precision)
     on_accelerator: bool = False  # runs on the profile's accelerator itself (a board's runtime), not a stand-in
+    # its compiler reports what a graph takes of the device (Arm's Vela: the SRAM, an estimate of the time): a refusal
+    # for memory is the memory check's, and the executable's ``modelled_s`` is the device's modelled time
+    compiler_estimates: bool = False
 
     def compile(
         self,

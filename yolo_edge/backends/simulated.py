@@ -126,6 +126,7 @@ class SimulatedNpu(Backend):
         self.int8_schemes = numerics.int8_schemes
         self.quantizers = numerics.quantizers
         self.kept_precision = numerics.kept_precision
+        self.compiler_estimates = numerics.compiler_estimates
         self.faults = faults or profile.faults
         self.injector = FaultInjector(self.faults)
 
@@ -159,7 +160,10 @@ class SimulatedNpu(Backend):
         if why:
             raise NpuOutOfMemory(f"{self.profile.name}: {why}")
         inner = self.numerics.compile(model, v, calib, artifact)
-        modelled = npu_time(info, self.profile, precision, v.kept, self.kept_precision or precision, v.scheme).total_s
+        modelled = inner.modelled_s  # the vendor compiler's own estimate (Vela's), where it makes one
+        if not self.compiler_estimates or modelled is None:
+            kept = self.kept_precision or precision
+            modelled = npu_time(info, self.profile, precision, v.kept, kept, v.scheme).total_s
         exe = SimulatedExecutable(inner, modelled, self.injector, self.faults.hang_s, f"sim:{self.profile.name}")
         exe.concurrency = self.profile.npu_cores
         return exe

@@ -26,6 +26,7 @@ from yolo_edge.backends.base import (
     Executable,
     LayerError,
     NpuCompileError,
+    NpuOutOfMemory,
     OpQuery,
     cosine,
     interleaved_rounds,
@@ -129,8 +130,20 @@ class Checker:
         return CheckResult("op_support", True, f"all {n_ops} ops supported ({via})", measured)
 
     # -- 2. memory
-    def memory(self, cand: Candidate, precision: str) -> CheckResult:
-        return memory_check(self.profile, cand.info, precision)
+    def memory(self, cand: Candidate, variant: Variant | str) -> CheckResult:
+        """The profile's memory model at ``variant``'s precision; where the accelerator's compiler reports what the
+        graph needs (Vela's SRAM), also its refusal for memory when compiled at ``variant``."""
+        resolved = self.npu.resolve(variant) if self.npu.compiler_estimates else None
+        found = memory_check(self.profile, cand.info, variant if isinstance(variant, str) else variant.precision)
+        if resolved is None or found.passed is False:
+            return found
+        try:
+            self.compile(cand, resolved)
+        except NpuOutOfMemory as exc:
+            return CheckResult("memory", False, str(exc), found.measured)
+        except NpuCompileError:
+            return found  # refused for another reason: the check that owns it says so
+        return found
 
     def compile(self, cand: Candidate, variant: Variant) -> Executable:
         key = (cand.name, variant)
@@ -196,7 +209,7 @@ class Checker:
 
     def _compiles(self, cand: Candidate, variant: Variant) -> bool:
         try:
-            return self.memory(cand, variant.precision).passed is not False and bool(self.compile(cand, variant))
+            return self.memory(cand, variant).passed is not False and bool(self.compile(cand, variant))
         except NpuCompileError:
             return False
 
@@ -216,6 +229,10 @@ class Checker:
     def times(self, cand: Candidate, variant: Variant) -> tuple[float, float, LatencyKind]:
         """(NPU seconds, CPU seconds, 'measured'|'modelled') for ``cand`` at ``variant``."""
         cpu_s, kind = self.cpu_s(cand)
+        if kind == "modelled" and self.npu.compiler_estimates:  # the compiler's estimate of the compiled graph
+            modelled = self.compile(cand, variant).modelled_s
+            if modelled is not None:
+                return modelled, cpu_s, kind
         if kind == "modelled":
             kept_precision = self.npu.kept_precision or variant.precision
             return (
@@ -267,7 +284,7 @@ class Checker:
             if name == "op_support":
                 results[name] = self.op_support(cand)
             elif name == "memory":
-                results[name] = self.memory(cand, variant.precision)
+                results[name] = self.memory(cand, variant)
             elif name == "precision":
                 results[name] = self.precision(cand, variant)
             else:

@@ -352,7 +352,7 @@ def _op_level_plan(
     found = op_level_search(checker, cand, variant, cpu_ms)
     if found is None or not all(c.passed for c in found.checks.values()):
         return None
-    checks = {**results, "memory": checker.memory(cand, variant.precision), **found.checks}
+    checks = {**results, "memory": checker.memory(cand, variant), **found.checks}
     reason = (
         f"op-level: {len(found.cpu_nodes)} unsupported op(s) ({', '.join(found.cpu_nodes)}) run on the CPU, "
         f"the rest on the NPU at {variant.label}; {found.total_ms:.2f} ms beats all-CPU {cpu_ms:.2f} ms"

@@ -4,8 +4,8 @@ A vendor compiler pins an old stack (rknn-toolkit2 2.5.0: numpy<=1.26.4, onnx<=1
 cannot share yolo-edge's environment. Each :class:`Toolchain` names its pinned install steps and a worker
 module (standard library, numpy and the toolchain only: ``rknn_worker.py``); ``install_toolchain`` builds
 the environment once per toolchain version in the user's cache, and :class:`Worker` runs the worker
-module in it and talks to it over pipes (``wire``). The next toolchain (Arm Vela, VeriSilicon Acuity,
-Hailo DFC) is one more ``Toolchain`` entry and one more worker module.
+module in it and talks to it over pipes (``wire``). Each toolchain (Rockchip's, Arm's Vela with the TFLite
+converter) is one ``Toolchain`` entry and one worker module (``rknn_worker.py``, ``ethos_u_worker.py``).
 """
 
 from __future__ import annotations
@@ -109,7 +109,31 @@ RKNN = Toolchain(
     size="about 5.6 GB with torch's CUDA libraries",
 )
 
-TOOLCHAINS: dict[str, Toolchain] = {t.name: t for t in (RKNN,)}
+ETHOS_U = Toolchain(
+    name="ethos-u",
+    version="5.2.0",
+    what="Arm Ethos-U: Vela compiler (U55, U65, U85) with the TFLite converter (onnx2tf, TensorFlow) and LiteRT",
+    python="3.11",
+    steps=(
+        (
+            "tensorflow==2.19.1",
+            "tf-keras==2.19.0",
+            "onnx==1.17.0",
+            "onnxruntime==1.18.1",
+            "onnx-graphsurgeon==0.6.1",
+            "sng4onnx==2.0.1",
+            "psutil",
+            "ml_dtypes==0.5.1",
+            "h5py",
+            "flatbuffers",
+        ),
+        ("onnx2tf==1.28.8", "ethos-u-vela==5.2.0", "ai-edge-litert==2.3.0"),
+    ),
+    worker="ethos_u_worker.py",
+    size="about 2.4 GB with TensorFlow",
+)
+
+TOOLCHAINS: dict[str, Toolchain] = {t.name: t for t in (RKNN, ETHOS_U)}
 
 
 def get_toolchain(name: str) -> Toolchain:
