@@ -1,7 +1,8 @@
 """``yolo-edge toolchain``: install vendor NPU toolchains in their own pinned environments, and list them.
 
-``yolo-edge toolchain install rknn`` builds Rockchip's rknn-toolkit2 environment once in the user's cache
-(``$YOLO_EDGE_TOOLCHAINS``, default ``~/.cache/yolo-edge/toolchains``); the ``rk3588`` profile uses it.
+``yolo-edge toolchain install rknn ethos-u`` builds each named toolchain's environment once in the user's cache
+(``$YOLO_EDGE_TOOLCHAINS``, default ``~/.cache/yolo-edge/toolchains``): Rockchip's rknn-toolkit2 for the ``rk3588``
+profiles, Arm's Vela with the TFLite converter for the ``ethos-u55`` and ``ethos-u65`` profiles.
 ``yolo-edge toolchain list`` says which toolchains are installed and whether their worker starts.
 """
 
@@ -15,10 +16,11 @@ from yolo_edge.toolchains import TOOLCHAINS, install_toolchain, toolchain_status
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("toolchain", help="install or list vendor NPU toolchains (rknn)", description=__doc__)
+    names = ", ".join(TOOLCHAINS)
+    p = sub.add_parser("toolchain", help=f"install or list vendor NPU toolchains ({names})", description=__doc__)
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    inst = actions.add_parser("install", help="build a toolchain's pinned environment (once per version)")
-    inst.add_argument("name", choices=sorted(TOOLCHAINS), help="the toolchain")
+    inst = actions.add_parser("install", help="build toolchains' pinned environments (once per version)")
+    inst.add_argument("names", nargs="+", choices=sorted(TOOLCHAINS), metavar="NAME", help=f"toolchains: {names}")
     inst.add_argument("--python", help="interpreter of the version the toolchain's wheels need (default: found)")
     inst.add_argument("--force", action="store_true", help="rebuild the environment even if it is complete")
     inst.set_defaults(func=install)
@@ -28,10 +30,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def install(args: argparse.Namespace) -> int:
-    status = install_toolchain(args.name, python=args.python, force=args.force, say=lambda m: print(m, file=sys.stderr))
-    print(f"{status.toolchain.name} {status.toolchain.version}: {'usable' if status.usable else 'NOT usable'}")
-    print(f"  {status.detail}")
-    return 0 if status.usable else 1
+    usable = True
+    for name in dict.fromkeys(args.names):
+        status = install_toolchain(name, python=args.python, force=args.force, say=lambda m: print(m, file=sys.stderr))
+        print(f"{status.toolchain.name} {status.toolchain.version}: {'usable' if status.usable else 'NOT usable'}")
+        print(f"  {status.detail}")
+        usable = usable and status.usable
+    return 0 if usable else 1
 
 
 def list_(args: argparse.Namespace) -> int:
