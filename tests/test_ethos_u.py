@@ -14,7 +14,7 @@ import pytest
 
 from yolo_edge.backends import create_backend, runtime_backend
 from yolo_edge.backends.base import NpuCompileError, NpuError, NpuOutOfMemory, io_infos
-from yolo_edge.backends.ethos_u import EthosUBackend, EthosUBoardBackend, EthosUExecutable, TensorMap
+from yolo_edge.backends.ethos_u import EthosUBackend, EthosUBoardBackend, EthosUExecutable
 from yolo_edge.config import load_profile
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.plan.checks import cosine
@@ -57,8 +57,8 @@ def test_a_unit_runs_as_compiled_from_what_a_bundle_stores(
     tensors: list,  # type: ignore[type-arg]
 ) -> None:
     """The neck (three inputs and outputs, channels-last in the .tflite): the tensor map puts each ONNX tensor where
-    the .tflite has it, in its axis order; the unit's modelled time is Vela's estimate, through the simulated NPU too; reloaded from its
-    stored files it gives the same outputs; a damaged map is one line, not a crash."""
+    the .tflite has it, in its axis order; the unit's modelled time is Vela's estimate, through the simulated NPU
+    too; reloaded from its stored files it gives the same outputs; a damaged map is one line, not a crash."""
     neck, feeds = demo_split["neck"].model, _feeds(demo_split, "neck", tensors)
     profile = load_profile("ethos-u55")
     with create_backend(profile) as backend:

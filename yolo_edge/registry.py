@@ -120,8 +120,8 @@ class QnnOptions(RuntimeOptions):
 @dataclass(frozen=True)
 class EthosUOptions(RuntimeOptions):
     accelerator: str = "ethos-u55-128"  # Vela's --accelerator-config
-    vela_config: str = ""  # the board's Vela .ini (beside the profile, or absolute): its system configs, memory modes
-    system_config: str = ""  # a [System_Config.<name>] of it: clocks, AXI ports, memory latencies
+    vela_config: str = "ethos-u.vela.ini"  # the board's Vela .ini (a shipped one by name, or a path)
+    system_config: str = "Ethos_U55_High_End_Embedded"  # a [System_Config.<name>] of it: clocks, AXI ports, latencies
     memory_mode: str = "Shared_Sram"  # a [Memory_Mode.<name>] of it: where the arena, weights and cache live
     int8_activations: str = "auto"  # w8a8 (int8), w8a16 (TFLite's 16x8: int16 activations), or auto (both)
     device: str = "/dev/ethosu0"  # the NPU's driver node: where it exists, this is the board
@@ -139,8 +139,6 @@ class EthosUOptions(RuntimeOptions):
                 raise YoloEdgeError(
                     f"runtime_options.{what} of ethos-u must be one of {', '.join(valid)}, got '{value}'"
                 )
-        if not self.vela_config or not self.system_config:
-            raise YoloEdgeError("runtime_options of ethos-u need vela_config (a Vela .ini) and system_config (in it)")
 
     @property
     def int8_schemes(self) -> tuple[str, ...]:

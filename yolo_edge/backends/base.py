@@ -134,6 +134,7 @@ class Executable(ABC):
         self.device = device
         self.concurrency = 1  # calls that may run at once, each on its own accelerator core (a stream's pool)
         self.modelled_s: float | None = None  # a simulated device's modelled seconds per call; None: measured
+        self.memory_report: str | None = None  # what the compiler reports of the graph's memory use (Vela's SRAM)
         self._local = threading.local()
 
     @property

@@ -155,6 +155,10 @@ class EthosUExecutable(TfliteExecutable):
         super().__init__(data, io, model, variant, "litert-ref")
         self.vela, self.vela_data = vela, built
         self.modelled_s = float(vela["inference_s"])
+        self.memory_report = (
+            f"Vela: {vela['sram_kib']:.0f} KiB of SRAM, {vela['dram_kib'] / 1024:.1f} MiB of DRAM, "
+            f"{vela['flash_kib'] / 1024:.1f} MiB of flash"
+        )
 
     def artifact_files(self) -> dict[str, bytes]:
         return {**super().artifact_files(), VELA_SUFFIX: self.vela_data}

@@ -71,6 +71,7 @@ class SimulatedExecutable(Executable):
         super().__init__(inner.inputs, inner.outputs, inner.variant, device, inner.model)
         self.inner = inner
         self.modelled_s: float | None = modelled_s
+        self.memory_report = inner.memory_report
         self.injector = injector
         self.hang_s = hang_s
         self._numerics_s: float | None = None  # the host's own time for the last call's numerics

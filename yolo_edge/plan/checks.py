@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -83,8 +83,7 @@ class Candidate:
 
 
 class Checker:
-    """Runs the checks for one device profile, compiling through ``builder`` (which owns what it compiles);
-    caches CPU timings."""
+    """Runs the checks for one device profile, compiling through ``builder``; caches CPU timings."""
 
     def __init__(self, profile: DeviceProfile, cfg: DeployConfig, builder: Builder) -> None:
         self.profile, self.cfg, self.builder, self.npu = profile, cfg, builder, builder.npu
@@ -131,19 +130,11 @@ class Checker:
 
     # -- 2. memory
     def memory(self, cand: Candidate, variant: Variant | str) -> CheckResult:
-        """The profile's memory model at ``variant``'s precision; where the accelerator's compiler reports what the
-        graph needs (Vela's SRAM), also its refusal for memory when compiled at ``variant``."""
-        resolved = self.npu.resolve(variant) if self.npu.compiler_estimates else None
+        """The profile's memory model at ``variant``'s precision, and the compiler's report (:func:`compiled_memory`)."""
         found = memory_check(self.profile, cand.info, variant if isinstance(variant, str) else variant.precision)
-        if resolved is None or found.passed is False:
+        if not self.npu.compiler_estimates or found.passed is False:
             return found
-        try:
-            self.compile(cand, resolved)
-        except NpuOutOfMemory as exc:
-            return CheckResult("memory", False, str(exc), found.measured)
-        except NpuCompileError:
-            return found  # refused for another reason: the check that owns it says so
-        return found
+        return compiled_memory(found, lambda: self.compile(cand, self.npu.resolve(variant)))
 
     def compile(self, cand: Candidate, variant: Variant) -> Executable:
         key = (cand.name, variant)
@@ -229,10 +220,9 @@ class Checker:
     def times(self, cand: Candidate, variant: Variant) -> tuple[float, float, LatencyKind]:
         """(NPU seconds, CPU seconds, 'measured'|'modelled') for ``cand`` at ``variant``."""
         cpu_s, kind = self.cpu_s(cand)
-        if kind == "modelled" and self.npu.compiler_estimates:  # the compiler's estimate of the compiled graph
-            modelled = self.compile(cand, variant).modelled_s
-            if modelled is not None:
-                return modelled, cpu_s, kind
+        estimate = self.compile(cand, variant).modelled_s if self.npu.compiler_estimates else None
+        if kind == "modelled" and estimate is not None:  # the compiler's own estimate of the compiled graph (Vela's)
+            return estimate, cpu_s, kind
         if kind == "modelled":
             kept_precision = self.npu.kept_precision or variant.precision
             return (
@@ -292,6 +282,18 @@ class Checker:
             if results[name].passed is False:
                 failed = name
         return results
+
+
+def compiled_memory(found: CheckResult, compiled: Callable[[], Executable]) -> CheckResult:
+    """``found`` (the profile's memory model passed) with what the compiler reports of the ``compiled`` graph: its
+    refusal for memory fails the check; another refusal is the check's that owns it."""
+    try:
+        report = compiled().memory_report
+    except NpuOutOfMemory as exc:
+        return CheckResult("memory", False, str(exc), found.measured)
+    except NpuCompileError:
+        return found
+    return replace(found, reason=f"{report} within the board's; {found.reason}") if report else found
 
 
 def transfer_s(cand: Candidate, profile: DeviceProfile, precision: str) -> float:

@@ -73,26 +73,20 @@ def _cos(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.sum(x * y)) / den if den else float(np.array_equal(x, y))
 
 
-def convert(args: dict[str, Any], arrays: Arrays) -> tuple[dict[str, Any], Arrays]:
-    import onnx
+def _keras(onnx_path: str, first: list[np.ndarray]) -> Any:
+    """onnx2tf's Keras model of the ONNX file, converted in its folder (where it finds its sample data: ``first``'s
+    image, if the graph takes one, instead of a download)."""
     import onnx2tf
-    import onnxruntime as ort
-    import tensorflow as tf
 
-    folder = os.path.dirname(args["onnx"])
-    model = onnx.load(args["onnx"])
-    names = [i.name for i in model.graph.input]
-    samples = [[np.load(p) for p in line] for line in args["calib"]]  # NCHW float32, one list per sample
-    first = samples[0]
+    folder = os.path.dirname(onnx_path)
     images = [a for a in first if a.ndim == 4 and a.shape[1] == 3]
-    if images:  # what onnx2tf runs the graph on while converting, instead of downloading its own
+    if images:
         np.save(os.path.join(folder, _SAMPLE_FILE), np.transpose(images[0], (0, 2, 3, 1)))
-    t0 = time.perf_counter()
     here = os.getcwd()
     os.chdir(folder)
     try:
-        keras = onnx2tf.convert(
-            input_onnx_file_path=args["onnx"],
+        return onnx2tf.convert(
+            input_onnx_file_path=onnx_path,
             output_folder_path=os.path.join(folder, "tf"),
             not_use_onnxsim=True,
             non_verbose=True,
@@ -100,48 +94,72 @@ def convert(args: dict[str, Any], arrays: Arrays) -> tuple[dict[str, Any], Array
         )
     finally:
         os.chdir(here)
-    # each ONNX input: the Keras input of its name and the axis order from ONNX to it
+
+
+def _input_perms(keras: Any, names: list[str], first: list[np.ndarray]) -> tuple[list[str], list[list[int]]]:
+    """Keras's input names (ONNX's, in its own order) and, per ONNX input, the axis order ONNX -> Keras."""
     k_names = [t.name.split(":")[0] for t in keras.inputs]
     if sorted(k_names) != sorted(names):
         raise RuntimeError(f"onnx2tf renamed the inputs: {names} -> {k_names}")
-    in_perm = []
+    perms = []
     for name, arr in zip(names, first):
         k_shape = tuple(int(d) for d in keras.inputs[k_names.index(name)].shape)
-        perms = _perm(tuple(arr.shape), k_shape)  # ONNX -> Keras
-        if not perms:
+        found = _perm(tuple(arr.shape), k_shape)
+        if not found:
             raise RuntimeError(f"input {name}: Keras shape {k_shape} is no layout of {list(arr.shape)}")
-        in_perm.append(perms[-1])  # channels-last where both fit: onnx2tf's convention
-    feeds = [np.transpose(first[names.index(n)], in_perm[names.index(n)]) for n in k_names]
-    k_outs = keras(feeds if len(feeds) > 1 else feeds[0], training=False)
-    k_outs = [np.asarray(o) for o in (k_outs if isinstance(k_outs, list | tuple) else [k_outs])]
-    ref = ort.InferenceSession(args["onnx"], providers=["CPUExecutionProvider"]).run(None, dict(zip(names, first)))
-    out_perm = []
-    for k, (got, want) in enumerate(zip(k_outs, ref)):
-        perms = _perm(got.shape, want.shape)
-        if not perms:
-            raise RuntimeError(f"output {k}: Keras shape {list(got.shape)} is no layout of {list(want.shape)}")
-        out_perm.append(max(perms, key=lambda p: _cos(np.transpose(got, p), want)))
-    float_cos = [_cos(np.transpose(g, p), w) for g, p, w in zip(k_outs, out_perm, ref)]
+        perms.append(found[-1])  # channels-last where both fit: onnx2tf's convention
+    return k_names, perms
 
-    def representative() -> Any:
-        for sample in samples:
-            yield [np.transpose(sample[names.index(n)], in_perm[names.index(n)]) for n in k_names]
+
+def _output_perms(keras: Any, feeds: list[np.ndarray], reference: list[np.ndarray]) -> list[list[int]]:
+    """Per output, the axis order Keras -> ONNX that agrees best with onnxruntime's ``reference`` outputs."""
+    outs = keras(feeds if len(feeds) > 1 else feeds[0], training=False)
+    outs = [np.asarray(o) for o in (outs if isinstance(outs, list | tuple) else [outs])]
+    perms = []
+    for k, (got, want) in enumerate(zip(outs, reference)):
+        found = _perm(got.shape, want.shape)
+        if not found:
+            raise RuntimeError(f"output {k}: Keras shape {list(got.shape)} is no layout of {list(want.shape)}")
+        perms.append(max(found, key=lambda p: _cos(np.transpose(got, p), want)))
+    return perms
+
+
+def _quantize(keras: Any, scheme: str, representative: Any) -> bytes:
+    """TensorFlow Lite's full-integer post-training quantization of ``keras``: int8 activations, or 16x8 (``w8a16``);
+    integer inputs and outputs."""
+    import tensorflow as tf
 
     conv = tf.lite.TFLiteConverter.from_keras_model(keras)
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     conv.representative_dataset = representative
-    if args["scheme"] == "w8a16":
+    if scheme == "w8a16":
         conv.target_spec.supported_ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
         conv.inference_input_type = conv.inference_output_type = tf.int16
     else:
         conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
         conv.inference_input_type = conv.inference_output_type = tf.int8
-    data = conv.convert()
-    with open(args["tflite"], "wb") as f:
-        f.write(data)
-    convert_s = time.perf_counter() - t0
+    return bytes(conv.convert())
+
+
+def convert(args: dict[str, Any], arrays: Arrays) -> tuple[dict[str, Any], Arrays]:
+    import onnx
+    import onnxruntime as ort
     from ai_edge_litert.interpreter import Interpreter
 
+    names = [i.name for i in onnx.load(args["onnx"]).graph.input]
+    samples = [[np.load(p) for p in line] for line in args["calib"]]  # NCHW float32, one list per sample
+    t0 = time.perf_counter()
+    keras = _keras(args["onnx"], samples[0])
+    k_names, in_perm = _input_perms(keras, names, samples[0])
+
+    def keras_feeds(sample: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.transpose(sample[names.index(n)], in_perm[names.index(n)]) for n in k_names]
+
+    ref = ort.InferenceSession(args["onnx"], providers=["CPUExecutionProvider"]).run(None, dict(zip(names, samples[0])))
+    out_perm = _output_perms(keras, keras_feeds(samples[0]), ref)
+    data = _quantize(keras, args["scheme"], lambda: (keras_feeds(sample) for sample in samples))
+    with open(args["tflite"], "wb") as f:
+        f.write(data)
     lite = Interpreter(model_content=data)
     at_in = _positions(lite.get_input_details(), k_names, "Placeholder")
     at_out = _positions(lite.get_output_details(), [f"output_{k}" for k in range(len(ref))], "Identity")
@@ -150,8 +168,7 @@ def convert(args: dict[str, Any], arrays: Arrays) -> tuple[dict[str, Any], Array
     return {
         "inputs": [[at_in[k_names.index(n)], in_perm[i]] for i, n in enumerate(names)],
         "outputs": [[at_out[k], out_perm[k]] for k in range(len(ref))],
-        "float_cosines": float_cos,
-        "convert_s": convert_s,
+        "convert_s": time.perf_counter() - t0,
     }, {}
 
 
