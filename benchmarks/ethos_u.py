@@ -16,22 +16,16 @@ scores of output0 apart: one int8 scale for pixels and scores rounds every score
 
 from __future__ import annotations
 
-import argparse
-import tempfile
-
 import numpy as np
 import onnx
+from rknn_units import demo_units_data
 
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import cosine, io_infos
 from yolo_edge.backends.ethos_u import EthosUBackend, TfliteExecutable
 from yolo_edge.config import Variant, load_profile
-from yolo_edge.export import demo_model_path, export_model
 from yolo_edge.graph import SUBGRAPHS
-from yolo_edge.host import cpu_name
-from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
-from yolo_edge.plan.placement import boundary_tensors
-from yolo_edge.split import SplitModel, cut, split_model
+from yolo_edge.split import SplitModel, cut
 
 PROFILES = ("ethos-u55", "ethos-u65")
 
@@ -87,20 +81,8 @@ def measure(
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--imgsz", type=int, default=320)
-    ap.add_argument("--calib", type=int, default=32)
-    ap.add_argument("--eval", type=int, default=8)
-    args = ap.parse_args()
-    print(f"CPU: {cpu_name()} (numerics only: Vela's figures are modelled for the boards)")
-    with tempfile.TemporaryDirectory() as tmp:
-        split = split_model(export_model(demo_model_path(), imgsz=args.imgsz, out_dir=tmp))
-        images = load_calibration(default_calib_dir(), split.exported.meta.imgsz, args.calib + args.eval)
-        tensors = boundary_tensors(split, images)
-        whole = cpu_backend().compile(split.exported.load(), "fp32")
-        for t in tensors:  # the whole model's output, for the decode's and whole model's references
-            t.update(whole.run({"images": t["images"]}))
-        calib, evals = tensors[: args.calib], tensors[args.calib :]
+    with demo_units_data(__doc__ or "") as (args, split, calib, evals):
+        print("(the CPU computes the numerics only: Vela's figures are modelled for the boards)")
         backends = {name: EthosUBackend(load_profile(name)) for name in PROFILES}
         budgets = ", ".join(f"{n} {load_profile(n).sram_kb:.0f} KiB" for n in PROFILES)
         print(f"demo model {args.imgsz}, {args.calib} calibration images, {args.eval} eval images; SRAM: {budgets}")

@@ -14,9 +14,11 @@ boxes and the class scores of output0 separately. The CPU is printed first.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 
 import numpy as np
 import onnx
@@ -82,8 +84,11 @@ def measure(
     )
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+@contextlib.contextmanager
+def demo_units_data(doc: str) -> Iterator[tuple[argparse.Namespace, SplitModel, list[dict], list[dict]]]:  # type: ignore[type-arg]
+    """The unit benchmarks' command line (``--imgsz``, ``--calib``, ``--eval``; the CPU printed), the demo model
+    exported and split at ``--imgsz``, and every boundary tensor of the calibration and evaluation images."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--imgsz", type=int, default=320)
     ap.add_argument("--calib", type=int, default=32)
     ap.add_argument("--eval", type=int, default=8)
@@ -93,9 +98,11 @@ def main() -> None:
         split = split_model(export_model(demo_model_path(), imgsz=args.imgsz, out_dir=tmp))
         images = load_calibration(default_calib_dir(), split.exported.meta.imgsz, args.calib + args.eval)
         tensors = boundary_tensors(split, images)
-        calib, evals = tensors[: args.calib], tensors[args.calib :]
-        for t in evals:  # the whole model's output, for the whole-model row
-            t.update(cpu_backend().compile(split.exported.load(), "fp32").run({"images": t["images"]}))
+        yield args, split, tensors[: args.calib], tensors[args.calib :]
+
+
+def main() -> None:
+    with demo_units_data(__doc__ or "") as (args, split, calib, evals):
         rknn = RknnBackend("rk3588")
         print(f"demo model {args.imgsz}, RK3588 INT8 (w8a8), {args.calib} calibration images, {args.eval} eval images")
         print(f"{'unit':<14} {'build':>9} {'compile':>9} {'sim/call':>11} {'min cosine':>10}")

@@ -22,6 +22,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,23 @@ def hash_feeds(h: Any, calib: CalibSet) -> None:
         for name in sorted(feeds):
             h.update(name.encode())
             h.update(np.ascontiguousarray(feeds[name]).data)
+
+
+def save_for_worker(folder: Path, model: onnx.ModelProto, calib: CalibSet | None) -> tuple[Path, list[list[str]]]:
+    """What a toolchain worker reads: ``model`` as ``folder/model.onnx`` at IR version 10 at most (the toolchains'
+    older onnx), and each sample of ``calib`` as one ``.npy`` per input of ``model``, in its order (float32)."""
+    graph = onnx.ModelProto()
+    graph.CopyFrom(model)
+    graph.ir_version = min(graph.ir_version, 10)
+    onnx.save(graph, str(folder / "model.onnx"))
+    names = [t.name for t in io_infos(model)[0]]
+    samples = []
+    for k, feeds in enumerate(calib or []):
+        paths = [folder / f"calib{k}_{j}.npy" for j in range(len(names))]
+        for path, name in zip(paths, names):
+            np.save(path, np.ascontiguousarray(feeds[name], dtype=np.float32))
+        samples.append([str(p) for p in paths])
+    return folder / "model.onnx", samples
 
 
 Artifact = Mapping[str, bytes]  # a unit's compiled files as a bundle stores them, by suffix (ARTIFACT_SUFFIXES)

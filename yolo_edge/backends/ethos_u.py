@@ -47,6 +47,7 @@ from yolo_edge.backends.base import (
     OpQuery,
     UnsupportedOperator,
     io_infos,
+    save_for_worker,
 )
 from yolo_edge.config import DeviceProfile, Variant, configs_dir
 from yolo_edge.errors import YoloEdgeError
@@ -222,19 +223,9 @@ class EthosUBackend(Backend):
     def convert(self, model: onnx.ModelProto, scheme: str, calib: CalibSet) -> tuple[bytes, TensorMap]:
         """``model`` as an integer ``.tflite`` at ``scheme``, calibrated on ``calib`` (its own FP32 inputs)."""
         folder = self._folder()
-        graph = onnx.ModelProto()
-        graph.CopyFrom(model)
-        graph.ir_version = min(graph.ir_version, 10)  # the toolchain's onnx 1.17 reads up to IR 10
-        onnx.save(graph, str(folder / "model.onnx"))
-        names = [t.name for t in io_infos(model)[0]]
-        lines = []
-        for k, feeds in enumerate(calib):
-            paths = [folder / f"calib{k}_{j}.npy" for j in range(len(names))]
-            for path, name in zip(paths, names):
-                np.save(path, np.ascontiguousarray(feeds[name], dtype=np.float32))
-            lines.append([str(p) for p in paths])
+        onnx_path, samples = save_for_worker(folder, model, calib)
         out = folder / f"model{TFLITE_SUFFIX}"
-        job = {"onnx": str(folder / "model.onnx"), "calib": lines, "scheme": scheme, "tflite": str(out)}
+        job = {"onnx": str(onnx_path), "calib": samples, "scheme": scheme, "tflite": str(out)}
         reply = self._call("convert", job, f"TFLite conversion at {scheme}")
         io = TensorMap(*(_pairs(reply[k]) for k in ("inputs", "outputs")))
         return out.read_bytes(), io

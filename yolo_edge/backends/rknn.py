@@ -44,6 +44,7 @@ from yolo_edge.backends.base import (
     OpQuery,
     UnsupportedOperator,
     io_infos,
+    save_for_worker,
 )
 from yolo_edge.config import DeviceProfile, Variant
 from yolo_edge.errors import YoloEdgeError
@@ -195,29 +196,20 @@ class RknnBackend(Backend):
         key = f"{self._prefix}-{self._count}"
         folder = self._dir / key
         folder.mkdir()
-        graph = onnx.ModelProto()
-        graph.CopyFrom(model)
-        graph.ir_version = min(graph.ir_version, 10)  # the toolkit's onnx 1.18 checks up to IR 11
-        onnx.save(graph, str(folder / "model.onnx"))
+        quantize = variant.precision == "int8"
+        if quantize and not calib:
+            raise YoloEdgeError("rknn INT8 needs calibration samples")
+        onnx_path, samples = save_for_worker(folder, model, calib if quantize else None)
         job: dict[str, Any] = {
             "key": key,
-            "onnx": str(folder / "model.onnx"),
+            "onnx": str(onnx_path),
             "precision": variant.precision,
             "kept": list(variant.kept),
             "target": self.target,
             "rknn": str(folder / f"model{RKNN_SUFFIX}"),
         }
-        if variant.precision == "int8":
-            if not calib:
-                raise YoloEdgeError("rknn INT8 needs calibration samples")
-            inputs = [t.name for t in io_infos(model)[0]]
-            lines = []
-            for k, feeds in enumerate(calib):
-                paths = [folder / f"calib{k}_{j}.npy" for j in range(len(inputs))]
-                for path, name in zip(paths, inputs):
-                    np.save(path, np.ascontiguousarray(feeds[name], dtype=np.float32))
-                lines.append(" ".join(str(p) for p in paths))
-            (folder / "dataset.txt").write_text("\n".join(lines) + "\n")
+        if quantize:
+            (folder / "dataset.txt").write_text("".join(" ".join(paths) + "\n" for paths in samples))
             job["dataset"] = str(folder / "dataset.txt")
         return job
 

@@ -130,7 +130,7 @@ class Checker:
 
     # -- 2. memory
     def memory(self, cand: Candidate, variant: Variant | str) -> CheckResult:
-        """The profile's memory model at ``variant``'s precision, and the compiler's report (:func:`compiled_memory`)."""
+        """The profile's memory model at the precision, and the compiler's report (:func:`compiled_memory`)."""
         found = memory_check(self.profile, cand.info, variant if isinstance(variant, str) else variant.precision)
         if not self.npu.compiler_estimates or found.passed is False:
             return found
