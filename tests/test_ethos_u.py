@@ -5,6 +5,7 @@ budget, the tensor map between ONNX and TFLite, and the board's LiteRT delegate 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,8 @@ def test_a_unit_runs_as_compiled_from_what_a_bundle_stores(
 ) -> None:
     """The neck (three inputs and outputs, channels-last in the .tflite): the tensor map puts each ONNX tensor where
     the .tflite has it, in its axis order; the unit's modelled time is Vela's estimate, through the simulated NPU
-    too; reloaded from its stored files it gives the same outputs; a damaged map is one line, not a crash."""
+    too; reloaded from its stored files it gives the same outputs; a damaged map is one line, not a crash; the
+    toolchain worker is the backend's and ends with it."""
     neck, feeds = demo_split["neck"].model, _feeds(demo_split, "neck", tensors)
     profile = load_profile("ethos-u55")
     with create_backend(profile) as backend:
@@ -77,6 +79,11 @@ def test_a_unit_runs_as_compiled_from_what_a_bundle_stores(
         for damage in (b"{", json.dumps({"inputs": [[0, [0, 1, 2, 3]]] * 3, "outputs": []}).encode()):
             with pytest.raises(YoloEdgeError, match=r"tflite\.json"):
                 backend.compile(neck, "int8/w8a8/tflite", None, {**stored, TFLITE_IO_SUFFIX: damage})
+        worker = backend.numerics.worker  # type: ignore[attr-defined]
+        pid = worker.pid
+        assert pid is not None
+    with pytest.raises(ProcessLookupError):  # the backend's own worker ended with it
+        os.kill(pid, 0)
 
 
 class _FakeEthosU:

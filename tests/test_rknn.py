@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -34,17 +35,18 @@ from yolo_edge.plan.planner import plan_model
 from yolo_edge.plan.results import Precision
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit
 from yolo_edge.split import SplitModel, split_model
-from yolo_edge.toolchains import RKNN, install_toolchain, toolchain_status, worker_for
+from yolo_edge.toolchains import RKNN, install_toolchain, toolchain_status
 from yolo_edge.toolchains.wire import receive, send
 
 FAKES = Path(__file__).parent / "fakes"
 
 
 @pytest.fixture(scope="module")
-def rknn() -> RknnBackend:
+def rknn() -> Iterator[RknnBackend]:
     status = toolchain_status(RKNN)
     assert status.usable, f"{status.detail} (the README's test command installs it)"
-    return RknnBackend("rk3588")
+    with RknnBackend("rk3588") as backend:
+        yield backend  # type: ignore[misc]  (Backend.__enter__ is typed as the base class)
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -210,7 +212,7 @@ def test_a_killed_worker_costs_one_frame_on_the_cpu(
     npu = rknn.compile(model, "int8", _feeds(model, tensors[:8]))
     cpu = cpu_backend().compile(model, "fp32")
     events = EventLog()
-    worker = worker_for(RKNN)
+    worker = rknn.worker  # the backend's own
     runtime = replace(fast_cfg.runtime, unit_timeout_s=120.0)  # the rebuild in the fresh worker takes a second or two
     with SplitExecutor([Unit("backbone", ("backbone",), cpu, npu, 0.05)], runtime, None, events) as ex:
         devices, outputs = [], []

@@ -53,7 +53,7 @@ from yolo_edge.config import DeviceProfile, Variant, configs_dir
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.registry import TFLITE_IO_SUFFIX as IO_SUFFIX
 from yolo_edge.registry import TFLITE_SUFFIX, VELA_SUFFIX, EthosUOptions
-from yolo_edge.toolchains import ETHOS_U, Worker, WorkerCrashed, WorkerError, toolchain_status, worker_for
+from yolo_edge.toolchains import ETHOS_U, Worker, WorkerCrashed, WorkerError, toolchain_status
 
 MAX_IO_BYTES = 1 << 16
 INSTALL = "pip install 'yolo-edge[ethos-u]' (LiteRT, which runs the .tflite units)"
@@ -190,7 +190,7 @@ class EthosUBackend(Backend):
         self.options, self.profile = options, profile
         self.int8_schemes = options.int8_schemes
         self.config = vela_config(options)
-        self.worker = worker or worker_for(ETHOS_U)
+        self.worker = worker or Worker(ETHOS_U)  # its own, closed with it
         self._dir = Path(tempfile.mkdtemp(prefix="yolo-edge-ethos-u-"))
         self._remove_dir = weakref.finalize(self, shutil.rmtree, self._dir, True)  # on close, or at the latest at exit
         self._prefix = uuid.uuid4().hex[:8]
@@ -201,7 +201,8 @@ class EthosUBackend(Backend):
         return f"Arm's Vela for {self.options.accelerator} (latency, memory), LiteRT's reference kernels (numerics)"
 
     def close(self) -> None:
-        """Remove the backend's folder (the ONNX, calibration and TFLite files of what it compiled)."""
+        """Stop its worker and remove its folder (the ONNX, calibration and TFLite files of what it compiled)."""
+        self.worker.close()
         self._remove_dir()
 
     def _folder(self) -> Path:
@@ -346,7 +347,9 @@ def backend_for(profile: DeviceProfile) -> Backend:
         raise YoloEdgeError(f"{profile.name} needs LiteRT: {INSTALL}") from None
     if Path(options.device).exists():
         return EthosUBoardBackend(options)
-    status = toolchain_status(ETHOS_U)  # usable once its worker has answered
+    worker = Worker(ETHOS_U)  # the backend's own: asked first whether it starts
+    status = toolchain_status(ETHOS_U, worker=worker)
     if not status.usable:
+        worker.close()
         raise YoloEdgeError(f"{profile.name} needs Arm's Vela and the TFLite converter: {status.detail}")
-    return EthosUBackend(profile)
+    return EthosUBackend(profile, worker)

@@ -49,7 +49,7 @@ from yolo_edge.backends.base import (
 from yolo_edge.config import DeviceProfile, Variant
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.registry import RKNN_SUFFIX, RknnOptions
-from yolo_edge.toolchains import RKNN, Worker, WorkerCrashed, WorkerError, toolchain_status, worker_for
+from yolo_edge.toolchains import RKNN, Worker, WorkerCrashed, WorkerError, toolchain_status
 
 _NO_LOWERING = re.compile(r"No lowering found for: (?P<node>.+?), node type = (?P<op>\w+)")
 _NAMED_NODE = re.compile(r"\b(?P<op>[A-Z]\w*)\('(?P<node>[^']+)'\)")
@@ -176,7 +176,7 @@ class RknnBackend(Backend):
 
     def __init__(self, target: str, worker: Worker | None = None) -> None:
         self.target = target
-        self.worker = worker or worker_for(RKNN)
+        self.worker = worker or Worker(RKNN)  # its own, closed with it
         self._dir = Path(tempfile.mkdtemp(prefix="yolo-edge-rknn-"))
         self._remove_dir = weakref.finalize(self, shutil.rmtree, self._dir, True)  # on close, or at the latest at exit
         self._prefix = uuid.uuid4().hex[:8]
@@ -186,7 +186,8 @@ class RknnBackend(Backend):
         return "Rockchip's simulator (rknn-toolkit2)"
 
     def close(self) -> None:
-        """Remove the backend's folder (ONNX, calibration and ``.rknn`` files of what it compiled)."""
+        """Stop its worker and remove its folder (ONNX, calibration and ``.rknn`` files of what it compiled)."""
+        self.worker.close()
         self._remove_dir()
 
     def _job(self, model: onnx.ModelProto, variant: Variant, calib: CalibSet | None) -> dict[str, Any]:
@@ -343,7 +344,9 @@ def backend_for(profile: DeviceProfile) -> Backend:
     assert isinstance(options, RknnOptions)  # config builds a profile's options as its runtime's
     if importlib.util.find_spec("rknnlite") is not None:
         return RknnLiteBackend(options.core_mask, profile.npu_cores)
-    status = toolchain_status(RKNN)  # usable once its worker has answered: an environment that does not start is not
+    worker = Worker(RKNN)  # the backend's own: asked first whether it starts (an environment that does not is no use)
+    status = toolchain_status(RKNN, worker=worker)
     if not status.usable:
+        worker.close()
         raise YoloEdgeError(f"{profile.name} needs Rockchip's toolchain: {status.detail}")
-    return RknnBackend(options.target or profile.name)
+    return RknnBackend(options.target or profile.name, worker)

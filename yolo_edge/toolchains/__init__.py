@@ -10,7 +10,6 @@ converter) is one ``Toolchain`` entry and one worker module (``rknn_worker.py``,
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
 import os
@@ -18,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,7 +38,6 @@ __all__ = [
     "install_toolchain",
     "toolchain_status",
     "toolchains_root",
-    "worker_for",
 ]
 
 _COMPLETE = ".complete"  # written last by install: an environment without it is partial
@@ -151,21 +148,35 @@ class ToolchainStatus:
     detail: str  # the versions it reports, or why it cannot be used and how to fix that
 
 
-def toolchain_status(tc: Toolchain, probe: bool = True) -> ToolchainStatus:
-    """Whether ``tc`` is installed and (``probe``) answers: the worker is started and asked its versions."""
+def toolchain_status(tc: Toolchain, probe: bool = True, worker: Worker | None = None) -> ToolchainStatus:
+    """Whether ``tc`` is installed and (``probe``) answers: ``worker`` (a backend's, which keeps it running; else
+    one started for the question and closed) is asked its versions."""
     if not (tc.env_dir / _COMPLETE).is_file():
         partial = " (a partial install is there)" if tc.env_dir.exists() else ""
         return ToolchainStatus(tc, False, False, f"{tc.name} {tc.version} not installed{partial}; {tc.install_hint}")
     if not probe:
         return ToolchainStatus(tc, True, True, f"installed in {tc.env_dir}")
+    asked = worker or Worker(tc)
     try:
-        versions = worker_for(tc).call("hello", timeout_s=120).result
+        versions = asked.call("hello", timeout_s=120).result
     except (WorkerCrashed, WorkerError) as exc:
         return ToolchainStatus(
             tc, True, False, f"installed in {tc.env_dir} but does not start ({exc}); reinstall with --force"
         )
+    finally:
+        if worker is None:
+            asked.close()
     shown = ", ".join(f"{k} {v}" for k, v in versions.items())
     return ToolchainStatus(tc, True, True, f"{shown}; in {tc.env_dir}")
+
+
+def _hello(tc: Toolchain) -> dict[str, str]:
+    """The versions a fresh worker of ``tc`` reports; the worker is closed after."""
+    worker = Worker(tc)
+    try:
+        return dict(worker.call("hello", timeout_s=300).result)
+    finally:
+        worker.close()
 
 
 def _find_python(tc: Toolchain, python: str | None) -> str:
@@ -225,7 +236,6 @@ def install_toolchain(
     if (tc.env_dir / _COMPLETE).is_file() and not force:
         return toolchain_status(tc)
     interpreter = _find_python(tc, python)
-    close_workers()
     if tc.env_dir.exists():
         shutil.rmtree(tc.env_dir)
     tc.env_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -237,7 +247,7 @@ def install_toolchain(
         for k, step in enumerate(tc.steps, 1):
             say(f"{tc.name}: step {k}/{len(tc.steps)}: pip install {' '.join(step)}")
             _pip(tc.python_path, step, log, pip_tmp, say)
-        versions = Worker(tc).call("hello", timeout_s=300).result
+        versions = _hello(tc)
     except BaseException as exc:
         shutil.rmtree(tc.env_dir, ignore_errors=True)
         if isinstance(exc, subprocess.CalledProcessError):
@@ -253,25 +263,3 @@ def install_toolchain(
     (tc.env_dir / _COMPLETE).write_text(json.dumps(record, indent=2))
     say(f"{tc.name}: installed in {seconds:.0f} s, {size / 2**30:.1f} GiB, in {tc.env_dir}")
     return toolchain_status(tc)
-
-
-_WORKERS: dict[Path, Worker] = {}
-_LOCK = threading.Lock()
-
-
-def worker_for(tc: Toolchain) -> Worker:
-    """This process's worker for ``tc`` (one per toolchain environment per process, so a changed
-    ``$YOLO_EDGE_TOOLCHAINS`` gets its own; it starts on its first call)."""
-    with _LOCK:
-        if tc.env_dir not in _WORKERS:
-            _WORKERS[tc.env_dir] = Worker(tc)
-        return _WORKERS[tc.env_dir]
-
-
-def close_workers() -> None:
-    with _LOCK:
-        for w in _WORKERS.values():
-            w.close()
-
-
-atexit.register(close_workers)
