@@ -127,7 +127,7 @@ ETHOS_U = Toolchain(
         ("onnx2tf==1.28.8", "ethos-u-vela==5.2.0", "ai-edge-litert==2.3.0"),
     ),
     worker="ethos_u_worker.py",
-    size="about 2.4 GB with TensorFlow",
+    size="about 2.2 GiB with TensorFlow",
 )
 
 TOOLCHAINS: dict[str, Toolchain] = {t.name: t for t in (RKNN, ETHOS_U)}
