@@ -198,7 +198,7 @@ class EthosUBackend(Backend):
         self._lock = threading.Lock()
 
     def describe(self) -> str:
-        return f"Arm's Vela for {self.options.accelerator} (latency, memory), LiteRT's reference kernels (numerics)"
+        return f"LiteRT's reference kernels (Arm's Vela for {self.options.accelerator}: latency, memory, op support)"
 
     def close(self) -> None:
         """Stop its worker and remove its folder (the ONNX, calibration and TFLite files of what it compiled)."""
