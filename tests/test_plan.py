@@ -18,7 +18,7 @@ from yolo_edge.export import ExportedModel
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.checks import Checker
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.plan.planner import PlanRefused, plan_model, plan_space
+from yolo_edge.plan.planner import Planner, PlanRefused, plan_model, plan_space
 from yolo_edge.plan.results import CheckResult, Memory, Performance, Precision
 from yolo_edge.split import split_model
 
@@ -142,6 +142,34 @@ def test_whole_graph_int8_fails_precision_on_scores(demo: ExportedModel, fast_cf
         assert [o.latency_ms for o in npu] == sorted(o.latency_ms for o in npu)  # fastest first
     assert [o.device for o in space.options["decode"]] == ["cpu"]  # by rule
     assert "cpu" in [o.device for o in space.options["head"]]  # the design card's layout is always an option
+
+
+def test_a_subgraph_whose_int8_fails_precision_tries_the_other_quantizer_first(
+    demo: ExportedModel, fast_cfg: DeployConfig
+) -> None:
+    """host-lowp quantizes with NNCF; where every NNCF variant of a subgraph fails the precision check (here: a
+    score-error limit no INT8 meets), onnxruntime's QDQ recipe is tried before layers are kept out of INT8 (the tests'
+    second model's head: NNCF moves a class score by 0.13, the QDQ recipe by 0.025, benchmarks/head_int8_scores.py).
+    A subgraph that passes at NNCF never compiles the other."""
+    strict = replace(
+        fast_cfg, checks=replace(fast_cfg.checks, precision=replace(fast_cfg.checks.precision, max_score_error=1e-6))
+    )
+    images = load_calibration(default_calib_dir(), demo.meta.imgsz, fast_cfg.calib_images + 4)
+    for cfg, fails in ((strict, True), (fast_cfg, False)):
+        planner = Planner(split_model(demo), load_profile("host-lowp"), cfg, images)
+        try:
+            passed, failed = planner.options(planner.subgraph_candidate("neck"))
+        finally:
+            planner.close()
+        tried = [o.variant for o in (*passed, *failed) if o.precision == "int8"]
+        quantizers = [v.quantizer for v in tried if not v.kept]
+        if fails:
+            assert quantizers[:2] == ["nncf", "nncf"] and {"qdq"} <= set(quantizers[2:]), [v.label for v in tried]
+            qdq = [o for o in failed if o.variant.quantizer == "qdq" and not o.variant.kept]
+            assert qdq and all("failed precision" in o.reason for o in qdq)
+        else:  # NNCF's variants pass the precision check (whether they pay is this machine's speed)
+            assert "qdq" not in quantizers
+            assert any(o.checks["precision"].passed for o in (*passed, *failed) if o.precision == "int8")
 
 
 def test_op_level_fallback_for_isolated_unsupported_ops(v8n: ExportedModel, fast_cfg: DeployConfig) -> None:

@@ -50,7 +50,9 @@ class OpenVinoOptions(RuntimeOptions):
     int8_activations: str = "auto"
     # INT8 quantizer: nncf (OpenVINO's own; the shipped profiles' choice), qdq (onnxruntime's quantize_static with the
     # Q/DQ placed as NNCF places them), or auto (both are candidates: the precision check and the verdict decide, at
-    # twice the planning time; benchmarks/quantizers.py compares them)
+    # twice the planning time; benchmarks/quantizers.py compares them). With one chosen, the other is tried for a
+    # subgraph whose every INT8 variant fails the precision check (benchmarks/head_int8_scores.py: NNCF's INT8 head
+    # of the tests' second model moves a class score by 0.13, the QDQ recipe's by 0.025)
     int8_quantizer: str = "auto"
 
     SCHEMES = ("u8", "s8")  # what int8_activations: auto considers, in the order tried when their speeds tie

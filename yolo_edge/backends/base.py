@@ -299,6 +299,9 @@ class Backend(ABC):
     precisions: tuple[PrecisionName, ...] = ()
     int8_schemes: tuple[Scheme, ...] = ("u8",)  # INT8 activation schemes this backend can compile (config.INT8_SCHEMES)
     quantizers: tuple[Quantizer, ...] = ("qdq",)  # INT8 quantizers (config.QUANTIZERS), the preferred first
+    # tried only for a graph whose every INT8 variant by ``quantizers`` fails the precision check, before layers are
+    # kept out of INT8 (OpenVINO: onnxruntime's QDQ recipe where NNCF's loses the class scores, and the reverse)
+    fallback_quantizers: tuple[Quantizer, ...] = ()
     kept_precision: str | None = None  # what a layer kept out of INT8 computes in (None: no mixed precision)
     on_accelerator: bool = False  # runs on the profile's accelerator itself (a board's runtime), not a stand-in
     # its compiler reports what a graph takes of the device (Arm's Vela: the SRAM, an estimate of the time): a refusal
@@ -365,8 +368,9 @@ class Backend(ABC):
             return v
         if v.scheme is not None and v.scheme not in self.int8_schemes:
             raise YoloEdgeError(f"{self.name} has no INT8 scheme '{v.scheme}'; it has {list(self.int8_schemes)}")
-        if v.quantizer is not None and v.quantizer not in self.quantizers:
-            raise YoloEdgeError(f"{self.name} has no INT8 quantizer '{v.quantizer}'; it has {list(self.quantizers)}")
+        offered = (*self.quantizers, *self.fallback_quantizers)
+        if v.quantizer is not None and v.quantizer not in offered:
+            raise YoloEdgeError(f"{self.name} has no INT8 quantizer '{v.quantizer}'; it has {list(offered)}")
         if v.kept and self.kept_precision is None:
             raise YoloEdgeError(f"{self.name} cannot keep layers out of INT8 ({v.label})")
         return Variant("int8", v.scheme or self.int8_schemes[0], v.quantizer or self.quantizers[0], v.kept)

@@ -100,6 +100,7 @@ class OpenVinoBackend(Backend):
         self.device = device
         self.int8_schemes = int8_schemes
         self.quantizers = quantizers
+        self.fallback_quantizers = tuple(q for q in OpenVinoOptions.QUANTIZERS if q not in quantizers)
         caps = set(core().get_property(device, "OPTIMIZATION_CAPABILITIES"))
         self.precisions = tuple(p for p in ("fp32", "bf16", "fp16", "int8") if _CAPABILITY[p] in caps)
 

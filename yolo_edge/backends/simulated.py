@@ -126,6 +126,7 @@ class SimulatedNpu(Backend):
         self.precisions = tuple(p for p in profile.precisions if p in numerics.precisions)
         self.int8_schemes = numerics.int8_schemes
         self.quantizers = numerics.quantizers
+        self.fallback_quantizers = numerics.fallback_quantizers
         self.kept_precision = numerics.kept_precision
         self.compiler_estimates = numerics.compiler_estimates
         self.faults = faults or profile.faults

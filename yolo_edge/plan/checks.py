@@ -400,9 +400,11 @@ def listed_op_support(info: GraphInfo, profile: DeviceProfile) -> CheckResult:
     )
 
 
-def all_int8_variants(npu: Backend) -> list[Variant]:
-    """Each of the accelerator's INT8 activation schemes with each of its quantizers."""
-    return [Variant("int8", s, q) for q in npu.quantizers for s in npu.int8_schemes]
+def all_int8_variants(npu: Backend, fallback: bool = False) -> list[Variant]:
+    """Each of the accelerator's INT8 activation schemes with each of its quantizers (``fallback``: its fallback
+    quantizers, tried where every INT8 variant of the others fails precision)."""
+    quantizers = npu.fallback_quantizers if fallback else npu.quantizers
+    return [Variant("int8", s, q) for q in quantizers for s in npu.int8_schemes]
 
 
 def int8_variants(checker: Checker, cand: Candidate) -> tuple[list[Variant], str]:

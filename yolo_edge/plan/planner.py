@@ -189,6 +189,13 @@ class Planner:
             (passed if plan.device == "npu" else failed).append(plan)
             if plan.checks["op_support"].passed is False:
                 break  # op support is the same at every precision
+        # every INT8 variant failed on precision: the device's other quantizer first (OpenVINO: QDQ after NNCF)
+        int8 = [f for f in failed if f.precision == "int8"]
+        imprecise = [f for f in int8 if first_failure(f.checks) == "precision"]
+        if int8 and imprecise == int8 and not any(p.precision == "int8" for p in passed):
+            for variant in all_int8_variants(self.checker.npu, fallback=True):
+                plan = self._try(cand, variant, f"{imprecise[0].variant.label} failed precision", cpu_ms, kind)
+                (passed if plan.device == "npu" else failed).append(plan)
         if not any(p.precision == "int8" for p in passed):  # INT8 fails only on precision: keep layers out of it
             for f in (f for f in failed if f.precision == "int8" and first_failure(f.checks) == "precision"):
                 mixed = self.mixed(cand, f.variant, 1, f.reason, cpu_ms, kind)
