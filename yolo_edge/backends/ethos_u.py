@@ -291,9 +291,9 @@ class EthosUBackend(Backend):
             report, _ = self.vela(data)
         except NpuCompileError as exc:
             return OpQuery(n_ops, (f"(whole graph: {exc})",), "compiler")
-        if report["cpu_ops"]:
-            types = ", ".join(report["cpu_op_types"]) or "not named"
-            return OpQuery(n_ops, (f"(whole graph: Vela runs {report['cpu_ops']} ops on the CPU: {types})",), "Vela")
+        refused = self.refusal(report)  # its operator refusal only: memory is the memory check's
+        if isinstance(refused, UnsupportedOperator):
+            return OpQuery(n_ops, (f"(whole graph: {refused})",), "Vela")
         return OpQuery(n_ops, (), "Vela")
 
 

@@ -220,8 +220,8 @@ class Checker:
     def times(self, cand: Candidate, variant: Variant) -> tuple[float, float, LatencyKind]:
         """(NPU seconds, CPU seconds, 'measured'|'modelled') for ``cand`` at ``variant``."""
         cpu_s, kind = self.cpu_s(cand)
-        estimate = self.compile(cand, variant).modelled_s if self.npu.compiler_estimates else None
-        if kind == "modelled" and estimate is not None:  # the compiler's own estimate of the compiled graph (Vela's)
+        estimated = kind == "modelled" and self.npu.compiler_estimates  # the compiler's own estimate (Vela's)
+        if estimated and (estimate := self.compile(cand, variant).modelled_s) is not None:
             return estimate, cpu_s, kind
         if kind == "modelled":
             kept_precision = self.npu.kept_precision or variant.precision
