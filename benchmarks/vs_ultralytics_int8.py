@@ -19,7 +19,8 @@ bound at an equal INT8 network: ultralytics' inference time over its end to end 
 ratio yolo-edge would reach if its letterbox, decode and NMS cost nothing. ``benchmarks/int8_layers.py`` shows
 whether the two INT8 networks are equal (OpenVINO's per-layer profile of each).
 
-    YOLO_OFFLINE=1 python benchmarks/vs_ultralytics_int8.py [--rounds 30] [--photos 60]
+    YOLO_OFFLINE=1 python benchmarks/vs_ultralytics_int8.py [--rounds 30] [--photos 60] [--models second yolov8s]
+        [--head never auto]
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from yolo_edge.plan.placement import boundary_tensors  # noqa: E402
 from yolo_edge.plan.planner import plan_model  # noqa: E402
 from yolo_edge.runtime import EventLog, SplitExecutor  # noqa: E402
 from yolo_edge.split import split_model  # noqa: E402
+from yolo_edge.validate.latency import measure_latencies  # noqa: E402
 
 IMGSZ = 640
 
@@ -148,6 +150,7 @@ def trained(rounds: int, work: Path, ov: Any, head: str) -> None:
         theirs, mine = boxes_kept(fp32, _ultralytics_boxes(ov, judged)), boxes_kept(fp32, _our_boxes(ours, judged))
         print(f"  FP32 boxes on those photos: {total}; ultralytics INT8 keeps {theirs}, yolo-edge keeps {mine}")
         race(f"second model, head {head}", ov, ours, rounds)
+        phases(ours, rounds)
 
 
 def random_v8s(rounds: int, work: Path, ov: Any, head: str) -> None:
@@ -192,6 +195,13 @@ def race(name: str, ov: Any, ours: Detector, rounds: int) -> None:
         )
 
 
+def phases(ours: Detector, rounds: int) -> None:
+    """Where yolo-edge's frame goes: the median of each phase (letterbox, each unit's call, decode + NMS)."""
+    timed = measure_latencies({"yolo-edge": ours}, photos(), 5, 2 * rounds)["yolo-edge"]
+    shown = ", ".join(f"{name} {p.p50:.2f}" for name, p in timed.phases.items())
+    print(f"    yolo-edge's phases, median ms: {shown}; end to end {timed.end_to_end.p50:.2f}")
+
+
 def _speeds(ov: Any, image: np.ndarray, rounds: int) -> dict[str, list[float]]:
     """ultralytics' own preprocess / inference / postprocess milliseconds of ``rounds`` predicts of ``image``."""
     found: dict[str, list[float]] = {"preprocess": [], "inference": [], "postprocess": []}
@@ -206,17 +216,21 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--photos", type=int, default=60, help="the second model's own photos (half calibrate)")
+    p.add_argument("--models", nargs="+", choices=("second", "yolov8s"), default=["second", "yolov8s"])
+    p.add_argument("--head", nargs="+", choices=("never", "auto"), default=["never", "auto"], help="plan.head_on_npu")
     args = p.parse_args()
     print(f"CPU: {cpu_name()}")
     work = Path(tempfile.mkdtemp(prefix="vs-ultralytics-"))
     try:
         data_yaml = write_dataset(work / "photos", seed=9, sizes={"val": args.photos}, classes=SECOND_CLASSES)
-        ov = ultralytics_int8(str(SECOND_MODEL), data_yaml, work)
-        for head in ("never", "auto"):
-            trained(args.rounds, work, ov, head)
-        ov = ultralytics_int8("yolov8s.yaml", data_yaml, work)
-        for head in ("never", "auto"):
-            random_v8s(args.rounds, work, ov, head)
+        if "second" in args.models:
+            ov = ultralytics_int8(str(SECOND_MODEL), data_yaml, work)
+            for head in args.head:
+                trained(args.rounds, work, ov, head)
+        if "yolov8s" in args.models:
+            ov = ultralytics_int8("yolov8s.yaml", data_yaml, work)
+            for head in args.head:
+                random_v8s(args.rounds, work, ov, head)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

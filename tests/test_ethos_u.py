@@ -157,6 +157,10 @@ def test_deploy_to_ethos_u55_gives_the_seeds_three_plans(small_deploy) -> None: 
     split = PlacementPlan.from_dict(report["split_plan"])
     whole = split.whole_graph_npu
     assert "memory" in rows["whole-npu"]["fails"] and "KiB of SRAM used > the board's 2048 KiB" in whole.reason
+    # and, had it fit, its precision: judged on what Vela built before refusing it, not compiled again
+    precision = whole.checks["precision"]
+    assert precision.passed is False and precision.reason.startswith("had it fit"), precision.reason
+    assert "fails precision had it fit" in whole.reason and rows["whole-npu"]["status"] == "fails memory, precision"
     assert rows["split"]["status"] == "ok" and rows["split"]["latency"]["kind"] == "modelled (board)"
     assert [split[s].device for s in ("backbone", "neck", "head", "decode")] == ["npu", "npu", "npu", "cpu"]
     assert all(split[s].variant.quantizer == "tflite" for s in ("backbone", "neck", "head"))

@@ -16,9 +16,9 @@ from yolo_edge.cli.main import main
 from yolo_edge.config import DeployConfig, DeviceProfile, Link, OpSupport, Variant, load_profile
 from yolo_edge.export import ExportedModel
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
-from yolo_edge.plan.checks import Checker
+from yolo_edge.plan.checks import Checker, first_failure
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.plan.planner import Planner, PlanRefused, plan_model, plan_space
+from yolo_edge.plan.planner import Planner, PlanRefused, option_at, plan_model, plan_space
 from yolo_edge.plan.results import CheckResult, Memory, Performance, Precision
 from yolo_edge.split import split_model
 
@@ -170,6 +170,25 @@ def test_a_subgraph_whose_int8_fails_precision_tries_the_other_quantizer_first(
         else:  # NNCF's variants pass the precision check (whether they pay is this machine's speed)
             assert "qdq" not in quantizers
             assert any(o.checks["precision"].passed for o in (*passed, *failed) if o.precision == "int8")
+    # the search's one-unit step asks for a subgraph at the fallback its neighbour needed: checked, not assumed
+    planner = Planner(split_model(demo), load_profile("host-lowp"), fast_cfg, images)
+    try:
+        qdq = Variant("int8", "u8", "qdq")
+        neck = option_at(planner, "neck", qdq, "checked for one unit")
+        checks = planner.checker.run_all(planner.subgraph_candidate("neck"), qdq)  # the same checks, cached
+        # judged, not skipped (op support and memory pass on host-lowp); whether the QDQ recipe keeps the neck within
+        # the limits is this CPU's kernels' (AVX2 without VNNI saturates u8 x s8 where NNCF's overflow fix is absent)
+        assert checks["precision"].passed is not None
+        assert (neck is not None) == (first_failure(checks) is None)  # whether it pays is this machine's speed
+        assert neck is None or (neck.device, neck.variant, neck.granularity) == ("npu", qdq, "subgraph")
+        assert option_at(planner, "decode", qdq, "checked for one unit") is None  # FP32 on the CPU by rule
+        strict_planner = Planner(split_model(demo), load_profile("host-lowp"), strict, images)
+        try:
+            assert option_at(strict_planner, "neck", qdq, "checked for one unit") is None  # fails precision
+        finally:
+            strict_planner.close()
+    finally:
+        planner.close()
 
 
 def test_op_level_fallback_for_isolated_unsupported_ops(v8n: ExportedModel, fast_cfg: DeployConfig) -> None:

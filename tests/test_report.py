@@ -47,6 +47,21 @@ def test_agreement_and_a_warning_change_the_words(deployed: DeployResult) -> Non
     assert unlabelled.to_dict()["map"]["kind"] == "agreement"
 
 
+def test_phases_stack_in_every_plans_frame_order_without_parsing_unit_names() -> None:
+    """phases.png stacks each plan's phases in one order that keeps every plan's own: a fused unit, an op-level
+    piece and a name with neither ``+`` nor a subgraph's name (a finer cut's part) land where the frames put them."""
+    from yolo_edge.report import frame_order
+
+    whole_cpu = ["preprocess", "backbone+neck+head", "transfers", "decode+nms"]
+    split = ["preprocess", "backbone+neck", "head.box", "head.cls", "transfers", "decode+nms"]
+    pieces = ["preprocess", "backbone", "neck.0", "neck.1", "head", "transfers", "decode+nms"]
+    merged = frame_order([whole_cpu, split, pieces])
+    assert merged[0] == "preprocess" and merged[-2:] == ["transfers", "decode+nms"]
+    for order in (whole_cpu, split, pieces):
+        assert [n for n in merged if n in order] == order
+    assert sorted(merged) == sorted({*whole_cpu, *split, *pieces})
+
+
 def test_plots_are_images_with_content(deployed: DeployResult) -> None:
     for name, data in plots(deployed.report).items():
         image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)

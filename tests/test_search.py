@@ -254,3 +254,29 @@ def test_the_best_plan_is_judged_again_with_its_accelerator_subgraphs_at_one_var
     assert labels(apart, set()) == []  # the CPU between them: no one unit
     kept = [sub("backbone", s8), sub("neck", Variant("int8", "s8", "nncf", ("/model.16/conv/Conv",))), sub("head", s8)]
     assert labels([*kept, sub("decode", fp32)], set()) == [["int8/s8/nncf"] * 3 + ["fp32"]]  # the neck's kept layer
+
+
+def test_a_run_with_a_fallback_quantizer_asks_for_its_neighbours_at_it_to_make_one_unit() -> None:
+    """The second model's head passes INT8 only by the fallback quantizer (QDQ) while backbone and neck passed at
+    NNCF and were never checked at QDQ: those two are what the one-unit step must have checked first (a subgraph
+    already holding the variant, a CPU subgraph and a first-quantizer variant ask for nothing)."""
+    from types import SimpleNamespace
+
+    from yolo_edge.search import unchecked
+
+    s8, qdq, fp32 = Variant("int8", "s8", "nncf"), Variant("int8", "u8", "qdq"), Variant("fp32")
+
+    def sub(name: str, variant: Variant) -> Any:
+        return SimpleNamespace(name=name, device="cpu" if variant == fp32 else "npu", variant=variant, cpu_nodes=())
+
+    options = {
+        "backbone": [sub("backbone", s8), sub("backbone", fp32)],
+        "neck": [sub("neck", s8), sub("neck", qdq), sub("neck", fp32)],
+        "head": [sub("head", qdq), sub("head", fp32)],
+        "decode": [sub("decode", fp32)],
+    }
+    best = [sub("backbone", s8), sub("neck", s8), sub("head", qdq), sub("decode", fp32)]
+    assert unchecked(best, options, ("qdq",)) == [("backbone", qdq)]
+    assert unchecked(best, options, ()) == []  # no fallback quantizer: nothing to ask
+    first = [sub("backbone", s8), sub("neck", s8), sub("head", fp32), sub("decode", fp32)]
+    assert unchecked(first, options, ("qdq",)) == []

@@ -301,12 +301,13 @@ def _latency(p95: float) -> LatencyResult:
 def test_status_rule_and_choice() -> None:
     limits = Limits(max_drift=0.01, sla_ms=50.0)
     assert status(failures(MapResult(-0.02, 0.0), 10.0, limits)) == "fails drift"
-    assert status(failures(MapResult(0.0, 0.0), 60.0, limits, planned="precision")) == "fails precision, SLA"
+    assert status(failures(MapResult(0.0, 0.0), 60.0, limits, planned=("precision",))) == "fails precision, SLA"
     assert (
         status(failures(MapResult(float("nan"), 0.0), float("nan"), limits)) == "fails drift, SLA"
     )  # NaN never passes
     assert status(failures(None, 10.0, limits)) == "fails drift"
-    assert status(failures(None, None, limits, planned="op_support")) == "fails op_support"  # stopped before it ran
+    assert status(failures(None, None, limits, planned=("op_support",))) == "fails op_support"  # stopped before it ran
+    assert status(failures(None, None, limits, planned=("memory", "precision"))) == "fails memory, precision"
     ref = PlanRun("whole-cpu", latency=_latency(40.0), accuracy_drift=Accuracy(MapResult(0.0, 0.0), None))
     fast_but_drifting = PlanRun(
         "split", latency=_latency(10.0), accuracy_drift=Accuracy(MapResult(-0.05, -0.03), MapResult(0.0, 0.0))
@@ -461,7 +462,7 @@ def test_foreign_model_on_its_own_photos_is_proven_by_agreement(foreign: DeployR
     for p in plans.values():  # one rule: the status is what the numbers say
         d = p["map_drift"]
         drift = MapResult(d["map50"], d["map50_95"]) if d else None
-        planned = p["fails"][0] if p["fails"] and p["fails"][0] not in ("drift", "SLA") else None
+        planned = (p["fails"][0],) if p["fails"] and p["fails"][0] not in ("drift", "SLA") else ()
         expected = status(
             failures(drift, (p["latency_ms"] or {}).get("p95"), Limits(r["max_drift"], r["sla_ms"]), planned)
         )

@@ -126,6 +126,18 @@ class _Plans:
         return [self.whole, self.reference, self.split]
 
 
+@dataclass(frozen=True)
+class Session:
+    """One deploy's (or plan's) profile and settings, where what it opens is closed (``stack``: the builder last),
+    and how it talks (``say``, ``bar``): what every step of it shares."""
+
+    profile: DeviceProfile
+    cfg: DeployConfig
+    stack: ExitStack
+    say: Log
+    bar: Bar
+
+
 @dataclass
 class Searched:
     """What planning and the search found for one model on one profile (``plan_deployment``)."""
@@ -141,20 +153,17 @@ class Searched:
 
 
 def plan_deployment(
+    session: Session,
     exported: ExportedModel,
-    profile: DeviceProfile,
-    cfg: DeployConfig,
     data: str | Path | DataSource | None,
     calib: str | Path | None,
-    stack: ExitStack,
-    say: Log,
-    bar: Bar,
     strict: bool = False,
     class_map: str | None = None,
 ) -> Searched:
-    """Resolve the data (evaluation and disjoint calibration images), plan ``exported`` on ``profile`` and
-    search the plan space with the verdict. What it opens (the builder, the reference's and the chosen plan's
-    detectors) is closed with ``stack``, the builder last."""
+    """Resolve the data (evaluation and disjoint calibration images), plan ``exported`` on the session's profile
+    and search the plan space with the verdict. What it opens (the builder, the reference's and the chosen plan's
+    detectors) is closed with the session's stack, the builder last."""
+    profile, cfg, stack, say = session.profile, session.cfg, session.stack, session.say
     n_calib = cfg.calib_images + cfg.checks.precision.images
     evaldata, calibration = resolve_data(data, calib, exported.meta.names, n_calib, class_map)
     for warning in (evaldata.warning, calibration.warning):
@@ -180,7 +189,7 @@ def plan_deployment(
     executor = SplitExecutor(units, cfg.runtime, profile, borrowed=True)
     reference = stack.enter_context(Detector(executor, exported.meta, cfg.nms))
     reference.remember(LATENCY_IMAGES)
-    found = search_plans(space, planner, profile, cfg, calib_tensors, evaldata, reference, bar, say)
+    found = search_plans(space, planner, profile, cfg, calib_tensors, evaldata, reference, session.bar, say)
     if found.detector is not None:
         stack.enter_context(found.detector)
     shown = found.record.shown
@@ -223,9 +232,8 @@ def search_plan(
     with tempfile.TemporaryDirectory(prefix="yolo-edge-plan-") as tmp, ExitStack() as stack:
         exported = export_model(model, imgsz=imgsz, out_dir=tmp)
         if source is not None or exported.meta.names == CLASS_NAMES:
-            found = plan_deployment(
-                exported, profile, cfg, source, calib, stack, say, bar or progress_bar(False), strict, class_map
-            )
+            session = Session(profile, cfg, stack, say, bar or progress_bar(False))
+            found = plan_deployment(session, exported, source, calib, strict, class_map)
             return PlanResult(found.plan, found.space, found.search.record)
         say("no --data: the candidates are not judged (pass --data with the model's own images to search them)")
         n = cfg.calib_images + cfg.checks.precision.images
@@ -266,27 +274,28 @@ def deploy(
     with tempfile.TemporaryDirectory(prefix="yolo-edge-deploy-") as tmp, ExitStack() as stack:
         say(f"exporting {model}")
         exported = export_model(model, imgsz=imgsz, out_dir=tmp)
-        found = plan_deployment(exported, profile, cfg, source, calib, stack, say, bar, strict, class_map)
-        plans = _compare(found, profile, cfg, stack, bar, say)
+        session = Session(profile, cfg, stack, say, bar)
+        found = plan_deployment(session, exported, source, calib, strict, class_map)
+        plans = _compare(session, found)
         # whole-npu is a comparison row, never the deployment: decode must stay FP32 on the CPU
         chosen, none_ok = choose([plans.reference, plans.split], cfg.plan.tie_margin)  # FP32 first: wins a tie
         chosen_plan = found.plan if chosen.name == "split" else found.plan.all_cpu()
-        report = _report(str(model), profile, cfg, found, chosen_plan, plans, chosen, none_ok, t0)
-        files = _bundle_files(exported, found, profile, cfg, plans, chosen_plan, report)
+        report = _report(session, str(model), found, chosen_plan, plans, (chosen, none_ok), t0)
+        files = _bundle_files(session, exported, found, plans, chosen_plan, report)
     bundle = write_bundle(out, files)
     return DeployResult(report, bundle, 0 if report.passed else 1)
 
 
 def _bundle_files(
+    session: Session,
     exported: ExportedModel,
     found: Searched,
-    profile: DeviceProfile,
-    cfg: DeployConfig,
     plans: _Plans,
     chosen_plan: PlacementPlan,
     report: DeployReport,
 ) -> dict[str, bytes]:
     """Everything the bundle holds, by relative path: the chosen plan's units and events, and what proved it."""
+    profile, cfg = session.profile, session.cfg
     on_split = report.chosen.name == "split"
     evaldata, calib_files = found.evaldata, list(found.calibration.files)
     data = DataRecord(evaldata.origin, evaldata.kind, evaldata.class_map, evaldata.excluded)
@@ -332,11 +341,10 @@ def deploy_settings(config: str | Path | DeployConfig | None, sla_ms: float | No
     return replace(cfg, validate=replace(cfg.validate, sla_ms=float(sla_ms)))
 
 
-def _compare(
-    found: Searched, profile: DeviceProfile, cfg: DeployConfig, stack: ExitStack, bar: Bar, say: Log
-) -> _Plans:
+def _compare(session: Session, found: Searched) -> _Plans:
     """whole-npu, whole-cpu and the split: detections and accuracy (the split's and the reference's from the
     search), latency measured together frame by frame in turn, status judged."""
+    cfg, stack, bar, say = session.cfg, session.stack, session.bar, session.say
     search, split, plan = found.search, found.split, found.plan
     reference = search.reference
     reference.memory_peak_bytes = _memory(plan, split, "whole-cpu")
@@ -344,7 +352,7 @@ def _compare(
     split_run = replace(shown.run, name="split") if shown is not None else PlanRun("split", same_as_cpu=True)
     split_run.memory_peak_bytes = _memory(plan, split, "split")  # a copy: the trial keeps what the search measured
     detectors = {"whole-cpu": search.reference_detector, "split": search.detector or search.reference_detector}
-    whole, whole_detector = _whole_npu(plan, found, profile, cfg, say)
+    whole, whole_detector = _whole_npu(session, plan, found)
     if whole_detector is not None:
         detectors["whole-npu"] = stack.enter_context(whole_detector)
         whole.detections = detect_all(whole_detector, found.evaldata.dataset, cfg.val_nms, bar, "whole-npu: validate")
@@ -369,17 +377,17 @@ def _compare(
 
 
 def _report(
+    session: Session,
     model: str,
-    profile: DeviceProfile,
-    cfg: DeployConfig,
     found: Searched,
     chosen_plan: PlacementPlan,
     plans: _Plans,
-    chosen: PlanRun,
-    none_ok: list[str],
+    choice: tuple[PlanRun, list[str]],
     t0: float,
 ) -> DeployReport:
-    """The plans, the verdict and why, the data it was proven on, both placements, the search, fallback events."""
+    """The plans, the verdict (``choice``: the chosen run, and why none passed) and why, the data it was proven
+    on, both placements, the search, fallback events."""
+    (chosen, none_ok), profile, cfg = choice, session.profile, session.cfg
     assert chosen.latency is not None
     limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
     reasons = (["no plan passes: " + "; ".join(none_ok)] if none_ok else []) + explain(
@@ -405,12 +413,11 @@ def _report(
     )
 
 
-def _whole_npu(
-    plan: PlacementPlan, found: Searched, profile: DeviceProfile, cfg: DeployConfig, say: Log
-) -> tuple[PlanRun, Detector | None]:
+def _whole_npu(session: Session, plan: PlacementPlan, found: Searched) -> tuple[PlanRun, Detector | None]:
     """The whole-graph plan, and its detector for accuracy and the joint latency run (None if it cannot run)."""
+    profile, cfg, say = session.profile, session.cfg, session.say
     w, split = plan.whole_graph_npu, found.split
-    run = PlanRun("whole-npu", planned=w.failed_check, memory_peak_bytes=_memory(plan, split, "whole-npu"))
+    run = PlanRun("whole-npu", planned=w.failed_checks, memory_peak_bytes=_memory(plan, split, "whole-npu"))
     if w.failed_check in ("op_support", "memory") or w.variant is None:
         return run, None
     say(f"whole-npu: the whole graph at {w.variant.label}")
@@ -419,7 +426,7 @@ def _whole_npu(
         calib = [{name: c[name]} for c in found.calib_tensors]
         unit = whole_graph_unit(split.exported.load(), found.builder, w.variant, calib)
     except NpuCompileError:
-        run.planned = "to compile"
+        run.planned = ("to compile",)
         return run, None
     executor = SplitExecutor([unit], cfg.runtime, profile, as_placed=True, borrowed=True)
     detector = Detector(executor, split.exported.meta, cfg.nms)

@@ -7,6 +7,7 @@ boundary: nothing in the package reads the dict back by key).
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,12 +18,11 @@ from yolo_edge.config import DeviceProfile
 from yolo_edge.data.resolve import Calibration, EvalData
 from yolo_edge.devices.board import BOARD
 from yolo_edge.export import DEMO_WEIGHTS, demo_model_path
-from yolo_edge.graph import SUBGRAPHS
 from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
 from yolo_edge.runtime import EventSummary
 from yolo_edge.search import SearchRecord, Trial
 from yolo_edge.validate.accuracy import Interval, MapResult
-from yolo_edge.validate.latency import POSTPROCESS, LatencyResult
+from yolo_edge.validate.latency import LatencyResult
 from yolo_edge.validate.verdict import Limits, PlanRun
 from yolo_edge.version import __version__
 
@@ -361,7 +361,7 @@ def plots(report: DeployReport) -> dict[str, bytes]:
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
     phases = {p.name: p.latency.phases for p in timed if p.latency is not None}
-    names = sorted({s for ph in phases.values() for s in ph}, key=_phase_order)
+    names = frame_order([list(ph) for ph in phases.values()])
     bottom = np.zeros(len(phases))
     for phase in names:
         vals = np.array([ph[phase].p50 if phase in ph else 0.0 for ph in phases.values()])
@@ -404,12 +404,21 @@ def search_plot(search: SearchRecord, limits: Limits) -> bytes:
     return data
 
 
-def _phase_order(name: str) -> tuple[int, str]:
-    """Frame order: preprocess, the units by their first subgraph (``backbone+neck.1`` after ``backbone``), the
-    transfers, then decode and NMS: every bar of phases.png stacks its phases in this one order."""
-    order = ["preprocess", *SUBGRAPHS, "transfers", POSTPROCESS]
-    base = name if name in order else name.split(".")[0].split("+")[0]
-    return (order.index(base) if base in order else len(order), name)
+def frame_order(orders: Sequence[Sequence[str]]) -> list[str]:
+    """Every plan's phases (each list in its own frame order: preprocess, its units, transfers, decode + NMS) in one
+    order that keeps each plan's: a phase after every phase any plan runs before it, ties by first appearance.
+    Unit names are not parsed (``backbone+neck`` after ``backbone`` because the frames say so)."""
+    before: dict[str, set[str]] = {}
+    for order in orders:
+        for k, name in enumerate(order):
+            before.setdefault(name, set()).update(order[:k])
+    out: list[str] = []
+    left = list(before)
+    while left:  # frame orders never contradict (preprocess first, NMS last); if they did, first appearance wins
+        ready = next((n for n in left if before[n] <= set(out)), left[0])
+        out.append(ready)
+        left.remove(ready)
+    return out
 
 
 def _png(fig: Any) -> bytes:

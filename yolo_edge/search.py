@@ -23,7 +23,8 @@ every candidate still waiting (adding low precision elsewhere is not expected to
 its INT8 form is retried with twice as many of its most sensitive layers at higher precision
 (:meth:`Planner.relax`). When every subgraph passes alone, only that combination is dropped.
 
-The budget (``plan.search_candidates`` judged, ``plan.search_seconds``) bounds the work; every candidate
+The budget (``plan.search_candidates`` judged, ``plan.search_seconds``) bounds the work (the one-unit step and the
+design card's layout are judged after it, within ``plan.search_seconds``); every candidate
 judged is reported, with why it was tried and its placement, estimated and measured latency, drift and
 status.
 
@@ -42,13 +43,13 @@ import numpy as np
 
 from yolo_edge.backends.builder import Builder
 from yolo_edge.build import build_units
-from yolo_edge.config import DeployConfig, DeviceProfile
+from yolo_edge.config import DeployConfig, DeviceProfile, Variant
 from yolo_edge.data.resolve import EvalData
 from yolo_edge.graph import part
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace, SubgraphPlan
-from yolo_edge.plan.planner import Planner
+from yolo_edge.plan.planner import Planner, option_at
 from yolo_edge.progress import Bar
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit
 from yolo_edge.split import SplitModel
@@ -212,11 +213,13 @@ class _Search:
         self.trials: list[Trial] = []
         self.seen: set[object] = set()
         self.blamed: set[tuple[str, object]] = set()
-        self.kept: tuple[Trial, Detector, list[Unit], EventLog] | None = None  # the best trial's, open
+        # open: every passing trial's (a later trial can move the tie rule's choice to an earlier one), else the first's
+        self.held: dict[int, tuple[Trial, Detector, list[Unit], EventLog]] = {}
         self.t0 = clock()
 
-    def budget_left(self) -> str | None:
-        if len(self.trials) >= self.cfg.plan.search_candidates:
+    def budget_left(self, count: bool = True) -> str | None:
+        """Why the search may judge no more (``count``: the number judged counts too), or None."""
+        if count and len(self.trials) >= self.cfg.plan.search_candidates:
             return f"budget: {self.cfg.plan.search_candidates} candidates judged (plan.search_candidates)"
         if self.clock() - self.t0 >= self.cfg.plan.search_seconds:
             return f"budget: {self.cfg.plan.search_seconds:.0f} s (plan.search_seconds)"
@@ -238,20 +241,24 @@ class _Search:
         trial = Trial(len(self.trials) + 1, plan, why, run, reference.end_to_end, round(self.clock() - t0, 1), se)
         self.trials.append(trial)
         self.say(f"{name}: {run.status}")
-        if self._worth_keeping(trial):
-            if self.kept is not None:
-                self.kept[1].close()
-            self.kept = (trial, detector, units, events)
+        if trial.passed or not self.held:
+            self.held[trial.index] = (trial, detector, units, events)
         else:
             detector.close()
             run.detections = None
         return trial
 
-    def _worth_keeping(self, trial: Trial) -> bool:
-        """The open detector kept is the best passing trial's, else the first trial's."""
-        if self.kept is None:
-            return True
-        return trial.passed and (self.best() is trial)
+    def release(self, keep: Trial | None) -> tuple[Trial, Detector, list[Unit], EventLog] | None:
+        """Close every held detector but ``keep``'s (the chosen trial's, else the first's); its own returned."""
+        kept = None
+        for index, held in list(self.held.items()):
+            if keep is not None and index == keep.index:
+                kept = held
+                continue
+            held[1].close()
+            held[0].run.detections = None
+            del self.held[index]
+        return kept
 
     def run(self) -> str:
         while self.pool:
@@ -275,15 +282,29 @@ class _Search:
         return "a candidate passed" if best else "no candidate left"
 
     def fused(self) -> None:
-        """Judge the best passing trial as :func:`one_unit` would run it, within the search's budget."""
+        """Judge the best passing trial as :func:`one_unit` would run it, within the search's time (not its count:
+        near-ties judged by estimate must not crowd out the plan as it would really run, one variant per run)."""
         best = self.best()
-        if best is None:
+        if best is None or self.budget_left(count=False):
             return
+        self.widen(best.plan)
         for chosen in one_unit(best.plan.subgraphs, self.space.options, self.blamed):
             plan = self.space.placement(chosen)
-            if self.trial_of(plan) is None and self.budget_left() is None:
+            if self.trial_of(plan) is None and self.budget_left(count=False) is None:
                 shown = chosen[next(k for k, s in enumerate(chosen) if s.device == "npu")].variant.label
                 self.try_plan(plan, f"the accelerator subgraphs at one variant, {shown}: one unit")
+
+    def widen(self, plan: PlacementPlan) -> None:
+        """Check ``plan``'s other accelerator subgraphs at a fallback quantizer's variant one of them runs at
+        (:func:`unchecked`), so that :func:`one_unit` can fuse the run (OpenVINO: a head at QDQ beside a backbone
+        and neck at NNCF are two calls per frame)."""
+        fallback = self.planner.checker.npu.fallback_quantizers
+        for name, variant in unchecked(plan.subgraphs, self.space.options, fallback):
+            found = option_at(self.planner, name, variant, "checked for one unit with its neighbours")
+            self.say(f"{name} at {variant.label} (one unit with its neighbours): {'passes' if found else 'fails'}")
+            if found is not None:
+                *accelerated, cpu = self.space.options[name]
+                self.space.options[name] = (*accelerated, found, cpu)
 
     def card(self) -> Trial | None:
         """The design card's layout judged beside the chosen plan: the chosen placement with the head FP32 on the
@@ -390,6 +411,17 @@ def one_unit(
     return found
 
 
+def unchecked(
+    placed: Sequence[SubgraphPlan], options: Mapping[str, Sequence[SubgraphPlan]], fallback: Sequence[str]
+) -> list[tuple[str, Variant]]:
+    """The accelerator subgraphs of ``placed`` never checked at a ``fallback`` quantizer's variant that another of
+    them runs at: the planner tries a fallback only where every INT8 variant failed precision, so a subgraph that
+    passed at the first quantizer has no such option and :func:`one_unit` cannot put the run in one unit."""
+    npu = [s for s in placed if s.device == "npu"]
+    wanted = dict.fromkeys(s.variant for s in npu if s.variant.quantizer in fallback and not s.variant.kept)
+    return [(s.name, v) for v in wanted for s in npu if not any(_opt(o) == ("npu", v, ()) for o in options[s.name])]
+
+
 def search_plans(
     space: PlanSpace,
     planner: Planner,
@@ -410,7 +442,7 @@ def search_plans(
     stopped = search.run()
     search.fused()
     card = search.card()
-    kept = search.kept
+    kept = search.release(search.best() or (search.trials[0] if search.trials else None))
     chosen = search.best()
     assert kept is None or chosen is None or kept[0] is chosen, "the open detector is the chosen trial's"
     detector, units, events = (kept[1], kept[2], kept[3]) if kept else (None, [], EventLog())

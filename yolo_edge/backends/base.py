@@ -119,7 +119,13 @@ class UnsupportedOperator(NpuCompileError):
 
 
 class NpuOutOfMemory(NpuCompileError):
-    pass
+    """The graph does not fit the board's memory. ``numerics``: where the compiler built the graph before it
+    refused it, what it computes, run on the host (Ethos-U: the int8 TFLite on LiteRT's reference kernels): it runs
+    nowhere on the board, but the whole-graph comparison row shows its precision beside the memory failure."""
+
+    def __init__(self, message: str, numerics: Executable | None = None) -> None:
+        super().__init__(message)
+        self.numerics = numerics
 
 
 def io_infos(model: onnx.ModelProto) -> tuple[tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:

@@ -25,7 +25,15 @@ from functools import cached_property
 import onnx
 
 from yolo_edge.backends import board_model, cpu_backend, create_backend
-from yolo_edge.backends.base import FP32_SUFFIX, Artifact, Backend, CalibSet, Executable, hash_feeds
+from yolo_edge.backends.base import (
+    FP32_SUFFIX,
+    Artifact,
+    Backend,
+    CalibSet,
+    Executable,
+    NpuOutOfMemory,
+    hash_feeds,
+)
 from yolo_edge.config import DeviceProfile, Variant
 from yolo_edge.devices.board import BoardCpu
 
@@ -42,6 +50,7 @@ class Builder:
         self._cpu: Backend | None = None
         self._npu = npu
         self._compiled: dict[tuple[str, str, Variant, str], Executable] = {}
+        self._refused: dict[tuple[str, str, Variant, str], NpuOutOfMemory] = {}
         self.compiles = 0  # graphs compiled (cache misses): what a deploy's compile-count test reads
         self._lock = threading.RLock()  # a loaded bundle compiles its CPU twins on a thread of their own
 
@@ -77,6 +86,13 @@ class Builder:
         """``model`` compiled on the accelerator at ``variant`` (see :meth:`Backend.compile`)."""
         return self._cached("npu", model, variant, calib, artifact, lambda: self.npu)
 
+    def refusal(self, model: onnx.ModelProto, variant: Variant, calib: CalibSet | None) -> NpuOutOfMemory | None:
+        """The accelerator compiler's memory refusal of ``model`` at ``variant``, where a compile here met one
+        (nothing is compiled to find out)."""
+        key = _key("npu", model, self.npu.resolve(variant), calib, None)
+        with self._lock:
+            return self._refused.get(key)
+
     def _cached(
         self,
         where: str,
@@ -90,14 +106,21 @@ class Builder:
         # CPU twin compiling through this builder on a thread of its own
         chosen = backend()
         resolved = chosen.resolve(variant)
-        # a stored FP32 graph is what the backend compiles (its bytes are in the key's inputs): not serialized again
-        graph = "stored" if artifact and FP32_SUFFIX in artifact else _digest(model)
-        key = (where, graph, resolved, _inputs(resolved, calib, artifact))
+        key = _key(where, model, resolved, calib, artifact)
         with self._lock:
-            found = self._compiled.get(key)
+            found, refused = self._compiled.get(key), self._refused.get(key)
         if found is not None:
             return found
-        exe = chosen.compile(model, resolved, calib, artifact)
+        if refused is not None:  # the compiler's memory refusal is as deterministic as its output: not asked twice
+            raise refused
+        try:
+            exe = chosen.compile(model, resolved, calib, artifact)
+        except NpuOutOfMemory as exc:
+            with self._lock:
+                self._refused[key] = exc
+                if exc.numerics is not None:
+                    self._stack.callback(exc.numerics.close)
+            raise
         with self._lock:
             if key in self._compiled:  # compiled meanwhile on another thread: one copy is kept
                 exe.close()
@@ -111,6 +134,7 @@ class Builder:
         """Close every executable compiled here, then the backends (last in, first out)."""
         with self._lock:
             self._compiled.clear()
+            self._refused.clear()
             self._stack.close()
 
     def __enter__(self) -> Builder:
@@ -118,6 +142,14 @@ class Builder:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+def _key(
+    where: str, model: onnx.ModelProto, resolved: Variant, calib: CalibSet | None, artifact: Artifact | None
+) -> tuple[str, str, Variant, str]:
+    # a stored FP32 graph is what the backend compiles (its bytes are in the key's inputs): not serialized again
+    graph = "stored" if artifact and FP32_SUFFIX in artifact else _digest(model)
+    return (where, graph, resolved, _inputs(resolved, calib, artifact))
 
 
 def _digest(model: onnx.ModelProto) -> str:

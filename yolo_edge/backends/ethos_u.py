@@ -278,6 +278,8 @@ class EthosUBackend(Backend):
             data, io = self.convert(model, v.scheme, calib)
         report, built = self.vela(data)
         refused = self.refusal(report)
+        if isinstance(refused, NpuOutOfMemory):  # converted and compiled: its numerics are known all the same
+            refused.numerics = EthosUExecutable(data, io, model, v, report, built)
         if refused is not None:
             raise refused
         return EthosUExecutable(data, io, model, v, report, built)

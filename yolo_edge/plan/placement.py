@@ -122,6 +122,11 @@ class WholeGraphVerdict:
         return None if self.variant is None else self.variant.precision
 
     @property
+    def failed_checks(self) -> tuple[str, ...]:
+        """Every check it failed, in the checks' order: the first, and precision judged had it fit the memory."""
+        return tuple(name for name, result in self.checks.items() if result.passed is False)
+
+    @property
     def required_bytes(self) -> int:
         """Device memory the whole graph needs (0 when the memory check did not run)."""
         mem = self.checks.get("memory")

@@ -32,7 +32,15 @@ from yolo_edge.backends.builder import Builder
 from yolo_edge.config import CHECKS, DeployConfig, DeviceProfile, LatencyKind, PrecisionName, Variant
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.graph import GraphInfo, part
-from yolo_edge.plan.checks import SENSITIVE_OPS, Candidate, Checker, all_int8_variants, first_failure, int8_variants
+from yolo_edge.plan.checks import (
+    SENSITIVE_OPS,
+    Candidate,
+    Checker,
+    all_int8_variants,
+    first_failure,
+    int8_variants,
+    judge,
+)
 from yolo_edge.plan.op_level import op_level_search
 from yolo_edge.plan.placement import FP32, PlacementPlan, PlanSpace, SubgraphPlan, WholeGraphVerdict, boundary_tensors
 from yolo_edge.plan.results import CheckResult, Performance, Precision, skipped
@@ -185,7 +193,7 @@ class Planner:
         passed: list[SubgraphPlan] = []
         failed: list[SubgraphPlan] = []
         for variant, how in self.variants(cand, self.precisions):
-            plan = self._try(cand, variant, how, cpu_ms, kind)
+            plan = self.try_variant(cand, variant, how, cpu_ms, kind)
             (passed if plan.device == "npu" else failed).append(plan)
             if plan.checks["op_support"].passed is False:
                 break  # op support is the same at every precision
@@ -194,7 +202,7 @@ class Planner:
         imprecise = [f for f in int8 if first_failure(f.checks) == "precision"]
         if int8 and imprecise == int8 and not any(p.precision == "int8" for p in passed):
             for variant in all_int8_variants(self.checker.npu, fallback=True):
-                plan = self._try(cand, variant, f"{imprecise[0].variant.label} failed precision", cpu_ms, kind)
+                plan = self.try_variant(cand, variant, f"{imprecise[0].variant.label} failed precision", cpu_ms, kind)
                 (passed if plan.device == "npu" else failed).append(plan)
         if not any(p.precision == "int8" for p in passed):  # INT8 fails only on precision: keep layers out of it
             for f in (f for f in failed if f.precision == "int8" and first_failure(f.checks) == "precision"):
@@ -211,7 +219,9 @@ class Planner:
         cpu = SubgraphPlan(cand.name, "cpu", FP32, "subgraph", why, checks, None, cpu_ms, kind)
         return (*passed, cpu), tuple(failed)
 
-    def _try(self, cand: Candidate, variant: Variant, how: str, cpu_ms: float, kind: LatencyKind) -> SubgraphPlan:
+    def try_variant(
+        self, cand: Candidate, variant: Variant, how: str, cpu_ms: float, kind: LatencyKind
+    ) -> SubgraphPlan:
         """``cand`` at ``variant`` through the checks: a passing accelerator plan, an op-level or mixed-precision
         one where that rescues it, else the failure (device ``cpu``, its reason)."""
         results = self.checker.run_all(cand, variant)
@@ -273,6 +283,18 @@ class Planner:
         return self.mixed(cand, base, max(1, 2 * len(option.variant.kept)), why, option.cpu_ms, option.latency_kind)
 
 
+def option_at(planner: Planner, name: str, variant: Variant, why: str) -> SubgraphPlan | None:
+    """Subgraph ``name`` at ``variant`` through the checks, not tried when its options were (a fallback quantizer a
+    neighbour needed: the search's one-unit step): its whole-subgraph accelerator plan, or None where it fails (or a
+    rule keeps it on the CPU)."""
+    if _rule(name, planner.cfg):
+        return None
+    cand = planner.subgraph_candidate(name)
+    cpu_s, kind = planner.checker.cpu_s(cand)
+    plan = planner.try_variant(cand, variant, why, cpu_s * 1e3, kind)
+    return plan if plan.device == "npu" and plan.granularity == "subgraph" else None
+
+
 def whole_graph(planner: Planner) -> WholeGraphVerdict:
     """The whole model on the accelerator at the profile's first precision: the safety-net comparison row."""
     model = planner.split.exported.load()
@@ -289,7 +311,23 @@ def whole_graph(planner: Planner) -> WholeGraphVerdict:
     results = planner.checker.run_all(cand, variant)
     failed = first_failure(results)
     reason = results[failed].reason if failed else "all four checks pass"
+    beyond = _precision_had_it_fit(planner.checker, cand, variant) if failed == "memory" else None
+    if beyond is not None:
+        results["precision"] = beyond
+        reason += f"; {'and' if beyond.passed else 'and fails'} precision {beyond.reason}"
     return WholeGraphVerdict(failed is None, variant, failed, reason, results)
+
+
+def _precision_had_it_fit(checker: Checker, cand: Candidate, variant: Variant) -> CheckResult | None:
+    """The precision check of a graph the compiler refused for memory after building it (its refusal carries what
+    it computes: Ethos-U's int8 TFLite on the reference kernels), so that the whole-graph row shows both of its real
+    failures; None where nothing was built (a profile's memory model refused it first: not compiled for it)."""
+    refused = checker.builder.refusal(cand.model, variant, cand.feeds_calib)
+    numerics = None if refused is None else refused.numerics
+    if numerics is None:
+        return None
+    result = judge(checker.cfg.checks.precision, cand, variant, [numerics.run(f) for f in cand.feeds_eval])
+    return replace(result, reason=f"had it fit (the compiler's numerics on the host): {result.reason}")
 
 
 def plan_options(planner: Planner, strict: bool = False) -> PlanSpace:

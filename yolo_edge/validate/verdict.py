@@ -47,13 +47,13 @@ def failures(
     drift: MapResult | None,
     p95_ms: float | None,
     limits: Limits,
-    planned: str | None = None,
+    planned: tuple[str, ...] = (),
     interval: Interval | None = None,
 ) -> list[str]:
-    """Why a plan is not acceptable (empty: it is). ``planned`` is the planner's failed check, if any; a plan
-    it stopped before anything ran (no figures) fails for that reason alone. ``interval``: the drift's bootstrap
+    """Why a plan is not acceptable (empty: it is). ``planned`` are the planner's failed checks, if any; a plan
+    it stopped before anything ran (no figures) fails for those reasons alone. ``interval``: the drift's bootstrap
     interval (None: judged on the figure alone)."""
-    out = [planned] if planned else []
+    out = list(planned)
     if drift is None and p95_ms is None and planned:
         return out
     out += _drift_failure(drift, interval, -limits.max_drift)
@@ -150,7 +150,9 @@ class PlanRun:
     """One of the plans deploy compares (whole-npu, whole-cpu, split): what it measured, and its status."""
 
     name: str
-    planned: str | None = None  # the planner's failed check for this plan (precision, op_support, memory, to compile)
+    planned: tuple[
+        str, ...
+    ] = ()  # the planner's failed checks for this plan (op_support, memory, precision, to compile)
     latency: LatencyResult | None = None
     accuracy: Accuracy | None = None  # against labels where there are labels, and agreement with the reference
     accuracy_drift: Accuracy | None = None  # both, minus the reference's
