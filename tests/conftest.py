@@ -367,7 +367,7 @@ def plan_bundle(out: Path, split, plan, tensors: list, cfg) -> Path:  # type: ig
     FP32 graphs, the boundary sample and the calibration images it was built with."""
     from yolo_edge.backends.builder import Builder
     from yolo_edge.build import build_units, plan_units, unit_sample
-    from yolo_edge.bundle import BundleMeta, DataRecord, bundle_files, write_bundle
+    from yolo_edge.bundle import BundleMeta, Contents, DataRecord, bundle_files, write_bundle
     from yolo_edge.config import load_profile
     from yolo_edge.pipeline.preprocess import default_calib_dir
     from yolo_edge.runtime import EventLog
@@ -383,8 +383,7 @@ def plan_bundle(out: Path, split, plan, tensors: list, cfg) -> Path:  # type: ig
     names = tuple(p.name for p in calib_files)
     meta = BundleMeta(__version__, split.exported.meta, profile.name, "split", data, 100.0, True, names)
     sample = unit_sample(planned, tensors[0], builder)
-    files = bundle_files(
-        split.exported, split, plan, profile, cfg, calib_files, planned, sample, units, meta, {}, "", {}, events
-    )
+    contents = Contents(meta, split.exported, split, plan, profile, cfg, planned, units, sample, calib_files, events)
+    files = bundle_files(contents, {})
     builder.close()
     return write_bundle(out, files)

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from tests.conftest import plan_bundle
-from yolo_edge import bundle as bundle_module
 from yolo_edge.bundle import (
     FORMAT,
     Bundle,
@@ -25,6 +24,7 @@ from yolo_edge.bundle import (
     load_bundle,
     write_bundle,
 )
+from yolo_edge.bundle import opened as bundle_module
 from yolo_edge.config import DeployConfig
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import is_mount_point

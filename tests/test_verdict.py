@@ -14,6 +14,7 @@ import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -21,7 +22,7 @@ import pytest
 
 from tests.second_model import SECOND_CLASSES
 from yolo_edge.backends import cpu_backend
-from yolo_edge.backends.base import Artifact, CalibSet, Executable
+from yolo_edge.backends.base import CalibSet, Executable
 from yolo_edge.backends.builder import Builder
 from yolo_edge.backends.openvino import OpenVinoBackend
 from yolo_edge.build import build_units, whole_graph_unit
@@ -365,10 +366,8 @@ class _OpenVino(OpenVinoBackend):
         super().__init__("CPU", schemes, ("qdq",))
         self.slow, self.broken = slow, broken
 
-    def _compile(
-        self, model: onnx.ModelProto, variant: Variant, calib: CalibSet | None, artifact: Artifact | None
-    ) -> Executable:
-        exe = super()._compile(model, variant, calib, artifact)
+    def _build(self, model: onnx.ModelProto, variant: Variant, program: Any) -> Executable:
+        exe = super()._build(model, variant, program)
         scheme = exe.variant.scheme
         if exe.precision == "int8" and scheme in (self.slow, self.broken):
             return _Tampered(exe, 0.05 if scheme == self.slow else 0.0, 0.3 if scheme == self.broken else 1.0)

@@ -36,7 +36,8 @@ from yolo_edge.backends import require_usable, resolve_device
 from yolo_edge.backends.base import NpuCompileError
 from yolo_edge.backends.builder import Builder
 from yolo_edge.build import build_units, plan_units, unit_sample, whole_graph_unit
-from yolo_edge.bundle import BundleMeta, DataRecord, bundle_files, check_writable, write_bundle
+from yolo_edge.bundle.layout import BundleMeta, Contents, DataRecord, bundle_files
+from yolo_edge.bundle.write import check_writable, write_bundle
 from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config
 from yolo_edge.data.resolve import Calibration, DataSource, EvalData, read_data, resolve_data
 from yolo_edge.demo import CLASS_NAMES
@@ -50,7 +51,7 @@ from yolo_edge.plan.placement import PlacementPlan, PlanSpace, boundary_tensors
 from yolo_edge.plan.planner import plan_space
 from yolo_edge.plan.results import Memory
 from yolo_edge.progress import Bar, progress_bar
-from yolo_edge.report import DeployReport, markdown, plots
+from yolo_edge.report import DeployReport, report_files
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit
 from yolo_edge.search import SearchRecord, SearchResult, search_plans, with_reason
 from yolo_edge.split import SplitModel, split_model
@@ -312,22 +313,11 @@ def _bundle_files(
     units = plans.split_units if on_split else []
     events = plans.events if on_split else EventLog()
     planned = plan_units(found.split, chosen_plan, cfg.runtime.fuse_units)
-    return bundle_files(
-        exported,
-        found.split,
-        chosen_plan,
-        profile,
-        cfg,
-        calib_files,
-        planned,
-        unit_sample(planned, found.calib_tensors[0], found.builder),
-        units,
-        meta,
-        report.to_dict(),
-        markdown(report),
-        plots(report),
-        events,
+    sample = unit_sample(planned, found.calib_tensors[0], found.builder)
+    contents = Contents(
+        meta, exported, found.split, chosen_plan, profile, cfg, planned, units, sample, calib_files, events
     )
+    return bundle_files(contents, report_files(report))
 
 
 def deploy_settings(config: str | Path | DeployConfig | None, sla_ms: float | None) -> DeployConfig:

@@ -7,6 +7,7 @@ boundary: nothing in the package reads the dict back by key).
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -375,6 +376,15 @@ def plots(report: DeployReport) -> dict[str, bytes]:
     plt.close(fig)
     out["search.png"] = search_plot(report.search, report.limits)
     return out
+
+
+def report_files(report: DeployReport) -> dict[str, bytes]:
+    """The report as a bundle stores it: ``report.json``, ``report.md`` and ``plots/*.png``."""
+    return {
+        "report.json": json.dumps(report.to_dict(), indent=2).encode(),
+        "report.md": markdown(report).encode(),
+        **{f"plots/{name}": data for name, data in plots(report).items()},
+    }
 
 
 def search_plot(search: SearchRecord, limits: Limits) -> bytes:

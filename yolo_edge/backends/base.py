@@ -298,8 +298,8 @@ class OpQuery:
 class Backend(ABC):
     """Compiles subgraphs for one runtime/device. Subclasses list the precisions they really compute in, the
     INT8 activation schemes and quantizers they offer, and whether they can keep layers at higher precision;
-    they implement ``_compile`` and override the optional hooks they have. A backend is a context manager:
-    ``close`` releases what it holds (a temp folder); it outlives the executables it compiled."""
+    they implement the steps of :meth:`compile` and override the optional hooks they have. A backend is a context
+    manager: ``close`` releases what it holds (a temp folder); it outlives the executables it compiled."""
 
     name: str = ""
     precisions: tuple[PrecisionName, ...] = ()
@@ -324,14 +324,35 @@ class Backend(ABC):
         """Compile ``model`` as ``variant`` (a precision, or for INT8 also its scheme, quantizer and kept layers:
         defaults the backend's first); INT8 needs ``calib`` (feeds of this subgraph; read only when the backend
         quantizes). ``artifact`` is ``model`` already compiled (a bundle's unit files): what the backend can run of
-        it runs as it is, and ``model`` is what limits are checked on."""
-        return self._compile(model, self.resolve(variant), calib, artifact)
+        it runs as it is, and ``model`` is what limits are checked on.
+
+        The same steps for every backend, each its own: refuse what the device cannot take (``_admit``), load what
+        ``artifact`` stores (``_load``), else lower ``model`` to the variant (``_lower``: quantize, convert), then
+        build it for the runtime (``_build``)."""
+        v = self.resolve(variant)
+        self._admit(model, v)
+        program = self._load(model, v, artifact) if artifact else None
+        if program is None:
+            program = self._lower(model, v, calib)
+        return self._build(model, v, program)
+
+    def _admit(self, model: onnx.ModelProto, v: Variant) -> None:
+        """Raise :class:`NpuCompileError` before any work when the device cannot take ``model`` at ``v``."""
+        return None
+
+    def _load(self, model: onnx.ModelProto, v: Variant, artifact: Artifact) -> Any | None:
+        """What ``artifact`` stores of ``model`` at ``v`` in the form :meth:`_build` takes (None: nothing this runtime
+        can use as it is; ``model`` is lowered again)."""
+        return None
 
     @abstractmethod
-    def _compile(
-        self, model: onnx.ModelProto, variant: Variant, calib: CalibSet | None, artifact: Artifact | None
-    ) -> Executable:
-        """Compile ``model`` at the resolved ``variant`` (see :meth:`compile`)."""
+    def _lower(self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None) -> Any:
+        """``model`` lowered to ``v`` for this runtime (INT8: quantized on ``calib``), in the form :meth:`_build`
+        takes; a runtime that cannot lower (a board's) raises :class:`NpuCompileError` saying where it can."""
+
+    @abstractmethod
+    def _build(self, model: onnx.ModelProto, v: Variant, program: Any) -> Executable:
+        """``program`` (what :meth:`_load` or :meth:`_lower` made) built into an executable of ``model`` at ``v``."""
 
     def is_reference(self, variant: Variant) -> bool:
         """Whether compiling at ``variant`` gives the FP32 CPU reference itself (the ``cpu`` profile): a unit's CPU

@@ -27,6 +27,7 @@ from yolo_edge.host import runtime_threads
 from yolo_edge.registry import OnnxRuntimeOptions
 
 CPU_EP = "CPUExecutionProvider"
+Graph = tuple[onnx.ModelProto, bytes | None]  # the graph a session is created from, and its bytes where stored
 # what a session's run raises when the runtime or its execution provider fails (bad feeds are caught before)
 RUN_FAILURES = (
     ort_state.Fail,
@@ -76,17 +77,22 @@ class OnnxRuntimeBackend(Backend):
     def is_reference(self, variant: Variant) -> bool:
         return self.providers == (CPU_EP,) and variant.precision == "fp32"
 
-    def _compile(
-        self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None, artifact: Artifact | None
-    ) -> Executable:
-        precision = v.precision  # INT8: u8 only, onnxruntime's fast x86 path (U8S8)
-        graph, data = qdq_artifact(artifact), None
-        if graph is None and precision == "int8":
-            from yolo_edge.backends.quantize import quantize_int8  # onnxruntime.quantization: when quantizing
+    def _load(self, model: onnx.ModelProto, v: Variant, artifact: Artifact) -> Graph | None:
+        qdq = qdq_artifact(artifact)
+        if qdq is not None:
+            return qdq, None
+        data = artifact.get(FP32_SUFFIX)
+        return (model, data) if data and v.precision != "int8" else None
 
-            graph = quantize_int8(model, calib or [], exclude=v.kept)
-        elif graph is None:
-            graph, data = model, (artifact or {}).get(FP32_SUFFIX)
+    def _lower(self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None) -> Graph:
+        if v.precision != "int8":
+            return model, None
+        from yolo_edge.backends.quantize import quantize_int8  # onnxruntime.quantization: when quantizing
+
+        return quantize_int8(model, calib or [], exclude=v.kept), None  # INT8: u8 only, onnxruntime's fast x86 path
+
+    def _build(self, model: onnx.ModelProto, v: Variant, program: Graph) -> Executable:
+        graph, data = program
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
@@ -97,7 +103,7 @@ class OnnxRuntimeBackend(Backend):
         opts.intra_op_num_threads = runtime_threads()  # 0: onnxruntime's default, a thread per core
         providers: list[str | tuple[str, dict[str, object]]] = list(self.providers)
         if self.providers[0] == "TensorrtExecutionProvider":
-            providers[0] = ("TensorrtExecutionProvider", {"trt_fp16_enable": precision == "fp16"})
+            providers[0] = ("TensorrtExecutionProvider", {"trt_fp16_enable": v.precision == "fp16"})
         session = ort.InferenceSession(data or graph.SerializeToString(), sess_options=opts, providers=providers)
         got = session.get_providers()
         if self.providers[0] not in got:

@@ -42,6 +42,7 @@ from yolo_edge.registry import OV_BIN_SUFFIX, OV_XML_SUFFIX, QDQ_SUFFIX, OpenVin
 
 _HINT = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
 _CAPABILITY = {"bf16": "BF16", "fp16": "FP16", "int8": "INT8", "fp32": "FP32"}
+Graph = tuple[Any, dict[str, bytes]]  # the OpenVINO model to compile, and what a bundle stores of it
 
 
 def _threads() -> dict[str, int]:
@@ -118,22 +119,27 @@ class OpenVinoBackend(Backend):
         ]
         return OpQuery(len(ops), tuple(o for o in ops if o not in supported), "query_model")
 
-    def _graph(self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None, artifact: Artifact | None) -> Any:
-        """The OpenVINO model to compile and what a bundle stores of it."""
-        stored = artifact or {}
-        if OV_XML_SUFFIX in stored and OV_BIN_SUFFIX in stored:
-            xml, weights = stored[OV_XML_SUFFIX], stored[OV_BIN_SUFFIX]
+    def _load(self, model: onnx.ModelProto, v: Variant, artifact: Artifact) -> Graph | None:
+        if OV_XML_SUFFIX in artifact and OV_BIN_SUFFIX in artifact:
+            xml, weights = artifact[OV_XML_SUFFIX], artifact[OV_BIN_SUFFIX]
             try:
                 return read_ir(xml, weights), {OV_XML_SUFFIX: xml, OV_BIN_SUFFIX: weights}
             except (RuntimeError, UnicodeDecodeError) as exc:  # OpenVINO's parser on a damaged file
                 why = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
                 raise YoloEdgeError(f"a stored OpenVINO IR unit is not readable ({why[:160]})") from None
         qdq = qdq_artifact(artifact)
-        if qdq is None and v.precision == "int8" and v.quantizer == "qdq":
+        if qdq is not None:
+            return read_onnx(qdq), {QDQ_SUFFIX: qdq.SerializeToString()}
+        data = artifact.get(FP32_SUFFIX)
+        return (read_onnx(model, data), {}) if data and v.precision != "int8" else None
+
+    def _lower(self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None) -> Graph:
+        """INT8 by onnxruntime's QDQ recipe or by NNCF, as ``v.quantizer`` says; else the FP32 graph, whose precision
+        the plugin's hint sets."""
+        if v.precision == "int8" and v.quantizer == "qdq":
             from yolo_edge.backends.quantize import quantize_int8  # onnxruntime.quantization: when quantizing
 
             qdq = quantize_int8(model, calib or [], recipe=f"openvino-{v.scheme}", exclude=v.kept)
-        if qdq is not None:
             return read_onnx(qdq), {QDQ_SUFFIX: qdq.SerializeToString()}
         if v.precision == "int8":
             assert v.scheme is not None
@@ -141,12 +147,10 @@ class OpenVinoBackend(Backend):
 
             xml, weights = quantize_nncf(model, calib or [], v.scheme, v.kept)
             return read_ir(xml, weights), {OV_XML_SUFFIX: xml, OV_BIN_SUFFIX: weights}
-        return read_onnx(model, stored.get(FP32_SUFFIX)), {}
+        return read_onnx(model), {}
 
-    def _compile(
-        self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None, artifact: Artifact | None
-    ) -> Executable:
-        ov_model, stored = self._graph(model, v, calib, artifact)
+    def _build(self, model: onnx.ModelProto, v: Variant, program: Graph) -> Executable:
+        ov_model, stored = program
         config = {"INFERENCE_PRECISION_HINT": _HINT[v.precision], "PERFORMANCE_HINT": "LATENCY", **_threads()}
         try:
             compiled = core().compile_model(ov_model, self.device, config)
@@ -162,7 +166,7 @@ class OpenVinoBackend(Backend):
         """Every convolution's output at ``variant`` against FP32 on ``feeds`` (those OpenVINO keeps by name: a
         convolution folded into another op is not measured); a layer's added error is its own (1 - cosine) less
         the largest of the convolutions feeding it (the error it inherits)."""
-        low_model = self._graph(model, self.resolve(variant), calib, None)[0]
+        low_model = self._lower(model, self.resolve(variant), calib)[0]
         fp32_model = read_onnx(model)
         ops = [{op.get_friendly_name() for op in m.get_ops()} for m in (low_model, fp32_model)]
         convs = [n for n in model.graph.node if n.op_type == "Conv" and all(n.name in names for names in ops)]

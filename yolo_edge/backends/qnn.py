@@ -201,21 +201,25 @@ class QnnBackend(Backend):
             return OpQuery(n_ops, (), "validation")
         return OpQuery(n_ops, tuple(node for _, node in _refused(log) if node in own), "validation")
 
-    def _compile(
-        self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None, artifact: Artifact | None
-    ) -> Executable:
-        """A stored EPContext loads as it is; else the unit is quantized (QNN's recipe), compiled with CPU fallback
-        disabled, and its context kept for the bundle."""
-        context = stored_context(artifact)
-        if context is not None:
-            session, _ = htp_session(context, self.options, fallback=False)
-            return QnnExecutable(session, model, v, context)
+    def _load(self, model: onnx.ModelProto, v: Variant, artifact: Artifact) -> bytes | onnx.ModelProto | None:
+        """A stored EPContext (bytes: loaded as it is), else a stored QDQ graph (compiled again)."""
+        return stored_context(artifact) or qdq_artifact(artifact)
+
+    def _lower(self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None) -> onnx.ModelProto:
+        """The unit quantized by QNN's recipe (a QDQ graph)."""
         assert v.scheme is not None
-        graph = qdq_artifact(artifact) or quantize_qnn(model, calib or [], v.scheme)
+        return quantize_qnn(model, calib or [], v.scheme)
+
+    def _build(self, model: onnx.ModelProto, v: Variant, program: bytes | onnx.ModelProto) -> Executable:
+        """A context loads as it is; a QDQ graph is compiled with CPU fallback disabled, its context kept for the
+        bundle."""
+        if isinstance(program, bytes):
+            session, _ = htp_session(program, self.options, fallback=False)
+            return QnnExecutable(session, model, v, program)
         with self._lock:
             self._count += 1
             path = Path(self._dir.name, f"unit{self._count}{CONTEXT_SUFFIX}")
-        session, _ = htp_session(graph.SerializeToString(), self.options, fallback=False, context=path)
+        session, _ = htp_session(program.SerializeToString(), self.options, fallback=False, context=path)
         return QnnExecutable(session, model, v, path.read_bytes())
 
 

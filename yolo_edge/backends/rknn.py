@@ -214,12 +214,14 @@ class RknnBackend(Backend):
             job["dataset"] = str(folder / "dataset.txt")
         return job
 
-    def _compile(
-        self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None, artifact: Artifact | None
-    ) -> Executable:
-        """Build ``model`` with Rockchip's compiler. ``artifact`` (a bundle's ``.rknn``) is not loadable by the
-        simulator: the unit is rebuilt from the ONNX and ``calib``, as deploy built it."""
-        exe = RknnExecutable(self, self._job(model, v, calib), model, v)
+    def _lower(self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None) -> dict[str, Any]:
+        """The compiler's job (Rockchip's compiler quantizes as it builds). A bundle's ``.rknn`` is not loadable by
+        the simulator: the unit is rebuilt from the ONNX and ``calib``, as deploy built it."""
+        return self._job(model, v, calib)
+
+    def _build(self, model: onnx.ModelProto, v: Variant, program: dict[str, Any]) -> Executable:
+        """Build ``model`` with Rockchip's compiler in the worker, which then holds it for the simulator."""
+        exe = RknnExecutable(self, program, model, v)
         exe.build()
         return exe
 
@@ -312,19 +314,20 @@ class RknnLiteBackend(Backend):
         """Remove the folder the bundle's ``.rknn`` files were written to for RKNNLite."""
         self._remove_dir()
 
-    def _compile(
-        self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None, artifact: Artifact | None
-    ) -> Executable:
-        data = (artifact or {}).get(RKNN_SUFFIX)
-        if not data:
-            raise NpuCompileError(
-                "no .rknn for this unit in the bundle (the board cannot compile): deploy it on a host with "
-                "`yolo-edge toolchain install rknn`"
-            )
+    def _load(self, model: onnx.ModelProto, v: Variant, artifact: Artifact) -> bytes | None:
+        return artifact.get(RKNN_SUFFIX) or None
+
+    def _lower(self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None) -> bytes:
+        raise NpuCompileError(
+            "no .rknn for this unit in the bundle (the board cannot compile): deploy it on a host with "
+            "`yolo-edge toolchain install rknn`"
+        )
+
+    def _build(self, model: onnx.ModelProto, v: Variant, program: bytes) -> Executable:
         from rknnlite.api import RKNNLite
 
         path = self._dir / f"unit{len(list(self._dir.iterdir()))}{RKNN_SUFFIX}"
-        path.write_bytes(data)
+        path.write_bytes(program)
         # a pool of one context per core (NPU_CORE_0, _1, ...) when the profile has several; else the core mask
         masks = (
             [f"NPU_CORE_{k}" for k in range(self.cores)] if self.cores > 1 else [f"NPU_CORE_{self.core_mask.upper()}"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import onnx
@@ -147,10 +148,8 @@ class SimulatedNpu(Backend):
     ) -> list[LayerError]:
         return self.numerics.layer_errors(model, variant, calib, feeds)
 
-    def _compile(
-        self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None, artifact: Artifact | None
-    ) -> Executable:
-        precision = v.precision
+    def _admit(self, model: onnx.ModelProto, v: Variant) -> None:
+        """The profile's op list and memory budget first, then whatever the numerics backend refuses up front."""
         info = GraphInfo.of(model)
         bad = unsupported_ops(info, self.profile)
         if bad:
@@ -158,14 +157,25 @@ class SimulatedNpu(Backend):
                 f"{self.profile.name}: {bad[0].node}: {bad[0].reason}"
                 + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "")
             )
-        why = memory_violation(memory_use(info, precision), self.profile)
+        why = memory_violation(memory_use(info, v.precision), self.profile)
         if why:
             raise NpuOutOfMemory(f"{self.profile.name}: {why}")
-        inner = self.numerics.compile(model, v, calib, artifact)
-        modelled = inner.modelled_s  # the vendor compiler's own estimate (Vela's), where it makes one
+        self.numerics._admit(model, v)
+
+    def _load(self, model: onnx.ModelProto, v: Variant, artifact: Artifact) -> Any | None:
+        return self.numerics._load(model, v, artifact)
+
+    def _lower(self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None) -> Any:
+        return self.numerics._lower(model, v, calib)
+
+    def _build(self, model: onnx.ModelProto, v: Variant, program: Any) -> Executable:
+        """The numerics backend's executable, its latency modelled for the profile (or the vendor compiler's own
+        estimate, Vela's, where it makes one)."""
+        inner = self.numerics._build(model, v, program)
+        modelled = inner.modelled_s
         if not self.compiler_estimates or modelled is None:
-            kept = self.kept_precision or precision
-            modelled = npu_time(info, self.profile, precision, v.kept, kept, v.scheme).total_s
+            kept = self.kept_precision or v.precision
+            modelled = npu_time(GraphInfo.of(model), self.profile, v.precision, v.kept, kept, v.scheme).total_s
         exe = SimulatedExecutable(inner, modelled, self.injector, self.faults.hang_s, f"sim:{self.profile.name}")
         exe.concurrency = self.profile.npu_cores
         return exe

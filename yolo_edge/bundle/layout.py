@@ -1,0 +1,199 @@
+"""What a bundle holds: its layout (the package docstring), meta.json, units.json, the boundary sample, and the
+bytes deploy writes for a proven plan (:func:`bundle_files`)."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from yolo_edge.backends.base import io_infos
+from yolo_edge.build import UnitPlan, unit_name
+from yolo_edge.config import DeployConfig, Device, DeviceProfile, Variant
+from yolo_edge.export import ExportedModel, ModelMeta
+from yolo_edge.plan.placement import PlacementPlan
+from yolo_edge.runtime import EventLog, Unit
+from yolo_edge.split import SplitModel
+
+# 5: units.json, every unit's FP32 graph and one boundary sample stored; 6: the units end at the head (the decode
+# is the detector's candidate-first post-processing); 7: a profile's runtime_options are its backend's own
+# (yolo_edge.registry)
+FORMAT = 7
+MODEL = "model.onnx"
+CALIB = "calib"
+UNITS = "units.json"
+SAMPLE = "sample.npz"
+MANIFEST = "files.txt"  # every file write_bundle wrote, one relative path a line: what a redeploy may replace
+
+
+@dataclass(frozen=True)
+class DataRecord:
+    """What the bundle was validated on, so that check/val/bench can do it again."""
+
+    origin: str  # "demo" or the path the user gave
+    kind: str  # "labels" or "agreement"
+    class_map: dict[str, str] | None  # data class name -> model class name, as applied
+    excluded: tuple[str, ...] = ()  # the origin's images left out of the evaluation because they calibrated
+
+
+@dataclass(frozen=True)
+class BundleMeta:
+    """meta.json: what the bundle holds and what it was proven with."""
+
+    yolo_edge: str  # the version that wrote it
+    model: ModelMeta
+    device: str  # the profile's name
+    chosen_plan: str  # "split" or "whole-cpu"
+    data: DataRecord
+    sla_ms: float
+    fuse_units: bool
+    calib: tuple[str, ...]  # the calibration sample's file names, in calib/
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "yolo_edge": self.yolo_edge,
+            "model": self.model.to_dict(),
+            "device": self.device,
+            "chosen_plan": self.chosen_plan,
+            "data": asdict(self.data),
+            "sla_ms": self.sla_ms,
+            "fuse_units": self.fuse_units,
+            "calib": list(self.calib),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BundleMeta:
+        """Raises KeyError naming the first missing key (``data.origin`` for a nested one)."""
+        data = d["data"]
+        for key in ("origin", "kind", "class_map", "excluded"):
+            if key not in data:
+                raise KeyError(f"data.{key}")
+        return cls(
+            d["yolo_edge"],
+            ModelMeta.from_dict(d["model"]),
+            d["device"],
+            d["chosen_plan"],
+            DataRecord(data["origin"], data["kind"], data["class_map"], tuple(data["excluded"])),
+            float(d["sla_ms"]),
+            bool(d["fuse_units"]),
+            tuple(d["calib"]),
+        )
+
+
+@dataclass(frozen=True)
+class StoredUnit:
+    """One entry of units.json: a unit of the deployed plan and the file of its FP32 graph."""
+
+    subgraphs: tuple[str, ...]
+    piece: int | None
+    device: Device
+    variant: Variant
+    graph: str  # relative path: subgraphs/<s>.onnx, units/<unit>.onnx (fused, or a piece), model.onnx (all four)
+
+    @property
+    def name(self) -> str:
+        return unit_name(self.subgraphs, self.piece)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "subgraphs": list(self.subgraphs), "variant": self.variant.label}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> StoredUnit:
+        """Raises KeyError/TypeError/ValueError on a malformed entry (a damaged bundle)."""
+        subgraphs = tuple(str(s) for s in d["subgraphs"])
+        piece = d["piece"] if d["piece"] is None else int(d["piece"])
+        if d["device"] not in ("npu", "cpu"):
+            raise ValueError(f"a unit on '{d['device']}'")
+        return cls(subgraphs, piece, d["device"], Variant.parse(str(d["variant"])), str(d["graph"]))
+
+
+def stored_units(planned: Sequence[UnitPlan]) -> tuple[list[StoredUnit], dict[str, bytes]]:
+    """units.json's entries for ``planned`` and the graph files it names that subgraphs/ does not hold."""
+    entries, files = [], {}
+    for u in planned:
+        if u.piece is None and len(u.subgraphs) == 1:
+            graph = f"subgraphs/{u.subgraphs[0]}.onnx"
+        else:
+            graph = f"units/{u.name}.onnx"
+            files[graph] = u.model.SerializeToString()
+        entries.append(StoredUnit(u.subgraphs, u.piece, u.device, u.variant, graph))
+    return entries, files
+
+
+def sample_bytes(sample: Mapping[str, np.ndarray]) -> bytes:
+    buf = io.BytesIO()
+    arrays: dict[str, Any] = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in sample.items()}
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def unit_artifacts(units: Sequence[Unit]) -> dict[str, bytes]:
+    """The compiled files of each NPU unit, as ``units/<unit><suffix>``: the INT8 QDQ graph where it differs
+    from the FP32 subgraph, and a vendor's own (``.rknn``) for the board."""
+    return {
+        f"units/{unit.name}{suffix}": data
+        for unit in units
+        if unit.npu is not None
+        for suffix, data in unit.npu.artifact_files().items()
+    }
+
+
+@dataclass(frozen=True)
+class Contents:
+    """What deploy hands over to be stored: the deployed plan, its units and what it was built from."""
+
+    meta: BundleMeta
+    exported: ExportedModel
+    split: SplitModel
+    plan: PlacementPlan  # the deployed plan
+    profile: DeviceProfile
+    config: DeployConfig
+    planned: Sequence[UnitPlan]  # the deployed plan's units, with their FP32 graphs
+    units: Sequence[Unit]  # the compiled units whose files are stored (the split's, when it is deployed)
+    sample: Mapping[str, np.ndarray]  # one frame's tensors at every unit's inputs
+    calib_files: Sequence[Path]
+    events: EventLog
+
+
+def bundle_files(contents: Contents, proof: Mapping[str, bytes]) -> dict[str, bytes]:
+    """Everything a bundle holds, by relative path: ``contents`` (the plan's units with their FP32 graphs, the
+    compiled files of ``contents.units``, the sample of every unit's inputs) and ``proof`` (the report's files)."""
+    c = contents
+    entries, graphs = stored_units(c.planned)
+    files: dict[str, bytes] = {
+        "meta.json": json.dumps(c.meta.to_dict(), indent=2).encode(),
+        UNITS: json.dumps([e.to_dict() for e in entries], indent=2).encode(),
+        SAMPLE: sample_bytes({n: c.sample[n] for u in c.planned for n in (t.name for t in io_infos(u.model)[0])}),
+        "plan.json": json.dumps(replace(c.plan, model=MODEL).to_dict(), indent=2).encode(),
+        MODEL: c.exported.path.read_bytes(),
+        "deploy.yaml": yaml.safe_dump(_asdict(c.config), sort_keys=False).encode(),
+        "profile.yaml": yaml.safe_dump(_asdict(c.profile), sort_keys=False).encode(),
+        "events.jsonl": c.events.to_jsonl().encode(),
+        **proof,
+    }
+    for p in c.calib_files:
+        files[f"{CALIB}/{p.name}"] = p.read_bytes()
+    for sg in c.split.subgraphs:
+        files[f"subgraphs/{sg.name}.onnx"] = sg.model.SerializeToString()
+    files.update(graphs)
+    files.update(unit_artifacts(c.units))
+    return files
+
+
+def _asdict(obj: Any) -> Any:
+    import dataclasses
+
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _asdict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, tuple | list):
+        return [_asdict(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _asdict(v) for k, v in obj.items()}
+    return obj

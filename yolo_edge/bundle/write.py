@@ -1,0 +1,125 @@
+"""Writing a bundle: atomically (a temp folder beside it, then renamed over it), and only ever over a folder that
+deploy wrote (its manifest lists every file), never a user's."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from yolo_edge.bundle.layout import MANIFEST
+from yolo_edge.errors import YoloEdgeError
+from yolo_edge.files import is_mount_point, json_loads, read_regular
+
+
+def is_bundle(path: Path) -> bool:
+    """Whether ``path`` is a folder that yolo-edge wrote as a bundle (any format): its meta.json says so."""
+    try:
+        meta = json_loads((path / "meta.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and "yolo_edge" in meta and (path / "plan.json").is_file()
+
+
+def foreign_entries(bundle: Path) -> list[str]:
+    """What is in the folder ``bundle`` that write_bundle did not put there (by its manifest; every entry when it has
+    none): a baseline, annotated images or notes a user saved inside it, which replacing the bundle would delete."""
+    try:
+        listed = set(read_regular(bundle / MANIFEST, "the bundle's file list", 1 << 20).decode().splitlines())
+    except (YoloEdgeError, UnicodeDecodeError):
+        listed = set()
+    ours = listed | {str(parent) for rel in listed for parent in Path(rel).parents}
+    found = []
+    for root, dirs, files in os.walk(bundle):  # symlinks are listed, never followed
+        for name in [*dirs, *files]:
+            rel = os.path.relpath(os.path.join(root, name), bundle)
+            if rel not in ours:
+                found.append(rel)
+    return sorted(found)
+
+
+def check_writable(out: Path) -> None:
+    """Fail early, before any work, when ``out`` cannot be created (tried for real: root ignores modes), or
+    when it exists and is anything but an empty folder or a bundle: deploy replaces a bundle, never a user's folder."""
+    if out.exists() and not out.is_dir():
+        raise YoloEdgeError(f"cannot write the bundle to {out}: it is a file; pick another --out")
+    if is_mount_point(out):
+        raise YoloEdgeError(
+            f"cannot write the bundle to {out}: it is a mount point, which cannot be replaced as a whole; "
+            f"name a folder inside it (--out {Path(out) / 'bundle'})"
+        )
+    here = Path.cwd()
+    if Path(os.path.abspath(out)) in (here, *here.parents):
+        raise YoloEdgeError(
+            f"cannot write the bundle to {out}: it is the current folder or one above it; pick another --out"
+        )
+    if out.is_dir() and not is_bundle(out):
+        entries = sorted(p.name for p in out.iterdir())
+        if entries:
+            raise YoloEdgeError(
+                f"cannot write the bundle to {out}: it is a folder that is not a yolo-edge bundle ({_few(entries)}), "
+                "and deploy only ever replaces a bundle; pick another --out"
+            )
+    elif out.is_dir():
+        foreign = foreign_entries(out)
+        if foreign and not (out / MANIFEST).is_file():
+            raise YoloEdgeError(
+                f"cannot replace the bundle {out}: an older yolo-edge wrote it without a file list, so deploy cannot "
+                "tell files saved inside it from its own; delete it yourself or pick another --out"
+            )
+        if foreign:
+            raise YoloEdgeError(
+                f"cannot replace the bundle {out}: it holds files deploy did not write ({_few(foreign)}), which "
+                "replacing it would delete; move them out of it or pick another --out"
+            )
+    probe = out.absolute().parent
+    while not probe.exists():
+        probe = probe.parent
+    try:
+        if not probe.is_dir():
+            raise NotADirectoryError(probe)
+        with tempfile.TemporaryDirectory(dir=probe):
+            pass
+    except OSError:
+        raise YoloEdgeError(
+            f"cannot write the bundle to {out}: {probe} is not a writable folder; pick another --out"
+        ) from None
+
+
+def _few(names: Sequence[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def write_bundle(out: str | Path, files: Mapping[str, bytes]) -> Path:
+    """Write ``files`` (relative path -> bytes) as the directory ``out``, atomically: into a temp dir beside
+    it, then renamed over it. A crash leaves the old bundle (or none), never half a bundle."""
+    out = Path(os.path.realpath(out))  # through a symlink: the bundle it names is the one replaced
+    check_writable(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700; a bundle is shared like any folder the user makes
+        for rel, data in files.items():
+            path = tmp / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        (tmp / MANIFEST).write_text("".join(f"{rel}\n" for rel in sorted([*files, MANIFEST])))
+        old = None
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{os.getpid()}")
+            os.replace(out, old)
+        os.replace(tmp, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
