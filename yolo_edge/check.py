@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from yolo_edge.bundle import Bundle, load_bundle
+from yolo_edge.codec import dumps, plain
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import atomic_write, json_loads, read_regular
 from yolo_edge.runtime import EventLog
@@ -44,20 +45,22 @@ class GateResult:
 
     def to_dict(self) -> dict[str, Any]:
         baseline = None if self.baseline_p95_ms is None else {"p95_ms": self.baseline_p95_ms}
-        return {
-            "passed": self.passed,
-            "status": self.status,
-            "failures": self.failures,
-            "val": self.val.to_dict(),
-            "latency": self.latency.to_dict(),
-            "p95_ms": self.p95_ms,
-            "limits": {
-                "max_drift": self.limits.max_drift,
-                "sla_ms": self.limits.sla_ms,
-                "max_regression": self.max_regression,
-                "baseline": baseline,
-            },
-        }
+        return plain(
+            {
+                "passed": self.passed,
+                "status": self.status,
+                "failures": self.failures,
+                "val": self.val.to_dict(),
+                "latency": self.latency.to_dict(),
+                "p95_ms": self.p95_ms,
+                "limits": {
+                    "max_drift": self.limits.max_drift,
+                    "sla_ms": self.limits.sla_ms,
+                    "max_regression": self.max_regression,
+                    "baseline": baseline,
+                },
+            }
+        )
 
 
 def check_bundle(
@@ -138,7 +141,7 @@ def accelerator_faults(bundle: Bundle, lat: LatencyResult, events: EventLog) -> 
 def write_baseline(result: GateResult, path: str | Path) -> None:
     """Record the measured p95 and drift (atomically); ``check_can_write`` it before measuring."""
     doc = {"p95_ms": result.p95_ms, "kind": result.latency.kind, "drift": result.val.drift.to_dict()}
-    atomic_write(Path(path), json.dumps(doc, indent=2).encode())
+    atomic_write(Path(path), dumps(doc).encode())
 
 
 MAX_BASELINE_BYTES = 1 << 20  # write_baseline writes a few hundred bytes

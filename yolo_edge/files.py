@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from yolo_edge.codec import dumps
 from yolo_edge.errors import YoloEdgeError
 
 
@@ -199,7 +200,7 @@ class JsonArrayWriter:
         self._count = 0
 
     def add(self, record: object) -> None:
-        self._file.write(("," if self._count else "") + "\n" + json.dumps(record))
+        self._file.write(("," if self._count else "") + "\n" + dumps(record, indent=None))
         self._count += 1
 
     def close(self) -> None:

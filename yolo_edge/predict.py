@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,6 +25,7 @@ import cv2
 import numpy as np
 
 from yolo_edge.bundle import Bundle, load_bundle
+from yolo_edge.codec import dumps
 from yolo_edge.config import NmsConfig
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import atomic_write, printable
@@ -108,14 +108,14 @@ class Results:
             {
                 "name": name,
                 "class": int(c),
-                "confidence": round(float(s), 5),
-                "box": dict(zip(("x1", "y1", "x2", "y2"), (round(float(v), 5) for v in b))),
+                "confidence": s,
+                "box": dict(zip(("x1", "y1", "x2", "y2"), b)),
             }
             for name, c, s, b in zip(
                 self.detections.class_names, self.detections.class_id, self.detections.confidence, self.detections.xyxy
             )
         ]
-        return json.dumps(rows, indent=2)
+        return dumps(rows)
 
 
 def nms_settings(

@@ -7,7 +7,6 @@ boundary: nothing in the package reads the dict back by key).
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from yolo_edge.codec import dumps, plain
 from yolo_edge.config import DeviceProfile
 from yolo_edge.data.resolve import Calibration, EvalData
 from yolo_edge.devices.board import BOARD
@@ -66,79 +66,85 @@ class DeployReport:
 
     def to_dict(self) -> dict[str, Any]:
         """report.json."""
-        return {
-            "yolo_edge": __version__,
-            "model": self.model,
-            "model_names": list(self.model_names),
-            "device": self.profile.name,
-            "device_kind": self.profile.kind,
-            "host_cpu": self.host_cpu,
-            "imgsz": list(self.imgsz),
-            "sla_ms": self.limits.sla_ms,
-            "max_drift": self.limits.max_drift,
-            "verdict": "pass" if self.passed else "fail",
-            "verdict_reasons": list(self.reasons),
-            "chosen_plan": self.chosen.name,
-            "plans": [r.to_dict() for r in self.plans],
-            "map": {
-                "reference": self.reference.to_dict(),
-                "deployed": self.chosen.map.to_dict() if self.chosen.map else None,
-                "kind": self.data.kind,
-                "text": self.data.kind_text,
-            },
-            "data": {
-                "source": self.data.source,
-                "images": len(self.data.dataset),
-                "kind": self.data.kind,
-                "class_map": self.data.class_map,
-                "warning": self.data.warning,
-                "left_out_to_calibrate": len(self.data.excluded),
-            },
-            "calibration": {
-                "source": self.calibration.source,
-                "images": len(self.calibration.files),
-                "warning": self.calibration.warning,
-            },
-            "placement": self.placement.to_dict(),
-            "split_plan": self.split_plan.to_dict(),
-            "search": search_dict(self.search, self.limits),
-            "fallback_events": self.fallback_events.to_dict(),
-            "wall_s": self.wall_s,
-        }
+        return plain(
+            {
+                "yolo_edge": __version__,
+                "model": self.model,
+                "model_names": list(self.model_names),
+                "device": self.profile.name,
+                "device_kind": self.profile.kind,
+                "host_cpu": self.host_cpu,
+                "imgsz": list(self.imgsz),
+                "sla_ms": self.limits.sla_ms,
+                "max_drift": self.limits.max_drift,
+                "verdict": "pass" if self.passed else "fail",
+                "verdict_reasons": list(self.reasons),
+                "chosen_plan": self.chosen.name,
+                "plans": [r.to_dict() for r in self.plans],
+                "map": {
+                    "reference": self.reference.to_dict(),
+                    "deployed": self.chosen.map.to_dict() if self.chosen.map else None,
+                    "kind": self.data.kind,
+                    "text": self.data.kind_text,
+                },
+                "data": {
+                    "source": self.data.source,
+                    "images": len(self.data.dataset),
+                    "kind": self.data.kind,
+                    "class_map": self.data.class_map,
+                    "warning": self.data.warning,
+                    "left_out_to_calibrate": len(self.data.excluded),
+                },
+                "calibration": {
+                    "source": self.calibration.source,
+                    "images": len(self.calibration.files),
+                    "warning": self.calibration.warning,
+                },
+                "placement": self.placement.to_dict(),
+                "split_plan": self.split_plan.to_dict(),
+                "search": search_dict(self.search, self.limits),
+                "fallback_events": self.fallback_events.to_dict(),
+                "wall_s": self.wall_s,
+            }
+        )
 
 
 def trial_dict(t: Trial) -> dict[str, Any]:
     """One judged candidate in report.json."""
     run = t.run
-    return {
-        "index": t.index,
-        "placement": t.plan.label,
-        "why": t.why,
-        "estimated_ms": round(t.estimated_ms, 3),
-        "latency_kind": t.plan.latency_kind,
-        "p95_ms": None if run.latency is None else run.latency.end_to_end.p95,
-        "p50_vs_reference": None if t.speed_ratio is None else round(t.speed_ratio, 3),
-        "map_drift": None if run.drift is None else run.drift.to_dict(),
-        "map_drift_interval": None if run.drift_interval is None else run.drift_interval.to_dict(),
-        "agreement_drift": None if run.agreement_drift is None else run.agreement_drift.to_dict(),
-        "criterion": None if run.accuracy is None else run.accuracy.criterion,
-        "status": run.status,
-        "passed": t.passed,
-        "wall_s": t.wall_s,
-    }
+    return plain(
+        {
+            "index": t.index,
+            "placement": t.plan.label,
+            "why": t.why,
+            "estimated_ms": t.estimated_ms,
+            "latency_kind": t.plan.latency_kind,
+            "p95_ms": None if run.latency is None else run.latency.end_to_end.p95,
+            "p50_vs_reference": t.speed_ratio,
+            "map_drift": None if run.drift is None else run.drift.to_dict(),
+            "map_drift_interval": None if run.drift_interval is None else run.drift_interval.to_dict(),
+            "agreement_drift": None if run.agreement_drift is None else run.agreement_drift.to_dict(),
+            "criterion": None if run.accuracy is None else run.accuracy.criterion,
+            "status": run.status,
+            "passed": t.passed,
+            "wall_s": t.wall_s,
+        }
+    )
 
 
 def search_dict(search: SearchRecord, limits: Limits) -> dict[str, Any]:
-    return {
-        "candidates": search.candidates,
-        "judged": len(search.trials),
-        "stopped": search.stopped,
-        "chosen": None if search.chosen is None else search.chosen.index,
-        "card_layout": None if search.card is None else search.card.index,
-        "card_line": search.card_line(),
-        "undecided": search.undecided_lines(limits),
-        "trials": [trial_dict(t) for t in search.trials],
-    }
+    return plain(
+        {
+            "candidates": search.candidates,
+            "judged": len(search.trials),
+            "stopped": search.stopped,
+            "chosen": None if search.chosen is None else search.chosen.index,
+            "card_layout": None if search.card is None else search.card.index,
+            "card_line": search.card_line(),
+            "undecided": search.undecided_lines(limits),
+            "trials": [trial_dict(t) for t in search.trials],
+        }
+    )
 
 
 def search_rows(search: SearchRecord) -> list[tuple[str, ...]]:
@@ -381,7 +387,7 @@ def plots(report: DeployReport) -> dict[str, bytes]:
 def report_files(report: DeployReport) -> dict[str, bytes]:
     """The report as a bundle stores it: ``report.json``, ``report.md`` and ``plots/*.png``."""
     return {
-        "report.json": json.dumps(report.to_dict(), indent=2).encode(),
+        "report.json": dumps(report.to_dict()).encode(),
         "report.md": markdown(report).encode(),
         **{f"plots/{name}": data for name, data in plots(report).items()},
     }

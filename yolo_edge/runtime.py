@@ -15,7 +15,6 @@ different units of different frames in different threads.
 
 from __future__ import annotations
 
-import json
 import queue
 import statistics
 import threading
@@ -25,13 +24,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 from yolo_edge.backends.base import Executable, NpuError, median_run_s
+from yolo_edge.codec import dumps, plain
 from yolo_edge.config import Device, DeviceProfile, RuntimeConfig
 from yolo_edge.devices.board import BoardCpu
 from yolo_edge.devices.cost import transfer_time
@@ -64,7 +64,7 @@ class EventSummary:
     by_action: dict[str, int]
 
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        return plain(self)
 
 
 class EventLog:
@@ -83,7 +83,7 @@ class EventLog:
             if self.path and self.write_error is None:
                 try:
                     with self.path.open("a") as f:
-                        f.write(json.dumps(asdict(ev)) + "\n")
+                        f.write(dumps(ev, indent=None) + "\n")
                 except OSError as exc:
                     self.write_error = (
                         f"--events {self.path}: {exc.strerror or exc}; events from frame {frame} on are not in it"
@@ -91,7 +91,7 @@ class EventLog:
 
     def to_jsonl(self) -> str:
         with self._lock:
-            return "".join(json.dumps(asdict(e)) + "\n" for e in self.events)
+            return "".join(dumps(e, indent=None) + "\n" for e in self.events)
 
     def summary(self) -> EventSummary:
         with self._lock:

@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -23,6 +22,7 @@ from pathlib import Path
 import onnx
 from onnx.utils import Extractor
 
+from yolo_edge.codec import dumps
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ExportedModel
 from yolo_edge.graph import SUBGRAPHS, GraphInfo, TensorInfo
@@ -101,7 +101,7 @@ class SplitModel:
             os.replace(tmp, path)
             saved.append(replace(s, path=path))
         result = replace(self, subgraphs=tuple(saved))
-        (out / "split.json").write_text(json.dumps(result.to_dict(), indent=2))
+        (out / "split.json").write_text(dumps(result.to_dict()))
         return result
 
     def to_dict(self) -> dict[str, object]:

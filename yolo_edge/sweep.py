@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from yolo_edge.backends import device_status
 from yolo_edge.cluster import has_resource, node_cpus, ray_session
+from yolo_edge.codec import dumps, plain
 from yolo_edge.config import DeployConfig, load_profile
 from yolo_edge.deploy import deploy, deploy_settings
 from yolo_edge.errors import YoloEdgeError
@@ -87,7 +88,7 @@ class Outcome:
     cached: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "label": self.point.label}
+        return {**plain(self), "label": self.point.label}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Outcome:
@@ -140,14 +141,16 @@ class SweepResult:
 
     def to_dict(self) -> dict[str, Any]:
         best = self.best
-        return {
-            "sla_ms": self.sla_ms,
-            "max_drift": self.max_drift,
-            "objective": self.objective,
-            "outcomes": [o.to_dict() for o in self.ranked],
-            "front": [o.point.label for o in self.front],
-            "best": best.point.label if best else None,
-        }
+        return plain(
+            {
+                "sla_ms": self.sla_ms,
+                "max_drift": self.max_drift,
+                "objective": self.objective,
+                "outcomes": [o.to_dict() for o in self.ranked],
+                "front": [o.point.label for o in self.front],
+                "best": best.point.label if best else None,
+            }
+        )
 
 
 def sweep(
@@ -200,7 +203,7 @@ def sweep(
     run = _ray_run if use_ray else _in_turn
     for point, outcome in run(specs, ray_address, workers, retries, say) if specs else []:
         if outcome.status != FAILED and store is not None:
-            write_cached(store / f"{keys[point]}.json", json.dumps(outcome.to_dict()).encode())
+            write_cached(store / f"{keys[point]}.json", dumps(outcome.to_dict(), indent=None).encode())
         done[point] = outcome
     return SweepResult(tuple(done[p] for p in points), cfg.validate.sla_ms, cfg.validate.max_drift, objective)
 

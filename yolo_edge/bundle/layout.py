@@ -4,9 +4,8 @@ bytes deploy writes for a proven plan (:func:`bundle_files`)."""
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import yaml
 
 from yolo_edge.backends.base import io_infos
 from yolo_edge.build import UnitPlan, unit_name
+from yolo_edge.codec import dumps, exact, plain
 from yolo_edge.config import DeployConfig, Device, DeviceProfile, Variant
 from yolo_edge.export import ExportedModel, ModelMeta
 from yolo_edge.plan.placement import PlacementPlan
@@ -56,17 +56,19 @@ class BundleMeta:
     calib: tuple[str, ...]  # the calibration sample's file names, in calib/
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "format": FORMAT,
-            "yolo_edge": self.yolo_edge,
-            "model": self.model.to_dict(),
-            "device": self.device,
-            "chosen_plan": self.chosen_plan,
-            "data": asdict(self.data),
-            "sla_ms": self.sla_ms,
-            "fuse_units": self.fuse_units,
-            "calib": list(self.calib),
-        }
+        return plain(
+            {
+                "format": FORMAT,
+                "yolo_edge": self.yolo_edge,
+                "model": self.model.to_dict(),
+                "device": self.device,
+                "chosen_plan": self.chosen_plan,
+                "data": self.data,
+                "sla_ms": self.sla_ms,
+                "fuse_units": self.fuse_units,
+                "calib": list(self.calib),
+            }
+        )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BundleMeta:
@@ -102,7 +104,7 @@ class StoredUnit:
         return unit_name(self.subgraphs, self.piece)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "subgraphs": list(self.subgraphs), "variant": self.variant.label}
+        return {**plain(self), "variant": self.variant.label}
 
     @classmethod
     def from_dict(cls, d: Any) -> StoredUnit:
@@ -168,13 +170,13 @@ def bundle_files(contents: Contents, proof: Mapping[str, bytes]) -> dict[str, by
     c = contents
     entries, graphs = stored_units(c.planned)
     files: dict[str, bytes] = {
-        "meta.json": json.dumps(c.meta.to_dict(), indent=2).encode(),
-        UNITS: json.dumps([e.to_dict() for e in entries], indent=2).encode(),
+        "meta.json": dumps(c.meta.to_dict()).encode(),
+        UNITS: dumps([e.to_dict() for e in entries]).encode(),
         SAMPLE: sample_bytes({n: c.sample[n] for u in c.planned for n in (t.name for t in io_infos(u.model)[0])}),
-        "plan.json": json.dumps(replace(c.plan, model=MODEL).to_dict(), indent=2).encode(),
+        "plan.json": dumps(replace(c.plan, model=MODEL).to_dict()).encode(),
         MODEL: c.exported.path.read_bytes(),
-        "deploy.yaml": yaml.safe_dump(_asdict(c.config), sort_keys=False).encode(),
-        "profile.yaml": yaml.safe_dump(_asdict(c.profile), sort_keys=False).encode(),
+        "deploy.yaml": yaml.safe_dump(exact(c.config), sort_keys=False).encode(),
+        "profile.yaml": yaml.safe_dump(exact(c.profile), sort_keys=False).encode(),
         "events.jsonl": c.events.to_jsonl().encode(),
         **proof,
     }
@@ -185,15 +187,3 @@ def bundle_files(contents: Contents, proof: Mapping[str, bytes]) -> dict[str, by
     files.update(graphs)
     files.update(unit_artifacts(c.units))
     return files
-
-
-def _asdict(obj: Any) -> Any:
-    import dataclasses
-
-    if dataclasses.is_dataclass(obj):
-        return {f.name: _asdict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, tuple | list):
-        return [_asdict(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: _asdict(v) for k, v in obj.items()}
-    return obj

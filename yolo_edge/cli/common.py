@@ -7,7 +7,6 @@ argparse's one-line ``error: argument --x: ...`` with exit code 2 (see ``cli.mai
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shutil
 import sys
@@ -15,6 +14,7 @@ import textwrap
 from collections.abc import Sequence
 
 from yolo_edge.cluster import gcs_endpoint
+from yolo_edge.codec import dumps
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ImgSize, parse_imgsz
 from yolo_edge.plan.placement import PlacementPlan
@@ -175,4 +175,4 @@ def mb(n_bytes: int) -> str:
 
 
 def print_json(obj: object) -> None:
-    print(json.dumps(obj, indent=2))
+    print(dumps(obj))

@@ -6,10 +6,10 @@ Exit code 0 when the chosen plan meets the SLA and the drift limit, 1 when it do
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from yolo_edge.cli.common import add_device, add_imgsz, add_model, placement_line, positive_float, table
+from yolo_edge.codec import dumps
 from yolo_edge.deploy import deploy
 from yolo_edge.report import SEARCH_HEADER, DeployReport, search_rows
 
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     )
     r = result.report
     if args.json:
-        print(json.dumps(r.to_dict(), indent=2))
+        print(dumps(r.to_dict()))
         return result.exit_code
     rows = []
     for p in r.plans:

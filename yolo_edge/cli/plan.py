@@ -62,9 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         doc = plan.to_dict()
         doc["search"] = None if search is None else search_dict(search, limits)
-        doc["candidates"] = [
-            {"placement": c.label, "estimated_ms": round(c.estimated_ms, 3)} for c in space.candidates()
-        ]
+        doc["candidates"] = [{"placement": c.label, "estimated_ms": c.estimated_ms} for c in space.candidates()]
         doc["rejected"] = {
             n: [{"variant": r.variant.label, "reason": r.reason} for r in rs] for n, rs in space.rejected.items()
         }

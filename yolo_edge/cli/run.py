@@ -15,7 +15,6 @@ live stream; ``--save-txt`` YOLO-format labels; ``--save-json`` every frame's de
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any
 
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import positive_float, warn_placement
+from yolo_edge.codec import dumps
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import JsonArrayWriter, check_can_write, printable
 from yolo_edge.pipeline.annotate import AnnotatedOutput, save_dirs
@@ -114,12 +114,12 @@ class Sinks:
             "stream": r.stream,
             "frame": r.index,
             "source": r.name,
-            "captured_at": round(r.captured_at, 3),
+            "captured_at": r.captured_at,
             "detections": r.detections.to_list(),
-            "speed_ms": {k: round(v, 3) for k, v in speed.items()},
-            "ready_ms": round(r.ready_ms, 2),
-            "age_ms": round(r.age_ms, 2),
-            "unit_ms": {k: round(v, 3) for k, v in r.unit_ms.items()},
+            "speed_ms": speed,
+            "ready_ms": r.ready_ms,
+            "age_ms": r.age_ms,
+            "unit_ms": r.unit_ms,
             "devices": r.unit_device,
         }
         if self.results is not None:
@@ -127,7 +127,7 @@ class Sinks:
         if self.bar is not None:
             self.bar.update(1)
         if self.json:
-            print(json.dumps(record), flush=True)
+            print(dumps(record, indent=None), flush=True)
         else:
             d = r.detections
             summary = ", ".join(f"{n} {c:.2f}" for n, c in zip(d.class_names, d.confidence)) or "nothing"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from yolo_edge.codec import plain
 from yolo_edge.decode import HeadOutputs, head_candidates, head_xywh
 from yolo_edge.pipeline.preprocess import Letterboxed
 
@@ -49,15 +50,18 @@ class Detections:
         return cls(np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int64), names)
 
     def to_list(self) -> list[dict[str, object]]:
-        return [
-            {
-                "xyxy": [round(float(v), 2) for v in box],
-                "confidence": round(float(c), 4),
-                "class_id": int(k),
-                "class_name": self.names[k],
-            }
-            for box, c, k in zip(self.xyxy, self.confidence, self.class_id)
-        ]
+        """One JSON record per box (``codec.plain``: floats rounded by the one rule)."""
+        return plain(
+            [
+                {
+                    "xyxy": box,
+                    "confidence": c,
+                    "class_id": int(k),
+                    "class_name": self.names[k],
+                }
+                for box, c, k in zip(self.xyxy, self.confidence, self.class_id)
+            ]
+        )
 
 
 NMS_BLOCK = 512  # dense fallback: boxes compared at once, bounding its IoU matrices at NMS_BLOCK x kept values

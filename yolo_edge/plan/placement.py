@@ -25,6 +25,7 @@ import numpy as np
 
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Executable, run_chain
+from yolo_edge.codec import plain
 from yolo_edge.config import PRECISION_BYTES, Device, LatencyKind, Link, Variant, one_of
 from yolo_edge.devices.cost import transfer_time
 from yolo_edge.plan.results import CheckResult, Memory
@@ -65,27 +66,29 @@ class SubgraphPlan:
 
     def to_dict(self) -> dict[str, object]:
         v = self.variant
-        return {
-            "name": self.name,
-            "device": self.device,
-            "precision": v.precision,
-            "int8_scheme": v.scheme,
-            "quantizer": v.quantizer,
-            "kept_layers": list(v.kept),
-            "kept_why": self.kept_why,
-            "granularity": self.granularity,
-            "reason": self.reason,
-            "checks": {k: c.to_dict() for k, c in self.checks.items()},
-            "latency_ms": {
-                "npu": None if self.npu_ms is None else round(self.npu_ms, 3),
-                "cpu": round(self.cpu_ms, 3),
-                "chosen": round(self.latency_ms, 3),
-                "kind": self.latency_kind,
-            },
-            "transfer_bytes_in": self.transfer_bytes_in,
-            "transfer_bytes_out": self.transfer_bytes_out,
-            "cpu_nodes": list(self.cpu_nodes),
-        }
+        return plain(
+            {
+                "name": self.name,
+                "device": self.device,
+                "precision": v.precision,
+                "int8_scheme": v.scheme,
+                "quantizer": v.quantizer,
+                "kept_layers": list(v.kept),
+                "kept_why": self.kept_why,
+                "granularity": self.granularity,
+                "reason": self.reason,
+                "checks": {k: c.to_dict() for k, c in self.checks.items()},
+                "latency_ms": {
+                    "npu": self.npu_ms,
+                    "cpu": self.cpu_ms,
+                    "chosen": self.latency_ms,
+                    "kind": self.latency_kind,
+                },
+                "transfer_bytes_in": self.transfer_bytes_in,
+                "transfer_bytes_out": self.transfer_bytes_out,
+                "cpu_nodes": list(self.cpu_nodes),
+            }
+        )
 
     @classmethod
     def from_dict(cls, s: dict[str, Any]) -> SubgraphPlan:
@@ -133,13 +136,15 @@ class WholeGraphVerdict:
         return mem.measured.required_bytes if mem is not None and isinstance(mem.measured, Memory) else 0
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "passed": self.passed,
-            "variant": None if self.variant is None else self.variant.label,
-            "failed_check": self.failed_check,
-            "reason": self.reason,
-            "checks": {k: v.to_dict() for k, v in self.checks.items()},
-        }
+        return plain(
+            {
+                "passed": self.passed,
+                "variant": None if self.variant is None else self.variant.label,
+                "failed_check": self.failed_check,
+                "reason": self.reason,
+                "checks": {k: v.to_dict() for k, v in self.checks.items()},
+            }
+        )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> WholeGraphVerdict:
@@ -252,19 +257,21 @@ class PlacementPlan:
         )
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "model": self.model,
-            "device": self.device,
-            "device_kind": self.device_kind,
-            "latency_kind": self.latency_kind,
-            "imgsz": list(self.imgsz),
-            "strict": self.strict,
-            "whole_graph_npu": self.whole_graph_npu.to_dict(),
-            "subgraphs": [s.to_dict() for s in self.subgraphs],
-            "estimated_latency_ms": round(self.estimated_ms, 3),
-            "transfer_ms": round(self.transfer_ms, 3),
-            "notes": list(self.notes),
-        }
+        return plain(
+            {
+                "model": self.model,
+                "device": self.device,
+                "device_kind": self.device_kind,
+                "latency_kind": self.latency_kind,
+                "imgsz": list(self.imgsz),
+                "strict": self.strict,
+                "whole_graph_npu": self.whole_graph_npu.to_dict(),
+                "subgraphs": [s.to_dict() for s in self.subgraphs],
+                "estimated_latency_ms": self.estimated_ms,
+                "transfer_ms": self.transfer_ms,
+                "notes": list(self.notes),
+            }
+        )
 
 
 @dataclass(frozen=True)

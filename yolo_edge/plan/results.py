@@ -1,7 +1,6 @@
 """The four checks' results, typed: a verdict, a one-line reason and what the check measured, as one dataclass
-per check. Code reads the measurements as fields; they become JSON only in ``CheckResult.to_dict`` (floats
-rounded there, and only there) and come back through ``CheckResult.from_dict`` (plan.json, report.json): one
-codec for every round trip.
+per check. Code reads the measurements as fields; they become JSON only in ``CheckResult.to_dict`` (through
+``codec.plain``, which rounds) and come back through ``CheckResult.from_dict`` (plan.json, report.json).
 """
 
 from __future__ import annotations
@@ -10,9 +9,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from yolo_edge.codec import plain
 from yolo_edge.config import LatencyKind
-
-ROUND = 5  # decimals of a float as written (ms to 10 ns, cosines to 1e-5)
 
 
 @dataclass(frozen=True)
@@ -96,9 +94,8 @@ class CheckResult:
     measured: Measured | None = None
 
     def to_dict(self) -> dict[str, object]:
-        fields = {} if self.measured is None else dataclasses.asdict(self.measured)
-        shown = {k: round(v, ROUND) if isinstance(v, float) else v for k, v in fields.items()}
-        return {"passed": self.passed, "reason": self.reason, **shown}
+        fields = {} if self.measured is None else plain(self.measured)
+        return {"passed": self.passed, "reason": self.reason, **fields}
 
     @classmethod
     def from_dict(cls, name: str, d: dict[str, Any]) -> CheckResult:

@@ -11,7 +11,6 @@ converter) is one ``Toolchain`` entry and one worker module (``rknn_worker.py``,
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -22,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from yolo_edge.codec import dumps
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import cache_root
 from yolo_edge.toolchains.worker import Reply, Worker, WorkerCrashed, WorkerError
@@ -259,7 +259,7 @@ def install_toolchain(
         shutil.rmtree(pip_tmp, ignore_errors=True)
     seconds = time.monotonic() - t0
     size = sum(p.stat().st_size for p in tc.env_dir.rglob("*") if p.is_file() and not p.is_symlink())
-    record = {"versions": versions, "install_s": round(seconds, 1), "bytes": size, "python": interpreter}
-    (tc.env_dir / _COMPLETE).write_text(json.dumps(record, indent=2))
+    record = {"versions": versions, "install_s": seconds, "bytes": size, "python": interpreter}
+    (tc.env_dir / _COMPLETE).write_text(dumps(record))
     say(f"{tc.name}: installed in {seconds:.0f} s, {size / 2**30:.1f} GiB, in {tc.env_dir}")
     return toolchain_status(tc)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from faster_coco_eval import COCO
 
+from yolo_edge.codec import plain
 from yolo_edge.config import NmsConfig, ValidateConfig
 from yolo_edge.data.dataset import Dataset
 from yolo_edge.data.resolve import EvalData
@@ -48,7 +49,7 @@ class MapResult:
     map50_95: float
 
     def to_dict(self) -> dict[str, float]:
-        return {"map50": round(self.map50, 4), "map50_95": round(self.map50_95, 4)}
+        return plain({"map50": self.map50, "map50_95": self.map50_95})
 
     def minus(self, other: MapResult) -> MapResult:
         return MapResult(self.map50 - other.map50, self.map50_95 - other.map50_95)
@@ -172,7 +173,7 @@ class Interval:
     images: int
 
     def to_dict(self) -> dict[str, object]:
-        return {"lo": self.lo.to_dict(), "hi": self.hi.to_dict(), "level": self.level, "images": self.images}
+        return plain({"lo": self.lo.to_dict(), "hi": self.hi.to_dict(), "level": self.level, "images": self.images})
 
 
 def _interval(samples: np.ndarray | None, level: float) -> Interval | None:

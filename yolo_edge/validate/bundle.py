@@ -12,6 +12,7 @@ from typing import Any
 
 from yolo_edge.bundle import Bundle, load_bundle
 from yolo_edge.cluster import ray_session
+from yolo_edge.codec import plain
 from yolo_edge.data.resolve import DEMO, EvalData, EvalKind, resolve_eval_data
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.detector import Detector
@@ -61,14 +62,16 @@ class ValResult:
         return self.deployed.minus(self.reference)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "reference": self.reference.to_dict(),
-            "deployed": self.deployed.to_dict(),
-            "drift": self.drift.to_dict(),
-            "drift_interval": None if self.drift_interval is None else self.drift_interval.to_dict(),
-            "kind": self.kind,
-            "images": self.images,
-        }
+        return plain(
+            {
+                "reference": self.reference.to_dict(),
+                "deployed": self.deployed.to_dict(),
+                "drift": self.drift.to_dict(),
+                "drift_interval": None if self.drift_interval is None else self.drift_interval.to_dict(),
+                "kind": self.kind,
+                "images": self.images,
+            }
+        )
 
 
 def val_bundle(

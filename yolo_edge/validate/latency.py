@@ -10,6 +10,7 @@ from typing import Literal
 
 import numpy as np
 
+from yolo_edge.codec import plain
 from yolo_edge.devices.board import BOARD
 from yolo_edge.pipeline.detector import Detector, FrameTiming
 from yolo_edge.validate.stats import Percentiles, percentiles
@@ -38,14 +39,16 @@ class LatencyResult:
     samples_ms: tuple[float, ...]
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "end_to_end": self.end_to_end.to_dict(),
-            "phases": {k: v.to_dict() for k, v in self.phases.items()},
-            "kind": self.kind,
-            "runs": self.runs,
-            "npu_share": round(self.npu_share, 4),
-            "peak_rss_bytes": self.peak_rss_bytes,
-        }
+        return plain(
+            {
+                "end_to_end": self.end_to_end.to_dict(),
+                "phases": {k: v.to_dict() for k, v in self.phases.items()},
+                "kind": self.kind,
+                "runs": self.runs,
+                "npu_share": self.npu_share,
+                "peak_rss_bytes": self.peak_rss_bytes,
+            }
+        )
 
 
 def measure_latency(

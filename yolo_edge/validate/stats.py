@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from yolo_edge.codec import plain
+
 
 @dataclass(frozen=True)
 class Percentiles:
@@ -19,7 +21,7 @@ class Percentiles:
     mean: float
 
     def to_dict(self) -> dict[str, float]:
-        return {"p50": self.p50, "p95": self.p95, "p99": self.p99, "mean": self.mean}
+        return plain({"p50": self.p50, "p95": self.p95, "p99": self.p99, "mean": self.mean})
 
 
 def percentiles(values: Sequence[float]) -> Percentiles:

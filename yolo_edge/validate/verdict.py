@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from yolo_edge.codec import plain
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.validate.accuracy import Accuracy, Interval, MapResult
 from yolo_edge.validate.latency import LatencyResult
@@ -200,26 +201,28 @@ class PlanRun:
         return not self.same_as_cpu and not self.fails
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "fails": list(self.fails),
-            "latency_ms": None
-            if self.latency is None
-            else {
-                "p50": self.latency.end_to_end.p50,
-                "p95": self.latency.end_to_end.p95,
-                "p99": self.latency.end_to_end.p99,
-            },
-            "latency_kind": None if self.latency is None else self.latency.kind,
-            "latency": None if self.latency is None else self.latency.to_dict(),
-            "memory_peak_bytes": self.memory_peak_bytes,
-            "map": None if self.map is None else self.map.to_dict(),
-            "map_drift": None if self.drift is None else self.drift.to_dict(),
-            "map_drift_interval": None if self.drift_interval is None else self.drift_interval.to_dict(),
-            "agreement_drift": None if self.agreement_drift is None else self.agreement_drift.to_dict(),
-            "criterion": self.criterion,
-        }
+        return plain(
+            {
+                "name": self.name,
+                "status": self.status,
+                "fails": list(self.fails),
+                "latency_ms": None
+                if self.latency is None
+                else {
+                    "p50": self.latency.end_to_end.p50,
+                    "p95": self.latency.end_to_end.p95,
+                    "p99": self.latency.end_to_end.p99,
+                },
+                "latency_kind": None if self.latency is None else self.latency.kind,
+                "latency": None if self.latency is None else self.latency.to_dict(),
+                "memory_peak_bytes": self.memory_peak_bytes,
+                "map": None if self.map is None else self.map.to_dict(),
+                "map_drift": None if self.drift is None else self.drift.to_dict(),
+                "map_drift_interval": None if self.drift_interval is None else self.drift_interval.to_dict(),
+                "agreement_drift": None if self.agreement_drift is None else self.agreement_drift.to_dict(),
+                "criterion": self.criterion,
+            }
+        )
 
 
 def _tied(run: PlanRun, fastest: PlanRun, margin: float) -> bool:
