@@ -88,3 +88,35 @@ def test_the_sweeps_best_is_the_fastest_that_passes_unless_asked_otherwise() -> 
     assert "best (latency): m.pt@320 on sim-edge-npu" in render(SweepResult(outcomes, 50.0))
     assert sweep_plot(SweepResult(outcomes, 50.0)).startswith(b"\x89PNG")
     assert "nothing meets" in render(SweepResult((drifting,), 50.0))
+
+
+def test_every_document_of_a_bundle_rounds_by_the_one_rule(deployed: DeployResult) -> None:
+    """meta.json, plan.json, units.json and report.json go through ``codec.plain``: every float at most ROUND
+    decimals, and what is written reads back as the record's ``to_dict`` (no second rounding anywhere); the settings
+    are written exactly, so a bundle's profile.yaml reads back as the profile."""
+    import json
+    from pathlib import Path
+
+    from yolo_edge.bundle import load_bundle
+    from yolo_edge.codec import ROUND, dumps, exact, plain
+    from yolo_edge.config import load_profile
+
+    def floats(doc: object) -> list[float]:
+        if isinstance(doc, float):
+            return [doc]
+        if isinstance(doc, dict):
+            return [f for v in doc.values() for f in floats(v)]
+        if isinstance(doc, list):
+            return [f for v in doc for f in floats(v)]
+        return []
+
+    bundle = Path(deployed.bundle)
+    found = []
+    for name in ("meta.json", "plan.json", "units.json", "report.json"):
+        found += floats(json.loads((bundle / name).read_text()))
+    assert len(found) > 50 and all(f == round(f, ROUND) for f in found)
+    assert any(f != round(f, 3) for f in found)  # more than the 3 decimals some records used to round to by hand
+    assert json.loads((bundle / "report.json").read_text()) == json.loads(dumps(deployed.report.to_dict()))
+    assert load_bundle(bundle).profile == load_profile(deployed.report.profile.name)  # its figures, unrounded
+    assert exact(np.float32(0.1)) == float(np.float32(0.1)) != plain(np.float32(0.1)) == 0.1
+    assert plain({"a": (np.int64(3), Path("x")), "b": {np.float64(1 / 3)}}) == {"a": [3, "x"], "b": [0.33333]}
