@@ -15,8 +15,8 @@ from yolo_edge.backends import board_model
 from yolo_edge.backends.builder import Builder
 from yolo_edge.backends.onnxruntime import OrtExecutable
 from yolo_edge.build import build_units, plan_units
-from yolo_edge.config import Faults, load_deploy_config, load_profile
-from yolo_edge.devices.board import BOARD, BoardCpu
+from yolo_edge.config import BOARD, Faults, load_deploy_config, load_profile
+from yolo_edge.devices.board import BoardCpu
 from yolo_edge.graph import GraphInfo
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import default_calib_dir, read_image

@@ -19,7 +19,7 @@ import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 import yaml
 
@@ -39,7 +39,12 @@ Scheme = str  # an INT8 activation scheme some registered backend compiles (regi
 Quantizer = str  # an INT8 quantizer some registered backend runs (registry.quantizers())
 # "real": runs on hardware present here; "simulated": numerics real, latency modelled; "cpu": the host alone
 ProfileKind = Literal["real", "simulated", "cpu"]
-LatencyKind = Literal["measured", "modelled"]  # how a latency is obtained: a profile's, a check's, a plan's
+# How a latency is obtained, the one vocabulary: a figure (a profile's, a check's, a unit's) is measured or modelled;
+# a frame's figures are named by their phases' kinds: all measured, the NPU's modelled and the CPU's measured (a
+# simulated NPU on this host), or every phase modelled for the board (its NPU and its CPU model)
+LatencyKind = Literal["measured", "modelled"]
+BOARD: Final = "modelled (board)"
+FrameKind = Literal["measured", "modelled NPU + measured CPU", "modelled (board)"]
 FaultKind = Literal["error", "nan", "hang"]
 Device = Literal["npu", "cpu"]  # where a subgraph or a unit runs
 # INT8 schemes whose activations are wider than a byte (Qualcomm's w8a16: uint8 weights, uint16 activations)

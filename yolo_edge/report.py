@@ -15,9 +15,8 @@ from typing import Any
 import numpy as np
 
 from yolo_edge.codec import dumps, plain
-from yolo_edge.config import DeviceProfile
+from yolo_edge.config import BOARD, DeviceProfile
 from yolo_edge.data.resolve import Calibration, EvalData
-from yolo_edge.devices.board import BOARD
 from yolo_edge.export import DEMO_WEIGHTS, demo_model_path
 from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
 from yolo_edge.runtime import EventSummary

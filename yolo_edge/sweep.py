@@ -38,12 +38,11 @@ from typing import Any, Literal
 from yolo_edge.backends import device_status
 from yolo_edge.cluster import has_resource, node_cpus, ray_session
 from yolo_edge.codec import dumps, plain
-from yolo_edge.config import DeployConfig, load_profile
+from yolo_edge.config import DeployConfig, FrameKind, load_profile
 from yolo_edge.deploy import deploy, deploy_settings
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import check_model, parse_imgsz, sha256_file
 from yolo_edge.files import cache_root, json_loads, read_cached, write_cached
-from yolo_edge.validate.latency import TimingKind
 from yolo_edge.version import __version__
 
 Log = Callable[[str], None]
@@ -80,7 +79,7 @@ class Outcome:
     p50_ms: float | None = None
     p95_ms: float | None = None
     p99_ms: float | None = None
-    latency_kind: TimingKind | None = None
+    latency_kind: FrameKind | None = None
     memory_peak_bytes: int | None = None
     bundle: str | None = None  # kept bundle
     error: str | None = None

@@ -23,13 +23,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Final
 
 from yolo_edge.config import CpuModel
 from yolo_edge.devices.cost import cpu_time
 from yolo_edge.graph import GraphInfo
-
-BOARD: Final = "modelled (board)"  # how every phase of a simulated board's frame is obtained
 
 RESIZE_OPS = 12  # bilinear resize: four taps, their weights and the sum, per output value
 NORMALISE_OPS = 2  # scale to [0, 1] and the channel swap, per value

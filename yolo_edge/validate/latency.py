@@ -6,12 +6,11 @@ import resource
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 from yolo_edge.codec import plain
-from yolo_edge.devices.board import BOARD
+from yolo_edge.config import BOARD, FrameKind
 from yolo_edge.pipeline.detector import Detector, FrameTiming
 from yolo_edge.validate.stats import Percentiles, percentiles
 
@@ -20,7 +19,6 @@ Progress = Callable[[int, int], None]
 # every phase the simulated board's (devices/board.py)
 LATENCY_IMAGES = 16  # the latency frames: the first evaluation images, cycled
 POSTPROCESS = "decode+nms"  # the last phase: the candidate-first decode of the head's outputs (if any) and NMS
-TimingKind = Literal["measured", "modelled NPU + measured CPU", "modelled (board)"]
 
 
 def peak_rss_bytes() -> int:
@@ -32,7 +30,7 @@ def peak_rss_bytes() -> int:
 class LatencyResult:
     end_to_end: Percentiles
     phases: dict[str, Percentiles]  # preprocess, each unit, transfers, nms
-    kind: TimingKind
+    kind: FrameKind
     runs: int
     npu_share: float  # fraction of phase runs that ran on the NPU
     peak_rss_bytes: int
@@ -98,7 +96,7 @@ def _summarise(timings: list[FrameTiming], runs: int) -> LatencyResult:
     e2e = [t.end_to_end_ms for t in timings]
     on_npu = sum(d == "npu" for t in timings for d in t.unit_device.values())
     total = sum(len(t.unit_device) for t in timings)
-    kind: TimingKind = (
+    kind: FrameKind = (
         BOARD
         if all(t.board for t in timings)
         else "modelled NPU + measured CPU"
