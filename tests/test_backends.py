@@ -6,16 +6,17 @@ from __future__ import annotations
 import importlib
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 import pytest
 
 from yolo_edge.backends import cpu_backend, create_backend, device_status, runtime_backend
-from yolo_edge.backends.base import io_infos
+from yolo_edge.backends.base import Backend, CalibSet, io_infos
 from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
 from yolo_edge.backends.quantize import cache_dir, quantize_int8
-from yolo_edge.config import DeviceProfile, build, load_profile, profile_names
+from yolo_edge.config import DeviceProfile, Variant, build, load_profile, profile_names
 from yolo_edge.errors import InternalError, YoloEdgeError
 from yolo_edge.plan.checks import cosine
 from yolo_edge.registry import BACKENDS, QDQ_SUFFIX
@@ -41,13 +42,26 @@ def _usable_profiles(runtime: str) -> list[DeviceProfile]:
     return [p for p in shipped if p.runtime == runtime and device_status(p)[0]]
 
 
+def _count_lowering(backend: Backend) -> list[str]:
+    """The variants ``backend`` lowers (quantizes, converts) from now on, by label, as they happen."""
+    lowered: list[str] = []
+    lower = backend._lower
+
+    def counted(model: onnx.ModelProto, v: Variant, feeds: CalibSet | None) -> Any:
+        lowered.append(v.label)
+        return lower(model, v, feeds)
+
+    backend._lower = counted  # type: ignore[method-assign]
+    return lowered
+
+
 @pytest.mark.parametrize("runtime", list(BACKENDS))
 def test_every_registered_backend_keeps_the_contract(runtime: str, demo_split: SplitModel, tensors: list) -> None:  # type: ignore[type-arg]
     """The same cases for every registered backend: its options parse from YAML with the strict checks (an
     unknown key is one line), its module builds it for a profile, and on each shipped profile of it that runs here
     it offers only what its spec registers, compiles the demo's head at each precision the profile asks for
     (calibrated where it quantizes), agrees with the FP32 CPU reference, stores only registered suffixes and runs
-    from what it stored as it ran when compiled."""
+    from what it stored as it ran when compiled, loading it without lowering the graph again where it can."""
     spec = BACKENDS[runtime]
     assert callable(importlib.import_module(spec.module).backend_for)
     assert isinstance(build(spec.options, {}, "runtime_options"), spec.options)
@@ -62,6 +76,7 @@ def test_every_registered_backend_keeps_the_contract(runtime: str, demo_split: S
     for profile in profiles:
         with create_backend(profile) as backend:
             assert set(backend.int8_schemes) <= set(spec.schemes) and set(backend.quantizers) <= set(spec.quantizers)
+            lowered = _count_lowering(backend)
             for precision in (p for p in profile.precisions if p in backend.precisions):
                 exe = backend.compile(head, precision, calib)
                 out = exe.run(sample)
@@ -69,8 +84,13 @@ def test_every_registered_backend_keeps_the_contract(runtime: str, demo_split: S
                 stored = exe.artifact_files()
                 assert set(stored) <= set(spec.suffixes), (profile.name, precision, set(stored))
                 if stored:
+                    lowered.clear()
                     again = backend.compile(head, precision, calib, stored).run(sample)
                     assert all(cosine(again[n], out[n]) >= 0.999 for n in out), (profile.name, precision)
+                    # compile()'s template: what the backend can load of its own files it loads, never lowering
+                    # (quantizing, converting) again; only a backend that loads nothing (Rockchip's simulator) lowers
+                    loads = backend._load(head, backend.resolve(precision), stored) is not None
+                    assert loads != bool(lowered), (profile.name, precision, loads, lowered)
                 exe.close()
 
 
