@@ -4,7 +4,7 @@
     YOLO_OFFLINE=1 python benchmarks/head_int8_scores.py [--photos 60] [--calib 30] [--eval 8]
 
 The second model's own synthetic photos (``write_dataset(seed=9)``, as ``vs_ultralytics_int8.py`` makes them): the
-head is quantized by NNCF (u8, s8) and by onnxruntime's QDQ recipe on the first ``--calib`` photos' head inputs,
+head is quantized by NNCF (u8, s8; its default ranges and min-max ranges) and by onnxruntime's QDQ recipe on the first ``--calib`` photos' head inputs,
 run by OpenVINO on ``--eval`` others, the decode in FP32 after it; printed per quantizer: the largest class-score
 error over the images (what the check compares with 0.1), how many scores move by more than 0.1 and 0.05, and the
 FP32 and INT8 scores where the error is largest. The CPU is printed first.
@@ -43,7 +43,7 @@ from yolo_edge.pipeline.preprocess import load_calibration  # noqa: E402
 from yolo_edge.plan.placement import boundary_tensors  # noqa: E402
 from yolo_edge.split import SplitModel, split_model  # noqa: E402
 
-VARIANTS = ("int8/u8/nncf", "int8/s8/nncf", "int8/u8/qdq")
+VARIANTS = ("int8/u8/nncf", "int8/s8/nncf", "int8/u8/nncf-minmax", "int8/s8/nncf-minmax", "int8/u8/qdq")
 
 
 def main() -> None:
@@ -97,6 +97,8 @@ def fused(split: SplitModel, tensors: list[dict[str, np.ndarray]], n_calib: int,
         "int8/u8/qdq": Variant("int8", "u8", "qdq"),
         "int8/u8/nncf": Variant("int8", "u8", "nncf"),
         "int8/s8/nncf": Variant("int8", "s8", "nncf"),
+        "int8/u8/nncf-minmax": Variant("int8", "u8", "nncf-minmax"),
+        "int8/s8/nncf-minmax": Variant("int8", "s8", "nncf-minmax"),
         f"int8/s8/nncf, {len(last_cls)} last class convs kept": Variant("int8", "s8", "nncf", kept=last_cls),
         f"int8/s8/nncf, {len(cls_branch)} class-branch convs kept": Variant("int8", "s8", "nncf", kept=cls_branch),
     }

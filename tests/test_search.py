@@ -93,14 +93,16 @@ def int8_npu(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_unit_failing_only_on_precision_keeps_its_most_sensitive_layer(
     sensitive: ExportedModel, int8_npu: Path, fast_cfg: DeployConfig
 ) -> None:
-    """The neck fails the precision check at INT8, by NNCF and then by the QDQ recipe (OpenVINO's other quantizer,
-    tried first: the outlier breaks both); ranked by OpenVINO's per-layer error, the convolution with the outlier
-    comes first, and with it alone kept in FP32 the neck passes: the plan names the layer and why."""
+    """The neck fails the precision check at INT8, by NNCF, by NNCF with min-max ranges and by the QDQ recipe
+    (OpenVINO's other quantizers, tried first: the outlier breaks all three); ranked by OpenVINO's per-layer error,
+    the convolution with the outlier comes first, and with it alone kept in FP32 the neck passes: the plan names the
+    layer and why."""
     images = load_calibration(default_calib_dir(), sensitive.meta.imgsz, 16)
     space, planner = plan_space(split_model(sensitive), load_profile(int8_npu), fast_cfg, images)
     planner.close()
     neck = [o for o in space.options["neck"] if o.device == "npu"]
-    assert [r.variant for r in space.rejected["neck"]] == [Variant("int8", "u8", "nncf"), Variant("int8", "u8", "qdq")]
+    tried = [Variant("int8", "u8", q) for q in ("nncf", "nncf-minmax", "qdq")]  # min-max ranges keep the outlier too
+    assert [r.variant for r in space.rejected["neck"]] == tried
     assert all("failed precision" in r.reason for r in space.rejected["neck"])
     assert len(neck) == 1 and neck[0].variant == Variant("int8", "u8", "nncf", (SENSITIVE,))
     assert neck[0].granularity == "layer" and SENSITIVE in neck[0].kept_why and "failed precision" in neck[0].kept_why

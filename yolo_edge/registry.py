@@ -48,15 +48,17 @@ class OpenVinoOptions(RuntimeOptions):
     # INT8 activations: u8 (asymmetric), s8 (symmetric) or auto (the planner measures both, tries the faster first
     # and keeps it only if its numerics pass; which one wins, and whether s8 is accurate, depends on the CPU)
     int8_activations: str = "auto"
-    # INT8 quantizer: nncf (OpenVINO's own; the shipped profiles' choice), qdq (onnxruntime's quantize_static with the
-    # Q/DQ placed as NNCF places them), or auto (both are candidates: the precision check and the verdict decide, at
-    # twice the planning time; benchmarks/quantizers.py compares them). With one chosen, the other is tried for a
-    # subgraph whose every INT8 variant fails the precision check (benchmarks/head_int8_scores.py: NNCF's INT8 head
-    # of the tests' second model moves a class score by 0.13, the QDQ recipe's by 0.025)
+    # INT8 quantizer: nncf (OpenVINO's own; the shipped profiles' choice), nncf-minmax (NNCF with every activation's
+    # range its calibration minimum and maximum, no rare value clipped), qdq (onnxruntime's quantize_static with the
+    # Q/DQ placed as NNCF places them), or auto (all are candidates: the precision check and the verdict decide, at
+    # three times the planning time; benchmarks/quantizers.py compares them). With one chosen, the others are tried in
+    # that order for a subgraph whose every INT8 variant fails the precision check, until one passes
+    # (benchmarks/head_int8_scores.py: NNCF's INT8 head of the tests' second model moves a class score by 0.13, with
+    # min-max ranges by 0.06 at NNCF's speed, the QDQ recipe's by 0.03-0.06 at 1.07x its time)
     int8_quantizer: str = "auto"
 
     SCHEMES = ("u8", "s8")  # what int8_activations: auto considers, in the order tried when their speeds tie
-    QUANTIZERS = ("nncf", "qdq")
+    QUANTIZERS = ("nncf", "nncf-minmax", "qdq")
 
     def __post_init__(self) -> None:
         for what, value, valid in (

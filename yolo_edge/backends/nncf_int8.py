@@ -54,14 +54,15 @@ def _ignored_names(ov_model: Any, kept: Sequence[str]) -> list[str]:
 
 
 def quantize_nncf(
-    model: onnx.ModelProto, calib: CalibSet, scheme: str, kept: Sequence[str] = ()
+    model: onnx.ModelProto, calib: CalibSet, scheme: str, kept: Sequence[str] = (), minmax: bool = False
 ) -> tuple[bytes, bytes]:
     """The INT8 OpenVINO IR (xml, bin) of ``model``, NNCF-quantized on ``calib`` with ``scheme`` activations
-    (``u8``: MIXED preset, ``s8``: PERFORMANCE), ``kept`` nodes left in FP32; cached."""
+    (``u8``: MIXED preset, ``s8``: PERFORMANCE), ``kept`` nodes left in FP32; ``minmax``: each activation's range the
+    minimum and maximum over ``calib`` (NNCF's default estimator clips rare values); cached."""
     if not calib:
         raise YoloEdgeError("INT8 needs calibration images; pass --calib DIR with at least one image")
     fix = overflow_fix()
-    options = f"{NNCF_VERSION}/{scheme}/{fix}/{','.join(sorted(kept))}"
+    options = f"{NNCF_VERSION}/{scheme}/{fix}/{','.join(sorted(kept))}" + ("/minmax" if minmax else "")
     key = calib_key(model, calib, options, ("nncf", "openvino"))
     xml_path, bin_path = cache_dir() / f"{key}.xml", cache_dir() / f"{key}.bin"
     xml_cached, bin_cached = read_cached(xml_path), read_cached(bin_path)
@@ -69,6 +70,7 @@ def quantize_nncf(
         return xml_cached, bin_cached
     import nncf
     from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
+    from nncf.quantization.range_estimator import RangeEstimatorParametersSet
     from openvino._offline_transformations import apply_moc_transformations
 
     from yolo_edge.backends.openvino_model import ir_bytes, read_onnx
@@ -88,7 +90,10 @@ def quantize_nncf(
             subset_size=len(calib),
             fast_bias_correction=True,
             ignored_scope=nncf.IgnoredScope(names=_ignored_names(ov_model, kept)) if kept else None,
-            advanced_parameters=AdvancedQuantizationParameters(overflow_fix=OverflowFix(fix)),
+            advanced_parameters=AdvancedQuantizationParameters(
+                overflow_fix=OverflowFix(fix),
+                **({"activations_range_estimator_params": RangeEstimatorParametersSet.MINMAX} if minmax else {}),
+            ),
         )
     xml, weights = ir_bytes(quantized)
     write_cached(bin_path, weights)

@@ -1,8 +1,10 @@
 """OpenVINO backend (CPU/GPU/NPU). Precision is OpenVINO's inference-precision hint (``f32``, ``bf16``,
-``f16``). INT8 has two quantizers:
+``f16``). INT8 has three quantizers:
 
 - ``nncf`` (the default): OpenVINO's own, ``nncf.quantize`` on the OpenVINO model (``backends.nncf_int8``), as
   ultralytics' OpenVINO INT8 export uses it; the unit is stored as OpenVINO IR (``.ov.xml``/``.ov.bin``);
+- ``nncf-minmax``: the same with each activation's range its calibration minimum and maximum (NNCF's default
+  estimator clips rare values, which class scores can be), stored the same way;
 - ``qdq``: onnxruntime's ``quantize_static`` with the Q/DQ placed where NNCF places them
   (``backends.quantize``), stored as a QDQ ONNX (``.int8.onnx``).
 
@@ -145,7 +147,7 @@ class OpenVinoBackend(Backend):
             assert v.scheme is not None
             from yolo_edge.backends.nncf_int8 import quantize_nncf  # NNCF and its cache: when quantizing
 
-            xml, weights = quantize_nncf(model, calib or [], v.scheme, v.kept)
+            xml, weights = quantize_nncf(model, calib or [], v.scheme, v.kept, minmax=v.quantizer == "nncf-minmax")
             return read_ir(xml, weights), {OV_XML_SUFFIX: xml, OV_BIN_SUFFIX: weights}
         return read_onnx(model), {}
 

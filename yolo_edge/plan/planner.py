@@ -197,12 +197,13 @@ class Planner:
             (passed if plan.device == "npu" else failed).append(plan)
             if plan.checks["op_support"].passed is False:
                 break  # op support is the same at every precision
-        # every INT8 variant failed on precision: the device's other quantizer first (OpenVINO: QDQ after NNCF)
+        # every INT8 variant failed on precision: the device's other quantizers first, in order, until one passes
+        # (OpenVINO: NNCF with min-max ranges, then the QDQ recipe)
         int8 = [f for f in failed if f.precision == "int8"]
         imprecise = [f for f in int8 if first_failure(f.checks) == "precision"]
         if int8 and imprecise == int8 and not any(p.precision == "int8" for p in passed):
-            for variant in all_int8_variants(self.checker.npu, fallback=True):
-                plan = self.try_variant(cand, variant, f"{imprecise[0].variant.label} failed precision", cpu_ms, kind)
+            why = f"{imprecise[0].variant.label} failed precision"
+            for plan in by_fallback(self, cand, why, cpu_ms, kind):
                 (passed if plan.device == "npu" else failed).append(plan)
         if not any(p.precision == "int8" for p in passed):  # INT8 fails only on precision: keep layers out of it
             for f in (f for f in failed if f.precision == "int8" and first_failure(f.checks) == "precision"):
@@ -281,6 +282,19 @@ class Planner:
         cand = self.subgraph_candidate(option.name)
         base = replace(option.variant, kept=())
         return self.mixed(cand, base, max(1, 2 * len(option.variant.kept)), why, option.cpu_ms, option.latency_kind)
+
+
+def by_fallback(planner: Planner, cand: Candidate, why: str, cpu_ms: float, kind: LatencyKind) -> list[SubgraphPlan]:
+    """``cand`` at the accelerator's fallback quantizers, one at a time (each at every INT8 scheme), until one passes:
+    where every INT8 variant of the others failed precision (OpenVINO: NNCF with min-max ranges, then QDQ)."""
+    tried: list[SubgraphPlan] = []
+    for quantizer in planner.checker.npu.fallback_quantizers:
+        for variant in all_int8_variants(planner.checker.npu, fallback=True):
+            if variant.quantizer == quantizer:
+                tried.append(planner.try_variant(cand, variant, why, cpu_ms, kind))
+        if any(t.device == "npu" for t in tried):
+            break
+    return tried
 
 
 def option_at(planner: Planner, name: str, variant: Variant, why: str) -> SubgraphPlan | None:
