@@ -4,8 +4,9 @@
     YOLO_OFFLINE=1 python benchmarks/head_int8_scores.py [--photos 60] [--calib 30] [--eval 8]
 
 The second model's own synthetic photos (``write_dataset(seed=9)``, as ``vs_ultralytics_int8.py`` makes them): the
-head is quantized by NNCF (u8, s8; its default ranges and min-max ranges) and by onnxruntime's QDQ recipe on the first ``--calib`` photos' head inputs,
-run by OpenVINO on ``--eval`` others, the decode in FP32 after it; printed per quantizer: the largest class-score
+head is quantized by NNCF (u8, s8; its default ranges and min-max ranges) and by onnxruntime's QDQ recipe on the
+first ``--calib`` photos' head inputs, run by OpenVINO on ``--eval`` others, the decode in FP32 after it; printed per
+quantizer: the largest class-score
 error over the images (what the check compares with 0.1), how many scores move by more than 0.1 and 0.05, and the
 FP32 and INT8 scores where the error is largest. The CPU is printed first.
 
