@@ -264,7 +264,7 @@ def test_a_run_with_a_fallback_quantizer_asks_for_its_neighbours_at_it_to_make_o
     already holding the variant, a CPU subgraph and a first-quantizer variant ask for nothing)."""
     from types import SimpleNamespace
 
-    from yolo_edge.search import unchecked
+    from yolo_edge.search import one_unit, unchecked
 
     s8, qdq, fp32 = Variant("int8", "s8", "nncf"), Variant("int8", "u8", "qdq"), Variant("fp32")
 
@@ -281,4 +281,16 @@ def test_a_run_with_a_fallback_quantizer_asks_for_its_neighbours_at_it_to_make_o
     assert unchecked(best, options, ("qdq",)) == [("backbone", qdq)]
     assert unchecked(best, options, ()) == []  # no fallback quantizer: nothing to ask
     first = [sub("backbone", s8), sub("neck", s8), sub("head", fp32), sub("decode", fp32)]
-    assert unchecked(first, options, ("qdq",)) == []
+    assert unchecked(first, options, ("qdq",)) == []  # the neck's QDQ option asks for nothing: no unit runs at QDQ
+    # a head that passed at both schemes of the fallback runs at the faster; the other is asked for too, and the
+    # one-unit step tries the run at each (the one it runs at first): the slower scheme may fuse within the limit
+    qdq_s8 = Variant("int8", "s8", "qdq")
+    options["head"] = [sub("head", qdq_s8), sub("head", qdq), sub("head", fp32)]
+    best = [sub("backbone", s8), sub("neck", s8), sub("head", qdq_s8), sub("decode", fp32)]
+    asked = unchecked(best, options, ("qdq",))
+    assert asked == [("backbone", qdq_s8), ("neck", qdq_s8), ("backbone", qdq)]
+    for name, variant in asked:  # the planner checked them, and they passed
+        options[name] = [sub(name, variant), *options[name]]
+    fused = [[s.variant for s in chosen] for chosen in one_unit(best, options, set(), ("qdq",))]
+    assert fused == [[qdq_s8] * 3 + [fp32], [qdq] * 3 + [fp32]]
+    assert [[s.variant for s in c] for c in one_unit(best, options, set())] == [[qdq_s8] * 3 + [fp32]]

@@ -288,7 +288,8 @@ class _Search:
         if best is None or self.budget_left(count=False):
             return
         self.widen(best.plan)
-        for chosen in one_unit(best.plan.subgraphs, self.space.options, self.blamed):
+        fallback = self.planner.checker.npu.fallback_quantizers
+        for chosen in one_unit(best.plan.subgraphs, self.space.options, self.blamed, fallback):
             plan = self.space.placement(chosen)
             if self.trial_of(plan) is None and self.budget_left(count=False) is None:
                 shown = chosen[next(k for k, s in enumerate(chosen) if s.device == "npu")].variant.label
@@ -394,31 +395,47 @@ def _opt(s: SubgraphPlan) -> object:
 
 
 def one_unit(
-    placed: Sequence[SubgraphPlan], options: Mapping[str, Sequence[SubgraphPlan]], blamed: Set[tuple[str, object]]
+    placed: Sequence[SubgraphPlan],
+    options: Mapping[str, Sequence[SubgraphPlan]],
+    blamed: Set[tuple[str, object]],
+    fallback: Sequence[str] = (),
 ) -> list[list[SubgraphPlan]]:
     """``placed`` with its accelerator subgraphs at one of the variants it runs them at, one list per variant,
     where they are consecutive and each has that variant among its ``options`` (not ``blamed`` for drift): they
     then compile as one unit (one call, no requantization between them), which an estimate that adds subgraphs
-    timed apart cannot see. A variant with layers kept at higher precision, or op-level pieces, never fuses."""
+    timed apart cannot see; then at each ``fallback`` quantizer's variant any of them passed at (a head that passed
+    at both schemes of the fallback runs at the faster, the other may be the one that fuses within the drift limit).
+    A variant with layers kept at higher precision, or op-level pieces, never fuses."""
     at = [k for k, s in enumerate(placed) if s.device == "npu"]
     if len(at) < 2 or at != list(range(at[0], at[0] + len(at))):
         return []
     found = []
-    for variant in dict.fromkeys(placed[k].variant for k in at if not placed[k].variant.kept):
+    for variant in _run_variants(placed, options, fallback):
         same = {k: next((o for o in options[placed[k].name] if _opt(o) == ("npu", variant, ())), None) for k in at}
         if all(o is not None and (o.name, _opt(o)) not in blamed for o in same.values()):
             found.append([same.get(k) or s for k, s in enumerate(placed)])
     return found
 
 
+def _run_variants(
+    placed: Sequence[SubgraphPlan], options: Mapping[str, Sequence[SubgraphPlan]], fallback: Sequence[str]
+) -> list[Variant]:
+    """The unkept variants ``placed`` runs its accelerator subgraphs at, then every variant any of them passed at by
+    a ``fallback`` quantizer one of them runs at."""
+    npu = [s for s in placed if s.device == "npu"]
+    needed = {s.variant.quantizer for s in npu} & set(fallback)
+    extra = (o.variant for s in npu for o in options[s.name] if o.device == "npu" and o.variant.quantizer in needed)
+    return [v for v in dict.fromkeys([*(s.variant for s in npu), *extra]) if not v.kept]
+
+
 def unchecked(
     placed: Sequence[SubgraphPlan], options: Mapping[str, Sequence[SubgraphPlan]], fallback: Sequence[str]
 ) -> list[tuple[str, Variant]]:
-    """The accelerator subgraphs of ``placed`` never checked at a ``fallback`` quantizer's variant that another of
-    them runs at: the planner tries a fallback only where every INT8 variant failed precision, so a subgraph that
-    passed at the first quantizer has no such option and :func:`one_unit` cannot put the run in one unit."""
+    """The accelerator subgraphs of ``placed`` never checked at a ``fallback`` quantizer's variant that one of them
+    runs or passed at: the planner tries a fallback only where every INT8 variant failed precision, so a subgraph
+    that passed at the first quantizer has no such option and :func:`one_unit` cannot put the run in one unit."""
     npu = [s for s in placed if s.device == "npu"]
-    wanted = dict.fromkeys(s.variant for s in npu if s.variant.quantizer in fallback and not s.variant.kept)
+    wanted = [v for v in _run_variants(placed, options, fallback) if v.quantizer in fallback]
     return [(s.name, v) for v in wanted for s in npu if not any(_opt(o) == ("npu", v, ()) for o in options[s.name])]
 
 
