@@ -92,11 +92,11 @@ def test_bundle_contents_and_plots(deployed: DeployResult) -> None:
     if deployed.report.chosen.name == "split":  # one INT8 artifact per NPU unit (backbone+neck fused by default)
         bundle = load_bundle(b)
         units = [u for u in plan_units(bundle.split, bundle.plan, bundle.meta.fuse_units) if u.device == "npu"]
-        want = {  # NNCF's OpenVINO IR, or onnxruntime's quantizer's QDQ graph
+        want = {  # NNCF's OpenVINO IR (default or min-max ranges), or onnxruntime's quantizer's QDQ graph
             f"{u.name}{suffix}"
             for u in units
             if u.precision == "int8"
-            for suffix in ((".ov.xml", ".ov.bin") if u.variant.quantizer == "nncf" else (".int8.onnx",))
+            for suffix in ((".ov.xml", ".ov.bin") if u.variant.quantizer != "qdq" else (".int8.onnx",))
         }
         stored = {p.name for p in (b / "units").glob("*") if p.name.endswith(ARTIFACT_SUFFIXES)}
         assert stored == want  # none for BF16 units
