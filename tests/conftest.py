@@ -383,7 +383,19 @@ def plan_bundle(out: Path, split, plan, tensors: list, cfg) -> Path:  # type: ig
     names = tuple(p.name for p in calib_files)
     meta = BundleMeta(__version__, split.exported.meta, profile.name, "split", data, 100.0, True, names)
     sample = unit_sample(planned, tensors[0], builder)
-    contents = Contents(meta, split.exported, split, plan, profile, cfg, planned, units, sample, calib_files, events)
+    contents = Contents(
+        meta=meta,
+        exported=split.exported,
+        split=split,
+        plan=plan,
+        profile=profile,
+        config=cfg,
+        planned=planned,
+        units=units,
+        sample=sample,
+        calib_files=calib_files,
+        events=events,
+    )
     files = bundle_files(contents, {})
     builder.close()
     return write_bundle(out, files)

@@ -315,7 +315,17 @@ def _bundle_files(
     planned = plan_units(found.split, chosen_plan, cfg.runtime.fuse_units)
     sample = unit_sample(planned, found.calib_tensors[0], found.builder)
     contents = Contents(
-        meta, exported, found.split, chosen_plan, profile, cfg, planned, units, sample, calib_files, events
+        meta=meta,
+        exported=exported,
+        split=found.split,
+        plan=chosen_plan,
+        profile=profile,
+        config=cfg,
+        planned=planned,
+        units=units,
+        sample=sample,
+        calib_files=calib_files,
+        events=events,
     )
     return bundle_files(contents, report_files(report))
 

@@ -287,19 +287,18 @@ class _Search:
         best = self.best()
         if best is None or self.budget_left(count=False):
             return
-        self.widen(best.plan)
         fallback = self.planner.checker.npu.fallback_quantizers
+        self.widen(best.plan, fallback)
         for chosen in one_unit(best.plan.subgraphs, self.space.options, self.blamed, fallback):
             plan = self.space.placement(chosen)
             if self.trial_of(plan) is None and self.budget_left(count=False) is None:
                 shown = chosen[next(k for k, s in enumerate(chosen) if s.device == "npu")].variant.label
                 self.try_plan(plan, f"the accelerator subgraphs at one variant, {shown}: one unit")
 
-    def widen(self, plan: PlacementPlan) -> None:
-        """Check ``plan``'s other accelerator subgraphs at a fallback quantizer's variant one of them runs at
-        (:func:`unchecked`), so that :func:`one_unit` can fuse the run (OpenVINO: a head at QDQ beside a backbone
-        and neck at NNCF are two calls per frame)."""
-        fallback = self.planner.checker.npu.fallback_quantizers
+    def widen(self, plan: PlacementPlan, fallback: Sequence[str]) -> None:
+        """Check ``plan``'s other accelerator subgraphs at a ``fallback`` quantizer's variant one of them runs or passed
+        at (:func:`unchecked`), so that :func:`one_unit` can fuse the run (OpenVINO: a head at NNCF with min-max ranges
+        beside a backbone and neck at NNCF's default are two calls per frame)."""
         for name, variant in unchecked(plan.subgraphs, self.space.options, fallback):
             found = option_at(self.planner, name, variant, "checked for one unit with its neighbours")
             self.say(f"{name} at {variant.label} (one unit with its neighbours): {'passes' if found else 'fails'}")
