@@ -117,6 +117,7 @@ def test_yolo_edge_threads_caps_every_runtimes_pool_and_a_bad_value_says_how_to_
 FEED_ERRORS = [
     ({}, "missing input tensor"),
     ({"images": np.zeros((1, 3, 64, 64), np.float32)}, "has shape"),
+    ({"images": np.zeros((1, 320, 320, 4), np.uint8)}, "has shape"),  # not the pixels of a (1, 3, H, W) image
     ({"images": np.zeros((1, 3, 320, 320), np.float64)}, "expected float32"),
 ]
 
@@ -141,6 +142,35 @@ def test_int8_is_calibrated_on_real_subgraph_outputs_and_cached(demo_split: Spli
     assert onnx.helper.printable_graph(again.graph) == onnx.helper.printable_graph(q.graph)
     assert {p: p.stat().st_mtime_ns for p in sorted(cache_dir().glob("*.onnx"))} == before
     assert quantize_int8(q, []) is q  # an already-quantized artifact (from a bundle) is used as is
+
+
+def test_openvino_on_the_cpu_takes_the_letterbox_pixels_and_every_other_graph_the_tensor(
+    demo_split: SplitModel,
+    tensors: list,  # type: ignore[type-arg]
+) -> None:
+    """Where latency is measured on OpenVINO's CPU plugin, a unit reading the image takes the letterbox's uint8 BGR
+    pixels and normalises them in its own graph (yolo_edge.pixels), FP32 or INT8, with outputs bit-identical to the
+    tensor's; a unit reading no image, a simulated board's numerics and the onnxruntime CPU twin take the tensor,
+    the twin converting a frame's pixels itself, to the same outputs."""
+    from yolo_edge.pixels import to_pixels
+
+    backbone, neck = demo_split["backbone"].model, demo_split["neck"].model
+    image = tensors[4]["images"]
+    pixels = to_pixels(image)
+    calib = [{"images": t["images"]} for t in tensors[:4]]
+    twin = cpu_backend().compile(backbone, "fp32")
+    assert not twin.pixel_inputs
+    expected = twin.run({"images": image})
+    assert all(np.array_equal(expected[n], a) for n, a in twin.run({"images": pixels}).items())
+    with create_backend(load_profile("host-lowp")) as host, create_backend(load_profile("sim-edge-npu")) as sim:
+        for variant in ("fp32", Variant("int8", "u8", "nncf")):
+            exe = host.compile(backbone, variant, calib)
+            assert exe.pixel_inputs == {"images"}
+            from_tensor, from_pixels = exe.run({"images": image}), exe.run({"images": pixels})
+            assert all(np.array_equal(from_tensor[n], from_pixels[n]) for n in from_tensor), variant
+            assert all(cosine(from_pixels[n], expected[n]) >= 0.99 for n in expected), variant
+        assert not host.compile(neck, "fp32").pixel_inputs
+        assert not sim.compile(backbone, "int8", calib).pixel_inputs  # the board's letterbox is modelled
 
 
 def test_openvino_recipe_lets_openvino_fuse_silu_and_requantize_into_each_conv(

@@ -25,6 +25,7 @@ def test_letterbox_matches_ultralytics(shape: tuple[int, int], imgsz: tuple[int,
     image = np.random.default_rng(0).integers(0, 255, (*shape, 3), dtype=np.uint8)
     ref = LetterBox(imgsz, auto=False)(image=image)
     ours = letterbox(image, imgsz)
+    assert np.array_equal(ours.pixels[0], ref)  # resized straight into the padded frame, either orientation
     assert np.array_equal((ours.tensor[0].transpose(1, 2, 0)[..., ::-1] * 255).round().astype(np.uint8), ref)
 
 

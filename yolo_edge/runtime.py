@@ -366,6 +366,13 @@ class SplitExecutor:
         # and timing one engine against itself only measures noise
         self.performance_fallback = not as_placed and (profile is None or profile.kind != "cpu")
 
+    @property
+    def takes_pixels(self) -> bool:
+        """The first unit's accelerator takes the image as the letterbox's pixels (yolo_edge.pixels): a frame is fed
+        them, and a CPU twin taking that unit over normalises them in its own call."""
+        npu = self.units[0].npu
+        return npu is not None and self.input_name in npu.pixel_inputs
+
     def close(self) -> None:
         """Stop the accelerator call pool and release the units' accelerator executables (a toolchain worker's
         compiled graphs), or leave them to the builder they are borrowed from; the executor is not used after this."""

@@ -31,6 +31,7 @@ import onnx
 from yolo_edge.config import PrecisionName, Quantizer, Scheme, Variant
 from yolo_edge.errors import InternalError, YoloEdgeError
 from yolo_edge.graph import TensorInfo, control_flow
+from yolo_edge.pixels import is_pixels, to_pixels, to_tensor
 from yolo_edge.registry import QDQ_SUFFIX, artifact_suffixes
 
 Feeds = Mapping[str, np.ndarray]
@@ -159,6 +160,8 @@ class Executable(ABC):
         self.concurrency = 1  # calls that may run at once, each on its own accelerator core (a stream's pool)
         self.modelled_s: float | None = None  # a simulated device's modelled seconds per call; None: measured
         self.memory_report: str | None = None  # what the compiler reports of the graph's memory use (Vela's SRAM)
+        # inputs taken as the letterbox's pixels, normalised in the runtime's own graph (yolo_edge.pixels)
+        self.pixel_inputs: frozenset[str] = frozenset()
         self._local = threading.local()
 
     @property
@@ -184,24 +187,38 @@ class Executable(ABC):
         return float(getattr(self._local, "last_run_s", 0.0))
 
     def run(self, feeds: Feeds) -> dict[str, np.ndarray]:
-        self._validate(feeds)
+        """The outputs of one call on ``feeds``; the image may come in either form (:mod:`yolo_edge.pixels`). A tensor
+        for an input taken as pixels (a caller holding calibration tensors) is converted before the call is timed: a
+        frame's image comes as pixels. A frame's pixels for a graph taking the tensor (a CPU twin) are normalised
+        within the call's time, as the pixel graphs normalise within theirs."""
+        given = self._validate(feeds)
+        for name in self.pixel_inputs:
+            if given[name].dtype != np.uint8:
+                given[name] = to_pixels(given[name])
         t0 = time.perf_counter()
-        outs = self._run({t.name: feeds[t.name] for t in self.inputs})
+        for name, a in given.items():
+            if a.dtype == np.uint8 and name not in self.pixel_inputs:
+                given[name] = to_tensor(a)
+        outs = self._run(given)
         self._local.last_run_s = time.perf_counter() - t0
         return outs
 
-    def _validate(self, feeds: Feeds) -> None:
-        """The feeds are built by yolo-edge itself (letterbox, the previous unit): a mismatch is a bug."""
+    def _validate(self, feeds: Feeds) -> dict[str, np.ndarray]:
+        """This graph's feeds, by input. They are built by yolo-edge itself (letterbox, the previous unit): a
+        mismatch is a bug."""
         expected = {t.name for t in self.inputs}
         missing = sorted(expected - set(feeds))
         if missing:
             raise InternalError(f"missing input tensor(s) {missing}; this graph takes {sorted(expected)}")
         for t in self.inputs:
             a = feeds[t.name]
+            if is_pixels(a, t.shape):
+                continue
             if tuple(a.shape) != t.shape:
                 raise InternalError(f"input '{t.name}' has shape {list(a.shape)}, expected {list(t.shape)}")
             if a.dtype != np.float32:
                 raise InternalError(f"input '{t.name}' is {a.dtype}, expected float32")
+        return {t.name: feeds[t.name] for t in self.inputs}
 
     def warm_up(self, feeds: Feeds, runs: int) -> None:
         """Run ``runs`` untimed calls before frames are timed: a fresh executable's first calls allocate and tune

@@ -71,7 +71,7 @@ class Detector:
         times the frame's model. Elsewhere (measured, or faults injected) every frame runs."""
         self._replay_size = images if self.frame_determined else 0
 
-    def _execute(self, image: np.ndarray, lb: Letterboxed) -> FrameResult:
+    def _execute(self, image: np.ndarray, feeds: dict[str, np.ndarray]) -> FrameResult:
         key = b""
         if self._replay_size:
             key = (
@@ -79,7 +79,7 @@ class Detector:
             )
             if key in self._replay:
                 return self._replay[key]
-        result = self.executor.run(self.feeds(lb), self._frame)
+        result = self.executor.run(feeds, self._frame)
         if key and len(self._replay) < self._replay_size:
             self._replay[key] = result
         return result
@@ -99,8 +99,9 @@ class Detector:
         return letterbox(image, self.meta.imgsz)
 
     def feeds(self, lb: Letterboxed) -> dict[str, np.ndarray]:
-        """The executor's feeds for a letterboxed image, by the model's own input name."""
-        return {self.executor.input_name: lb.tensor}
+        """The executor's feeds for a letterboxed image, by the model's own input name: its pixels where the first
+        unit normalises them in its own graph, else the tensor (yolo_edge.pixels)."""
+        return {self.executor.input_name: lb.pixels if self.executor.takes_pixels else lb.tensor}
 
     def postprocess(self, outputs: dict[str, np.ndarray], lb: Letterboxed, nms: NmsConfig | None = None) -> Detections:
         """The executor's outputs for ``lb`` (the head's, or ``output0``) decoded, NMS'd and mapped to the image."""
@@ -122,8 +123,9 @@ class Detector:
         """Detect objects in one BGR image; no frame is lost: NPU failures are retried on the CPU."""
         t0 = time.perf_counter()
         lb = self.preprocess(image)
+        feeds = self.feeds(lb)
         t1 = time.perf_counter()
-        result = self._execute(image, lb)
+        result = self._execute(image, feeds)
         self._frame += 1
         t2 = time.perf_counter()
         dets = self.postprocess(result.outputs, lb, nms)

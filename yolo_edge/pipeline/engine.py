@@ -344,8 +344,9 @@ class _Scheduler:
             self.admission.dispatched(item.stream)
             t0 = time.perf_counter()
             lb = self.detector.preprocess(item.image)
+            feeds = self.detector.feeds(lb)
             pre = (time.perf_counter() - t0) * 1e3
-            self.out.put(_Job(item, seq[item.stream], frame, lb, now, self.detector.feeds(lb), preprocess_ms=pre))
+            self.out.put(_Job(item, seq[item.stream], frame, lb, now, feeds, preprocess_ms=pre))
             seq[item.stream] += 1
             frame += 1
         self.out.put(None)

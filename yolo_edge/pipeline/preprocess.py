@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import cv2
@@ -17,6 +18,7 @@ import numpy as np
 
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import printable
+from yolo_edge.pixels import to_tensor
 
 PAD_VALUE = 114
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
@@ -26,10 +28,16 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 class Letterboxed:
     """The network input and what is needed to map boxes back to the original image."""
 
-    tensor: np.ndarray  # (1, 3, H, W) float32 RGB in [0, 1]
+    pixels: np.ndarray  # (1, H, W, 3) uint8 BGR: the image resized and padded (yolo_edge.pixels)
     orig_shape: tuple[int, int]  # (height, width) of the original image
     gain: tuple[float, float]  # (gain_y, gain_x) = resized / original
     pad: tuple[int, int]  # (pad_x, pad_y) added on the left and top
+
+    @cached_property
+    def tensor(self) -> np.ndarray:
+        """(1, 3, H, W) float32 RGB in [0, 1], made when first asked for (a unit normalising in its own graph takes
+        the pixels)."""
+        return to_tensor(self.pixels)
 
 
 def letterbox(image: np.ndarray, imgsz: tuple[int, int]) -> Letterboxed:
@@ -40,15 +48,14 @@ def letterbox(image: np.ndarray, imgsz: tuple[int, int]) -> Letterboxed:
     r = min(imgsz[0] / h, imgsz[1] / w)
     new_w, new_h = max(round(w * r), 1), max(round(h * r), 1)
     dw, dh = (imgsz[1] - new_w) / 2, (imgsz[0] - new_h) / 2
+    top, left = round(dh - 0.1), round(dw - 0.1)
+    pixels = np.full((1, *imgsz, 3), PAD_VALUE, np.uint8)
+    inside = pixels[0, top : top + new_h, left : left + new_w]  # resized straight into the padded frame
     if (w, h) != (new_w, new_h):
-        image = cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_LINEAR)
-    top, bottom = round(dh - 0.1), round(dh + 0.1)
-    left, right = round(dw - 0.1), round(dw + 0.1)
-    image = cv2.copyMakeBorder(image, top, bottom, left, right, cv2.BORDER_CONSTANT, value=(PAD_VALUE,) * 3)
-    tensor = np.empty((1, 3, *image.shape[:2]), np.float32)
-    for c in range(3):  # BGR HWC uint8 -> RGB CHW float32 / 255 in one pass per channel, no temporaries
-        np.divide(image[..., 2 - c], np.float32(255), out=tensor[0, c], casting="unsafe")
-    return Letterboxed(tensor=tensor, orig_shape=(h, w), gain=(new_h / h, new_w / w), pad=(left, top))
+        cv2.resize(image, (new_w, new_h), dst=inside, interpolation=cv2.INTER_LINEAR)
+    else:
+        inside[...] = image
+    return Letterboxed(pixels=pixels, orig_shape=(h, w), gain=(new_h / h, new_w / w), pad=(left, top))
 
 
 MAX_IMAGE_BYTES = 256 * 2**20  # a larger file is refused before it is read (no camera frame is this large)
