@@ -401,6 +401,29 @@ def test_a_slow_simulator_is_not_a_hung_board_but_an_injected_hang_is(
         assert [r.units[0].device for r in runs] == ["cpu" if i in want else "npu" for i in range(3)]
 
 
+def test_openvino_waits_for_its_own_call_and_a_frame_past_the_deadline_reruns_on_the_cpu(
+    demo_split: SplitModel,
+    tensors: list,  # type: ignore[type-arg]
+    fast_cfg: DeployConfig,
+) -> None:
+    """OpenVINO's call is bounded by OpenVINO itself (``wait_for`` with the unit timeout, no pool thread): a frame
+    whose call cannot answer in time (a 0 ms deadline) is cancelled and re-run on the CPU; the next frame, with a
+    reachable deadline, runs on the accelerator again on a fresh request."""
+    profile = load_profile("host-lowp")
+    events, plan = EventLog(), hand_plan(demo_split, {"backbone": "fp32"}, profile.name)
+    cfg = replace(fast_cfg.runtime, unit_timeout_s=0.0, slow_ratio=1000.0)
+    with Builder(profile) as builder:
+        units = build_units(demo_split, plan, builder, tensors[:2], events)
+        assert units[0].npu is not None and units[0].npu.bounded and not units[0].cpu.bounded
+        with SplitExecutor(units, cfg, profile, events, borrowed=True) as ex:
+            late = ex.run({"images": tensors[0]["images"]}, 0)
+            ex.cfg = replace(cfg, unit_timeout_s=30.0)
+            answered = ex.run({"images": tensors[0]["images"]}, 1)
+    assert [(e.frame, e.trigger, e.action) for e in events.events] == [(0, "timeout", "retry_cpu")]
+    assert [late.units[0].device, answered.units[0].device] == ["cpu", "npu"]
+    assert all(cosine(late.outputs[n], answered.outputs[n]) >= 0.999 for n in late.outputs)
+
+
 def test_an_accelerator_call_that_never_returns_does_not_keep_the_process_from_exiting() -> None:
     """A hung driver call times out for the frame (the CPU re-runs it) and must not hold the exit: the interpreter
     joins a ThreadPoolExecutor's threads at exit, so a 100 s hang kept a finished ``run`` alive for 100 s. In a

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from yolo_edge.backends.base import Executable, NpuError, median_run_s
+from yolo_edge.backends.base import Executable, NpuError, NpuTimeout, median_run_s
 from yolo_edge.codec import dumps, plain
 from yolo_edge.config import Device, DeviceProfile, RuntimeConfig
 from yolo_edge.devices.board import BoardCpu
@@ -396,11 +396,13 @@ class SplitExecutor:
         assert unit.npu is not None
         npu = unit.npu
         t0 = self.clock()
-        future = self._pool.submit(npu.run, feeds)
         limit = self.cfg.unit_timeout_s + npu.host_slack_s  # a simulator's own time on this host is not the board's
         try:
-            outs = future.result(timeout=limit)
-        except FutureTimeout:
+            if npu.bounded:  # its runtime waits with the deadline and cancels the call past it
+                outs = npu.run(feeds, limit)
+            else:  # on a pool thread, given up on past the deadline (a hung driver's thread is left behind)
+                outs = self._pool.submit(npu.run, feeds).result(timeout=limit)
+        except (FutureTimeout, NpuTimeout):
             self.events.add(frame, unit.name, "timeout", "retry_cpu", f"no answer in {limit:.3g} s")
             self.breaker.record(False, frame, unit.name, "timeout")
             return None, self.clock() - t0

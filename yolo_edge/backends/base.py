@@ -107,6 +107,11 @@ class NpuError(Exception):
     CPU. Backends wrap their vendor runtime's failures in it."""
 
 
+class NpuTimeout(NpuError):
+    """A call that did not answer within its time (``Executable.run(feeds, timeout_s)``), given up on and cancelled
+    by the runtime itself."""
+
+
 class NpuCompileError(Exception):
     """The accelerator's compiler refused the graph."""
 
@@ -186,8 +191,16 @@ class Executable(ABC):
         """Wall time of this thread's last ``run``."""
         return float(getattr(self._local, "last_run_s", 0.0))
 
-    def run(self, feeds: Feeds) -> dict[str, np.ndarray]:
-        """The outputs of one call on ``feeds``; the image may come in either form (:mod:`yolo_edge.pixels`). A tensor
+    @property
+    def bounded(self) -> bool:
+        """Its runtime waits for a call with a deadline of its own and cancels it past it (``run(feeds, timeout_s)``
+        raises :class:`NpuTimeout`): the executor calls it on the frame's thread, not on a thread it can only give
+        up on (OpenVINO's ``wait_for``); False: the deadline is the caller's."""
+        return False
+
+    def run(self, feeds: Feeds, timeout_s: float | None = None) -> dict[str, np.ndarray]:
+        """The outputs of one call on ``feeds`` (``timeout_s``: a :attr:`bounded` executable's deadline, else
+        None); the image may come in either form (:mod:`yolo_edge.pixels`). A tensor
         for an input taken as pixels (a caller holding calibration tensors) is converted before the call is timed: a
         frame's image comes as pixels. A frame's pixels for a graph taking the tensor (a CPU twin) are normalised
         within the call's time, as the pixel graphs normalise within theirs."""
@@ -199,7 +212,7 @@ class Executable(ABC):
         for name, a in given.items():
             if a.dtype == np.uint8 and name not in self.pixel_inputs:
                 given[name] = to_tensor(a)
-        outs = self._run(given)
+        outs = self._run(given) if timeout_s is None else self._run_within(given, timeout_s)
         self._local.last_run_s = time.perf_counter() - t0
         return outs
 
@@ -229,6 +242,10 @@ class Executable(ABC):
     @abstractmethod
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run the compiled graph on validated feeds."""
+
+    def _run_within(self, feeds: dict[str, np.ndarray], timeout_s: float) -> dict[str, np.ndarray]:
+        """A :attr:`bounded` executable's call with its deadline."""
+        raise InternalError(f"{type(self).__name__} waits for no call of its own; the caller bounds it")
 
     def artifact_files(self) -> dict[str, bytes]:
         """What a bundle stores of this executable, by suffix: the INT8 QDQ graph where it differs from the

@@ -31,6 +31,7 @@ from yolo_edge.backends.base import (
     LayerError,
     NpuCompileError,
     NpuError,
+    NpuTimeout,
     OpQuery,
     cosine,
     io_infos,
@@ -70,17 +71,40 @@ class OpenVinoExecutable(Executable):
         self._tls = threading.local()
         self._ports = [compiled.output(t.name) for t in outputs]
 
-    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    @property
+    def bounded(self) -> bool:
+        return True
+
+    def _request(self) -> Any:
         request = getattr(self._tls, "request", None)
         if request is None:  # one infer request per thread: requests are not thread-safe
             request = self._tls.request = self.compiled.create_infer_request()
+        return request
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         try:
             # the feeds are read in place (the call returns before the caller touches them again); the outputs
             # come back as one copy each, owned by the caller (the request reuses its buffers on the next call)
-            results = request.infer(feeds, share_inputs=True, share_outputs=False)
+            results = self._request().infer(feeds, share_inputs=True, share_outputs=False)
         except RuntimeError as exc:  # the plugin's failure (a device lost, a kernel error): the frame goes to the CPU
             raise NpuError(f"OpenVINO {self.device}: {exc}") from exc
         return {t.name: results[port] for t, port in zip(self.outputs, self._ports)}
+
+    def _run_within(self, feeds: dict[str, np.ndarray], timeout_s: float) -> dict[str, np.ndarray]:
+        """The call started asynchronously and waited for by OpenVINO itself up to ``timeout_s`` (no Python thread
+        handed the call: about 0.1 ms a frame on 2 cores, ``benchmarks/vs_ultralytics_int8.py``); past it the
+        request is cancelled and dropped (this thread's next call makes a new one)."""
+        request = self._request()
+        try:
+            request.start_async(feeds, share_inputs=True)
+            done = request.wait_for(max(int(timeout_s * 1e3), 0))
+        except RuntimeError as exc:
+            raise NpuError(f"OpenVINO {self.device}: {exc}") from exc
+        if not done:
+            self._tls.request = None
+            request.cancel()
+            raise NpuTimeout(f"OpenVINO {self.device}: no answer in {timeout_s:.3g} s; the request was cancelled")
+        return {t.name: request.get_tensor(port).data.copy() for t, port in zip(self.outputs, self._ports)}
 
     def artifact_files(self) -> dict[str, bytes]:
         return dict(self._artifact)
