@@ -552,11 +552,12 @@ def test_check_fails_a_bundle_whose_accelerator_fails_every_call(
     from yolo_edge.backends.openvino import OpenVinoExecutable
     from yolo_edge.check import check_bundle
 
-    def lost(self: OpenVinoExecutable, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def lost(self: OpenVinoExecutable, feeds: dict[str, np.ndarray], timeout_s: float = 0.0) -> dict[str, np.ndarray]:
         raise NpuError("device lost")
 
     assert any(u.device == "npu" for u in load_bundle(deployed.bundle).units)
     monkeypatch.setattr(OpenVinoExecutable, "_run", lost)
+    monkeypatch.setattr(OpenVinoExecutable, "_run_within", lost)  # the executor's call, bounded by OpenVINO
     result = check_bundle(deployed.bundle, runs=5)
     assert not result.passed and result.status.startswith("fails accelerator"), result.status
     assert "runtime_error" in result.failures[0] and "CPU fallback" in result.failures[0]
@@ -574,12 +575,12 @@ def test_val_gives_the_same_figures_when_the_accelerator_runs_slow(
 
     bundle = load_bundle(deployed.bundle)
     quiet = val_bundle(bundle)
-    run = OpenVinoExecutable._run
+    run = OpenVinoExecutable._run_within  # the executor's call, bounded by OpenVINO
 
-    def slow(self: OpenVinoExecutable, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def slow(self: OpenVinoExecutable, feeds: dict[str, np.ndarray], timeout_s: float) -> dict[str, np.ndarray]:
         time.sleep(0.05)  # far over slow_ratio x the CPU's time for the demo's units at 320
-        return run(self, feeds)
+        return run(self, feeds, timeout_s)
 
-    monkeypatch.setattr(OpenVinoExecutable, "_run", slow)
+    monkeypatch.setattr(OpenVinoExecutable, "_run_within", slow)
     busy = val_bundle(bundle)
     assert busy.deployed == quiet.deployed and busy.reference == quiet.reference
