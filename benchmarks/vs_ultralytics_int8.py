@@ -170,6 +170,7 @@ def random_v8s(rounds: int, work: Path, ov: Any, head: str) -> None:
     units = build_units(split, plan, Builder(profile), calib, EventLog())
     with Detector(SplitExecutor(units, cfg.runtime, profile), split.exported.meta, cfg.nms) as ours:
         race(f"yolov8s, head {head}", ov, ours, rounds)
+        phases(ours, rounds)
 
 
 def race(name: str, ov: Any, ours: Detector, rounds: int) -> None:

@@ -92,8 +92,8 @@ class OpenVinoExecutable(Executable):
 
     def _run_within(self, feeds: dict[str, np.ndarray], timeout_s: float) -> dict[str, np.ndarray]:
         """The call started asynchronously and waited for by OpenVINO itself up to ``timeout_s`` (no Python thread
-        handed the call: about 0.1 ms a frame on 2 cores, ``benchmarks/vs_ultralytics_int8.py``); past it the
-        request is cancelled and dropped (this thread's next call makes a new one)."""
+        is handed the call and woken for its result); past it the request is cancelled and dropped (this thread's
+        next call makes a new one)."""
         request = self._request()
         try:
             request.start_async(feeds, share_inputs=True)
@@ -237,9 +237,9 @@ class OpenVinoBackend(Backend):
 
 def _take_pixels(ov_model: Any) -> Any:
     """``ov_model`` taking its image as the letterbox's pixels, (1, H, W, 3) uint8 BGR, with the conversion to its
-    (1, 3, H, W) float32 RGB / 255 in the graph (OpenVINO's ``PrePostProcessor``): the CPU plugin fuses it into the
-    first convolution's input reorder, where the letterbox spent about 0.4 ms per 640x640 frame in numpy
-    (``benchmarks/vs_ultralytics_int8.py``). The outputs are bit-identical (``tests/test_openvino.py``)."""
+    (1, 3, H, W) float32 RGB / 255 in the graph (OpenVINO's ``PrePostProcessor``), where the CPU plugin does it with
+    the first convolution's input reorder instead of the letterbox in numpy (``benchmarks/vs_ultralytics_int8.py``
+    prints both phases). The outputs are bit-identical (``tests/test_backends.py``)."""
     from openvino import Layout, Type
     from openvino.preprocess import ColorFormat, PrePostProcessor
 
