@@ -150,8 +150,11 @@ def test_openvino_on_the_cpu_takes_the_letterbox_pixels_and_every_other_graph_th
 ) -> None:
     """Where latency is measured on OpenVINO's CPU plugin, a unit reading the image takes the letterbox's uint8 BGR
     pixels and normalises them in its own graph (yolo_edge.pixels), FP32 or INT8, with outputs bit-identical to the
-    tensor's; a unit reading no image, a simulated board's numerics and the onnxruntime CPU twin take the tensor,
-    the twin converting a frame's pixels itself, to the same outputs."""
+    tensor's, and a unit ending at the head gives its box maps as the convolutions write them ((1, H, W, C), handed
+    over as (1, C, H, W) views), which the decode reads to the same candidates and boxes; a unit reading no image, a
+    simulated board's numerics and the onnxruntime CPU twin take the tensor, the twin converting a frame's pixels
+    itself, to the same outputs."""
+    from yolo_edge.decode import HeadOutputs, head_candidates, head_xywh
     from yolo_edge.pixels import to_pixels
 
     backbone, neck = demo_split["backbone"].model, demo_split["neck"].model
@@ -171,6 +174,19 @@ def test_openvino_on_the_cpu_takes_the_letterbox_pixels_and_every_other_graph_th
             assert all(cosine(from_pixels[n], expected[n]) >= 0.99 for n in expected), variant
         assert not host.compile(neck, "fp32").pixel_inputs
         assert not sim.compile(backbone, "int8", calib).pixel_inputs  # the board's letterbox is modelled
+        head = demo_split["head"].model
+        sample = {t.name: tensors[4][t.name] for t in io_infos(head)[0]}
+        maps, reference = host.compile(head, "fp32").run(sample), cpu_backend().compile(head, "fp32").run(sample)
+        layout = HeadOutputs.find({n: a.shape for n, a in maps.items()}, demo_split.exported.meta.imgsz[0])
+        assert layout is not None
+        assert all(not maps[n].flags.c_contiguous and maps[n].shape == reference[n].shape for n in layout.boxes)
+        assert all(maps[n].flags.c_contiguous for n in layout.classes)  # scanned whole: kept as they are
+        assert all(cosine(maps[n], reference[n]) >= 0.9999 for n in reference)
+        dense = {n: np.ascontiguousarray(a) for n, a in maps.items()}
+        found = head_candidates(maps, layout, 0.001, True)
+        assert len(found[0]) > 100
+        assert all(np.array_equal(a, b) for a, b in zip(found, head_candidates(dense, layout, 0.001, True)))
+        assert np.array_equal(head_xywh(maps, layout, found[0]), head_xywh(dense, layout, found[0]))
 
 
 def test_openvino_recipe_lets_openvino_fuse_silu_and_requantize_into_each_conv(

@@ -31,17 +31,38 @@ class HeadOutputs:
     def find(cls, shapes: dict[str, tuple[int, ...]], height: int) -> HeadOutputs | None:
         """The head outputs among a frame's final tensors ``shapes`` (name -> shape; ``height`` the model input's),
         recognised by the branch their ultralytics names carry; None when they are not the head's (``output0``)."""
-        boxes = sorted((n for n in shapes if BOX_BRANCH.search(n)), key=lambda n: -shapes[n][2])
-        classes = sorted((n for n in shapes if CLASS_BRANCH.search(n)), key=lambda n: -shapes[n][2])
-        if not boxes or len(boxes) != len(classes) or len(boxes) + len(classes) != len(shapes):
+        paired = _paired(shapes)
+        if paired is None:
             return None
-        if any(shapes[b][2:] != shapes[c][2:] for b, c in zip(boxes, classes)) or shapes[boxes[0]][1] % 4:
-            return None
-        return cls(tuple(boxes), tuple(classes), tuple(height // shapes[b][2] for b in boxes), shapes[boxes[0]][1] // 4)
+        boxes, classes = paired
+        return cls(boxes, classes, tuple(height // shapes[b][2] for b in boxes), shapes[boxes[0]][1] // 4)
 
     def work(self, tensors: dict[str, np.ndarray]) -> tuple[int, int]:
         """(anchors over every level, classes): what the decode's logit scan reads."""
         return sum(tensors[n][0, 0].size for n in self.classes), tensors[self.classes[0]].shape[1]
+
+
+def _paired(shapes: dict[str, tuple[int, ...]]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(box maps, class maps), largest level first, when ``shapes`` are exactly the head's raw outputs, paired per
+    level; else None."""
+    boxes = sorted((n for n in shapes if BOX_BRANCH.search(n)), key=lambda n: -shapes[n][2])
+    classes = sorted((n for n in shapes if CLASS_BRANCH.search(n)), key=lambda n: -shapes[n][2])
+    if not boxes or len(boxes) != len(classes) or len(boxes) + len(classes) != len(shapes):
+        return None
+    if any(len(shapes[n]) != 4 for n in shapes) or shapes[boxes[0]][1] % 4:
+        return None
+    if any(shapes[b][2:] != shapes[c][2:] for b, c in zip(boxes, classes)):
+        return None
+    return tuple(boxes), tuple(classes)
+
+
+def box_maps(shapes: dict[str, tuple[int, ...]]) -> tuple[str, ...]:
+    """The box-distribution maps among ``shapes`` (name -> shape) when they are exactly the head's raw outputs, else
+    (): the decode gathers only the candidates' boxes from them, so it reads them in any memory layout at the same
+    cost (a (1, H, W, C) map handed over as its (1, C, H, W) view; the class logits, which it scans whole, are read
+    fastest as they are)."""
+    paired = _paired(shapes)
+    return paired[0] if paired is not None else ()
 
 
 def _logit(p: float) -> float:

@@ -39,6 +39,7 @@ from yolo_edge.backends.base import (
 )
 from yolo_edge.backends.openvino_model import core, read_ir, read_onnx
 from yolo_edge.config import DeviceProfile, Quantizer, Scheme, Variant
+from yolo_edge.decode import box_maps
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.host import runtime_threads
 from yolo_edge.pixels import IMAGE
@@ -63,6 +64,7 @@ class OpenVinoExecutable(Executable):
         variant: Variant,
         device: str,
         artifact: dict[str, bytes],
+        nhwc: frozenset[str] = frozenset(),
     ) -> None:
         inputs, outputs = io_infos(model)
         super().__init__(inputs, outputs, variant, device, model)
@@ -70,6 +72,10 @@ class OpenVinoExecutable(Executable):
         self._artifact = artifact
         self._tls = threading.local()
         self._ports = [compiled.output(t.name) for t in outputs]
+        self._nhwc = nhwc  # outputs the graph gives as (1, H, W, C): handed out as (1, C, H, W) views of them
+
+    def _outputs(self, arrays: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+        return {t.name: a.transpose(0, 3, 1, 2) if t.name in self._nhwc else a for t, a in zip(self.outputs, arrays)}
 
     @property
     def bounded(self) -> bool:
@@ -88,7 +94,7 @@ class OpenVinoExecutable(Executable):
             results = self._request().infer(feeds, share_inputs=True, share_outputs=False)
         except RuntimeError as exc:  # the plugin's failure (a device lost, a kernel error): the frame goes to the CPU
             raise NpuError(f"OpenVINO {self.device}: {exc}") from exc
-        return {t.name: results[port] for t, port in zip(self.outputs, self._ports)}
+        return self._outputs([results[port] for port in self._ports])
 
     def _run_within(self, feeds: dict[str, np.ndarray], timeout_s: float) -> dict[str, np.ndarray]:
         """The call started asynchronously and waited for by OpenVINO itself up to ``timeout_s`` (no Python thread
@@ -104,7 +110,7 @@ class OpenVinoExecutable(Executable):
             self._tls.request = None
             request.cancel()
             raise NpuTimeout(f"OpenVINO {self.device}: no answer in {timeout_s:.3g} s; the request was cancelled")
-        return {t.name: request.get_tensor(port).data.copy() for t, port in zip(self.outputs, self._ports)}
+        return self._outputs([request.get_tensor(port).data.copy() for port in self._ports])
 
     def artifact_files(self) -> dict[str, bytes]:
         return dict(self._artifact)
@@ -119,7 +125,7 @@ class OpenVinoBackend(Backend):
         device: str = "CPU",
         int8_schemes: tuple[Scheme, ...] = OpenVinoOptions.SCHEMES,
         quantizers: tuple[Quantizer, ...] = OpenVinoOptions.QUANTIZERS,
-        pixels: bool = False,
+        frame_io: bool = False,
     ) -> None:
         devices = core().available_devices
         if not any(d == device or d.startswith(f"{device}.") for d in devices):
@@ -127,7 +133,7 @@ class OpenVinoBackend(Backend):
                 f"OpenVINO device {device} is not present (available: {', '.join(devices)}); pick another --device"
             )
         self.device = device
-        self.pixels = pixels  # take the image as the letterbox's pixels, normalised in the graph (_take_pixels)
+        self.frame_io = frame_io  # the image as the letterbox's pixels, the head's box maps as written (_frame_io)
         self.int8_schemes = int8_schemes
         self.quantizers = quantizers
         self.fallback_quantizers = tuple(q for q in OpenVinoOptions.QUANTIZERS if q not in quantizers)
@@ -180,9 +186,11 @@ class OpenVinoBackend(Backend):
 
     def _build(self, model: onnx.ModelProto, v: Variant, program: Graph) -> Executable:
         ov_model, stored = program
-        pixels = self.pixels and any(t.name == IMAGE and t.shape[1:2] == (3,) for t in io_infos(model)[0])
-        if pixels:
-            ov_model = _take_pixels(ov_model)
+        inputs, outputs = io_infos(model)
+        pixels = self.frame_io and any(t.name == IMAGE and t.shape[1:2] == (3,) for t in inputs)
+        nhwc = frozenset(box_maps({t.name: t.shape for t in outputs}) if self.frame_io else ())
+        if pixels or nhwc:
+            ov_model = _frame_io(ov_model, pixels, sorted(nhwc))
         config = {"INFERENCE_PRECISION_HINT": _HINT[v.precision], "PERFORMANCE_HINT": "LATENCY", **_threads()}
         try:
             compiled = core().compile_model(ov_model, self.device, config)
@@ -190,7 +198,7 @@ class OpenVinoBackend(Backend):
             lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
             why = next((ln for ln in lines if "node" in ln.lower()), lines[-1] if lines else type(exc).__name__)
             raise NpuCompileError(f"OpenVINO {self.device} cannot compile it at {v.label}: {why}") from None
-        exe = OpenVinoExecutable(compiled, model, v, self.device.lower(), stored)
+        exe = OpenVinoExecutable(compiled, model, v, self.device.lower(), stored, nhwc)
         if pixels:
             exe.pixel_inputs = frozenset({IMAGE})
         return exe
@@ -235,19 +243,26 @@ class OpenVinoBackend(Backend):
         return run
 
 
-def _take_pixels(ov_model: Any) -> Any:
-    """``ov_model`` taking its image as the letterbox's pixels, (1, H, W, 3) uint8 BGR, with the conversion to its
-    (1, 3, H, W) float32 RGB / 255 in the graph (OpenVINO's ``PrePostProcessor``), where the CPU plugin does it with
-    the first convolution's input reorder instead of the letterbox in numpy (``benchmarks/vs_ultralytics_int8.py``
-    prints both phases). The outputs are bit-identical (``tests/test_backends.py``)."""
+def _frame_io(ov_model: Any, pixels: bool, nhwc: Sequence[str]) -> Any:
+    """``ov_model`` with the frame's input and outputs in the forms that cost least (OpenVINO's
+    ``PrePostProcessor``; the values are bit-identical, ``tests/test_backends.py``). ``pixels``: the image taken as
+    the letterbox's (1, H, W, 3) uint8 BGR, converted to the (1, 3, H, W) float32 RGB / 255 in the graph, where the
+    CPU plugin does it with the first convolution's input reorder instead of the letterbox in numpy. ``nhwc``: these
+    outputs (the head's box maps) given as the convolutions write them, (1, H, W, C), without the plugin's reorder to
+    (1, C, H, W), which runs a reference float32 kernel (``Reorder reorder_f32`` in ``benchmarks/int8_layers.py``'s
+    per-layer profile). ``benchmarks/vs_ultralytics_int8.py`` prints the letterbox and the call per frame."""
     from openvino import Layout, Type
     from openvino.preprocess import ColorFormat, PrePostProcessor
 
     ppp = PrePostProcessor(ov_model)
-    image = ppp.input(IMAGE)
-    image.tensor().set_element_type(Type.u8).set_layout(Layout("NHWC")).set_color_format(ColorFormat.BGR)
-    image.model().set_layout(Layout("NCHW"))
-    image.preprocess().convert_element_type(Type.f32).convert_color(ColorFormat.RGB).scale(255.0)
+    if pixels:
+        image = ppp.input(IMAGE)
+        image.tensor().set_element_type(Type.u8).set_layout(Layout("NHWC")).set_color_format(ColorFormat.BGR)
+        image.model().set_layout(Layout("NCHW"))
+        image.preprocess().convert_element_type(Type.f32).convert_color(ColorFormat.RGB).scale(255.0)
+    for name in nhwc:
+        ppp.output(name).model().set_layout(Layout("NCHW"))
+        ppp.output(name).tensor().set_layout(Layout("NHWC"))
     return ppp.build()
 
 
@@ -279,7 +294,7 @@ def backend_for(profile: DeviceProfile) -> Backend:
     """The OpenVINO backend of ``profile``: its device, INT8 activation schemes and quantizers."""
     options = profile.runtime_options
     assert isinstance(options, OpenVinoOptions)  # config builds a profile's options as its runtime's
-    # the pixels where latency is measured on the CPU plugin; a simulated board's numerics take the tensor (its
-    # letterbox is modelled), as do the other plugins (their compilers' handling of the conversion is untested here)
-    pixels = profile.kind != "simulated" and options.device == "CPU"
-    return OpenVinoBackend(options.device, options.int8_schemes, options.int8_quantizers, pixels)
+    # the frame's cheapest forms where latency is measured on the CPU plugin; a simulated board's numerics keep the
+    # graph's own (its letterbox is modelled), as do the other plugins (their handling of the conversions is untested)
+    frame_io = profile.kind != "simulated" and options.device == "CPU"
+    return OpenVinoBackend(options.device, options.int8_schemes, options.int8_quantizers, frame_io)
