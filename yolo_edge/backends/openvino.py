@@ -127,11 +127,12 @@ class OpenVinoBackend(Backend):
         quantizers: tuple[Quantizer, ...] = OpenVinoOptions.QUANTIZERS,
         frame_io: bool = False,
     ) -> None:
-        devices = core().available_devices
-        if not any(d == device or d.startswith(f"{device}.") for d in devices):
-            raise YoloEdgeError(
-                f"OpenVINO device {device} is not present (available: {', '.join(devices)}); pick another --device"
-            )
+        if device != "CPU":  # listing the devices loads every plugin (GPU, NPU): the CPU's, always there, is not listed
+            devices = core().available_devices
+            if not any(d == device or d.startswith(f"{device}.") for d in devices):
+                raise YoloEdgeError(
+                    f"OpenVINO device {device} is not present (available: {', '.join(devices)}); pick another --device"
+                )
         self.device = device
         self.frame_io = frame_io  # the image as the letterbox's pixels, the head's box maps as written (_frame_io)
         self.int8_schemes = int8_schemes
