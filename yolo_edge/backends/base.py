@@ -10,8 +10,9 @@ different units of different frames from different threads.
 Every optional capability is declared here with its default, so that callers never probe for it:
 ``Backend.is_reference`` (its FP32 is the CPU reference itself), ``Backend.query`` (the runtime's own op support;
 None: it cannot say), ``Backend.layer_errors`` (per-layer error at INT8; empty: it cannot say),
-``Executable.modelled_s`` (a simulated device's modelled latency; None: measured), ``Executable.warm_up`` and
-``close`` on both (both are context managers).
+``Executable.modelled_s`` (a simulated device's modelled latency; None: measured), ``Executable.pixel_inputs`` (the
+image taken as the letterbox's pixels; none: the tensor), ``Executable.bounded`` (the runtime bounds its own call;
+False: the executor's pool does), ``Executable.warm_up`` and ``close`` on both (both are context managers).
 """
 
 from __future__ import annotations
