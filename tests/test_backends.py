@@ -166,12 +166,14 @@ def test_openvino_on_the_cpu_takes_the_letterbox_pixels_and_every_other_graph_th
     expected = twin.run({"images": image})
     assert all(np.array_equal(expected[n], a) for n, a in twin.run({"images": pixels}).items())
     with create_backend(load_profile("host-lowp")) as host, create_backend(load_profile("sim-edge-npu")) as sim:
-        for variant in ("fp32", Variant("int8", "u8", "nncf")):
+        # the model computed, not garbage: FP32 as the reference; INT8 within what any CPU's kernels give (an
+        # AVX2-only one quantizes its weights to 7 bits)
+        for variant, least in (("fp32", 0.9999), (Variant("int8", "u8", "nncf"), 0.95)):
             exe = host.compile(backbone, variant, calib)
             assert exe.pixel_inputs == {"images"}
             from_tensor, from_pixels = exe.run({"images": image}), exe.run({"images": pixels})
             assert all(np.array_equal(from_tensor[n], from_pixels[n]) for n in from_tensor), variant
-            assert all(cosine(from_pixels[n], expected[n]) >= 0.99 for n in expected), variant
+            assert all(cosine(from_pixels[n], expected[n]) >= least for n in expected), variant
         assert not host.compile(neck, "fp32").pixel_inputs
         assert not sim.compile(backbone, "int8", calib).pixel_inputs  # the board's letterbox is modelled
         head = demo_split["head"].model
