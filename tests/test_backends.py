@@ -150,8 +150,9 @@ def test_openvino_on_the_cpu_takes_the_letterbox_pixels_and_every_other_graph_th
 ) -> None:
     """Where latency is measured on OpenVINO's CPU plugin, a unit reading the image takes the letterbox's uint8 BGR
     pixels and normalises them in its own graph (yolo_edge.pixels), FP32 or INT8, with outputs bit-identical to the
-    tensor's, and a unit ending at the head gives its box maps as the convolutions write them ((1, H, W, C), handed
-    over as (1, C, H, W) views), which the decode reads to the same candidates and boxes; a unit reading no image, a
+    tensor's, and a unit ending at the head gives its box and class maps as the convolutions write them ((1, H, W, C),
+    handed over as (1, C, H, W) views), which the decode reads to the same candidates, classes, scores and boxes as
+    the same maps laid out per channel; a unit reading no image, a
     simulated board's numerics and the onnxruntime CPU twin take the tensor, the twin converting a frame's pixels
     itself, to the same outputs."""
     from yolo_edge.decode import HeadOutputs, head_candidates, head_xywh
@@ -181,14 +182,15 @@ def test_openvino_on_the_cpu_takes_the_letterbox_pixels_and_every_other_graph_th
         maps, reference = host.compile(head, "fp32").run(sample), cpu_backend().compile(head, "fp32").run(sample)
         layout = HeadOutputs.find({n: a.shape for n, a in maps.items()}, demo_split.exported.meta.imgsz[0])
         assert layout is not None
-        assert all(not maps[n].flags.c_contiguous and maps[n].shape == reference[n].shape for n in layout.boxes)
-        assert all(maps[n].flags.c_contiguous for n in layout.classes)  # scanned whole: kept as they are
-        assert all(cosine(maps[n], reference[n]) >= 0.9999 for n in reference)
-        dense = {n: np.ascontiguousarray(a) for n, a in maps.items()}
-        found = head_candidates(maps, layout, 0.001, True)
-        assert len(found[0]) > 100
-        assert all(np.array_equal(a, b) for a, b in zip(found, head_candidates(dense, layout, 0.001, True)))
-        assert np.array_equal(head_xywh(maps, layout, found[0]), head_xywh(dense, layout, found[0]))
+        for n in reference:  # as written: (1, H, W, C) in memory, handed over as its (1, C, H, W) view
+            assert maps[n].shape == reference[n].shape and maps[n].strides[1] == maps[n].itemsize, n
+            assert cosine(maps[n], reference[n]) >= 0.9999, n
+        dense = {n: np.ascontiguousarray(a) for n, a in maps.items()}  # read the other way: per channel plane
+        for conf, multi_label in ((0.001, True), (0.001, False), (0.25, False)):
+            found = head_candidates(maps, layout, conf, multi_label)
+            assert len(found[0]) > (100 if multi_label else 0)
+            assert all(np.array_equal(a, b) for a, b in zip(found, head_candidates(dense, layout, conf, multi_label)))
+            assert np.array_equal(head_xywh(maps, layout, found[0]), head_xywh(dense, layout, found[0]))
 
 
 def test_openvino_recipe_lets_openvino_fuse_silu_and_requantize_into_each_conv(

@@ -56,13 +56,13 @@ def _paired(shapes: dict[str, tuple[int, ...]]) -> tuple[tuple[str, ...], tuple[
     return tuple(boxes), tuple(classes)
 
 
-def box_maps(shapes: dict[str, tuple[int, ...]]) -> tuple[str, ...]:
-    """The box-distribution maps among ``shapes`` (name -> shape) when they are exactly the head's raw outputs, else
-    (): the decode gathers only the candidates' boxes from them, so it reads them in any memory layout at the same
-    cost (a (1, H, W, C) map handed over as its (1, C, H, W) view; the class logits, which it scans whole, are read
-    fastest as they are)."""
+def head_maps(shapes: dict[str, tuple[int, ...]]) -> tuple[str, ...]:
+    """Every map among ``shapes`` (name -> shape) when they are exactly the head's raw outputs, else (): the decode
+    reads them in either memory layout, ``(1, C, H, W)`` as they are or ``(1, H, W, C)`` as a convolution writes
+    them, handed over as its ``(1, C, H, W)`` view (:func:`head_candidates` scans the class logits in the order they
+    lie in memory; :func:`head_xywh` gathers only the candidates' boxes)."""
     paired = _paired(shapes)
-    return paired[0] if paired is not None else ()
+    return (*paired[0], *paired[1]) if paired is not None else ()
 
 
 def _logit(p: float) -> float:
@@ -83,23 +83,41 @@ def head_candidates(
     cut = _logit(conf) - LOGIT_MARGIN
     idx, cls, score, offset = [], [], [], 0
     for name in head.classes:
-        logits = tensors[name][0].reshape(tensors[name].shape[1], -1)  # (nc, anchors of the level): a view
-        if multi_label and len(logits) > 1:
-            k, a = np.nonzero(logits > cut)
-            order = np.argsort(a, kind="stable")
-            k, a = k[order], a[order]
-            s = _sigmoid(logits[k, a])
-        else:
-            best = logits.max(0)
-            a = np.flatnonzero(best > cut)
-            k = logits[:, a].argmax(0)
-            s = _sigmoid(best[a])
+        a, k, logit = _over(tensors[name][0], cut, multi_label)
+        s = _sigmoid(logit)
         keep = s > conf
         idx.append(a[keep] + offset)
         cls.append(k[keep])
         score.append(s[keep])
-        offset += logits.shape[1]
+        offset += tensors[name][0, 0].size
     return np.concatenate(idx), np.concatenate(cls), np.concatenate(score)
+
+
+def _over(maps: np.ndarray, cut: float, multi_label: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(anchor, class, logit) of one level's class logits ``maps`` (nc, h, w) over ``cut``: every class over it with
+    ``multi_label``, else each anchor's best; anchors ascending, classes ascending within one. Read in the order the
+    logits lie in memory, the same result either way: channel-minor (NHWC) as one pass over the whole map, else
+    per anchor's best over the channel planes."""
+    nc = maps.shape[0]
+    if nc > 1 and maps.strides[0] == maps.itemsize:  # (h, w, nc) in memory: one comparison pass, in that order
+        rows = maps.transpose(1, 2, 0).reshape(-1, nc)  # (anchors, nc): a view
+        i = np.flatnonzero(rows > cut)
+        if multi_label:
+            a, k = np.divmod(i, nc)
+            return a, k, rows.reshape(-1)[i]
+        a = np.unique(i // nc)
+        over = rows[a]
+        k = over.argmax(1)
+        return a, k, over[np.arange(len(a)), k]
+    logits = maps.reshape(nc, -1)  # (nc, anchors)
+    if multi_label and nc > 1:
+        k, a = np.nonzero(logits > cut)
+        order = np.argsort(a, kind="stable")
+        k, a = k[order], a[order]
+        return a, k, logits[k, a]
+    best = logits.max(0)
+    a = np.flatnonzero(best > cut)
+    return a, logits[:, a].argmax(0), best[a]
 
 
 def head_xywh(tensors: dict[str, np.ndarray], head: HeadOutputs, idx: np.ndarray) -> np.ndarray:

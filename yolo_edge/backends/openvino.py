@@ -39,7 +39,7 @@ from yolo_edge.backends.base import (
 )
 from yolo_edge.backends.openvino_model import core, read_ir, read_onnx
 from yolo_edge.config import DeviceProfile, Quantizer, Scheme, Variant
-from yolo_edge.decode import box_maps
+from yolo_edge.decode import head_maps
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.host import runtime_threads
 from yolo_edge.pixels import IMAGE
@@ -134,7 +134,7 @@ class OpenVinoBackend(Backend):
                     f"OpenVINO device {device} is not present (available: {', '.join(devices)}); pick another --device"
                 )
         self.device = device
-        self.frame_io = frame_io  # the image as the letterbox's pixels, the head's box maps as written (_frame_io)
+        self.frame_io = frame_io  # the image as the letterbox's pixels, the head's maps as written (_frame_io)
         self.int8_schemes = int8_schemes
         self.quantizers = quantizers
         self.fallback_quantizers = tuple(q for q in OpenVinoOptions.QUANTIZERS if q not in quantizers)
@@ -189,7 +189,7 @@ class OpenVinoBackend(Backend):
         ov_model, stored = program
         inputs, outputs = io_infos(model)
         pixels = self.frame_io and any(t.name == IMAGE and t.shape[1:2] == (3,) for t in inputs)
-        nhwc = frozenset(box_maps({t.name: t.shape for t in outputs}) if self.frame_io else ())
+        nhwc = frozenset(head_maps({t.name: t.shape for t in outputs}) if self.frame_io else ())
         if pixels or nhwc:
             ov_model = _frame_io(ov_model, pixels, sorted(nhwc))
         config = {"INFERENCE_PRECISION_HINT": _HINT[v.precision], "PERFORMANCE_HINT": "LATENCY", **_threads()}
@@ -249,9 +249,10 @@ def _frame_io(ov_model: Any, pixels: bool, nhwc: Sequence[str]) -> Any:
     ``PrePostProcessor``; the values are bit-identical, ``tests/test_backends.py``). ``pixels``: the image taken as
     the letterbox's (1, H, W, 3) uint8 BGR, converted to the (1, 3, H, W) float32 RGB / 255 in the graph, where the
     CPU plugin does it with the first convolution's input reorder instead of the letterbox in numpy. ``nhwc``: these
-    outputs (the head's box maps) given as the convolutions write them, (1, H, W, C), without the plugin's reorder to
-    (1, C, H, W), which runs a reference float32 kernel (``Reorder reorder_f32`` in ``benchmarks/int8_layers.py``'s
-    per-layer profile). ``benchmarks/vs_ultralytics_int8.py`` prints the letterbox and the call per frame."""
+    outputs (the head's box and class maps) given as the convolutions write them, (1, H, W, C), without the plugin's
+    reorder to (1, C, H, W) (``Reorder`` in ``benchmarks/int8_layers.py``'s per-layer profile: a reference float32
+    kernel on the 64-channel box maps); the decode reads either layout (``decode.head_maps``).
+    ``benchmarks/vs_ultralytics_int8.py`` prints the letterbox and the call per frame."""
     from openvino import Layout, Type
     from openvino.preprocess import ColorFormat, PrePostProcessor
 
