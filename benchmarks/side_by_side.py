@@ -10,7 +10,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +35,13 @@ BLOCK = 4  # timed calls in a row per path and round
 
 @dataclass(frozen=True)
 class Timed:
-    """Medians (ms) of each path, and each path's median per-round ratio to the first (the baseline)."""
+    """Medians (ms) of each path, and each path's median per-round ratio to the first (the baseline), with the
+    quartiles of those per-round ratios (how far one round's ratio strays: the run's own noise)."""
 
     median_ms: dict[str, float]
     ratio: dict[str, float]
     rounds: int
+    ratio_quartiles: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         return {"median_ms": self.median_ms, "ratio": self.ratio, "rounds": self.rounds}
@@ -71,7 +73,16 @@ def interleave(paths: Mapping[str, Callable[[], object]], rounds: int, block: in
         {n: round(statistics.median(v), 3) for n, v in times.items()},
         {n: round(statistics.median(v), 4) for n, v in ratios.items()},
         rounds,
+        {n: _quartiles(v) for n, v in ratios.items()},
     )
+
+
+def _quartiles(values: list[float]) -> tuple[float, float]:
+    """The first and third quartiles of ``values`` (both the value itself for a single round)."""
+    if len(values) < 2:
+        return values[0], values[0]
+    q = statistics.quantiles(values, n=4)
+    return round(q[0], 4), round(q[2], 4)
 
 
 def bus_image() -> np.ndarray:

@@ -14,7 +14,9 @@ Each yolo-edge deployment runs twice: with ``plan.head_on_npu: never`` (the desi
 FP32 on the CPU) and with the shipped ``auto`` (the head a candidate too; the decode FP32 on the CPU by rule,
 candidates first, as ultralytics' export keeps the Detect head's decode out of INT8).
 
-Goal: yolo-edge <= 0.90x the time of ultralytics' INT8 predict, at drift within the limit. Beside each ratio,
+Goal: yolo-edge <= 0.90x the time of ultralytics' INT8 predict, at drift within the limit. Each ratio is the median
+of the per-round ratios, printed with their quartiles: the goal reads as met or missed only where the middle half of
+the rounds agrees, else as within the run's noise of it. Beside each ratio,
 ultralytics' inference time over its end to end (its own ``speed`` split): the ratio of ultralytics' network call with
 free pre- and post-processing. It bounded yolo-edge while both networks took the float tensor; since yolo-edge's
 OpenVINO unit takes the letterbox's uint8 pixels and normalises them in its graph (``yolo_edge.pixels``), its call
@@ -64,6 +66,7 @@ from yolo_edge.split import split_model  # noqa: E402
 from yolo_edge.validate.latency import measure_latencies  # noqa: E402
 
 IMGSZ = 640
+GOAL = 0.90  # yolo-edge's time over ultralytics' INT8 predict, end to end (issue #37)
 
 
 def photos() -> list[np.ndarray]:
@@ -185,9 +188,10 @@ def race(name: str, ov: Any, ours: Detector, rounds: int) -> None:
         paths: dict[str, Callable[[], object]] = {"ultralytics openvino int8": theirs, "yolo-edge": mine}
         timed = interleave(paths, rounds)
         ms, ratio = timed.median_ms, timed.ratio["yolo-edge"]
+        low, high = timed.ratio_quartiles["yolo-edge"]
         print(
             f"  {name}, {label}: ultralytics INT8 {ms['ultralytics openvino int8']:.2f} ms, yolo-edge "
-            f"{ms['yolo-edge']:.2f} ms: {ratio:.3f}x ({'meets' if ratio <= 0.90 else 'misses'} <= 0.90x)"
+            f"{ms['yolo-edge']:.2f} ms: {ratio:.3f}x (per-round quartiles {low:.3f}-{high:.3f}x): {verdict(low, high)}"
         )
         speed = {k: float(np.median(v)) for k, v in _speeds(ov, image, rounds).items()}
         floor = speed["inference"] / sum(speed.values())
@@ -196,6 +200,16 @@ def race(name: str, ov: Any, ours: Detector, rounds: int) -> None:
             f"postprocess {speed['postprocess']:.2f} ms: its network call with free pre- and post-processing would be "
             f"{floor:.3f}x"
         )
+
+
+def verdict(low: float, high: float) -> str:
+    """The goal judged on the per-round ratios' quartiles: met or missed only where the middle half of the rounds
+    agrees, else within this run's noise of it."""
+    if high <= GOAL:
+        return f"meets <= {GOAL:.2f}x"
+    if low > GOAL:
+        return f"misses <= {GOAL:.2f}x"
+    return f"at {GOAL:.2f}x within the run's noise (the middle half of its rounds straddles it)"
 
 
 def phases(ours: Detector, rounds: int) -> None:
