@@ -193,6 +193,25 @@ def test_openvino_on_the_cpu_takes_the_letterbox_pixels_and_every_other_graph_th
             assert np.array_equal(head_xywh(maps, layout, found[0]), head_xywh(dense, layout, found[0]))
 
 
+def test_openvino_outputs_belong_to_the_caller(
+    demo_split: SplitModel,
+    tensors: list,  # type: ignore[type-arg]
+) -> None:
+    """A call's outputs are the caller's to keep: the next call on the same thread, by either path (the plain call,
+    the bounded one), writes into new arrays, never into the ones handed out before (the plugin writes each call's
+    outputs straight into fresh arrays instead of its own reused buffers)."""
+    head = demo_split["head"].model
+    feeds = [{t.name: x[t.name] for t in io_infos(head)[0]} for x in tensors[:2]]
+    with create_backend(load_profile("host-lowp")) as host:
+        exe = host.compile(head, "fp32")
+        first = exe.run(feeds[0], 30.0)
+        kept = {n: a.copy() for n, a in first.items()}
+        second, third = exe.run(feeds[1]), exe.run(feeds[1], 30.0)
+    for n, a in first.items():
+        assert np.array_equal(a, kept[n]) and not np.shares_memory(a, second[n]) and not np.array_equal(a, second[n])
+        assert np.array_equal(second[n], third[n]) and not np.shares_memory(second[n], third[n])
+
+
 def test_openvino_recipe_lets_openvino_fuse_silu_and_requantize_into_each_conv(
     demo_split: SplitModel, tensors: list
 ) -> None:  # type: ignore[type-arg]

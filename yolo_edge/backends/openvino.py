@@ -72,6 +72,8 @@ class OpenVinoExecutable(Executable):
         self._artifact = artifact
         self._tls = threading.local()
         self._ports = [compiled.output(t.name) for t in outputs]
+        # each output's array as the graph writes it ((1, H, W, C) for an nhwc one): a call writes into fresh ones
+        self._written = [(tuple(p.get_shape()), p.get_element_type().to_dtype()) for p in self._ports]
         self._nhwc = nhwc  # outputs the graph gives as (1, H, W, C): handed out as (1, C, H, W) views of them
 
     def _outputs(self, arrays: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
@@ -87,30 +89,42 @@ class OpenVinoExecutable(Executable):
             request = self._tls.request = self.compiled.create_infer_request()
         return request
 
+    def _into_fresh(self, request: Any) -> list[np.ndarray]:
+        """New arrays, owned by the caller, that this call's outputs are written into: the request's own buffers
+        are reused by its next call, and copying out of them is one more pass over every output."""
+        from openvino import Tensor
+
+        arrays = [np.empty(shape, dtype) for shape, dtype in self._written]
+        for port, a in zip(self._ports, arrays):
+            request.set_tensor(port, Tensor(a, shared_memory=True))
+        return arrays
+
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        request = self._request()
+        arrays = self._into_fresh(request)
         try:
-            # the feeds are read in place (the call returns before the caller touches them again); the outputs
-            # come back as one copy each, owned by the caller (the request reuses its buffers on the next call)
-            results = self._request().infer(feeds, share_inputs=True, share_outputs=False)
+            # the feeds are read in place (the call returns before the caller touches them again)
+            request.infer(feeds, share_inputs=True, share_outputs=True)
         except RuntimeError as exc:  # the plugin's failure (a device lost, a kernel error): the frame goes to the CPU
             raise NpuError(f"OpenVINO {self.device}: {exc}") from exc
-        return self._outputs([results[port] for port in self._ports])
+        return self._outputs(arrays)
 
     def _run_within(self, feeds: dict[str, np.ndarray], timeout_s: float) -> dict[str, np.ndarray]:
         """The call started asynchronously and waited for by OpenVINO itself up to ``timeout_s`` (no Python thread
         is handed the call and woken for its result); past it the request is cancelled and dropped (this thread's
         next call makes a new one)."""
         request = self._request()
+        arrays = self._into_fresh(request)
         try:
             request.start_async(feeds, share_inputs=True)
             done = request.wait_for(max(int(timeout_s * 1e3), 0))
         except RuntimeError as exc:
             raise NpuError(f"OpenVINO {self.device}: {exc}") from exc
-        if not done:
+        if not done:  # the request may still write into its arrays: neither is used again
             self._tls.request = None
             request.cancel()
             raise NpuTimeout(f"OpenVINO {self.device}: no answer in {timeout_s:.3g} s; the request was cancelled")
-        return self._outputs([request.get_tensor(port).data.copy() for port in self._ports])
+        return self._outputs(arrays)
 
     def artifact_files(self) -> dict[str, bytes]:
         return dict(self._artifact)
