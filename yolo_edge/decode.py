@@ -97,7 +97,7 @@ def _over(maps: np.ndarray, cut: float, multi_label: bool) -> tuple[np.ndarray, 
     """(anchor, class, logit) of one level's class logits ``maps`` (nc, h, w) over ``cut``: every class over it with
     ``multi_label``, else each anchor's best; anchors ascending, classes ascending within one. Read in the order the
     logits lie in memory, the same result either way: channel-minor (NHWC) as one pass over the whole map, else
-    per anchor's best over the channel planes."""
+    per channel plane (:func:`classes_over`)."""
     nc = maps.shape[0]
     if nc > 1 and maps.strides[0] == maps.itemsize:  # (h, w, nc) in memory: one comparison pass, in that order
         rows = maps.transpose(1, 2, 0).reshape(-1, nc)  # (anchors, nc): a view
@@ -109,15 +109,21 @@ def _over(maps: np.ndarray, cut: float, multi_label: bool) -> tuple[np.ndarray, 
         over = rows[a]
         k = over.argmax(1)
         return a, k, over[np.arange(len(a)), k]
-    logits = maps.reshape(nc, -1)  # (nc, anchors)
-    if multi_label and nc > 1:
-        k, a = np.nonzero(logits > cut)
+    return classes_over(maps.reshape(nc, -1), cut, multi_label)
+
+
+def classes_over(values: np.ndarray, cut: float, multi_label: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(anchor, class, value) of a (nc, anchors) matrix's values over ``cut`` (class logits, or ``output0``'s
+    scores), read per class row: every class over it with ``multi_label``, else each anchor's best; anchors
+    ascending, classes ascending within one."""
+    if multi_label and len(values) > 1:
+        k, a = np.nonzero(values > cut)
         order = np.argsort(a, kind="stable")
         k, a = k[order], a[order]
-        return a, k, logits[k, a]
-    best = logits.max(0)
+        return a, k, values[k, a]
+    best = values.max(0)
     a = np.flatnonzero(best > cut)
-    return a, logits[:, a].argmax(0), best[a]
+    return a, values[:, a].argmax(0), best[a]
 
 
 def head_xywh(tensors: dict[str, np.ndarray], head: HeadOutputs, idx: np.ndarray) -> np.ndarray:

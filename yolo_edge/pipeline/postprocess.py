@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from yolo_edge.codec import plain
-from yolo_edge.decode import HeadOutputs, head_candidates, head_xywh
+from yolo_edge.decode import HeadOutputs, classes_over, head_candidates, head_xywh
 from yolo_edge.pipeline.preprocess import Letterboxed
 
 MAX_NMS = 30000
@@ -155,20 +155,6 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou: float, classes: np.ndarray |
     return kept[np.argsort(-scores[kept], kind="stable")]
 
 
-def _candidates(output: np.ndarray, conf: float, multi_label: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(anchor index, class, score) of every candidate above ``conf``, anchors in order (as ultralytics),
-    read from ``output0`` in its own (4+nc, anchors) layout: no transposed copy of the score matrix."""
-    scores = output[0, 4:]
-    if multi_label and len(scores) > 1:
-        cls, idx = np.nonzero(scores > conf)
-        by_anchor = np.argsort(idx, kind="stable")
-        idx, cls = idx[by_anchor], cls[by_anchor]
-        return idx, cls, scores[cls, idx]
-    best = scores.max(0)
-    idx = np.flatnonzero(best > conf)
-    return idx, scores[:, idx].argmax(0), best[idx]
-
-
 def postprocess(
     tensors: dict[str, np.ndarray],
     lb: Letterboxed,
@@ -191,7 +177,8 @@ def postprocess(
     """
     if head is None:
         (output0,) = tensors.values()
-        idx, cls, score = _candidates(output0, conf, multi_label)
+        # anchors in order (as ultralytics), read in output0's own (4+nc, anchors) layout: no transposed copy
+        idx, cls, score = classes_over(output0[0, 4:], conf, multi_label)
     else:
         idx, cls, score = head_candidates(tensors, head, conf, multi_label)
     if classes is not None:
