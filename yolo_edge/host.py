@@ -80,6 +80,21 @@ def int8_products_saturate() -> bool:
     return not cpu_flags() & {"avx512_vnni", "avx_vnni", "amx_int8"}
 
 
+# oneDNN's ISA names below its first with native kernels of each precision (OpenVINO's capability names)
+_WITHOUT = {
+    "BF16": (*_SATURATING_ISA, "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE_VNNI"),
+    "FP16": (*_SATURATING_ISA, "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE_VNNI", "AVX512_CORE_BF16"),
+}
+
+
+def capped_kernels() -> frozenset[str]:
+    """The low-precision kernels (``BF16``, ``FP16``) that ``ONEDNN_MAX_CPU_ISA`` takes away from OpenVINO's CPU
+    plugin on this machine: the plugin still lists them from the CPU's flags, and a graph compiled at that precision
+    then fails."""
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    return frozenset(kind for kind, below in _WITHOUT.items() if cap in below)
+
+
 @cache
 def cpu_name() -> str:
     """The CPU model and its low-precision ISA flags (from /proc/cpuinfo on Linux, else what Python knows)."""

@@ -41,7 +41,7 @@ from yolo_edge.backends.openvino_model import core, read_ir, read_onnx
 from yolo_edge.config import DeviceProfile, Quantizer, Scheme, Variant
 from yolo_edge.decode import head_maps
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.host import runtime_threads
+from yolo_edge.host import capped_kernels, runtime_threads
 from yolo_edge.pixels import IMAGE
 from yolo_edge.registry import OV_BIN_SUFFIX, OV_XML_SUFFIX, QDQ_SUFFIX, OpenVinoOptions
 
@@ -153,6 +153,8 @@ class OpenVinoBackend(Backend):
         self.quantizers = quantizers
         self.fallback_quantizers = tuple(q for q in OpenVinoOptions.QUANTIZERS if q not in quantizers)
         caps = set(core().get_property(device, "OPTIMIZATION_CAPABILITIES"))
+        if device == "CPU":
+            caps -= capped_kernels()
         self.precisions = tuple(p for p in ("fp32", "bf16", "fp16", "int8") if _CAPABILITY[p] in caps)
 
     def describe(self) -> str:
