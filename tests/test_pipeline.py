@@ -192,6 +192,29 @@ def _same_detections(ref: Detections, ours: Detections, px: float) -> None:
         used[j] = True
 
 
+def test_the_decode_reads_class_maps_in_either_layout_for_any_class_count() -> None:
+    """The candidates (anchor, class, score) are the same from class maps laid out channel-minor (as OpenVINO writes a
+    head's maps, handed over as (1, C, H, W) views) as from maps laid out per channel plane, for 1, 2 and 80 classes,
+    multi-label and best-class (random logits: no model's class count or scores assumed)."""
+    from yolo_edge.decode import head_candidates
+
+    rng = np.random.default_rng(0)
+    for nc in (1, 2, 80):
+        names = tuple(f"/model.22/cv3.{k}/cv3.{k}.2/Conv_output_0" for k in range(3))
+        head = HeadOutputs(tuple(n.replace("cv3", "cv2") for n in names), names, (8, 16, 32), 16)
+        planes = {
+            n: rng.normal(-3.0, 1.5, (1, nc, side, side)).astype(np.float32) for n, side in zip(names, (40, 20, 10))
+        }
+        minor = {n: np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2) for n, a in planes.items()}
+        assert nc == 1 or all(a.strides[1] == a.itemsize for a in minor.values())  # one class: either layout
+        for conf, multi_label in ((0.001, True), (0.001, False), (0.25, True), (0.25, False)):
+            got, want = (
+                head_candidates(minor, head, conf, multi_label),
+                head_candidates(planes, head, conf, multi_label),
+            )
+            assert len(want[0]) > 0 and all(np.array_equal(a, b) for a, b in zip(got, want)), (nc, conf, multi_label)
+
+
 @pytest.mark.parametrize("which", ["demo", "second"])
 def test_candidate_first_decode_gives_the_onnx_decodes_detections(
     which: str, demo: ExportedModel, second_model: Path, tmp_path: Path

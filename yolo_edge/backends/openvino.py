@@ -72,8 +72,15 @@ class OpenVinoExecutable(Executable):
         self._artifact = artifact
         self._tls = threading.local()
         self._ports = [compiled.output(t.name) for t in outputs]
-        # each output's array as the graph writes it ((1, H, W, C) for an nhwc one): a call writes into fresh ones
-        self._written = [(tuple(p.get_shape()), p.get_element_type().to_dtype()) for p in self._ports]
+        # each output's array as the graph writes it, from the unit's declared outputs ((1, H, W, C) for an nhwc
+        # one): a call writes into fresh ones (a stored IR that writes other shapes fails the call, not the load)
+        self._written = [
+            (
+                (t.shape[0], *t.shape[2:], t.shape[1]) if t.name in nhwc else t.shape,
+                onnx.helper.tensor_dtype_to_np_dtype(t.elem_type),
+            )
+            for t in outputs
+        ]
         self._nhwc = nhwc  # outputs the graph gives as (1, H, W, C): handed out as (1, C, H, W) views of them
 
     def _outputs(self, arrays: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
@@ -101,8 +108,8 @@ class OpenVinoExecutable(Executable):
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         request = self._request()
-        arrays = self._into_fresh(request)
         try:
+            arrays = self._into_fresh(request)
             # the feeds are read in place (the call returns before the caller touches them again)
             request.infer(feeds, share_inputs=True, share_outputs=True)
         except RuntimeError as exc:  # the plugin's failure (a device lost, a kernel error): the frame goes to the CPU
@@ -114,8 +121,8 @@ class OpenVinoExecutable(Executable):
         is handed the call and woken for its result); past it the request is cancelled and dropped (this thread's
         next call makes a new one)."""
         request = self._request()
-        arrays = self._into_fresh(request)
         try:
+            arrays = self._into_fresh(request)
             request.start_async(feeds, share_inputs=True)
             done = request.wait_for(max(int(timeout_s * 1e3), 0))
         except RuntimeError as exc:
