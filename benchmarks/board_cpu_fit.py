@@ -20,11 +20,11 @@ Published figures (imgsz 640, batch 1, FP32, ONNX, model only: "Inference time d
   one parameter: the throughput, with the traffic and launch costs of the A76 fit (ONNX Runtime on a Cortex-A7x).
   That graph carries 16-bit Q/DQ pairs around every layer, more work than FP32's, so the fitted CPU is if anything
   slower than the board's. It has nothing left out to check it on: the profile says so.
-- qcs8550: no published CPU-only figure; its CPU model is assumed and the profile says so.
-- ethos-u65's 2x Cortex-A55 (i.MX 93-like): no published ONNX Runtime figure on A55 cores. The A76 fit scaled by the
-  median ratio of ncnn's benchncnn times on the nearest published A55 board (Renesas RZ/G2L, two A55 cores at 1.5 GHz)
-  over the Raspberry Pi 5 (25 networks, :data:`NCNN`), each network checked against the scale fitted without it; the
-  RK3588's own A55 cores give the fast end.
+- qcs8550 (Cortex-X3 + A715/A710) and ethos-u65's 2x Cortex-A55 (i.MX 93-like): no published ONNX Runtime figure on
+  those cores. The A76 fit scaled by the median ratio of ncnn's benchncnn times (25 networks, :data:`NCNN`) on a board
+  with those cores (Snapdragon 8 Gen 2, QCS8550's phone twin; Renesas RZ/G2L, two A55 cores at 1.5 GHz) over the
+  Raspberry Pi 5, each network checked against the scale fitted without it; the RK3588's own A55 cores give the A55's
+  fast end.
 
 Post-processing (letterbox, decode and NMS are priced by the work of yolo-edge's own kernels, not fitted): checked
 against the two published board measurements found, :data:`POST` (C++) and :data:`POST_GO` (Go).
@@ -90,44 +90,48 @@ POST = Figure("yolo11s.yaml", 0.99, "rknn-cpp-yolo issue 2, Release build, YOLO1
 POST_GO = Figure("yolov8s.yaml", 1.76, "go-rknnlite's YOLOv8s example, fastest of 100 runs (p50 6.54 ms)", False)
 POST_CANDIDATES = (5, 30, 100)
 
-# ethos-u65's 2x Cortex-A55 (i.MX 93-like, 1.7 GHz): no published ONNX Runtime figure on A55 cores found. Its model is
-# the A76 fit scaled by how much slower one benchmark runs on an A55 board than on the A76 fit's own board: ncnn's
-# benchncnn (the same networks and harness; fastest of 8-10 runs, ms) in github.com/Tencent/ncnn benchmark/README.md:
+# Two profiles' CPUs have no published ONNX Runtime figure: ethos-u65's 2x Cortex-A55 (i.MX 93-like, 1.7 GHz) and
+# qcs8550's Cortex-X3 + A715/A710. Each is the A76 fit scaled by how much slower (or faster) one benchmark runs on a
+# board with those cores than on the A76 fit's own board: ncnn's benchncnn (the same networks and harness; fastest of
+# 4-10 runs, ms) in github.com/Tencent/ncnn benchmark/README.md:
 # - "Raspberry Pi 5 Broadcom BCM2712, Cortex-A76 (ARMv8) (2.4GHz x 4)", 4 threads: its first CPU run scales, its
 #   second (another build) is checked only;
 # - "MYIR RemiPi,Renesas RZG2L(Cortex-A55 1.5GHz x 2)", the nearest published board to the i.MX 93 (two A55 cores on
 #   a 16-bit DRAM bus), run with 4 threads on its 2 cores;
 # - "Rockchip RK3588 (Cortex-A76 2.4GHz x 4 + Cortex-A55 1.8GHz x 4)": one chip's big cores (4 threads) and little
-#   cores (1 and 4), whose two-core A55 (the geometric mean of the two runs) on a 64-bit bus is the fast end.
+#   cores (1 and 4), whose two-core A55 (the geometric mean of the two runs) on a 64-bit bus is the fast end;
+# - "Qualcomm SM8550-AB Snapdragon 8 Gen 2", QCS8550's phone twin (the same cores and clocks), 4 threads on its big
+#   cores. (Its Snapdragon 888 run, the nearest to the qcs6490, puts 8 threads on 4 cores: blazeface 3.2x the Pi 5's
+#   time, vgg16 0.45x; too scattered to check the qcs6490 fit with.)
 # One factor for all three costs: the small networks (blazeface, yolo-fastest) scale like the large ones.
-# vision_transformer (RZ/G2L 12464 ms, 21x the Pi 5) is left out: the profile prices convolutional detectors.
+# vision_transformer (RZ/G2L 12464 ms, 21x the Pi 5) is left out: the profiles price convolutional detectors.
 NCNN = """
-# network            Pi 5 (1)  Pi 5 (2)  RZ/G2L  RK3588 A76x4  RK3588 A55x1  RK3588 A55x4
-squeezenet                6.74      7.61     85.38      7.57     83.46     25.54
-mobilenet                 9.00      9.65    121.01     11.01    131.78     36.24
-mobilenet_v2             10.46     12.25    101.35      8.73     92.92     27.49
-mobilenet_v3              7.30      8.14     84.09      7.90     78.38     26.30
-shufflenet                4.14      3.72     63.32      7.95     62.98     25.49
-shufflenet_v2             3.37      2.99     60.33      6.09     56.85     21.59
-mnasnet                   6.83      7.27     95.51      8.30     87.53     27.92
-proxylessnasnet           7.85      8.39    124.46      9.67    113.25     34.18
-efficientnet_b0          12.28     13.15    144.94     17.51    180.95     57.37
-efficientnetv2_b0        13.54     14.79    182.87     28.10    285.34     83.50
-regnety_400m             10.93      9.49    105.31     16.33    109.24     50.83
-blazeface                 1.45      1.41     21.34      2.81     41.12     14.07
-googlenet                25.13     28.60    313.01     33.33    358.94    100.60
-resnet18                 19.84     21.47    248.02     18.83    209.97     58.60
-alexnet                  21.21     22.75    204.00     29.07    318.95     86.06
-resnet50                 45.94     49.36    583.13     53.70    602.90    163.45
-squeezenet_ssd           30.10     37.31    266.63     34.88    280.60     96.32
-mobilenet_ssd            24.16     27.40    267.16     31.32    319.11     92.12
-mobilenet_yolo           58.06     60.25    571.08     58.89    607.07    174.95
-mobilenetv2_yolov3       37.49     43.51    342.52     37.53    326.66    110.63
-yolov4-tiny              44.45     51.63    499.74     52.95    449.56    163.37
-nanodet_m                11.01     11.89    161.87     16.06    142.09     52.96
-yolo-fastest-1.1          5.53      5.63     72.84      8.42     63.74     28.98
-yolo-fastestv2            4.76      5.34     68.24      7.81     57.56     23.52
-FastestDet                4.83      4.91     67.92         -         -         -
+# network            Pi 5 (1)  Pi 5 (2)  RZ/G2L  RK3588 A76x4  RK3588 A55x1  RK3588 A55x4  SM8550 4 big
+squeezenet                6.74      7.61     85.38      7.57     83.46     25.54          2.60
+mobilenet                 9.00      9.65    121.01     11.01    131.78     36.24          4.17
+mobilenet_v2             10.46     12.25    101.35      8.73     92.92     27.49          3.13
+mobilenet_v3              7.30      8.14     84.09      7.90     78.38     26.30          2.90
+shufflenet                4.14      3.72     63.32      7.95     62.98     25.49          2.34
+shufflenet_v2             3.37      2.99     60.33      6.09     56.85     21.59          2.06
+mnasnet                   6.83      7.27     95.51      8.30     87.53     27.92          3.19
+proxylessnasnet           7.85      8.39    124.46      9.67    113.25     34.18          3.53
+efficientnet_b0          12.28     13.15    144.94     17.51    180.95     57.37          5.72
+efficientnetv2_b0        13.54     14.79    182.87     28.10    285.34     83.50          8.61
+regnety_400m             10.93      9.49    105.31     16.33    109.24     50.83          6.22
+blazeface                 1.45      1.41     21.34      2.81     41.12     14.07          0.82
+googlenet                25.13     28.60    313.01     33.33    358.94    100.60         10.62
+resnet18                 19.84     21.47    248.02     18.83    209.97     58.60          6.61
+alexnet                  21.21     22.75    204.00     29.07    318.95     86.06          8.18
+resnet50                 45.94     49.36    583.13     53.70    602.90    163.45         18.90
+squeezenet_ssd           30.10     37.31    266.63     34.88    280.60     96.32          8.26
+mobilenet_ssd            24.16     27.40    267.16     31.32    319.11     92.12          9.29
+mobilenet_yolo           58.06     60.25    571.08     58.89    607.07    174.95         21.64
+mobilenetv2_yolov3       37.49     43.51    342.52     37.53    326.66    110.63         11.50
+yolov4-tiny              44.45     51.63    499.74     52.95    449.56    163.37         14.91
+nanodet_m                11.01     11.89    161.87     16.06    142.09     52.96          4.93
+yolo-fastest-1.1          5.53      5.63     72.84      8.42     63.74     28.98          2.19
+yolo-fastestv2            4.76      5.34     68.24      7.81     57.56     23.52          2.29
+FastestDet                4.83      4.91     67.92         -         -         -          2.01
 """
 
 
@@ -219,33 +223,40 @@ def scaled(cpu: CpuModel, slower: float, clock: float) -> CpuModel:
     )
 
 
-def a55(a76_cpu: CpuModel) -> CpuModel:
-    """ethos-u65's Cortex-A55 model: the A76 fit scaled by the RZ/G2L's ncnn times over the Raspberry Pi 5's (the
-    median over the networks), each network checked against the median of the others and against the Pi 5's second
-    run; the RK3588's own A55 cores give the fast end."""
-    pi5, again, rz, big, one, four = (ncnn(c) for c in range(6))
-    ratio = {n: rz[n] / pi5[n] for n in rz}
+def transfer(board: str, column: int, a76_cpu: CpuModel, clock: float) -> CpuModel:
+    """The A76 fit scaled by the median over :data:`NCNN`'s networks of ``board``'s times (``column``) over the
+    Raspberry Pi 5's, its arithmetic and launches ``clock`` times faster; each network checked against the scale
+    fitted without it and against the Pi 5's second run."""
+    pi5, again, times = ncnn(0), ncnn(1), ncnn(column)
+    ratio = {n: times[n] / pi5[n] for n in times}
     slower = float(np.median(list(ratio.values())))
-    print(f"ethos-u65 CPU (2x Cortex-A55): the RZ/G2L's ncnn times over the Raspberry Pi 5's, {len(ratio)} networks")
-    print(
-        "| network | Pi 5 ms | RZ/G2L ms | ratio | scale fitted without it: modelled / published | Pi 5's second run |"
-    )
+    print(f"{board}: ncnn's times over the Raspberry Pi 5's, {len(ratio)} networks")
+    print(f"| network | Pi 5 ms | {board} ms | ratio | scale without it: modelled / published | Pi 5's second run |")
     print("|---|---|---|---|---|---|")
     worst, within = 1.0, 0
     for n in ratio:
-        loo = float(np.median([ratio[m] for m in ratio if m != n])) * pi5[n] / rz[n]
+        loo = float(np.median([ratio[m] for m in ratio if m != n])) * pi5[n] / times[n]
         worst, within = max(worst, loo, 1 / loo), within + (1 / FIT_TOLERANCE <= loo <= FIT_TOLERANCE)
-        print(f"| {n} | {pi5[n]:.2f} | {rz[n]:.2f} | {ratio[n]:.2f} | {loo:.3f} | {slower * again[n] / rz[n]:.3f} |")
+        print(
+            f"| {n} | {pi5[n]:.2f} | {times[n]:.2f} | {ratio[n]:.3f} | {loo:.3f} | {slower * again[n] / times[n]:.3f} |"
+        )
     print(
-        f"scale {slower:.2f}x the A76's times; {within} of {len(ratio)} networks within {FIT_TOLERANCE}x of the scale "
+        f"scale {slower:.3f}x the A76's times; {within} of {len(ratio)} networks within {FIT_TOLERANCE}x of the scale "
         f"fitted without them, worst {worst:.3f}x ({'met' if worst <= FIT_TOLERANCE else 'NOT met'})"
     )
-    cpu = scaled(a76_cpu, slower, A55_GHZ["i.MX 93"] / A55_GHZ["RZ/G2L"])
+    return scaled(a76_cpu, slower, clock)
+
+
+def a55(a76_cpu: CpuModel) -> CpuModel:
+    """ethos-u65's Cortex-A55 model: the RZ/G2L's transfer at the i.MX 93's clock; the RK3588's own A55 cores give
+    the fast end."""
+    cpu = transfer("RZ/G2L (2x A55)", 2, a76_cpu, A55_GHZ["i.MX 93"] / A55_GHZ["RZ/G2L"])
+    big, one, four = ncnn(3), ncnn(4), ncnn(5)
     fast = float(np.median([np.sqrt(one[n] * four[n]) / big[n] for n in big]))
     bound = scaled(a76_cpu, fast, A55_GHZ["i.MX 93"] / A55_GHZ["RK3588"])
     print(
         f"profile ethos-u65: cpu: {{gflops: {cpu.gflops:.2f}, dram_gbps: {cpu.dram_gbps:.2f}, op_overhead_us: "
-        f"{cpu.op_overhead_us:.0f}}} (the A76 fit {slower:.2f}x slower, arithmetic and launch at 1.7 / 1.5 GHz)"
+        f"{cpu.op_overhead_us:.0f}}} (arithmetic and launch at 1.7 / 1.5 GHz)"
     )
     print(
         f"fast end, two of the RK3588's own A55 cores at 1.7 GHz ({fast:.2f}x its A76 cores' times): {{gflops: "
@@ -275,6 +286,11 @@ def main() -> None:
         f"{cpu.op_overhead_us:.1f}}} ({QCS6490.source}: {QCS6490.ms} ms; one figure, one parameter)"
     )
     a55(cpu)
+    fast = transfer("SM8550 (X3, A715, A710)", 6, cpu, 1.0)
+    print(
+        f"profile qcs8550: cpu: {{gflops: {fast.gflops:.1f}, dram_gbps: {fast.dram_gbps:.2f}, op_overhead_us: "
+        f"{fast.op_overhead_us:.1f}}}\n"
+    )
     post_check(load_profile("rk3588").cpu)
     for chip in ("rk3588", "qcs6490", "qcs8550", "ethos-u65"):
         model = load_profile(chip).cpu
