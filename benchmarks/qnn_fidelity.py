@@ -10,12 +10,20 @@ RB3 Gen 2 8.82 ms (as the issue quotes it from another revision of ``perf.yaml``
 scheme fixes one parameter each: the peak is the datasheet's (QCS6490 12 TOPS, QCS8550 48 TOPS INT8), DRAM
 bandwidth and per-op overhead are assumed per chip (in the profiles); the fit solves the utilization (w8a8) and
 the w8a16 peak (a fraction of INT8's) so that the modelled time equals the published one. Needs the export extra.
+
+Checked, never fitted (:data:`CHECKS`): AI Hub's other whole-model NPU figures (QNN DLC, one inference) at
+github.com/quic/ai-hub-models 52c080d (``qai_hub_models/models/<model>/perf.yaml``) whose graphs
+``board_cpu_fit.graph`` rebuilds: YOLO11n and YOLOv10n at 640 and six torchvision classifiers at 224, on both chips
+(and that revision's YOLOv8n on the QCS8550 at w8a16, which no profile parameter was fitted to).
 """
 
 from __future__ import annotations
 
 import argparse
 import tempfile
+from pathlib import Path
+
+import numpy as np
 
 from yolo_edge.config import load_profile
 from yolo_edge.devices.cost import npu_time
@@ -23,6 +31,17 @@ from yolo_edge.export import export_model
 from yolo_edge.graph import GraphInfo
 
 PUBLISHED_MS = {("qcs8550", "w8a8"): 1.573, ("qcs6490", "w8a8"): 5.430, ("qcs6490", "w8a16"): 8.82}
+CHECKS = {  # (chip, scheme): {model: published ms}
+    ("qcs6490", "w8a16"): {
+        "efficientnet_b0": 4.316, "mobilenet_v3_large": 2.700, "mnasnet0_5": 2.225, "convnext_tiny": 9.087,
+        "convnext_base": 23.818, "efficientnet_v2_s": 6.816,
+    },
+    ("qcs8550", "w8a16"): {
+        "yolov8n.yaml": 3.340, "yolo11n.yaml": 4.247, "yolov10n.yaml": 4.248, "efficientnet_b0": 1.677,
+        "mobilenet_v3_large": 0.941, "mnasnet0_5": 0.785, "convnext_tiny": 3.135, "convnext_base": 5.888,
+        "efficientnet_v2_s": 2.610,
+    },
+}  # fmt: skip
 
 
 def solve(f: object, target: float, lo: float, hi: float) -> float:
@@ -70,6 +89,29 @@ def main() -> None:
     for (chip, scheme), published in PUBLISHED_MS.items():
         t = npu_time(info, load_profile(chip), "int8", scheme=scheme)
         print(f"{chip:8} {scheme:7} {t.total_ms:12.2f} {published:13.2f} {t.total_ms / published:6.2f}")
+    check()
+
+
+def check() -> None:
+    """The profiles as shipped against :data:`CHECKS`, figures no parameter was fitted to."""
+    from board_cpu_fit import graph
+
+    models = sorted({m for figures in CHECKS.values() for m in figures})
+    with tempfile.TemporaryDirectory() as tmp:
+        infos = {m: graph(m, Path(tmp)) for m in models}
+    print("\nchecked only (AI Hub's other whole-model NPU figures, QNN DLC):")
+    print(f"{'chip':8} {'scheme':7} {'model':20} {'modelled ms':>12} {'published ms':>13} {'ratio':>6}")
+    for (chip, scheme), figures in CHECKS.items():
+        ratios = []
+        for model, published in figures.items():
+            t = npu_time(infos[model], load_profile(chip), "int8", scheme=scheme).total_ms
+            ratios.append(t / published)
+            name = model.removesuffix(".yaml")
+            print(f"{chip:8} {scheme:7} {name:20} {t:12.2f} {published:13.2f} {t / published:6.2f}")
+        worst = max(max(ratios), 1 / min(ratios))
+        print(
+            f"{chip} {scheme}: {len(ratios)} figures, worst {worst:.2f}x, median ratio {float(np.median(ratios)):.2f}"
+        )
 
 
 if __name__ == "__main__":
