@@ -21,10 +21,10 @@ Published figures (imgsz 640, batch 1, FP32, ONNX, model only: "Inference time d
   graphs carry 16-bit quantize / dequantize pairs on every activation, more work than FP32's, so the fitted CPU is if
   anything slower than the board's for yolo-edge's FP32 graphs.
 - qcs8550 (Cortex-X3 + A715/A710) and ethos-u65's 2x Cortex-A55 (i.MX 93-like): no published ONNX Runtime figure on
-  those cores. The A76 fit scaled by the median ratio of ncnn's benchncnn times (25 networks, :data:`NCNN`) on a board
-  with those cores (Snapdragon 8 Gen 2, QCS8550's phone twin; Renesas RZ/G2L, two A55 cores at 1.5 GHz) over the
-  Raspberry Pi 5, each network checked against the scale fitted without it; the RK3588's own A55 cores give the A55's
-  fast end.
+  those cores of a graph rebuilt here (AI Hub's few QCS8550 CPU rows are EyeGaze, MoveNet and BEVDet). The A76 fit
+  scaled by the median ratio of ncnn's benchncnn times (25 networks, :data:`NCNN`) on a board with those cores
+  (Snapdragon 8 Gen 2, QCS8550's phone twin; Renesas RZ/G2L, two A55 cores at 1.5 GHz) over the Raspberry Pi 5, each
+  network checked against the scale fitted without it; the RK3588's own A55 cores give the A55's fast end.
 
 Post-processing (letterbox, decode and NMS are priced by the work of yolo-edge's own kernels, not fitted): checked
 against the two published board measurements found, :data:`POST` (C++) and :data:`POST_GO` (Go).
@@ -110,10 +110,10 @@ POST = Figure("yolo11s.yaml", 0.99, "rknn-cpp-yolo issue 2, Release build, YOLO1
 POST_GO = Figure("yolov8s.yaml", 1.76, "go-rknnlite's YOLOv8s example, fastest of 100 runs (p50 6.54 ms)", False)
 POST_CANDIDATES = (5, 30, 100)
 
-# Two profiles' CPUs have no published ONNX Runtime figure: ethos-u65's 2x Cortex-A55 (i.MX 93-like, 1.7 GHz) and
-# qcs8550's Cortex-X3 + A715/A710. Each is the A76 fit scaled by how much slower (or faster) one benchmark runs on a
-# board with those cores than on the A76 fit's own board: ncnn's benchncnn (the same networks and harness; fastest of
-# 4-10 runs, ms) in github.com/Tencent/ncnn benchmark/README.md:
+# Two profiles' CPUs have no published ONNX Runtime figure of a graph rebuilt here: ethos-u65's 2x Cortex-A55 (i.MX
+# 93-like, 1.7 GHz) and qcs8550's Cortex-X3 + A715/A710. Each is the A76 fit scaled by how much slower (or faster) one
+# benchmark runs on a board with those cores than on the A76 fit's own board: ncnn's benchncnn (the same networks and
+# harness; fastest of 4-10 runs, ms) in github.com/Tencent/ncnn benchmark/README.md:
 # - "Raspberry Pi 5 Broadcom BCM2712, Cortex-A76 (ARMv8) (2.4GHz x 4)", 4 threads: its first CPU run scales, its
 #   second (another build) is checked only;
 # - "MYIR RemiPi,Renesas RZG2L(Cortex-A55 1.5GHz x 2)", the nearest published board to the i.MX 93 (two A55 cores on
@@ -254,15 +254,15 @@ def scaled(cpu: CpuModel, slower: float, clock: float) -> CpuModel:
     )
 
 
-def transfer(board: str, column: int, a76_cpu: CpuModel, clock: float) -> CpuModel:
-    """The A76 fit scaled by the median over :data:`NCNN`'s networks of ``board``'s times (``column``) over the
+def transfer(name: str, column: int, a76_cpu: CpuModel, clock: float) -> CpuModel:
+    """The A76 fit scaled by the median over :data:`NCNN`'s networks of board ``name``'s times (``column``) over the
     Raspberry Pi 5's, its arithmetic and launches ``clock`` times faster; each network checked against the scale
     fitted without it and against the Pi 5's second run."""
     pi5, again, times = ncnn(0), ncnn(1), ncnn(column)
     ratio = {n: times[n] / pi5[n] for n in times}
     slower = float(np.median(list(ratio.values())))
-    print(f"{board}: ncnn's times over the Raspberry Pi 5's, {len(ratio)} networks")
-    print(f"| network | Pi 5 ms | {board} ms | ratio | scale without it: modelled / published | Pi 5's second run |")
+    print(f"{name}: ncnn's times over the Raspberry Pi 5's, {len(ratio)} networks")
+    print(f"| network | Pi 5 ms | {name} ms | ratio | scale without it: modelled / published | Pi 5's second run |")
     print("|---|---|---|---|---|---|")
     worst, within = 1.0, 0
     for n in ratio:

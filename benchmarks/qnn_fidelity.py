@@ -13,8 +13,8 @@ the w8a16 peak (a fraction of INT8's) so that the modelled time equals the publi
 
 Checked, never fitted (:data:`CHECKS`): AI Hub's other whole-model NPU figures (QNN DLC, one inference) at
 github.com/quic/ai-hub-models 52c080d (``qai_hub_models/models/<model>/perf.yaml``) whose graphs
-``board_cpu_fit.graph`` rebuilds: YOLO11n and YOLOv10n at 640 and six torchvision classifiers at 224, on both chips
-(and that revision's YOLOv8n on the QCS8550 at w8a16, which no profile parameter was fitted to).
+``board_cpu_fit.graph`` rebuilds, all w8a16: six torchvision classifiers at 224 on both chips, and YOLOv8n, YOLO11n
+and YOLOv10n at 640 on the QCS8550 (no profile parameter was fitted to a QCS8550 w8a16 figure).
 """
 
 from __future__ import annotations
