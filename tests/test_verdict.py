@@ -399,8 +399,10 @@ def test_int8_scheme_falls_back_when_the_first_fails_its_numerics(demo: Exported
     neck = space.candidates()[0]["neck"]
     assert (neck.device, neck.variant) == ("npu", Variant("int8", "u8", "qdq"))
     assert "all four checks pass at int8/u8/qdq" in neck.reason
-    assert [r.variant.label for r in space.rejected["neck"]] == ["int8/s8/qdq"]
-    assert "int8/s8/qdq failed precision" in space.rejected["neck"][0].reason
+    # the INT8 schemes only: whether OpenVINO offers FP16 here, and how it fares, depends on the CPU (AVX-512 FP16)
+    int8 = [r for r in space.rejected["neck"] if r.variant.precision == "int8"]
+    assert [r.variant.label for r in int8] == ["int8/s8/qdq"]
+    assert "int8/s8/qdq failed precision" in int8[0].reason
     plan = space.candidates()[0]
     assert PlacementPlan.from_dict(json.loads(json.dumps(plan.to_dict())))["neck"].variant.scheme == "u8"
 
