@@ -256,6 +256,14 @@ def test_the_best_plan_is_judged_again_with_its_accelerator_subgraphs_at_one_var
     assert labels(apart, set()) == []  # the CPU between them: no one unit
     kept = [sub("backbone", s8), sub("neck", Variant("int8", "s8", "nncf", ("/model.16/conv/Conv",))), sub("head", s8)]
     assert labels([*kept, sub("decode", fp32)], set()) == [["int8/s8/nncf"] * 3 + ["fp32"]]  # the neck's kept layer
+    # an all-INT8 best whose subgraphs each passed at BF16 too: one BF16 unit is judged as well (on a CPU with AMX
+    # it can be the faster, which the sum of three subgraphs timed apart does not show); not where one lacks it
+    every = [sub("backbone", s8), sub("neck", s8), sub("head", s8), sub("decode", fp32)]
+    assert labels(every, set()) == [["int8/s8/nncf"] * 3 + ["fp32"]]  # itself (judged already): no other they all have
+    for name in ("backbone", "neck"):
+        options[name].insert(0, sub(name, bf16))
+    assert labels(every, set()) == [["int8/s8/nncf"] * 3 + ["fp32"], ["bf16"] * 3 + ["fp32"]]
+    assert labels(every, {("neck", ("npu", bf16, ()))}) == [["int8/s8/nncf"] * 3 + ["fp32"]]
 
 
 def test_a_run_with_a_fallback_quantizer_asks_for_its_neighbours_at_it_to_make_one_unit() -> None:
@@ -293,4 +301,7 @@ def test_a_run_with_a_fallback_quantizer_asks_for_its_neighbours_at_it_to_make_o
         options[name] = [sub(name, variant), *options[name]]
     fused = [[s.variant for s in chosen] for chosen in one_unit(best, options, set(), ("qdq",))]
     assert fused == [[qdq_s8] * 3 + [fp32], [qdq] * 3 + [fp32]]
+    # without the fallback named, the same two: every variant all three passed at is tried as one unit
+    assert [[s.variant for s in c] for c in one_unit(best, options, set())] == fused
+    options["backbone"] = [o for o in options["backbone"] if o.variant != qdq]
     assert [[s.variant for s in c] for c in one_unit(best, options, set())] == [[qdq_s8] * 3 + [fp32]]

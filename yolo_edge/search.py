@@ -403,13 +403,16 @@ def one_unit(
     where they are consecutive and each has that variant among its ``options`` (not ``blamed`` for drift): they
     then compile as one unit (one call, no requantization between them), which an estimate that adds subgraphs
     timed apart cannot see; then at each ``fallback`` quantizer's variant any of them passed at (a head that passed
-    at both schemes of the fallback runs at the faster, the other may be the one that fuses within the drift limit).
+    at both schemes of the fallback runs at the faster, the other may be the one that fuses within the drift limit);
+    then at every other variant they all passed at (an all-INT8 plan's subgraphs that each passed at BF16 too: the
+    estimate cannot see that one BF16 unit may be the faster, as on a CPU with AMX).
     A variant with layers kept at higher precision, or op-level pieces, never fuses."""
     at = [k for k, s in enumerate(placed) if s.device == "npu"]
     if len(at) < 2 or at != list(range(at[0], at[0] + len(at))):
         return []
+    shared = (o.variant for o in options[placed[at[0]].name] if o.device == "npu" and not o.variant.kept)
     found = []
-    for variant in _run_variants(placed, options, fallback):
+    for variant in dict.fromkeys([*_run_variants(placed, options, fallback), *shared]):
         same = {k: next((o for o in options[placed[k].name] if _opt(o) == ("npu", variant, ())), None) for k in at}
         if all(o is not None and (o.name, _opt(o)) not in blamed for o in same.values()):
             found.append([same.get(k) or s for k, s in enumerate(placed)])
