@@ -111,7 +111,8 @@ def main() -> None:
         for name, path in graphs.items():
             spent = layer_profile(path, args.rounds)
             total = sum(spent.values())
-            convs = sum(ms for (kind, kernel), ms in spent.items() if kind == "Convolution" and "I8" in kernel)
+            # OpenVINO names a kernel by its input: "I8" for u8, "i8" for s8 (brgconv_avx512_amx_i8 on AMX)
+            convs = sum(ms for (kind, kernel), ms in spent.items() if kind == "Convolution" and "i8" in kernel.lower())
             share = f"INT8 convolutions {convs:.2f} ms ({convs / total:.0%})"
             print(f"\n{name}: {total:.2f} ms in OpenVINO's profile, {share}")
             for (kind, kernel), ms in sorted(spent.items(), key=lambda kv: -kv[1])[:8]:
