@@ -8,6 +8,8 @@ import doctest
 import re
 from pathlib import Path
 
+import pytest
+
 import yolo_edge
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,6 +106,7 @@ def test_public_api_is_the_documented_one() -> None:
     assert all(getattr(yolo_edge, name).__doc__ for name in yolo_edge.__all__ if name != "__version__")
 
 
+@pytest.mark.slow  # the walk-through deploys and runs a Ray sweep
 def test_public_api_walk_through_runs() -> None:
     result = doctest.testmod(
         yolo_edge, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, raise_on_error=False

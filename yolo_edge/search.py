@@ -389,6 +389,11 @@ def _low_precision(plan: PlacementPlan) -> int:
     return sum(_PRECISION_RANK.get(s.precision, 2) for s in plan.subgraphs)
 
 
+def _rank(variant: Variant) -> int:
+    """How far below FP32 ``variant`` computes: 0 FP32, 1 FP16/BF16, 2 INT8."""
+    return _PRECISION_RANK.get(variant.precision, 2)
+
+
 def _opt(s: SubgraphPlan) -> object:
     return (s.device, s.variant, s.cpu_nodes)
 
@@ -404,13 +409,20 @@ def one_unit(
     then compile as one unit (one call, no requantization between them), which an estimate that adds subgraphs
     timed apart cannot see; then at each ``fallback`` quantizer's variant any of them passed at (a head that passed
     at both schemes of the fallback runs at the faster, the other may be the one that fuses within the drift limit);
-    then at every other variant they all passed at (an all-INT8 plan's subgraphs that each passed at BF16 too: the
-    estimate cannot see that one BF16 unit may be the faster, as on a CPU with AMX).
+    then at every variant of higher precision than the lowest it runs that they all passed at (an all-INT8 plan's
+    subgraphs that each passed at BF16 too: the estimate cannot see that one BF16 unit may be as fast, as on a CPU
+    with AMX, and a tie goes to the plan with less at low precision; a lower precision than the plan's own won no
+    place on its estimate already and would only add trials).
     A variant with layers kept at higher precision, or op-level pieces, never fuses."""
     at = [k for k, s in enumerate(placed) if s.device == "npu"]
     if len(at) < 2 or at != list(range(at[0], at[0] + len(at))):
         return []
-    shared = (o.variant for o in options[placed[at[0]].name] if o.device == "npu" and not o.variant.kept)
+    lowest = max(_rank(placed[k].variant) for k in at)
+    shared = (
+        o.variant
+        for o in options[placed[at[0]].name]
+        if o.device == "npu" and not o.variant.kept and _rank(o.variant) < lowest
+    )
     found = []
     for variant in dict.fromkeys([*_run_variants(placed, options, fallback), *shared]):
         same = {k: next((o for o in options[placed[k].name] if _opt(o) == ("npu", variant, ())), None) for k in at}
