@@ -386,12 +386,12 @@ _PRECISION_RANK = {"fp32": 0, "fp16": 1, "bf16": 1, "int8": 2}
 
 def _low_precision(plan: PlacementPlan) -> int:
     """How much of ``plan`` runs below FP32: 1 per FP16/BF16 subgraph, 2 per INT8 one."""
-    return sum(_PRECISION_RANK.get(s.precision, 2) for s in plan.subgraphs)
+    return sum(_rank(s.precision) for s in plan.subgraphs)
 
 
-def _rank(variant: Variant) -> int:
-    """How far below FP32 ``variant`` computes: 0 FP32, 1 FP16/BF16, 2 INT8."""
-    return _PRECISION_RANK.get(variant.precision, 2)
+def _rank(precision: str) -> int:
+    """How far below FP32 ``precision`` computes: 0 FP32, 1 FP16/BF16, 2 INT8."""
+    return _PRECISION_RANK.get(precision, 2)
 
 
 def _opt(s: SubgraphPlan) -> object:
@@ -417,11 +417,11 @@ def one_unit(
     at = [k for k, s in enumerate(placed) if s.device == "npu"]
     if len(at) < 2 or at != list(range(at[0], at[0] + len(at))):
         return []
-    lowest = max(_rank(placed[k].variant) for k in at)
+    lowest = max(_rank(placed[k].variant.precision) for k in at)
     shared = (
         o.variant
         for o in options[placed[at[0]].name]
-        if o.device == "npu" and not o.variant.kept and _rank(o.variant) < lowest
+        if o.device == "npu" and not o.variant.kept and _rank(o.variant.precision) < lowest
     )
     found = []
     for variant in dict.fromkeys([*_run_variants(placed, options, fallback), *shared]):
