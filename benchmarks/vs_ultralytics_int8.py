@@ -63,6 +63,7 @@ from yolo_edge.plan.placement import boundary_tensors  # noqa: E402
 from yolo_edge.plan.planner import plan_model  # noqa: E402
 from yolo_edge.runtime import EventLog, SplitExecutor  # noqa: E402
 from yolo_edge.split import split_model  # noqa: E402
+from yolo_edge.validate.accuracy import boxes_kept  # noqa: E402
 from yolo_edge.validate.latency import measure_latencies  # noqa: E402
 
 IMGSZ = 640
@@ -93,22 +94,6 @@ def ultralytics_int8(model: str, data_yaml: Path, out: Path) -> Any:
     with contextlib.chdir(out), contextlib.redirect_stdout(io.StringIO()):
         path = YOLO(str(source)).export(format="openvino", int8=True, data=str(data_yaml), imgsz=IMGSZ, batch=1)
     return YOLO(str(out / path), task="detect")
-
-
-def boxes_kept(reference: list[Any], candidate: list[Any]) -> int:
-    """How many of ``reference``'s boxes (per image: xyxy, class) ``candidate`` keeps (same class, IoU >= 0.5)."""
-    kept = 0
-    for (rb, rc), (cb, cc) in zip(reference, candidate):
-        for box, cls in zip(rb, rc):
-            same = cb[cc == cls]
-            if not len(same):
-                continue
-            x1, y1 = np.maximum(box[:2], same[:, :2]).T
-            x2, y2 = np.minimum(box[2:], same[:, 2:]).T
-            inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
-            area = lambda b: (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])  # noqa: E731
-            kept += int((inter / (area(box) + area(same) - inter)).max() >= 0.5)
-    return kept
 
 
 def _ultralytics_boxes(yolo: Any, images: list[np.ndarray]) -> list[Any]:

@@ -49,8 +49,10 @@ from yolo_edge.split import split_model
 from yolo_edge.validate.accuracy import (
     Accuracy,
     Interval,
+    Kept,
     MapResult,
     Scorer,
+    boxes_kept,
     coco_map,
     coco_rows,
     detect_all,
@@ -209,6 +211,40 @@ def test_a_drift_carries_a_paired_bootstrap_interval(
     own_i = own.interval
     assert own_i is not None and (i.hi.map50 - i.lo.map50) < (own_i.hi.map50 - own_i.lo.map50)
     assert status(failures(full.map, 10.0, Limits(0.01, 50.0), interval=i)) == "fails drift"  # all of it beyond
+
+
+def test_boxes_kept_counts_the_references_boxes_a_user_sees_in_the_plans_output(
+    second: ExportedModel, shapes_val: Path, fast_cfg: DeployConfig
+) -> None:
+    """The reference keeps all its boxes at the operating confidence; a plan whose best box in some images falls
+    under it loses exactly those (though its mAP, scored down to conf 0.001, barely moves); a box of another class
+    or at IoU under 0.5 keeps nothing."""
+    box = np.array([[0.0, 0.0, 10.0, 10.0]], np.float32)
+    half = np.array([[5.0, 0.0, 15.0, 10.0]], np.float32)  # IoU 1/3 with ``box``
+    one, two = np.array([1]), np.array([2])
+    assert boxes_kept([(box, one)], [(box + 1, one)]) == 1  # IoU 0.68: kept
+    assert boxes_kept([(box, one)], [(box, two)]) == 0 and boxes_kept([(box, one)], [(half, one)]) == 0
+    assert boxes_kept([(box, one), (box[:0], one[:0])], [(box[:0], one[:0]), (box, one)]) == 0  # per image
+
+    detector = _cpu_detector(second, fast_cfg)
+    ds, _ = apply_class_map(load_dataset(shapes_val), second.meta.names, {"circle": "coin", "star": "spark"})
+    ref = detect_all(detector, ds, fast_cfg.val_nms, NO_BAR, "")
+    conf = fast_cfg.nms.conf
+    scorer = Scorer(EvalData(ds, "shapes", "shapes", True), ref, fast_cfg.validate, conf)
+    shown = sum(int((d.confidence >= conf).sum()) for d in ref)
+    assert shown > 10 and scorer.score(ref).kept == Kept(shown, shown, conf)
+
+    def dimmed(d: Detections) -> Detections:  # the image's best box scored just under the operating confidence
+        c = d.confidence.copy()
+        if len(c) and c.max() >= conf:
+            c[c.argmax()] = conf * 0.99
+        return replace(d, confidence=c)
+
+    lost = [dimmed(d) if i % 2 else d for i, d in enumerate(ref)]
+    dropped = sum(1 for i, d in enumerate(ref) if i % 2 and len(d.confidence) and d.confidence.max() >= conf)
+    worse = scorer.score(lost)
+    assert dropped >= 3 and worse.kept == Kept(shown - dropped, shown, conf)
+    assert worse.minus(scorer.score(ref)).kept == worse.kept  # a drift carries the plan's count
 
 
 def test_an_interval_across_the_limit_is_undecided_and_says_how_many_images_decide_it() -> None:
@@ -460,6 +496,8 @@ def test_foreign_model_on_its_own_photos_is_proven_by_agreement(foreign: DeployR
     plans = {p["name"]: p for p in r["plans"]}
     assert plans["whole-cpu"]["status"] == "ok" and plans["whole-cpu"]["map_drift"] == {"map50": 0.0, "map50_95": 0.0}
     assert plans["whole-npu"]["status"].startswith("fails precision")  # INT8 output0: the scores are gone here too
+    kept = plans["whole-cpu"]["boxes_kept"]
+    assert kept["kept"] == kept["of"] > 0 and kept["conf"] == 0.25  # the reference keeps its own boxes
     for p in plans.values():  # one rule: the status is what the numbers say
         d = p["map_drift"]
         drift = MapResult(d["map50"], d["map50_95"]) if d else None
@@ -476,6 +514,7 @@ def test_foreign_model_on_its_own_photos_is_proven_by_agreement(foreign: DeployR
         and "INT8 calibration and the precision check on 16 other images" in md
     )
     assert all(f"| {p['name']} | {p['status']} |" in md for p in r["plans"])
+    assert "agreement drift 50-95 | boxes kept |" in md and f"| {kept['kept']}/{kept['of']} |" in md
 
 
 def test_copied_bundle_passes_check_with_the_settings_it_was_deployed_with(

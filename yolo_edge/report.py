@@ -168,6 +168,7 @@ def search_rows(search: SearchRecord) -> list[tuple[str, ...]]:
                 shown,
                 "-" if run.accuracy is None else run.accuracy.criterion,
                 other,
+                "-" if run.kept is None else str(run.kept),
                 run.status,
             )
         )
@@ -184,6 +185,7 @@ SEARCH_HEADER = (
     "drift 50 / 50-95",
     "decided by",
     "agreement drift",
+    "boxes kept",
     "status",
 )
 
@@ -221,7 +223,7 @@ def _plan_row(p: PlanRun) -> str:
         f"| {p.name} | {p.status} | {_fmt(lat.get('p50'))} | {_fmt(lat.get('p95'))} | {_fmt(lat.get('p99'))} | "
         f"{p.latency.kind if p.latency else '-'} | {_fmt(mem / 1e6 if mem else None, 1)} | "
         f"{' | '.join(_num(p.map))} | {' | '.join(_drift_num(p.drift, p.drift_interval))} | "
-        f"{' | '.join(_agreement_beside(p))} |"
+        f"{' | '.join(_agreement_beside(p))} | {'-' if p.kept is None else p.kept} |"
     )
 
 
@@ -270,7 +272,10 @@ def _search_section(report: DeployReport) -> list[str]:
         "same rounds (what ranks them: comparable between candidates judged minutes apart on a busy machine); "
         "drift decided by labels where there are labels (the agreement figure beside it), else by agreement with "
         "the FP32 reference; in brackets each drift's paired bootstrap interval over the judging images (and the "
-        "agreement draws): one that straddles the limit is undecided. Plot: `plots/search.png`.",
+        "agreement draws): one that straddles the limit is undecided; `boxes kept`: of the FP32 reference's boxes at "
+        "the operating confidence (`nms.conf`), how many the candidate's keep (same class, IoU >= 0.5), what a user "
+        "comparing the two outputs sees and the mAP drift (scored down to `val_nms.conf`) can hide. "
+        "Plot: `plots/search.png`.",
         "",
         "| " + " | ".join(SEARCH_HEADER) + " |",
         "|" + "---|" * len(SEARCH_HEADER),
@@ -315,8 +320,8 @@ def markdown(report: DeployReport) -> str:
         "## Plans",
         "",
         f"| plan | status | p50 ms | p95 ms | p99 ms | latency | memory peak MB | {what}50 | {what}50-95 | drift "
-        f"{what}50 | drift {what}50-95 | agreement drift 50 | agreement drift 50-95 |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        f"{what}50 | drift {what}50-95 | agreement drift 50 | agreement drift 50-95 | boxes kept |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [_plan_row(p) for p in report.plans]
     ref, cal = report.reference, report.calibration

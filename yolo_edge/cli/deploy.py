@@ -91,18 +91,30 @@ def run(args: argparse.Namespace) -> int:
                 f"{p.memory_peak_bytes / 1e6:.1f}" if p.memory_peak_bytes else "-",
                 f"{d.map50:+.4f}" if d else "-",
                 f"{d.map50_95:+.4f}" if d else "-",
+                "-" if p.kept is None else str(p.kept),
             )
         )
-    what, ref, data = r.metric, r.reference, r.data
+    what, ref, data, k = r.metric, r.reference, r.data, r.chosen.kept
     board = f"modelled for {r.profile.name}; numerics on"
     print(f"latency {board if r.profile.latency == 'modelled' else 'measured on'} {r.host_cpu}")
     _print_search(r)
-    print(table(("plan", "status", "p95 ms", "latency", "memory MB", f"drift {what}50", f"drift {what}50-95"), rows))
+    headers = (
+        "plan",
+        "status",
+        "p95 ms",
+        "latency",
+        "memory MB",
+        f"drift {what}50",
+        f"drift {what}50-95",
+        "boxes kept",
+    )
+    print(table(headers, rows))
     mapped = f", classes mapped {data.class_map}" if data.class_map else ""
     print(
         f"\nreference {what}50 {ref.map50:.4f}, {what}50-95 {ref.map50_95:.4f} on {len(data.dataset)} images of "
         f"{data.source} [{data.kind_text}]{mapped}; INT8 calibration and the precision check on "
         f"{len(r.calibration.files)} others ({r.calibration.source})"
+        + (f"; boxes kept: of its {k.of} boxes at conf {k.conf:g}, same class at IoU >= 0.5" if k else "")
     )
     print("split plan: " + placement_line(r.split_plan))
     print("deployed:   " + placement_line(r.placement) + (f"  ({r.profile.stand_in})" if r.profile.stand_in else ""))

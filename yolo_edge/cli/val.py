@@ -8,7 +8,7 @@ from pathlib import Path
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import add_bundle_data, add_shards, print_json, table
 from yolo_edge.validate.bundle import val_bundle
-from yolo_edge.validate.verdict import interval_text
+from yolo_edge.validate.verdict import interval_text, kept_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -37,5 +37,6 @@ def run(args: argparse.Namespace) -> int:
         f"{v.images} images, "
         + ("mAP vs labels" if v.kind == "labels" else "agreement with the FP32 reference (no labels)")
         + (f"; drift {interval_text(v.drift_interval)}" if v.drift_interval else "")
+        + (f"; {kept_text(v.kept)}" if v.kept else "")
     )
     return 0

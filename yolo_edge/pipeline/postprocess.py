@@ -68,7 +68,7 @@ NMS_BLOCK = 512  # dense fallback: boxes compared at once, bounding its IoU matr
 NMS_PAIRS = 1 << 22  # pairs of same-class boxes above which NMS uses the dense blocks (one huge class)
 
 
-def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """IoU of xyxy boxes ``a`` and ``b``, broadcast (float32, as torchvision's)."""
     w = np.minimum(a[..., 2], b[..., 2]) - np.maximum(a[..., 0], b[..., 0])
     h = np.minimum(a[..., 3], b[..., 3]) - np.maximum(a[..., 1], b[..., 1])
@@ -115,7 +115,7 @@ def _nms_pairs(boxes: np.ndarray, group: np.ndarray, iou: float) -> np.ndarray |
     first, second = _x_overlapping_pairs(boxes, group)
     if len(first) > NMS_PAIRS:
         return None
-    over = _iou(boxes[first], boxes[second]) > iou
+    over = box_iou(boxes[first], boxes[second]) > iou
     return _fixed_point(len(boxes), first[over], second[over])
 
 
@@ -127,8 +127,8 @@ def _nms_blocks(boxes: np.ndarray, iou: float) -> np.ndarray:
     upper = np.triu(np.ones((NMS_BLOCK, NMS_BLOCK), bool), 1)
     for start in range(0, len(boxes), NMS_BLOCK):
         block = boxes[start : start + NMS_BLOCK]
-        alive = np.asarray(~(_iou(kept_boxes[:, None], block[None]) > iou).any(0))
-        first, second = np.nonzero((_iou(block[:, None], block[None]) > iou) & upper[: len(block), : len(block)])
+        alive = np.asarray(~(box_iou(kept_boxes[:, None], block[None]) > iou).any(0))
+        first, second = np.nonzero((box_iou(block[:, None], block[None]) > iou) & upper[: len(block), : len(block)])
         mask = _fixed_point(len(block), first, second, alive)
         kept[start : start + len(block)] = mask
         kept_boxes = np.concatenate([kept_boxes, block[mask]])

@@ -37,7 +37,7 @@ from yolo_edge.data.dataset import Dataset
 from yolo_edge.data.resolve import EvalData
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.detector import Detector
-from yolo_edge.pipeline.postprocess import Detections
+from yolo_edge.pipeline.postprocess import Detections, box_iou
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.progress import Bar
 from yolo_edge.validate.bootstrap import Evaluation, Resamples
@@ -130,6 +130,7 @@ class Accuracy:
     labels_samples: np.ndarray | None = field(default=None, compare=False, repr=False)
     agreement_samples: np.ndarray | None = field(default=None, compare=False, repr=False)
     level: float = 0.9  # the intervals' coverage
+    kept: Kept | None = None  # the reference's boxes at the operating confidence that these detections keep
 
     @property
     def map(self) -> MapResult:
@@ -160,7 +161,49 @@ class Accuracy:
             _paired(self.labels_samples, other.labels_samples) if labels else None,
             _paired(self.agreement_samples, other.agreement_samples) if agreement else None,
             self.level,
+            self.kept,
         )
+
+
+@dataclass(frozen=True)
+class Kept:
+    """How many of the FP32 reference's boxes at the operating confidence (``nms.conf``, what ``run`` and the
+    stream show) a plan's detections at that confidence keep: same class, IoU >= :data:`KEPT_IOU`. The mAP drift
+    scores every detection down to ``val_nms.conf``; a plan within its limit can still lose a box a user sees."""
+
+    kept: int
+    of: int
+    conf: float
+
+    def __str__(self) -> str:
+        return f"{self.kept}/{self.of}"
+
+    def to_dict(self) -> dict[str, object]:
+        return plain({"kept": self.kept, "of": self.of, "conf": self.conf})
+
+
+KEPT_IOU = 0.5
+Boxes = tuple[np.ndarray, np.ndarray]  # one image's xyxy (N, 4) and class ids (N,)
+
+
+def boxes_kept(reference: Sequence[Boxes], candidate: Sequence[Boxes], iou: float = KEPT_IOU) -> int:
+    """How many of ``reference``'s boxes (per image) ``candidate`` keeps: a box of the same class at IoU >= ``iou``
+    in the same image (one candidate box may keep several reference boxes, as a user comparing the two sees it)."""
+    if len(reference) != len(candidate):
+        raise ValueError(f"{len(candidate)} candidate images for {len(reference)} reference images")
+    kept = 0
+    for (rb, rc), (cb, cc) in zip(reference, candidate):
+        if not len(rb) or not len(cb):
+            continue
+        same = rc[:, None] == cc[None, :]
+        overlap = box_iou(rb[:, None, :].astype(np.float64), cb[None, :, :].astype(np.float64))
+        kept += int(((overlap >= iou) & same).any(axis=1).sum())
+    return kept
+
+
+def _at(detections: Detections, conf: float) -> Boxes:
+    keep = detections.confidence >= conf
+    return detections.xyxy[keep], detections.class_id[keep]
 
 
 @dataclass(frozen=True)
@@ -208,6 +251,8 @@ class Scorer:
         self._labels = _labelled_gt(data.dataset) if data.labelled else None
         self._resamples = Resamples.draw(cfg.bootstrap, len(data.dataset), draws)
         self.level = cfg.confidence
+        self.conf = conf
+        self._shown = [_at(d, conf) for d in reference]  # the reference's boxes a user sees
 
     def score(self, detections: Sequence[Detections]) -> Accuracy:
         if len(detections) != len(self.data.dataset):
@@ -215,7 +260,10 @@ class Scorer:
         rows = coco_rows(detections)
         labels, labels_samples = self._labels_map(rows)
         agreement, agreement_samples = self._agreement_map(rows)
-        return Accuracy(labels, agreement, labels_samples, agreement_samples, self.level)
+        shown = [_at(d, self.conf) for d in detections]
+        of = sum(len(b) for b, _ in self._shown)
+        kept = Kept(boxes_kept(self._shown, shown), of, self.conf)
+        return Accuracy(labels, agreement, labels_samples, agreement_samples, self.level, kept)
 
     def _labels_map(self, rows: np.ndarray) -> tuple[MapResult | None, np.ndarray | None]:
         gt = self._labels

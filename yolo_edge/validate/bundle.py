@@ -19,7 +19,7 @@ from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.progress import progress_bar
-from yolo_edge.validate.accuracy import Interval, MapResult, Scorer, detect_all
+from yolo_edge.validate.accuracy import Interval, Kept, MapResult, Scorer, detect_all
 from yolo_edge.validate.latency import LATENCY_IMAGES, LatencyResult, measure_latency
 
 
@@ -56,6 +56,7 @@ class ValResult:
     kind: EvalKind
     images: int
     drift_interval: Interval | None = None  # the drift's paired bootstrap interval
+    kept: Kept | None = None  # the reference's boxes at the operating confidence that the deployed plan keeps
 
     @property
     def drift(self) -> MapResult:
@@ -70,6 +71,7 @@ class ValResult:
                 "drift_interval": None if self.drift_interval is None else self.drift_interval.to_dict(),
                 "kind": self.kind,
                 "images": self.images,
+                "boxes_kept": None if self.kept is None else self.kept.to_dict(),
             }
         )
 
@@ -99,7 +101,8 @@ def val_bundle(
             dep = detect_all(deployed, ev.dataset, cfg.val_nms, bar, "deployed")
     scorer = Scorer(ev, ref, cfg.validate, cfg.nms.conf)
     ref_acc, dep_acc = scorer.score(ref), scorer.score(dep)
-    return ValResult(ref_acc.map, dep_acc.map, ev.kind, len(ev.dataset), dep_acc.minus(ref_acc).interval)
+    drift = dep_acc.minus(ref_acc)
+    return ValResult(ref_acc.map, dep_acc.map, ev.kind, len(ev.dataset), drift.interval, dep_acc.kept)
 
 
 def bench_bundle(

@@ -28,7 +28,7 @@ import numpy as np
 
 from yolo_edge.codec import plain
 from yolo_edge.pipeline.postprocess import Detections
-from yolo_edge.validate.accuracy import Accuracy, Interval, MapResult
+from yolo_edge.validate.accuracy import KEPT_IOU, Accuracy, Interval, Kept, MapResult
 from yolo_edge.validate.latency import LatencyResult
 from yolo_edge.validate.stats import median_ratio_se
 
@@ -146,6 +146,14 @@ def interval_text(interval: Interval) -> str:
     )
 
 
+def kept_text(kept: Kept) -> str:
+    """``keeps 86 of the FP32 reference's 90 boxes at conf 0.25 (same class, IoU >= 0.5)``."""
+    return (
+        f"keeps {kept.kept} of the FP32 reference's {kept.of} boxes at conf {kept.conf:g} (same class, IoU >= "
+        f"{KEPT_IOU:g})"
+    )
+
+
 @dataclass
 class PlanRun:
     """One of the plans deploy compares (whole-npu, whole-cpu, split): what it measured, and its status."""
@@ -187,6 +195,11 @@ class PlanRun:
         """The drift in agreement with the reference (pseudo-labels), reported beside the labelled one."""
         return None if self.accuracy_drift is None else self.accuracy_drift.agreement
 
+    @property
+    def kept(self) -> Kept | None:
+        """The reference's boxes at the operating confidence that this plan keeps (None: not measured)."""
+        return None if self.accuracy is None else self.accuracy.kept
+
     def judge(self, limits: Limits) -> None:
         p95 = None if self.latency is None else self.latency.end_to_end.p95
         self.fails = failures(self.drift, p95, limits, self.planned, self.drift_interval)
@@ -221,6 +234,7 @@ class PlanRun:
                 "map_drift_interval": None if self.drift_interval is None else self.drift_interval.to_dict(),
                 "agreement_drift": None if self.agreement_drift is None else self.agreement_drift.to_dict(),
                 "criterion": self.criterion,
+                "boxes_kept": None if self.kept is None else self.kept.to_dict(),
             }
         )
 
