@@ -35,7 +35,8 @@ def test_vela_reports_the_decodes_sram_and_the_board_budget_refuses_it(
 ) -> None:
     """The decode's DFL softmax is the SRAM peak: Vela reports it and exits 0 (its default core does not refuse an
     overrun with shared SRAM), so the budget is compared here. The same .tflite fits a board with twice the SRAM,
-    and on the U65 with dedicated SRAM Vela keeps within the 384 KiB cache."""
+    and on the U65 with dedicated SRAM Vela keeps within the 384 KiB cache; converting it again for the U65 reads
+    the conversion from the cache."""
     u55 = load_profile("ethos-u55")
     decode = demo_split["decode"].model
     with EthosUBackend(u55) as backend:
@@ -51,6 +52,12 @@ def test_vela_reports_the_decodes_sram_and_the_board_budget_refuses_it(
     with EthosUBackend(load_profile("ethos-u65")) as u65:
         cached, _ = u65.vela(data)
         assert cached["sram_kib"] <= 384 and u65.refusal(cached) is None
+        # another profile converts nothing twice: the same graph and calibration come from the user's cache
+        asked: list[str] = []
+        call = u65._call
+        u65._call = lambda op, args, what: asked.append(op) or call(op, args, what)  # type: ignore[method-assign]
+        again, io = u65.convert(decode, "w8a8", _feeds(demo_split, "decode", tensors[:4]))
+        assert again == data and asked == [] and len(io.outputs) == len(decode.graph.output)
 
 
 def test_a_unit_runs_as_compiled_from_what_a_bundle_stores(

@@ -23,6 +23,8 @@ the Ethos-U delegate (the profile's ``delegate`` library), no toolchain needed.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import shutil
 import tempfile
@@ -51,6 +53,7 @@ from yolo_edge.backends.base import (
 )
 from yolo_edge.config import DeviceProfile, Variant, configs_dir
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.files import read_cached, write_cached
 from yolo_edge.registry import TFLITE_IO_SUFFIX as IO_SUFFIX
 from yolo_edge.registry import TFLITE_SUFFIX, VELA_SUFFIX, EthosUOptions
 from yolo_edge.toolchains import ETHOS_U, Worker, WorkerCrashed, WorkerError, toolchain_status
@@ -225,14 +228,26 @@ class EthosUBackend(Backend):
             raise NpuCompileError(f"ethos-u {what}: {exc}") from None
 
     def convert(self, model: onnx.ModelProto, scheme: str, calib: CalibSet) -> tuple[bytes, TensorMap]:
-        """``model`` as an integer ``.tflite`` at ``scheme``, calibrated on ``calib`` (its own FP32 inputs)."""
+        """``model`` as an integer ``.tflite`` at ``scheme``, calibrated on ``calib`` (its own FP32 inputs); cached
+        in the user's cache by the graph, ``calib``, ``scheme``, the toolchain's environment and the worker's code
+        (a conversion takes tens of seconds: a second profile, or a deploy again, converts nothing twice)."""
+        from yolo_edge.backends.quantize import cache_dir, calib_key  # the planner's: not on a board's load path
+
+        key = calib_key(model, calib, f"tflite/{scheme}/{ETHOS_U.env_dir.name}/{_worker_digest()}", ())
+        path, io_path = cache_dir() / f"{key}{TFLITE_SUFFIX}", cache_dir() / f"{key}{IO_SUFFIX}"
+        data, io_data = read_cached(path), read_cached(io_path)
+        if data is not None and io_data is not None:
+            return data, TensorMap.parse(io_data, model)
         folder = self._folder()
         onnx_path, samples = save_for_worker(folder, model, calib)
         out = folder / f"model{TFLITE_SUFFIX}"
         job = {"onnx": str(onnx_path), "calib": samples, "scheme": scheme, "tflite": str(out)}
         reply = self._call("convert", job, f"TFLite conversion at {scheme}")
         io = TensorMap(*(_pairs(reply[k]) for k in ("inputs", "outputs")))
-        return out.read_bytes(), io
+        data = out.read_bytes()
+        write_cached(path, data)
+        write_cached(io_path, io.to_json())  # last: an entry is read only with both
+        return data, io
 
     def vela(self, data: bytes) -> tuple[dict[str, Any], bytes]:
         """Vela's report on the ``.tflite`` ``data`` for this profile, and its compiled ``_vela.tflite``."""
@@ -303,6 +318,12 @@ class EthosUBackend(Backend):
         if isinstance(refused, UnsupportedOperator):
             return OpQuery(n_ops, (f"(whole graph: {refused})",), "Vela")
         return OpQuery(n_ops, (), "Vela")
+
+
+@functools.cache
+def _worker_digest() -> str:
+    """The conversion code's own digest: a changed worker converts anew."""
+    return hashlib.sha256(ETHOS_U.worker_path.read_bytes()).hexdigest()[:12]
 
 
 def synthetic(model: onnx.ModelProto, samples: int = QUERY_SAMPLES) -> list[dict[str, np.ndarray]]:
