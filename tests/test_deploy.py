@@ -115,6 +115,7 @@ def test_check_passes_then_fails_on_sla_and_regression(
     assert main(["check", str(deployed.bundle), "--data", data, "--runs", "8", "--sla-ms", "1"]) == 1
     captured = capsys.readouterr()
     assert "over the SLA 1.0 ms" in captured.err and "status fails SLA: FAIL" in captured.out
+    assert "boxes at conf 0.25 (same class, IoU >= 0.5): status" in captured.out
     base.write_text(json.dumps({"p95_ms": 0.01}))
     result = check_bundle(deployed.bundle, baseline=base, data=data, runs=8)
     assert not result.passed and any("over the baseline" in f for f in result.failures)
@@ -138,6 +139,8 @@ def test_run_val_bench_on_bundle(
     assert main(["val", str(deployed.bundle), "--data", str(small[0]), "--json"]) == 0
     v = json.loads(capsys.readouterr().out)
     assert abs(v["drift"]["map50"]) <= 0.02 and v["images"] == 40 == json.loads(out)["images"]
+    kept = v["boxes_kept"]  # the deployed INT8 plan keeps most of the FP32 reference's boxes at conf 0.25
+    assert kept["conf"] == 0.25 and 0.8 * kept["of"] <= kept["kept"] <= kept["of"] and kept["of"] > 20
     assert main(["bench", str(deployed.bundle), "--data", str(small[0]), "--runs", "5", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["end_to_end"]["p95"] > 0
 

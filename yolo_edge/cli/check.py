@@ -10,7 +10,7 @@ from pathlib import Path
 from yolo_edge.check import check_bundle, write_baseline
 from yolo_edge.cli.common import add_bundle_data, add_runs, add_shards, fraction, positive_float, print_json
 from yolo_edge.files import check_can_write
-from yolo_edge.validate.verdict import interval_text
+from yolo_edge.validate.verdict import interval_text, kept_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -52,8 +52,10 @@ def run(args: argparse.Namespace) -> int:
         what = "mAP" if v.kind == "labels" else "agreement"
         print(
             f"p95 {result.p95_ms:.2f} ms, drift {what}50 {v.drift.map50:+.4f}, {what}50-95 {v.drift.map50_95:+.4f} "
-            f"({interval_text(v.drift_interval) if v.drift_interval else f'{v.images} images'}): "
-            f"status {result.status}: " + ("PASS" if result.passed else "FAIL")
+            f"({interval_text(v.drift_interval) if v.drift_interval else f'{v.images} images'})"
+            + (f"; {kept_text(v.kept)}" if v.kept else "")
+            + f": status {result.status}: "
+            + ("PASS" if result.passed else "FAIL")
         )
     for line in result.failures:
         print(f"yolo-edge check: {line}", file=sys.stderr)
