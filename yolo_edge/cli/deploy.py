@@ -61,6 +61,28 @@ def _print_search(r: DeployReport) -> None:
         print(line + "\n")
 
 
+def _print_plans(r: DeployReport) -> None:
+    """The three plans (whole-npu, whole-cpu, split): status, p95, memory, drift and the boxes each keeps."""
+    rows = []
+    for p in r.plans:
+        lat, d = p.latency, p.drift
+        rows.append(
+            (
+                p.name,
+                p.status,
+                f"{lat.end_to_end.p95:.2f}" if lat else "-",
+                lat.kind if lat else "-",
+                f"{p.memory_peak_bytes / 1e6:.1f}" if p.memory_peak_bytes else "-",
+                f"{d.map50:+.4f}" if d else "-",
+                f"{d.map50_95:+.4f}" if d else "-",
+                "-" if p.kept is None else str(p.kept),
+            )
+        )
+    what = r.metric
+    headers = ("plan", "status", "p95 ms", "latency", "memory MB", f"drift {what}50", f"drift {what}50-95")
+    print(table((*headers, "boxes kept"), rows))
+
+
 def run(args: argparse.Namespace) -> int:
     result = deploy(
         model=args.model,
@@ -79,36 +101,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(r.to_dict()))
         return result.exit_code
-    rows = []
-    for p in r.plans:
-        lat, d = p.latency, p.drift
-        rows.append(
-            (
-                p.name,
-                p.status,
-                f"{lat.end_to_end.p95:.2f}" if lat else "-",
-                lat.kind if lat else "-",
-                f"{p.memory_peak_bytes / 1e6:.1f}" if p.memory_peak_bytes else "-",
-                f"{d.map50:+.4f}" if d else "-",
-                f"{d.map50_95:+.4f}" if d else "-",
-                "-" if p.kept is None else str(p.kept),
-            )
-        )
     what, ref, data, k = r.metric, r.reference, r.data, r.chosen.kept
     board = f"modelled for {r.profile.name}; numerics on"
     print(f"latency {board if r.profile.latency == 'modelled' else 'measured on'} {r.host_cpu}")
     _print_search(r)
-    headers = (
-        "plan",
-        "status",
-        "p95 ms",
-        "latency",
-        "memory MB",
-        f"drift {what}50",
-        f"drift {what}50-95",
-        "boxes kept",
-    )
-    print(table(headers, rows))
+    _print_plans(r)
     mapped = f", classes mapped {data.class_map}" if data.class_map else ""
     print(
         f"\nreference {what}50 {ref.map50:.4f}, {what}50-95 {ref.map50_95:.4f} on {len(data.dataset)} images of "
