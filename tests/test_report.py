@@ -77,7 +77,8 @@ def test_the_sweeps_best_is_the_fastest_that_passes_unless_asked_otherwise() -> 
     cpu = Outcome(Point("m.pt", 320, "cpu"), "ok", True, drift_map50=0.0, drift_map50_95=0.0, p50_ms=34.0,
                   p95_ms=40.0, p99_ms=41.0, memory_peak_bytes=50_000_000, placement="all on cpu")  # fmt: skip
     npu = Outcome(Point("m.pt", 320, "sim-edge-npu"), "ok", True, drift_map50=-0.001, drift_map50_95=-0.0011,
-                  p50_ms=6.4, p95_ms=7.0, p99_ms=7.5, memory_peak_bytes=80_000_000, placement="split")  # fmt: skip
+                  p50_ms=6.4, p95_ms=7.0, p99_ms=7.5, memory_peak_bytes=80_000_000, placement="split",
+                  boxes_kept=88, boxes_of=90)  # fmt: skip
     drifting = Outcome(Point("m.pt", 320, "host-lowp"), "fails drift", False, drift_map50=-0.05, drift_map50_95=-0.04,
                        p50_ms=3.0, p95_ms=3.5, p99_ms=4.0)  # fmt: skip
     outcomes = (cpu, npu, drifting)
@@ -86,6 +87,7 @@ def test_the_sweeps_best_is_the_fastest_that_passes_unless_asked_otherwise() -> 
     assert SweepResult(outcomes, 50.0, objective="memory").best is cpu
     assert SweepResult(outcomes, 50.0).ranked[-1] is drifting  # faster, but it fails: never first
     assert "best (latency): m.pt@320 on sim-edge-npu" in render(SweepResult(outcomes, 50.0))
+    assert " 88/90 " in render(SweepResult(outcomes, 50.0))  # the boxes the plan keeps, beside its drift
     assert sweep_plot(SweepResult(outcomes, 50.0)).startswith(b"\x89PNG")
     assert "nothing meets" in render(SweepResult((drifting,), 50.0))
 

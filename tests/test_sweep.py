@@ -52,6 +52,9 @@ def test_a_sweep_on_the_local_ray_ranks_plots_and_caches(tiny_cfg: Path, tiny_im
         assert o.p95_ms is not None and o.drift_map50_95 is not None and o.node is not None and not o.cached
         assert o.latency_kind == ("modelled (board)" if o.point.device == "sim-edge-npu" else "measured")
         assert o.bundle is not None and (Path(o.bundle) / "report.json").is_file()
+        doc = json.loads((Path(o.bundle) / "report.json").read_text())
+        chosen = next(p for p in doc["plans"] if p["name"] == doc["chosen_plan"])  # the sweep shows what it kept
+        assert (o.boxes_kept, o.boxes_of) == (chosen["boxes_kept"]["kept"], chosen["boxes_kept"]["of"])
     ranked = result.ranked
     passed = [o.passed for o in ranked]
     assert passed == sorted(passed, reverse=True)  # what meets the SLA first

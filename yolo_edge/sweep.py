@@ -85,6 +85,8 @@ class Outcome:
     error: str | None = None
     node: str | None = None  # the Ray node it ran on
     cached: bool = False
+    boxes_kept: int | None = None  # of the FP32 reference's boxes at the operating confidence, those the plan keeps
+    boxes_of: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {**plain(self), "label": self.point.label}
@@ -244,6 +246,8 @@ def _outcome(point: Point, report: Any, bundle: str | None) -> Outcome:
         None if lat is None else lat.kind,
         chosen.memory_peak_bytes,
         bundle,
+        boxes_kept=None if chosen.kept is None else chosen.kept.kept,
+        boxes_of=None if chosen.kept is None else chosen.kept.of,
     )
 
 

@@ -86,11 +86,13 @@ def render(result: SweepResult) -> str:
                 p,
                 o.latency_kind or "-",
                 drift,
+                "-" if o.boxes_of is None else f"{o.boxes_kept}/{o.boxes_of}",
                 "*" if o.point in front else "",
                 "cache" if o.cached else "deployed",
             )
         )
-    head = ("configuration", "status", "plan", "p50/p95/p99 ms", "latency", "drift 50 / 50-95", "front", "from")
+    head = ("configuration", "status", "plan", "p50/p95/p99 ms", "latency", "drift 50 / 50-95", "boxes kept", "front",
+            "from")  # fmt: skip
     best = result.best
     last = (
         f"best ({result.objective}): {best.point.label} ({best.placement})"
