@@ -21,7 +21,7 @@ from yolo_edge.export import DEMO_WEIGHTS, demo_model_path
 from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
 from yolo_edge.runtime import EventSummary
 from yolo_edge.search import SearchRecord, Trial
-from yolo_edge.validate.accuracy import Interval, MapResult
+from yolo_edge.validate.accuracy import KEPT_IOU, Interval, MapResult
 from yolo_edge.validate.latency import LatencyResult
 from yolo_edge.validate.verdict import Limits, PlanRun
 from yolo_edge.version import __version__
@@ -273,8 +273,8 @@ def _search_section(report: DeployReport) -> list[str]:
         "drift decided by labels where there are labels (the agreement figure beside it), else by agreement with "
         "the FP32 reference; in brackets each drift's paired bootstrap interval over the judging images (and the "
         "agreement draws): one that straddles the limit is undecided; `boxes kept`: of the FP32 reference's boxes at "
-        "the operating confidence (`nms.conf`), how many the candidate's keep (same class, IoU >= 0.5), what a user "
-        "comparing the two outputs sees and the mAP drift (scored down to `val_nms.conf`) can hide. "
+        f"the operating confidence (`nms.conf`), how many the candidate's keep (same class, IoU >= {KEPT_IOU:g}), what "
+        "a user comparing the two outputs sees and the mAP drift (scored down to `val_nms.conf`) can hide. "
         "Plot: `plots/search.png`.",
         "",
         "| " + " | ".join(SEARCH_HEADER) + " |",

@@ -253,6 +253,7 @@ class Scorer:
         self.level = cfg.confidence
         self.conf = conf
         self._shown = [_at(d, conf) for d in reference]  # the reference's boxes a user sees
+        self._shown_count = sum(len(b) for b, _ in self._shown)
 
     def score(self, detections: Sequence[Detections]) -> Accuracy:
         if len(detections) != len(self.data.dataset):
@@ -260,9 +261,7 @@ class Scorer:
         rows = coco_rows(detections)
         labels, labels_samples = self._labels_map(rows)
         agreement, agreement_samples = self._agreement_map(rows)
-        shown = [_at(d, self.conf) for d in detections]
-        of = sum(len(b) for b, _ in self._shown)
-        kept = Kept(boxes_kept(self._shown, shown), of, self.conf)
+        kept = Kept(boxes_kept(self._shown, [_at(d, self.conf) for d in detections]), self._shown_count, self.conf)
         return Accuracy(labels, agreement, labels_samples, agreement_samples, self.level, kept)
 
     def _labels_map(self, rows: np.ndarray) -> tuple[MapResult | None, np.ndarray | None]:
