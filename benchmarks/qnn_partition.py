@@ -123,7 +123,7 @@ def main() -> None:
         with Detector(SplitExecutor(units, slow, profile, events), bundle.meta.model, cfg.nms) as ort_detector:
             theirs = detect_all(ort_detector, ev.dataset, cfg.val_nms, bar, "onnxruntime")
         assert not events.events, f"ONNX Runtime's partition fell back to the CPU: {events.summary()}"
-        scorer = Scorer(ev, ref, cfg.validate, cfg.nms.conf)
+        scorer = Scorer(ev, ref, cfg.validate, cfg.nms)
         base = scorer.score(ref)
         plan = bundle.plan
         placed = [plan[sg.name].device for sg in split.subgraphs]

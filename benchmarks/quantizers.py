@@ -94,7 +94,7 @@ def compare(name: str, model: str | Path, imgsz: int, data: EvalData, calib_file
         bar = progress_bar(False)
         with _detector(split, {}, calib) as reference:
             ref = detect_all(reference, data.dataset, cfg.val_nms, bar, "")
-            scorer = Scorer(data, ref, cfg.validate, cfg.nms.conf)
+            scorer = Scorer(data, ref, cfg.validate, cfg.nms)
             base = scorer.score(ref)
             frames_in = [t[split.input.name] for t in held_out]
             print(

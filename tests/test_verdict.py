@@ -201,7 +201,7 @@ def test_a_drift_carries_a_paired_bootstrap_interval(
     rng = np.random.default_rng(1)  # a plan whose boxes are off by a few pixels, as low precision moves them
     worse = [replace(d, xyxy=d.xyxy + rng.normal(0, 3, d.xyxy.shape).astype(np.float32)) for d in ref]
 
-    scorer = Scorer(EvalData(ds, "shapes", "shapes", True), ref, fast_cfg.validate, fast_cfg.nms.conf)
+    scorer = Scorer(EvalData(ds, "shapes", "shapes", True), ref, fast_cfg.validate, fast_cfg.nms)
     own = scorer.score(ref)
     full = scorer.score(worse).minus(own)
     assert own.minus(own).interval == Interval(MapResult(0.0, 0.0), MapResult(0.0, 0.0), 0.9, len(ds))
@@ -230,9 +230,14 @@ def test_boxes_kept_counts_the_references_boxes_a_user_sees_in_the_plans_output(
     ds, _ = apply_class_map(load_dataset(shapes_val), second.meta.names, {"circle": "coin", "star": "spark"})
     ref = detect_all(detector, ds, fast_cfg.val_nms, NO_BAR, "")
     conf = fast_cfg.nms.conf
-    scorer = Scorer(EvalData(ds, "shapes", "shapes", True), ref, fast_cfg.validate, conf)
+    data = EvalData(ds, "shapes", "shapes", True)
+    scorer = Scorer(data, ref, fast_cfg.validate, fast_cfg.nms)
     shown = sum(int((d.confidence >= conf).sum()) for d in ref)
     assert shown > 10 and scorer.score(ref).kept == Kept(shown, shown, conf)
+    # a user who keeps only class 0 (``nms.classes``) sees only its boxes: only those are counted
+    coins = sum(int(((d.confidence >= conf) & (d.class_id == 0)).sum()) for d in ref)
+    only = Scorer(data, ref, fast_cfg.validate, replace(fast_cfg.nms, classes=(0,)))
+    assert 0 < coins < shown and only.score(ref).kept == Kept(coins, coins, conf)
 
     def dimmed(d: Detections) -> Detections:  # the image's best box scored just under the operating confidence
         c = d.confidence.copy()
@@ -314,10 +319,10 @@ def test_agreement_of_the_fp32_split_with_the_monolithic_model(
     ref = detect_all(whole, ev.dataset, fast_cfg.val_nms, NO_BAR, "")
     four = detect_all(_cpu_detector(second, fast_cfg, fuse=False), ev.dataset, fast_cfg.val_nms, NO_BAR, "")
     assert sum(int((d.confidence >= fast_cfg.nms.conf).sum()) for d in ref) >= 20  # the reference sees coins and sparks
-    scorer = Scorer(ev, ref, fast_cfg.validate, fast_cfg.nms.conf)
+    scorer = Scorer(ev, ref, fast_cfg.validate, fast_cfg.nms)
     own = scorer.score(ref)
     assert own.labels is None and own.agreement is not None and 0.3 < own.agreement.map50_95 < own.agreement.map50 < 1
-    assert Scorer(ev, ref, fast_cfg.validate, fast_cfg.nms.conf).score(ref) == own
+    assert Scorer(ev, ref, fast_cfg.validate, fast_cfg.nms).score(ref) == own
     split = scorer.score(four).minus(own).map
     assert split.map50 >= -0.002 and split.map50_95 >= -0.002
     shuffled = scorer.score(ref[1:] + ref[:1]).minus(own).map  # detections of other images
@@ -325,7 +330,7 @@ def test_agreement_of_the_fp32_split_with_the_monolithic_model(
     assert scorer.score(ref) == own  # the scores before left nothing behind in the draws
     empty = [replace(d, confidence=d.confidence * 0) for d in ref]
     with pytest.raises(YoloEdgeError, match="detects nothing"):
-        Scorer(ev, empty, fast_cfg.validate, fast_cfg.nms.conf)
+        Scorer(ev, empty, fast_cfg.validate, fast_cfg.nms)
 
 
 # ---------------------------------------------------------------- one status rule
@@ -570,7 +575,7 @@ def test_agreement_verdict_equals_the_labelled_verdict_on_the_demo(demo: Exporte
             return detect_all(d, data.dataset, cfg.val_nms, NO_BAR, "")
 
     runs = {name: detections(PlacementPlan.manual(split, npu, "host-lowp"), on) for name, (npu, on) in plans.items()}
-    scorer = Scorer(data, runs["fp32"], cfg.validate, cfg.nms.conf)
+    scorer = Scorer(data, runs["fp32"], cfg.validate, cfg.nms)
     reference = scorer.score(runs["fp32"])
     limit = cfg.validate.max_drift
     verdicts = {}

@@ -167,7 +167,7 @@ class _Judge:
         self.reference_detector = reference
         self.builder = builder  # the deploy's: a graph the checks compiled is not compiled again for a trial
         dets = detect_all(reference, evaldata.dataset, cfg.val_nms, bar, "whole-cpu: validate")
-        self.scorer = Scorer(evaldata, dets, cfg.validate, cfg.nms.conf)
+        self.scorer = Scorer(evaldata, dets, cfg.validate, cfg.nms)
         accuracy = self.scorer.score(dets)
         self.reference = PlanRun(
             "whole-cpu", accuracy=accuracy, accuracy_drift=accuracy.minus(accuracy), detections=dets

@@ -167,9 +167,10 @@ class Accuracy:
 
 @dataclass(frozen=True)
 class Kept:
-    """How many of the FP32 reference's boxes at the operating confidence (``nms.conf``, what ``run`` and the
-    stream show) a plan's detections at that confidence keep: same class, IoU >= :data:`KEPT_IOU`. The mAP drift
-    scores every detection down to ``val_nms.conf``; a plan within its limit can still lose a box a user sees."""
+    """How many of the FP32 reference's boxes at the operating confidence (``nms.conf``, of ``nms.classes`` when it
+    keeps only some: what ``run`` and the stream show) a plan's detections there keep: same class, IoU >=
+    :data:`KEPT_IOU`. The mAP drift scores every detection of every class down to ``val_nms.conf``; a plan within
+    its limit can still lose a box a user sees."""
 
     kept: int
     of: int
@@ -201,8 +202,11 @@ def boxes_kept(reference: Sequence[Boxes], candidate: Sequence[Boxes], iou: floa
     return kept
 
 
-def _at(detections: Detections, conf: float) -> Boxes:
-    keep = detections.confidence >= conf
+def _shown(detections: Detections, nms: NmsConfig) -> Boxes:
+    """The boxes of ``detections`` the operating ``nms`` shows: at its confidence, of its classes."""
+    keep = detections.confidence >= nms.conf
+    if nms.classes is not None:
+        keep &= np.isin(detections.class_id, nms.classes)
     return detections.xyxy[keep], detections.class_id[keep]
 
 
@@ -235,10 +239,12 @@ def _paired(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
 
 class Scorer:
     """Scores plans on one evaluation set against one reference's detections (drawn into pseudo-labels once),
-    each with ``validate.bootstrap`` replicates over the same resamples of the images and the draws."""
+    each with ``validate.bootstrap`` replicates over the same resamples of the images and the draws; ``shown`` is the
+    operating NMS (``nms``), whose boxes :class:`Kept` counts."""
 
-    def __init__(self, data: EvalData, reference: Sequence[Detections], cfg: ValidateConfig, conf: float) -> None:
+    def __init__(self, data: EvalData, reference: Sequence[Detections], cfg: ValidateConfig, shown: NmsConfig) -> None:
         self.data = data
+        conf = shown.conf
         detects = any((d.confidence >= conf).any() for d in reference)
         if not detects and not data.labelled:
             raise YoloEdgeError(
@@ -251,8 +257,8 @@ class Scorer:
         self._labels = _labelled_gt(data.dataset) if data.labelled else None
         self._resamples = Resamples.draw(cfg.bootstrap, len(data.dataset), draws)
         self.level = cfg.confidence
-        self.conf = conf
-        self._shown = [_at(d, conf) for d in reference]  # the reference's boxes a user sees
+        self.shown = shown
+        self._shown = [_shown(d, shown) for d in reference]  # the reference's boxes a user sees
         self._shown_count = sum(len(b) for b, _ in self._shown)
 
     def score(self, detections: Sequence[Detections]) -> Accuracy:
@@ -261,8 +267,15 @@ class Scorer:
         rows = coco_rows(detections)
         labels, labels_samples = self._labels_map(rows)
         agreement, agreement_samples = self._agreement_map(rows)
-        kept = Kept(boxes_kept(self._shown, [_at(d, self.conf) for d in detections]), self._shown_count, self.conf)
-        return Accuracy(labels, agreement, labels_samples, agreement_samples, self.level, kept)
+        kept = boxes_kept(self._shown, [_shown(d, self.shown) for d in detections])
+        return Accuracy(
+            labels,
+            agreement,
+            labels_samples,
+            agreement_samples,
+            self.level,
+            Kept(kept, self._shown_count, self.shown.conf),
+        )
 
     def _labels_map(self, rows: np.ndarray) -> tuple[MapResult | None, np.ndarray | None]:
         gt = self._labels

@@ -99,7 +99,7 @@ def val_bundle(
             ref = detect_all(reference, ev.dataset, cfg.val_nms, bar, "reference")
         with nullcontext(detector) if detector else bundle.detector(as_placed=True) as deployed:
             dep = detect_all(deployed, ev.dataset, cfg.val_nms, bar, "deployed")
-    scorer = Scorer(ev, ref, cfg.validate, cfg.nms.conf)
+    scorer = Scorer(ev, ref, cfg.validate, cfg.nms)
     ref_acc, dep_acc = scorer.score(ref), scorer.score(dep)
     drift = dep_acc.minus(ref_acc)
     return ValResult(ref_acc.map, dep_acc.map, ev.kind, len(ev.dataset), drift.interval, dep_acc.kept)
