@@ -78,13 +78,6 @@ def registry(runner: StreamRunner, events: EventLog) -> Any:
     return reg
 
 
-def prometheus_text(runner: StreamRunner, events: EventLog) -> str:
-    """The run's metrics now, in Prometheus' text exposition format (written by prometheus_client)."""
-    from prometheus_client import generate_latest
-
-    return generate_latest(registry(runner, events)).decode()
-
-
 class MetricsServer:
     """prometheus_client's server of the run's metrics on 127.0.0.1:``port`` (0: a free port; ``port`` then says
     which) until ``close``; ``url`` is its ``/metrics``."""
