@@ -61,7 +61,7 @@ from yolo_edge.validate.accuracy import (
 from yolo_edge.validate.bootstrap import Evaluation, Resamples
 from yolo_edge.validate.latency import LatencyResult
 from yolo_edge.validate.stats import Percentiles
-from yolo_edge.validate.verdict import Limits, PlanRun, choose, explain, failures, more_images, status
+from yolo_edge.validate.verdict import Limits, PlanRun, choose, explain, failures, kept_text, more_images, status
 
 NO_BAR = progress_bar(False)
 
@@ -237,7 +237,8 @@ def test_boxes_kept_counts_the_references_boxes_a_user_sees_in_the_plans_output(
     # a user who keeps only class 0 (``nms.classes``) sees only its boxes: only those are counted
     coins = sum(int(((d.confidence >= conf) & (d.class_id == 0)).sum()) for d in ref)
     only = Scorer(data, ref, fast_cfg.validate, replace(fast_cfg.nms, classes=(0,)))
-    assert 0 < coins < shown and only.score(ref).kept == Kept(coins, coins, conf)
+    assert 0 < coins < shown and only.score(ref).kept == Kept(coins, coins, conf, (0,))
+    assert "boxes of classes [0] at conf" in kept_text(Kept(coins, coins, conf, (0,)))
 
     def dimmed(d: Detections) -> Detections:  # the image's best box scored just under the operating confidence
         c = d.confidence.copy()

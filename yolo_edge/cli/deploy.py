@@ -112,7 +112,11 @@ def run(args: argparse.Namespace) -> int:
         f"\nreference {what}50 {ref.map50:.4f}, {what}50-95 {ref.map50_95:.4f} on {len(data.dataset)} images of "
         f"{data.source} [{data.kind_text}]{mapped}; INT8 calibration and the precision check on "
         f"{len(r.calibration.files)} others ({r.calibration.source})"
-        + (f"; boxes kept: of its {k.of} boxes at conf {k.conf:g}, same class at IoU >= {KEPT_IOU:g}" if k else "")
+        + (
+            f"; boxes kept: of its {k.of} boxes{k.of_classes} at conf {k.conf:g}, same class at IoU >= {KEPT_IOU:g}"
+            if k
+            else ""
+        )
     )
     print("split plan: " + placement_line(r.split_plan))
     print("deployed:   " + placement_line(r.placement) + (f"  ({r.profile.stand_in})" if r.profile.stand_in else ""))

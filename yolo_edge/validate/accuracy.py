@@ -175,12 +175,18 @@ class Kept:
     kept: int
     of: int
     conf: float
+    classes: tuple[int, ...] | None = None  # the operating NMS's ``classes`` when it keeps only some
 
     def __str__(self) -> str:
         return f"{self.kept}/{self.of}"
 
+    @property
+    def of_classes(self) -> str:
+        """`` of classes [0, 2]`` when the operating NMS keeps only those classes, else empty."""
+        return "" if self.classes is None else f" of classes {list(self.classes)}"
+
     def to_dict(self) -> dict[str, object]:
-        return plain({"kept": self.kept, "of": self.of, "conf": self.conf})
+        return plain({"kept": self.kept, "of": self.of, "conf": self.conf, "classes": self.classes})
 
 
 KEPT_IOU = 0.5
@@ -274,7 +280,7 @@ class Scorer:
             labels_samples,
             agreement_samples,
             self.level,
-            Kept(kept, self._shown_count, self.shown.conf),
+            Kept(kept, self._shown_count, self.shown.conf, self.shown.classes),
         )
 
     def _labels_map(self, rows: np.ndarray) -> tuple[MapResult | None, np.ndarray | None]:

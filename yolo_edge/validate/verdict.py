@@ -147,10 +147,11 @@ def interval_text(interval: Interval) -> str:
 
 
 def kept_text(kept: Kept) -> str:
-    """``keeps 86 of the FP32 reference's 90 boxes at conf 0.25 (same class, IoU >= 0.5)``."""
+    """``keeps 86 of the FP32 reference's 90 boxes at conf 0.25 (same class, IoU >= 0.5)``; ``... boxes of classes
+    [0, 2] at conf 0.25 ...`` when the operating NMS keeps only those."""
     return (
-        f"keeps {kept.kept} of the FP32 reference's {kept.of} boxes at conf {kept.conf:g} (same class, IoU >= "
-        f"{KEPT_IOU:g})"
+        f"keeps {kept.kept} of the FP32 reference's {kept.of} boxes{kept.of_classes} at conf {kept.conf:g} "
+        f"(same class, IoU >= {KEPT_IOU:g})"
     )
 
 
