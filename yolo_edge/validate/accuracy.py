@@ -245,12 +245,14 @@ def _paired(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
 
 class Scorer:
     """Scores plans on one evaluation set against one reference's detections (drawn into pseudo-labels once),
-    each with ``validate.bootstrap`` replicates over the same resamples of the images and the draws; ``shown`` is the
-    operating NMS (``nms``), whose boxes :class:`Kept` counts."""
+    each with ``validate.bootstrap`` replicates over the same resamples of the images and the draws; ``operating`` is
+    the NMS a user runs (``nms``), whose boxes :class:`Kept` counts."""
 
-    def __init__(self, data: EvalData, reference: Sequence[Detections], cfg: ValidateConfig, shown: NmsConfig) -> None:
+    def __init__(
+        self, data: EvalData, reference: Sequence[Detections], cfg: ValidateConfig, operating: NmsConfig
+    ) -> None:
         self.data = data
-        conf = shown.conf
+        conf = operating.conf
         detects = any((d.confidence >= conf).any() for d in reference)
         if not detects and not data.labelled:
             raise YoloEdgeError(
@@ -263,8 +265,8 @@ class Scorer:
         self._labels = _labelled_gt(data.dataset) if data.labelled else None
         self._resamples = Resamples.draw(cfg.bootstrap, len(data.dataset), draws)
         self.level = cfg.confidence
-        self.shown = shown
-        self._shown = [_shown(d, shown) for d in reference]  # the reference's boxes a user sees
+        self.operating = operating
+        self._shown = [_shown(d, operating) for d in reference]  # the reference's boxes a user sees
         self._shown_count = sum(len(b) for b, _ in self._shown)
 
     def score(self, detections: Sequence[Detections]) -> Accuracy:
@@ -273,14 +275,14 @@ class Scorer:
         rows = coco_rows(detections)
         labels, labels_samples = self._labels_map(rows)
         agreement, agreement_samples = self._agreement_map(rows)
-        kept = boxes_kept(self._shown, [_shown(d, self.shown) for d in detections])
+        kept = boxes_kept(self._shown, [_shown(d, self.operating) for d in detections])
         return Accuracy(
             labels,
             agreement,
             labels_samples,
             agreement_samples,
             self.level,
-            Kept(kept, self._shown_count, self.shown.conf, self.shown.classes),
+            Kept(kept, self._shown_count, self.operating.conf, self.operating.classes),
         )
 
     def _labels_map(self, rows: np.ndarray) -> tuple[MapResult | None, np.ndarray | None]:
