@@ -12,7 +12,6 @@ from yolo_edge.cli.common import add_device, add_imgsz, add_model, placement_lin
 from yolo_edge.codec import dumps
 from yolo_edge.deploy import deploy
 from yolo_edge.report import SEARCH_HEADER, DeployReport, search_rows
-from yolo_edge.validate.accuracy import KEPT_IOU
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -112,11 +111,7 @@ def run(args: argparse.Namespace) -> int:
         f"\nreference {what}50 {ref.map50:.4f}, {what}50-95 {ref.map50_95:.4f} on {len(data.dataset)} images of "
         f"{data.source} [{data.kind_text}]{mapped}; INT8 calibration and the precision check on "
         f"{len(r.calibration.files)} others ({r.calibration.source})"
-        + (
-            f"; boxes kept: of its {k.of} boxes{k.of_classes} at conf {k.conf:g}, same class at IoU >= {KEPT_IOU:g}"
-            if k
-            else ""
-        )
+        + (f"; boxes kept: of its {k.of} {k.counted}" if k else "")
     )
     print("split plan: " + placement_line(r.split_plan))
     print("deployed:   " + placement_line(r.placement) + (f"  ({r.profile.stand_in})" if r.profile.stand_in else ""))

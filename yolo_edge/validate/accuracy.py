@@ -165,6 +165,9 @@ class Accuracy:
         )
 
 
+KEPT_IOU = 0.5
+
+
 @dataclass(frozen=True)
 class Kept:
     """How many of the FP32 reference's boxes at the operating confidence (``nms.conf``, of ``nms.classes`` when it
@@ -181,15 +184,16 @@ class Kept:
         return f"{self.kept}/{self.of}"
 
     @property
-    def of_classes(self) -> str:
-        """`` of classes [0, 2]`` when the operating NMS keeps only those classes, else empty."""
-        return "" if self.classes is None else f" of classes {list(self.classes)}"
+    def counted(self) -> str:
+        """What is counted: ``boxes at conf 0.25 (same class, IoU >= 0.5)``, ``boxes of classes [0, 2] at ...`` when
+        the operating NMS keeps only those classes."""
+        which = "" if self.classes is None else f" of classes {list(self.classes)}"
+        return f"boxes{which} at conf {self.conf:g} (same class, IoU >= {KEPT_IOU:g})"
 
     def to_dict(self) -> dict[str, object]:
         return plain({"kept": self.kept, "of": self.of, "conf": self.conf, "classes": self.classes})
 
 
-KEPT_IOU = 0.5
 Boxes = tuple[np.ndarray, np.ndarray]  # one image's xyxy (N, 4) and class ids (N,)
 
 
