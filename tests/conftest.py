@@ -52,9 +52,35 @@ def output0(split: SplitModel, outputs: dict[str, np.ndarray]) -> np.ndarray:
 LOCKS = "YOLO_EDGE_TEST_LOCKS"  # the folder of the locks below, made by the controller, inherited by its workers
 
 
+def installed_from() -> tuple[Path | None, Path]:
+    """Where pip installed ``yolo_edge`` (None for an editable install, which is the source tree by design) and
+    where this process imported it from."""
+    import importlib.metadata
+    import json
+
+    import yolo_edge
+
+    dist = importlib.metadata.distribution("yolo-edge")
+    direct = json.loads(dist.read_text("direct_url.json") or "{}")
+    editable = direct.get("dir_info", {}).get("editable", False)
+    installed = None if editable else Path(str(dist.locate_file("yolo_edge/__init__.py"))).resolve()
+    return installed, Path(yolo_edge.__file__).resolve()
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """The xdist controller (``-n`` above 0) makes the lock folder, each worker its mark in it (:func:`_live`); one
-    process (``-n 0``) needs none."""
+    """The suite tests what pip installed: from a regular install, ``yolo_edge`` must be imported from it, not from
+    the source tree beside the tests (``--import-mode=append`` in the ini options puts the tree after the
+    installed packages; ``python -m pytest`` would put the working folder first: run ``pytest``), and the
+    commands the tests start (``python -m yolo_edge.cli.main``) must not import the working folder's copy either
+    (``PYTHONSAFEPATH``). The xdist controller (``-n`` above 0) makes the lock folder, each worker its mark in it
+    (:func:`_live`); one process (``-n 0``) needs none."""
+    installed, imported = installed_from()
+    if installed is not None and installed != imported:
+        raise pytest.UsageError(
+            f"the tests import yolo_edge from {imported}, not from the installed package at {installed}: "
+            "run `pytest` (not `python -m pytest`, which puts the working folder first)"
+        )
+    os.environ["PYTHONSAFEPATH"] = "1"
     if not os.environ.get("PYTEST_XDIST_WORKER") and config.getoption("numprocesses", default=None):
         import tempfile
 

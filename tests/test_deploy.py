@@ -252,11 +252,15 @@ def test_a_busy_machine_gets_the_plan_a_quiet_one_gets(
             slack = other.speed_ratio * tie + 2 * (mine.ratio_se + other.ratio_se)
             assert mine.speed_ratio <= other.speed_ratio + slack, (seen(quiet), seen(loaded))
         return
-    # a neighbour may tip a real near-tie (seen on an AVX2-only EPYC: a split with only the backbone in INT8 within
-    # 3 % of whole-cpu), never choose a plan clearly slower than the other on either machine
+    # another plan under load: a neighbour may tip a real near-tie (seen on an AVX2-only EPYC: a split with only the
+    # backbone in INT8 within 3 % of whole-cpu), or slow one runtime more than another. Each run's choice is judged
+    # against the reference its own run measured under the same load: never a plan clearly slower than another
+    # passing plan of that run (the two runs' absolute times are the machine's, not the decision's)
     for run in (quiet, loaded):
-        p50 = [p.latency.end_to_end.p50 for p in run.report.plans if p.name != "whole-npu" and p.latency]
-        assert max(p50) <= NEAR_TIE * min(p50), (seen(quiet), seen(loaded))
+        chosen = run.report.chosen
+        passing = [p.latency.end_to_end.p50 for p in run.report.plans if p.ok and p.latency]
+        assert chosen.latency is not None and passing, (seen(quiet), seen(loaded))
+        assert chosen.latency.end_to_end.p50 <= NEAR_TIE * min(passing), (seen(quiet), seen(loaded))
 
 
 def test_a_deploy_compiles_each_graph_once_and_closes_everything_it_compiled(

@@ -45,7 +45,7 @@ from yolo_edge.plan.planner import Planner, plan_space
 from yolo_edge.plan.results import Precision
 from yolo_edge.progress import progress_bar
 from yolo_edge.runtime import EventLog, SplitExecutor
-from yolo_edge.split import split_model
+from yolo_edge.split import SplitModel, split_model
 from yolo_edge.validate.accuracy import (
     Accuracy,
     Interval,
@@ -590,22 +590,34 @@ def test_agreement_verdict_equals_the_labelled_verdict_on_the_demo(demo: Exporte
 
 
 def test_check_fails_a_bundle_whose_accelerator_fails_every_call(
-    deployed: DeployResult, monkeypatch: pytest.MonkeyPatch
+    demo_split: SplitModel,
+    tensors: list,  # type: ignore[type-arg]
+    fast_cfg: DeployConfig,
+    tiny_images: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The runtime falls back to the CPU on every failed accelerator call, so no frame is lost and drift and
     latency alone read fine; the gate must still fail: what it measured is not the deployed plan. (A board's
-    runtime that fails every call, faked by making the real OpenVINO executable raise, as a vendor runtime would.)"""
+    runtime that fails every call, faked by making the real OpenVINO executable raise, as a vendor runtime would.)
+    The bundle puts backbone and neck on the accelerator by construction: a deploy's own choice depends on how
+    busy the machine was while it timed."""
+    from tests.conftest import plan_bundle
     from yolo_edge.backends.base import NpuError
     from yolo_edge.backends.openvino import OpenVinoExecutable
     from yolo_edge.check import check_bundle
+    from yolo_edge.plan.placement import PlacementPlan
+
+    plan = PlacementPlan.manual(demo_split, {"backbone": "int8", "neck": "int8"}, "host-lowp")
+    bundle = plan_bundle(tmp_path / "bundle", demo_split, plan, tensors, fast_cfg)
 
     def lost(self: OpenVinoExecutable, feeds: dict[str, np.ndarray], timeout_s: float = 0.0) -> dict[str, np.ndarray]:
         raise NpuError("device lost")
 
-    assert any(u.device == "npu" for u in load_bundle(deployed.bundle).units)
+    assert [u.device for u in load_bundle(bundle).units].count("npu") >= 1
     monkeypatch.setattr(OpenVinoExecutable, "_run", lost)
     monkeypatch.setattr(OpenVinoExecutable, "_run_within", lost)  # the executor's call, bounded by OpenVINO
-    result = check_bundle(deployed.bundle, runs=5)
+    result = check_bundle(bundle, runs=5, data=tiny_images)
     assert not result.passed and result.status.startswith("fails accelerator"), result.status
     assert "runtime_error" in result.failures[0] and "CPU fallback" in result.failures[0]
 

@@ -79,6 +79,10 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+from yolo_edge.privacy import switch_off_telemetry
+
+switch_off_telemetry()  # before any runtime initialises, in this process and every one it starts (privacy.py)
+
 # Each public name and the module that defines it, imported when first used (PEP 562): a service that only loads a
 # bundle and detects pays for the bundle reader, the runtimes and the pipeline, not for the planner, deploy, the
 # reports or Ray (``benchmarks/load_time.py`` times the imports as a restart pays them).
