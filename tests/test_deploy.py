@@ -14,7 +14,7 @@ from tests.test_torch_free import BLOCKER
 from yolo_edge.backends.base import ARTIFACT_SUFFIXES
 from yolo_edge.build import plan_units
 from yolo_edge.bundle import load_bundle
-from yolo_edge.check import check_bundle
+from yolo_edge.check import GateResult, check_bundle
 from yolo_edge.cli.main import main
 from yolo_edge.config import load_deploy_config
 from yolo_edge.deploy import DeployResult
@@ -116,13 +116,37 @@ def test_check_passes_then_fails_on_sla_and_regression(
     captured = capsys.readouterr()
     assert "over the SLA 1.0 ms" in captured.err and "status fails SLA: FAIL" in captured.out
     assert "boxes at conf 0.25 (same class, IoU >= 0.5): status" in captured.out
-    base.write_text(json.dumps({"p95_ms": 0.01}))
-    result = check_bundle(deployed.bundle, baseline=base, data=data, runs=8)
+    # the baseline says what its figures are of: the model's digest, size, classes, device, and the accuracy measured
+    assert recorded["model"]["device"] == "host-lowp" and len(recorded["model"]["model_sha256"]) == 64
+    assert recorded["accuracy"]["kind"] == "labels" and 0 < recorded["accuracy"]["map50_95"] <= 1
+
+    def against(**changes: object) -> GateResult:
+        doc = json.loads(json.dumps(recorded))
+        for key, value in changes.items():
+            part, _, field = key.partition("__")
+            if field:
+                doc[part][field] = value
+            else:
+                doc[part] = value
+        base.write_text(json.dumps(doc))
+        return check_bundle(deployed.bundle, baseline=base, data=data, runs=8)
+
+    result = against(p95_ms=0.01)
     assert not result.passed and any("over the baseline" in f for f in result.failures)
     # a baseline obtained otherwise (a host's board model) is not compared with a measurement: it says where to record
-    base.write_text(json.dumps({"p95_ms": 1e6, "kind": "modelled (board)"}))
-    result = check_bundle(deployed.bundle, baseline=base, data=data, runs=8)
+    result = against(p95_ms=1e6, kind="modelled (board)")
     assert not result.passed and result.status == "fails baseline" and "record the baseline where" in result.failures[0]
+    # accuracy against the labels below the baseline's, on the same data: a model broken alike in its reference and
+    # its units has drift 0, and only the baseline sees it
+    result = against(p95_ms=1e6, accuracy__map50_95=recorded["accuracy"]["map50_95"] + 0.5)
+    assert result.status == "fails accuracy" and "below the baseline's" in result.failures[0], result.failures
+    # another model on other data: not comparable, said, never a PASS; another class list or an older baseline too
+    result = against(p95_ms=1e6, model__model_sha256="0" * 64, accuracy__data_sha256="other")
+    assert result.status == "fails baseline" and "is not the baseline's" in result.failures[0], result.failures
+    result = against(p95_ms=1e6, model__names=["cat"])
+    assert result.status == "fails baseline" and "another class list" in result.failures[0], result.failures
+    result = against(p95_ms=1e6, model=None)
+    assert result.status == "fails baseline" and "does not say which model" in result.failures[0], result.failures
 
 
 def test_run_val_bench_on_bundle(

@@ -186,7 +186,7 @@ def test_fused_units_and_the_unfused_retry_when_the_npu_refuses_one_graph(
     npu = SimulatedNpu(profile, OnnxRuntimeBackend())
     units = build_units(demo_split, plan, Builder(profile, npu), tensors[:4], events)
     assert [(s.name, s.npu is not None) for s in units] == [("backbone", True), ("neck", True), ("head", False)]
-    assert events.events == []
+    assert not events.events
 
 
 @pytest.mark.slow

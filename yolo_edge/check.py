@@ -10,6 +10,7 @@ limits and an optional baseline, usable from pytest:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -17,9 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from yolo_edge.bundle import Bundle, load_bundle
+from yolo_edge.bundle.layout import MODEL
 from yolo_edge.codec import dumps, plain
+from yolo_edge.data.resolve import EvalData
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import atomic_write, json_loads, read_regular
+from yolo_edge.export import sha256_file
+from yolo_edge.files import atomic_write, json_loads, printable, read_regular
 from yolo_edge.runtime import EventLog
 from yolo_edge.validate.bundle import ValResult, bench_bundle, bundle_eval_data, val_bundle
 from yolo_edge.validate.latency import LatencyResult
@@ -38,6 +42,8 @@ class GateResult:
     limits: Limits
     max_regression: float
     baseline_p95_ms: float | None
+    identity: dict[str, Any]  # what the figures are of: the model, its size and classes, the device (a baseline's)
+    accuracy: dict[str, Any]  # the deployed plan's accuracy and the data it was measured on (a baseline's)
 
     @property
     def p95_ms(self) -> float:
@@ -79,18 +85,25 @@ def check_bundle(
     """Re-measure drift and latency; one failure line per broken limit (drift, SLA, regression vs baseline).
     Limits default to the ones the bundle was deployed with; ``shards`` / ``ray_address``: drift scored in shards
     on Ray (``val_bundle``)."""
+    if max_drift is not None and not 0 <= max_drift <= 1:
+        raise YoloEdgeError(f"max drift must be between 0 and 1 (a share of mAP), got {max_drift}")
+    if max_regression is not None and not 0 <= max_regression <= MAX_REGRESSION:
+        raise YoloEdgeError(
+            f"max regression must be between 0 and {MAX_REGRESSION} (+{MAX_REGRESSION:.0%}), got {max_regression}"
+        )
     b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle)
     cfg = b.config
     limits = Limits(
         cfg.validate.max_drift if max_drift is None else max_drift, cfg.validate.sla_ms if sla_ms is None else sla_ms
     )
     max_regression = cfg.validate.max_regression if max_regression is None else max_regression
-    base, base_kind = read_baseline(baseline) if baseline else (None, None)
+    base = read_baseline(baseline) if baseline else None
     events = EventLog()
     with b.detector(events=events, as_placed=True) as detector:  # the plan as proved, however busy the machine
         ev = bundle_eval_data(b, data, class_map)  # read once: val and bench use the same images
         val = val_bundle(b, ev, quiet, detector=detector, shards=shards, ray_address=ray_address)
         lat = bench_bundle(b, ev, runs, detector=detector)
+    ident, acc = identity(b), accuracy_record(val, ev)
     p95 = lat.end_to_end.p95
     fails = failures(val.drift, p95, limits, interval=val.drift_interval)
     lines = explain(fails, val.drift, p95, limits, val.drift_interval)
@@ -101,19 +114,96 @@ def check_bundle(
     if detector.executor.placement_problems:  # the bundle does not run what deploy proved
         fails.insert(0, "placement")
         lines[:0] = detector.executor.placement_problems
-    if base_kind is not None and base_kind != lat.kind:  # a host's board model against the board's own timing
-        fails.append("baseline")
-        lines.append(
-            f"the baseline's latency is {base_kind} but this run's is {lat.kind}: record the baseline where the "
-            "check runs (yolo-edge check BUNDLE --write-baseline FILE, on the board for its measured latency)"
+    if base is not None:
+        for fail, line in against_baseline(base, ident, acc, lat.kind, p95, limits.max_drift, max_regression):
+            fails.append(fail)
+            lines.append(line)
+    base_p95 = None if base is None else base.p95_ms
+    return GateResult(not fails, status(fails), lines, val, lat, limits, max_regression, base_p95, ident, acc)
+
+
+MAX_REGRESSION = 10.0  # +1000 %: a larger allowance is no gate
+
+
+def identity(b: Bundle) -> dict[str, Any]:
+    """What a bundle's figures are of: its FP32 model's digest (the reference every drift is measured against, so a
+    model broken alike in its reference and its units has drift 0), the checkpoint's, the input size, the classes
+    and the device."""
+    model = b.meta.model
+    return {
+        "model_sha256": sha256_file(b.path / MODEL),
+        "source_sha256": model.source_sha256,
+        "imgsz": list(model.imgsz),
+        "names": list(model.names),
+        "device": b.meta.device,
+    }
+
+
+def accuracy_record(val: ValResult, ev: EvalData) -> dict[str, Any]:
+    """The deployed plan's accuracy as measured (against labels, or in agreement with the bundle's own reference)
+    and a digest of the data it was measured on (image names, labels and class map)."""
+    h = hashlib.sha256(dumps({"kind": ev.kind, "class_map": ev.class_map}).encode())
+    for r in ev.dataset.records:
+        h.update(f"{r.path.name}\0{r.width}x{r.height}\0".encode() + r.boxes.tobytes() + r.classes.tobytes())
+    return {
+        "kind": val.kind,
+        "map50_95": val.deployed.map50_95,
+        "map50": val.deployed.map50,
+        "images": val.images,
+        "data_sha256": h.hexdigest(),
+    }
+
+
+def against_baseline(
+    base: Baseline,
+    ident: dict[str, Any],
+    acc: dict[str, Any],
+    kind: str,
+    p95: float,
+    max_drift: float,
+    max_regression: float,
+) -> list[tuple[str, str]]:
+    """The failures (kind, line) of this run against a baseline: one that is of another model, size, class list or
+    device, or obtained otherwise, is not compared (it says why); accuracy against labels may not fall more than
+    ``max_drift`` below the baseline's on the same data; a model that is not the baseline's, on data without
+    labels, cannot be compared (agreement is with its own reference); p95 may not exceed it by ``max_regression``."""
+    redo = "record the baseline for this bundle (yolo-edge check BUNDLE --write-baseline FILE)"
+    refused = _not_comparable(base, ident, kind)
+    if refused is not None:
+        return [("baseline", f"{refused}; {redo}")]
+    found = []
+    theirs = (base.identity or {}).get("model_sha256")
+    same_model = theirs == ident["model_sha256"]
+    comparable = base.accuracy is not None and base.accuracy.get("data_sha256") == acc["data_sha256"]
+    if comparable and acc["kind"] == "labels" and base.accuracy is not None:
+        was, now = float(base.accuracy["map50_95"]), float(acc["map50_95"])
+        if now < was - max_drift:
+            found.append(
+                (
+                    "accuracy",
+                    f"mAP50-95 against the labels {now:.4f} is {was - now:.4f} below the "
+                    f"baseline's {was:.4f} on the same data (limit {max_drift})",
+                )
+            )
+    elif not same_model:
+        why = "it was measured on other data" if not comparable else "the data has no labels"
+        found.append(
+            (
+                "baseline",
+                f"this bundle's model (sha256 {ident['model_sha256'][:12]}) is not the baseline's "
+                f"({str(theirs)[:12]}) and {why}, so its accuracy cannot be "
+                f"compared with the baseline's: check it on the baseline's labelled data, or {redo}",
+            )
         )
-    elif base is not None and p95 > base * (1 + max_regression):
-        fails.append("regression")
-        lines.append(
-            f"p95 latency {p95:.2f} ms is {p95 / base - 1:+.1%} over the baseline {base:.2f} ms "
-            f"(limit +{max_regression:.0%})"
+    if p95 > base.p95_ms * (1 + max_regression):
+        found.append(
+            (
+                "regression",
+                f"p95 latency {p95:.2f} ms is {p95 / base.p95_ms - 1:+.1%} over the baseline "
+                f"{base.p95_ms:.2f} ms (limit +{max_regression:.0%})",
+            )
         )
-    return GateResult(not fails, status(fails), lines, val, lat, limits, max_regression, base)
+    return found
 
 
 FAULTS = ("runtime_error", "timeout", "nan")  # the accelerator failed the call (not a slow frame parked on the CPU)
@@ -138,18 +228,51 @@ def accelerator_faults(bundle: Bundle, lat: LatencyResult, events: EventLog) -> 
     )
 
 
+def _not_comparable(base: Baseline, ident: dict[str, Any], kind: str) -> str | None:
+    """Why this run cannot be compared with ``base`` at all (None: it can)."""
+    if base.identity is None:
+        return "the baseline does not say which model it was recorded for (an older yolo-edge wrote it)"
+    for key, what in (("imgsz", "input size"), ("names", "class list"), ("device", "device")):
+        if base.identity.get(key) != ident[key]:
+            was, now = printable(base.identity.get(key), 200), printable(ident[key], 200)
+            return f"the baseline is of another {what} ({was}; this bundle: {now})"
+    if base.kind is not None and base.kind != kind:  # a host's board model against the board's own timing
+        return (
+            f"the baseline's latency is {base.kind} but this run's is {kind}: record the baseline where the check "
+            "runs, on the board for its measured latency"
+        )
+    return None
+
+
 def write_baseline(result: GateResult, path: str | Path) -> None:
-    """Record the measured p95 and drift (atomically); ``check_can_write`` it before measuring."""
-    doc = {"p95_ms": result.p95_ms, "kind": result.latency.kind, "drift": result.val.drift.to_dict()}
+    """Record the measured p95, drift and accuracy, and what they are of (atomically); ``check_can_write`` it
+    before measuring."""
+    doc = {
+        "p95_ms": result.p95_ms,
+        "kind": result.latency.kind,
+        "drift": result.val.drift.to_dict(),
+        "model": result.identity,
+        "accuracy": result.accuracy,
+    }
     atomic_write(Path(path), dumps(doc).encode())
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A baseline as :func:`write_baseline` wrote it: None for what an older one does not say."""
+
+    p95_ms: float
+    kind: str | None  # how its latency was obtained: measured, modelled (board)
+    identity: dict[str, Any] | None
+    accuracy: dict[str, Any] | None
 
 
 MAX_BASELINE_BYTES = 1 << 20  # write_baseline writes a few hundred bytes
 
 
-def read_baseline(path: str | Path) -> tuple[float, str | None]:
-    """The p95 (ms) of a baseline written by ``write_baseline`` (a positive, finite number of milliseconds) and how
-    its latency was obtained (``measured``, ``modelled (board)``; None in a baseline that does not say)."""
+def read_baseline(path: str | Path) -> Baseline:
+    """A baseline written by ``write_baseline``: its p95 a positive, finite number of milliseconds, its other
+    parts mappings where present (a baseline is someone's file: what is not a mapping is left out)."""
     p = Path(path)
     if not p.exists():
         raise YoloEdgeError(f"baseline not found: {p}; record one with yolo-edge check BUNDLE --write-baseline {p}")
@@ -164,5 +287,10 @@ def read_baseline(path: str | Path) -> tuple[float, str | None]:
             f"{p}: p95_ms is {base['p95_ms']!r}, not a positive number of milliseconds; record it again with "
             f"yolo-edge check BUNDLE --write-baseline {p}"
         )
-    kind = base.get("kind")
-    return p95, kind if isinstance(kind, str) else None
+    kind, ident, acc = base.get("kind"), base.get("model"), base.get("accuracy")
+    return Baseline(
+        p95,
+        kind if isinstance(kind, str) else None,
+        ident if isinstance(ident, dict) else None,
+        acc if isinstance(acc, dict) else None,
+    )

@@ -277,6 +277,11 @@ class Faults:
 PEAK_TOPS = Range(0, lo_open=True)  # each precision's figure in a profile's peak_tops
 
 
+# the most accelerator cores a profile may declare: the shipped boards have 1-3; a stream runs a context and a
+# thread per core, so a bundle's npu_cores is bounded here, not by the machine's memory
+MAX_NPU_CORES = 16
+
+
 @dataclass(frozen=True)
 class DeviceProfile:
     name: str
@@ -321,8 +326,8 @@ class DeviceProfile:
             raise YoloEdgeError(
                 f"{where}: precisions must be a non-empty list of {list(PRECISIONS)}, got {list(self.precisions)}"
             )
-        if self.npu_cores < 1:
-            raise YoloEdgeError(f"{where}: npu_cores must be >= 1, got {self.npu_cores}")
+        if not 1 <= self.npu_cores <= MAX_NPU_CORES:  # each core is a context and a worker thread in a stream
+            raise YoloEdgeError(f"{where}: npu_cores must be between 1 and {MAX_NPU_CORES}, got {self.npu_cores}")
         missing = [p for p in self.precisions if p not in self.peak_tops]
         if missing:
             raise YoloEdgeError(f"{where}: peak_tops has no figure for {missing}")

@@ -303,6 +303,82 @@ def _from_onnx(path: Path, size: ImgSize | None, out_dir: str | Path | None) -> 
     return ExportedModel(path=dst, meta=exported.meta, layout=yolov8_layout(GraphInfo.of(proto)))
 
 
+# What a checkpoint's pickle may name beyond torch's own weights-only allowlist: the classes of ultralytics' and torch's
+# network modules (a model is an object tree of them). Anything else, a function above all (``posix.system``,
+# ``builtins.eval``, ``subprocess.Popen``), is code the unpickler would run: a .pt is a program, not data.
+SAFE_MODULES = ("ultralytics.nn.", "torch.nn.modules.", "numpy.dtypes.")
+SAFE_GLOBALS = frozenset(
+    {
+        "ultralytics.utils.IterableSimpleNamespace",  # train_args in older checkpoints
+        "argparse.Namespace",
+        "pathlib.PosixPath",
+        "pathlib.WindowsPath",
+        "numpy.core.multiarray._reconstruct",  # numpy arrays in training metrics
+        "numpy._core.multiarray._reconstruct",
+        "numpy.core.multiarray.scalar",  # numpy scalars (a training run's metrics)
+        "numpy._core.multiarray.scalar",
+        "numpy.ndarray",
+        "numpy.dtype",
+        "_codecs.encode",
+    }
+)
+MAX_INFLATE = 64  # a checkpoint member's declared size over its stored size: beyond this it is a zip bomb
+
+
+def check_checkpoint(path: Path) -> None:
+    """Refuse, before ultralytics unpickles it, a ``.pt`` whose pickle names anything but network classes
+    (:data:`SAFE_MODULES`, :data:`SAFE_GLOBALS`): ultralytics loads checkpoints with a full unpickle, which runs
+    whatever callable the file names. The names are read with torch's own scanner
+    (``torch.serialization.get_unsafe_globals_in_checkpoint``), which unpickles nothing; a member that declares
+    far more bytes than it stores (a zip bomb) is refused before torch allocates them."""
+    import zipfile
+
+    import torch.serialization
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bomb = [i.filename for i in zf.infolist() if i.file_size > MAX_INFLATE * max(i.compress_size, 1 << 16)]
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise YoloEdgeError(
+            f"{printable(path)} is not a checkpoint torch.save writes ({exc}); pass a .pt saved by ultralytics"
+        ) from None
+    if bomb:
+        raise YoloEdgeError(
+            f"{printable(path)}: {printable(bomb[0])} declares {MAX_INFLATE}x more bytes than it stores"
+        )
+    try:
+        names = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
+    except Exception as exc:  # a malformed pickle: what torch says of it, in one line
+        raise YoloEdgeError(
+            f"{printable(path)} is not a readable checkpoint ({type(exc).__name__}); re-save it"
+        ) from None
+    unsafe = sorted(n for n in names if not _network_class(n))
+    if unsafe:
+        shown = ", ".join(printable(n, 80) for n in unsafe[:3]) + (
+            f" and {len(unsafe) - 3} more" if len(unsafe) > 3 else ""
+        )
+        raise YoloEdgeError(
+            f"{printable(path)} would run code when loaded (its pickle calls {shown}), so it is not loaded: a .pt "
+            "is a program; export it to ONNX where you trust its author (yolo export model=FILE format=onnx) and pass "
+            "the .onnx"
+        )
+
+
+def _network_class(name: str) -> bool:
+    """Whether the pickle global ``name`` is one of :data:`SAFE_GLOBALS` or a class of :data:`SAFE_MODULES`."""
+    import importlib
+
+    if name in SAFE_GLOBALS:
+        return True
+    module, _, attr = name.rpartition(".")
+    if not name.startswith(SAFE_MODULES) or not attr.isidentifier():
+        return False
+    try:
+        return isinstance(getattr(importlib.import_module(module), attr, None), type)
+    except ImportError:
+        return False
+
+
 def check_model(model: str | Path) -> None:
     """The one-line error :func:`export_model` would give ``model`` before any work: a kind of file it does not take,
     a file that is not there (an ultralytics model name such as ``yolov8n.yaml`` is built, not read), an empty one."""
@@ -319,6 +395,8 @@ def check_model(model: str | Path) -> None:
         )
     if path.exists() and path.stat().st_size == 0:
         raise YoloEdgeError(f"{model_str} is empty; pass a valid checkpoint")
+    if suffix == ".pt" and path.is_file():
+        check_checkpoint(path)
 
 
 def export_model(

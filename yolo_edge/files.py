@@ -106,9 +106,29 @@ def check_can_write(path: Path, what: str) -> None:
         raise YoloEdgeError(f"{what} {path}: cannot write in {folder} ({exc.strerror})") from None
 
 
+def refuse_special(path: Path, what: str = "output") -> None:
+    """A one-line error if ``path`` is a device, FIFO or socket (a symlink is followed): a rename onto it would
+    replace the node itself (as root, ``/dev/null`` for the whole system), and writing into it is not a file."""
+    try:
+        st = os.stat(path)
+    except OSError:  # absent (or unreachable: the write that follows says so)
+        return
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        raise YoloEdgeError(f"{what} {printable(path)} is not a regular file (a FIFO, socket or device); name a file")
+
+
+def temp_beside(path: Path) -> tuple[int, str]:
+    """A new temporary file in ``path``'s folder whose name fits the file system's 255-byte limit whatever the
+    length of ``path``'s own name (a name a few bytes under the limit must not fail only after the work)."""
+    stem = os.fsencode(path.name)[:64].decode(errors="ignore")
+    return tempfile.mkstemp(prefix=f".{stem}.", dir=path.absolute().parent)
+
+
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file beside it: readers see the old file or the new one."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.absolute().parent)
+    """Write ``data`` to ``path`` through a temporary file beside it: readers see the old file or the new one. A
+    device, FIFO or socket at ``path`` is refused (:func:`refuse_special`), never replaced."""
+    refuse_special(path)
+    fd, tmp = temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -193,7 +213,8 @@ class JsonArrayWriter:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent or ".")
+        refuse_special(self.path)
+        fd, tmp = temp_beside(self.path)
         self._tmp = Path(tmp)
         self._file = os.fdopen(fd, "w", encoding="utf-8")
         self._file.write("[")

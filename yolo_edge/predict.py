@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,12 +29,13 @@ from yolo_edge.bundle import Bundle, load_bundle
 from yolo_edge.codec import dumps
 from yolo_edge.config import NmsConfig
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import atomic_write, printable
+from yolo_edge.files import atomic_write, printable, refuse_special
 from yolo_edge.pipeline.annotate import BoxAnnotator
 from yolo_edge.pipeline.detector import Detector, FrameTiming
 from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
 from yolo_edge.pipeline.media import frames
 from yolo_edge.pipeline.postprocess import Detections
+from yolo_edge.pipeline.preprocess import IMAGE_SUFFIXES
 from yolo_edge.pipeline.sources import is_live, parse_source
 
 Source = str | Path | int | np.ndarray
@@ -85,11 +87,15 @@ class Results:
         return BoxAnnotator().annotate(self.orig_img, self.detections)
 
     def save(self, filename: str | Path | None = None) -> str:
-        """Write :meth:`plot` to ``filename`` (default: ``results_<name>.jpg``), atomically; returns the path."""
-        path = Path(filename) if filename is not None else Path(f"results_{Path(self.path).stem}.jpg")
-        ok, data = cv2.imencode(path.suffix or ".jpg", self.plot())
+        """Write :meth:`plot` to ``filename`` (default: ``results_<name>.jpg``; a folder: that name in it),
+        atomically; returns the path."""
+        default = f"results_{Path(self.path).stem}.jpg"
+        path = _output(filename if filename is not None else default, default)
+        if path.suffix.lower() not in IMAGE_SUFFIXES:
+            raise YoloEdgeError(f"cannot save an image as '{printable(path.suffix)}': use {', '.join(IMAGE_SUFFIXES)}")
+        ok, data = cv2.imencode(path.suffix, self.plot())
         if not ok:
-            raise YoloEdgeError(f"cannot encode an image as '{path.suffix}': use .jpg or .png")
+            raise YoloEdgeError(f"cannot encode an image as '{printable(path.suffix)}': use .jpg or .png")
         atomic_write(path, data.tobytes())
         return str(path)
 
@@ -99,8 +105,9 @@ class Results:
             " ".join([str(int(c)), *(f"{v:.6f}" for v in row), *([f"{s:.6f}"] if save_conf else [])])
             for c, row, s in zip(self.detections.class_id, self.xywhn, self.detections.confidence)
         ]
-        atomic_write(Path(filename), "".join(f"{line}\n" for line in lines).encode())
-        return str(filename)
+        path = _output(filename, f"{Path(self.path).stem}.txt")
+        atomic_write(path, "".join(f"{line}\n" for line in lines).encode())
+        return str(path)
 
     def to_json(self) -> str:
         """The detections as ultralytics' ``Results.to_json()`` writes them: name, class, confidence, box."""
@@ -118,6 +125,29 @@ class Results:
         return dumps(rows)
 
 
+def _output(filename: str | Path, default: str) -> Path:
+    """Where a result is written: ``filename``, or ``default`` inside it when it names a folder (``"out/"``, or one
+    that exists); a folder that does not exist is a one-line error (never the hidden temporary file's name)."""
+    text = str(filename)
+    path = Path(text) / default if text.endswith(("/", os.sep)) or Path(text).is_dir() else Path(text)
+    if not text:
+        raise YoloEdgeError("the output file name is empty; name a file")
+    refuse_special(path)
+    if not path.absolute().parent.is_dir():
+        raise YoloEdgeError(
+            f"cannot write {printable(path)}: the folder {printable(path.absolute().parent)} does not exist"
+        )
+    return path
+
+
+def _number(what: str, v: object, kind: type) -> None:
+    """A predict option of the wrong type is a one-line error, as a value out of range is (``conf="0.5"``,
+    ``max_det=2.5``: not a TypeError from inside NMS)."""
+    ok = isinstance(v, int | np.integer) if kind is int else isinstance(v, int | float | np.integer | np.floating)
+    if isinstance(v, bool) or not ok:
+        raise YoloEdgeError(f"{what} must be {'an integer' if kind is int else 'a number'}, got {printable(repr(v))}")
+
+
 def nms_settings(
     base: NmsConfig,
     names: Sequence[str],
@@ -129,8 +159,12 @@ def nms_settings(
     """``base`` with the given predict options instead (ultralytics' ``conf``, ``iou``, ``classes``, ``max_det``;
     a class by id or by name); a value out of range or a class the model does not have is a one-line error."""
     for what, v in (("conf", conf), ("iou", iou)):
+        if v is not None:
+            _number(what, v, float)
         if v is not None and not 0 < v <= 1:
             raise YoloEdgeError(f"{what} must be in (0, 1], got {v}")
+    if max_det is not None:
+        _number("max_det", max_det, int)
     if max_det is not None and max_det < 1:
         raise YoloEdgeError(f"max_det must be >= 1, got {max_det}")
     wanted = None if classes is None else tuple(_class_id(c, names) for c in classes)
@@ -201,6 +235,8 @@ class Model:
         camera index or a stream URL needs)."""
         nms = self.nms(conf, iou, classes, max_det)
         items: list[Source] = list(source) if isinstance(source, list | tuple) else [source]  # type: ignore[list-item]
+        for item in items:
+            _check_source(item)
         if not stream and any(_live(s) for s in items):
             raise YoloEdgeError("a camera or a stream URL never ends: call the model with stream=True and iterate")
         found = (r for s in items for r in self._results(s, nms))
@@ -210,7 +246,7 @@ class Model:
 
     def _results(self, source: Source, nms: NmsConfig) -> Iterator[Results]:
         if isinstance(source, np.ndarray):
-            if source.ndim != 3 or source.shape[2] != 3 or source.dtype != np.uint8:
+            if source.ndim != 3 or source.shape[2] != 3 or source.dtype != np.uint8 or 0 in source.shape:
                 raise YoloEdgeError(
                     f"an image array must be H x W x 3 uint8 (BGR, as cv2.imread gives), got {source.shape} "
                     f"{source.dtype}"
@@ -233,9 +269,25 @@ class Model:
     def _live(self, text: str, nms: NmsConfig) -> Iterator[Results]:
         detector = Detector(self.bundle.executor(), self.bundle.meta.model, nms)
         with StreamRunner(detector, [parse_source(text)], StreamOptions(), close_detector=True) as runner:
+            yielded = 0
             for r in runner:
                 inference = sum(r.unit_ms.values())
                 yield Results(f"frame{r.index}", r.image, r.detections, {"inference": inference, "ready": r.ready_ms})
+                yielded += 1
+            if not yielded and runner.stats[0].problems:  # it never opened: said, not an empty iterator
+                raise YoloEdgeError(printable(runner.stats[0].problems[-1], 400))
+
+
+def _check_source(source: object) -> None:
+    """A source of a kind ``Model`` does not take is a one-line error before any work (a generator, None, bytes:
+    not a TypeError from inside; ``""``: not the current folder)."""
+    if isinstance(source, bool) or not isinstance(source, str | Path | int | np.ndarray):
+        raise YoloEdgeError(
+            f"a source must be a file or folder path, a stream URL, a camera index or an image array (or a list of "
+            f"them), got {type(source).__name__}"
+        )
+    if isinstance(source, str) and not source.strip():
+        raise YoloEdgeError("the source is an empty string; pass an image, a folder, a video, a URL or an array")
 
 
 def _live(source: object) -> bool:

@@ -19,7 +19,7 @@ import queue
 import statistics
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -67,12 +67,18 @@ class EventSummary:
         return plain(self)
 
 
+KEPT_EVENTS = 1000  # the fallback events an EventLog keeps in memory (all are counted, and all written to its file)
+
+
 class EventLog:
-    """Thread-safe list of fallback events, mirrored to a JSONL file when ``path`` is given."""
+    """Thread-safe record of fallback events: every one counted (by trigger, unit and action) and mirrored to a JSONL
+    file when ``path`` is given; the last :data:`KEPT_EVENTS` kept in memory, so a run of months that falls back
+    every frame holds no more than one of minutes."""
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path else None
-        self.events: list[FallbackEvent] = []
+        self.events: deque[FallbackEvent] = deque(maxlen=KEPT_EVENTS)
+        self._counts: dict[str, Counter[str]] = {"trigger": Counter(), "unit": Counter(), "action": Counter()}
         self.write_error: str | None = None  # the file stopped taking events: a problem of the run, not a crash
         self._lock = threading.Lock()
 
@@ -80,6 +86,8 @@ class EventLog:
         ev = FallbackEvent(time.time(), frame, unit, trigger, action, detail)
         with self._lock:
             self.events.append(ev)
+            for key, value in (("trigger", trigger), ("unit", unit), ("action", action)):
+                self._counts[key][value] += 1
             if self.path and self.write_error is None:
                 try:
                     with self.path.open("a") as f:
@@ -95,13 +103,8 @@ class EventLog:
 
     def summary(self) -> EventSummary:
         with self._lock:
-            events = list(self.events)
-        return EventSummary(
-            len(events),
-            dict(Counter(e.trigger for e in events)),
-            dict(Counter(e.unit for e in events)),
-            dict(Counter(e.action for e in events)),
-        )
+            counts = {k: dict(c) for k, c in self._counts.items()}
+        return EventSummary(sum(counts["trigger"].values()), counts["trigger"], counts["unit"], counts["action"])
 
 
 class CircuitBreaker:

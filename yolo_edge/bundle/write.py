@@ -1,8 +1,11 @@
-"""Writing a bundle: atomically (a temp folder beside it, then renamed over it), and only ever over a folder that
-deploy wrote (its manifest lists every file), never a user's."""
+"""Writing a bundle: atomically (a temp folder beside it, then exchanged with the old one in one step), and only ever
+over a folder that deploy wrote (its manifest lists every file), never a user's."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import glob
 import os
 import shutil
 import tempfile
@@ -93,12 +96,15 @@ def _few(names: Sequence[str]) -> str:
 
 
 def write_bundle(out: str | Path, files: Mapping[str, bytes]) -> Path:
-    """Write ``files`` (relative path -> bytes) as the directory ``out``, atomically: into a temp dir beside
-    it, then renamed over it. A crash leaves the old bundle (or none), never half a bundle."""
+    """Write ``files`` (relative path -> bytes) as the directory ``out``, atomically: into a temp dir beside it, then
+    exchanged with the old bundle in one step (:func:`exchange`), so a kill at any moment leaves the old bundle or the
+    new one at ``out``, never none and never half a bundle. A temp folder a killed writer left beside ``out`` is
+    removed by the next write (:func:`_remove_orphans`)."""
     out = Path(os.path.realpath(out))  # through a symlink: the bundle it names is the one replaced
     check_writable(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    _remove_orphans(out)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{_temp_prefix(out)}{os.getpid()}-", dir=out.parent))
     try:
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700; a bundle is shared like any folder the user makes
         for rel, data in files.items():
@@ -106,17 +112,60 @@ def write_bundle(out: str | Path, files: Mapping[str, bytes]) -> Path:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
         (tmp / MANIFEST).write_text("".join(f"{rel}\n" for rel in sorted([*files, MANIFEST])))
-        old = None
-        if out.exists():
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            os.replace(out, old)
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        if not (out.exists() and exchange(tmp, out)):
+            if out.exists():  # a file system without the exchange: two renames, the old one kept under tmp's name
+                old = tmp.with_name(f"{tmp.name}-old")
+                os.replace(out, old)
+                os.replace(tmp, out)
+                tmp = old
+            else:
+                os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # the new bundle if it failed, else the old one
     return out
+
+
+def _temp_prefix(out: Path) -> str:
+    """The start of the names of ``out``'s temp folders: short enough for any name's temp to fit in 255 bytes."""
+    return f".{os.fsencode(out.name)[:64].decode(errors='ignore')}.yolo-edge-"
+
+
+_RENAME_EXCHANGE, _AT_FDCWD = 2, -100
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap the paths ``a`` and ``b`` in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``); False where the
+    kernel, libc or file system has no such call (the caller renames twice)."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _remove_orphans(out: Path) -> None:
+    """Remove the temp folders of ``out`` whose writer is gone (killed mid-write: SIGKILL, power): their name
+    carries the writer's pid, and no live process has it."""
+    prefix = _temp_prefix(out)
+    for entry in out.parent.glob(f"{glob.escape(prefix)}*"):
+        pid = entry.name[len(prefix) :].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)) and entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _umask() -> int:

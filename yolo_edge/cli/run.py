@@ -161,8 +161,8 @@ def _report(runner: StreamRunner, events: EventLog, quiet_stdout: bool) -> list[
             line += f"; capture->output p50 {lat.p50:.1f} p95 {lat.p95:.1f} p99 {lat.p99:.1f} ms"
         if s.age_ms is not None:
             line += f", frame age p99 {s.age_ms.p99:.1f} ms"
-        if s.events:
-            line += f"; {len(s.events)} source events"
+        if s.event_counts:
+            line += f"; {sum(s.event_counts.values())} source events"
         print(line, file=out)
     ev = events.summary()
     print(f"{ev.total} fallback events" + (f": {ev.by_trigger}" if ev.total else ""), file=out)

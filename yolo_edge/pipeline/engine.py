@@ -19,6 +19,7 @@ capture to the sink's return, and the frame's age when inference starts.
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 import time
@@ -74,6 +75,23 @@ class _Job:
     preprocess_ms: float = 0.0
 
 
+WINDOW = 10_000  # the frames whose latency a stream's percentiles are of: the most recent (all are counted)
+
+
+class Recent:
+    """The last :data:`WINDOW` values of a per-frame figure, and the count and sum of all of them: percentiles of
+    recent frames, totals of the run, and memory that stays flat on an endless stream."""
+
+    def __init__(self, size: int = WINDOW) -> None:
+        self.values: collections.deque[float] = collections.deque(maxlen=size)
+        self.count, self.total = 0, 0.0
+
+    def add(self, value: float) -> None:
+        self.values.append(value)
+        self.count += 1
+        self.total += value
+
+
 class StreamRunner:
     """``with StreamRunner(detector, sources) as runner: for result in runner: ...`` (or ``runner.run(sink)``)."""
 
@@ -88,8 +106,8 @@ class StreamRunner:
         self.detector, self.options, self.clock = detector, options, clock
         self._close_detector = close_detector  # the runner owns the detector (yolo_edge.stream)
         self.stats = [StreamStats(s) for s in sources]
-        self.latency_ms: list[list[float]] = [[] for _ in sources]
-        self.age_ms: list[list[float]] = [[] for _ in sources]
+        self.latency_ms = [Recent() for _ in sources]
+        self.age_ms = [Recent() for _ in sources]
         self._stop = threading.Event()
         opts = options.sources
         self._queues = [
@@ -221,8 +239,8 @@ class StreamRunner:
     def _finish(self, result: StreamResult, sink_error: str | None) -> None:
         stats = self.stats[result.stream]
         if sink_error is None:
-            self.latency_ms[result.stream].append((self.clock() - result.t_capture) * 1e3)
-            self.age_ms[result.stream].append(result.age_ms)
+            self.latency_ms[result.stream].add((self.clock() - result.t_capture) * 1e3)
+            self.age_ms[result.stream].add(result.age_ms)
             stats.deliver()
         else:
             stats.drop("sink_error")
@@ -400,7 +418,8 @@ class StreamSummary:
     read: int
     delivered: int
     dropped: dict[DropCause, int]
-    events: list[dict[str, object]]
+    events: list[dict[str, object]]  # the last KEPT, with their details
+    event_counts: dict[str, int]  # every one, by kind
     latency_ms: Percentiles | None
     age_ms: Percentiles | None
 
@@ -408,13 +427,14 @@ class StreamSummary:
 def summarize(runner: StreamRunner) -> list[StreamSummary]:
     return [
         StreamSummary(
-            st.source.text,
+            st.source.shown,
             st.read,
             st.delivered,
             dict(st.dropped),
             list(st.events),
-            percentiles(runner.latency_ms[i]) if runner.latency_ms[i] else None,
-            percentiles(runner.age_ms[i]) if runner.age_ms[i] else None,
+            dict(st.event_counts),
+            percentiles(list(runner.latency_ms[i].values)) if runner.latency_ms[i].count else None,
+            percentiles(list(runner.age_ms[i].values)) if runner.age_ms[i].count else None,
         )
         for i, st in enumerate(runner.stats)
     ]

@@ -1,14 +1,15 @@
-"""Frame sources for streams, one reader thread each: files (an image, a folder, a video) and live sources (a
-camera index, an RTSP or HTTP(S) URL: whatever OpenCV's VideoCapture opens).
+"""Frame sources for streams, one reader thread each: files (an image, a folder, a video) and live sources (a camera
+index, an RTSP or HTTP(S) URL: whatever OpenCV's VideoCapture opens).
 
-A file source never drops a frame: its reader blocks while the pipeline is full (backpressure). A live
-source cannot wait: with ``drop-oldest`` (the default) the oldest queued frame makes room for the newest
-and is counted as dropped (``queue_full``); with ``block`` the reader waits, as for a file. ``max_fps``
-drops frames that come sooner than 1/max_fps after the last one kept. A live source that closes is
-reopened with exponential backoff (capped), with no synthetic frames in the gap; the gap is an event with
-its duration. A source that stays connected but sends nothing for ``stall_s`` is a ``stall`` (OpenCV's
-read timeout), told apart from a closed connection and from a blocked downstream (the reader is then
-waiting on the queue, not on the source). Every frame read is counted in :class:`StreamStats`.
+A file source never drops a frame: its reader blocks while the pipeline is full (backpressure). A live source
+cannot wait: with ``drop-oldest`` (the default) the oldest queued frame makes room for the newest and is counted as
+dropped (``queue_full``); with ``block`` the reader waits, as for a file. ``max_fps`` drops frames that come sooner
+than 1/max_fps after the last one kept. A live source that closes is reopened with exponential backoff (capped),
+with no synthetic frames in the gap; the gap is an event with its duration. An open that delivers no frame (a
+server that accepts and then fails the first read) counts as a failed attempt, so it backs off too instead of
+reopening hundreds of times a second. A source that stays connected but sends nothing for ``stall_s`` is a
+``stall`` (OpenCV's read timeout), told apart from a closed connection and from a blocked downstream (the reader is
+then waiting on the queue, not on the source). Every frame read is counted in :class:`StreamStats`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ DropPolicy = Literal["drop-oldest", "block"]
 DROP_POLICIES: tuple[DropPolicy, ...] = get_args(DropPolicy)
 SourceKind = Literal["image", "folder", "video", "camera", "url"]
 _URL = re.compile(r"^(rtsp|rtsps|rtmp|http|https|udp|tcp)://", re.I)
+_USERINFO = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/?#]*@", re.I)  # scheme://user:password@
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,14 @@ class Source:
         return self.kind in ("camera", "url")
 
     @property
+    def shown(self) -> str:
+        """The source as it may be printed, logged, exported as a metric label or used in a file name: a URL's
+        credentials (``rtsp://user:pass@cam/``) replaced by ``***``; only the reader opens :attr:`text`."""
+        return _USERINFO.sub(r"\1***@", self.text) if self.kind == "url" else self.text
+
+    @property
     def label(self) -> str:
-        return Path(self.text).name if not self.live else self.text
+        return Path(self.text).name if not self.live else self.shown
 
 
 def is_live(text: str) -> bool:
@@ -127,16 +135,22 @@ DROP_CAUSES: tuple[DropCause, ...] = get_args(DropCause)
 StreamState = Literal["starting", "reading", "reconnecting", "ended"]
 
 
+KEPT = 100  # the most recent source events and problems a stream keeps (all are counted): memory stays flat
+
+
 @dataclass
 class StreamStats:
-    """Per stream: frames read = delivered + dropped (by cause), exactly, once the stream has ended."""
+    """Per stream: frames read = delivered + dropped (by cause), exactly, once the stream has ended. Source events
+    are counted by kind (``event_counts``) and the last :data:`KEPT` kept with their details, as are problems: a
+    live run of months, or a source that flaps all night, holds the same memory as a run of a minute."""
 
     source: Source
     read: int = 0
     delivered: int = 0
     dropped: collections.Counter[DropCause] = field(default_factory=collections.Counter)
-    events: list[dict[str, object]] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    events: collections.deque[dict[str, object]] = field(default_factory=lambda: collections.deque(maxlen=KEPT))
+    event_counts: collections.Counter[str] = field(default_factory=collections.Counter)
+    problems: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=KEPT))
     state: StreamState = "starting"  # reconnecting: a live source in a gap
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -152,6 +166,7 @@ class StreamStats:
     def event(self, kind: str, **detail: object) -> None:
         with self._lock:
             self.events.append({"event": kind, **detail})
+            self.event_counts[kind] += 1
 
     @property
     def accounted(self) -> bool:
@@ -235,7 +250,7 @@ class Reader(threading.Thread):
         except YoloEdgeError as exc:
             self.stats.problems.append(str(exc))
         except Exception as exc:  # never a silent end: the stream's problems say what stopped it
-            self.stats.problems.append(f"{self.source.text}: reader stopped: {type(exc).__name__}: {exc}")
+            self.stats.problems.append(f"{self.source.shown}: reader stopped: {type(exc).__name__}: {exc}")
         finally:
             self.stats.state = "ended"
             self.out.close()
@@ -286,40 +301,42 @@ class Reader(threading.Thread):
         attempt, gap_since, index, started, opened = 0, None, 0, self.clock(), False
         while not self.stop.is_set():
             cap = self._open()
-            if not cap.isOpened():
-                cap.release()
-                waited = self.clock() - started
-                if not opened and waited >= self.options.open_timeout_s:
-                    self.stats.problems.append(
-                        f"{self.source.text}: could not open it in {waited:.0f} s ({attempt + 1} attempts); check "
-                        "the address or camera index, or give it longer with --open-timeout-s"
-                    )
-                    return
-                self.stats.state = "reconnecting"
-                gap_since = self.clock() if gap_since is None else gap_since
-                self.stop.wait(min(self.options.backoff_s * 2**attempt, self.options.backoff_cap_s))
-                attempt += 1
-                continue
-            opened = True
-            if gap_since is not None:
-                self.stats.event("reconnected", gap_s=round(self.clock() - gap_since, 3), attempts=attempt)
-            attempt, gap_since = 0, None
-            self.stats.state = "reading"
-            index = self._read_open(cap, index)
+            first = index
+            if cap.isOpened():
+                self.stats.state = "reading"
+                index = self._read_open(cap, index, gap_since, attempt)
             cap.release()
             self.stats.state = "reconnecting"
-            gap_since = self.clock()
+            if index > first:  # frames came: the next gap starts now, reopened at once, its backoff from the start
+                opened, attempt, gap_since = True, 0, self.clock()
+                continue
+            # refused, or opened and then nothing (a server that accepts and fails the first read): a failed attempt
+            waited = self.clock() - started
+            if not opened and waited >= self.options.open_timeout_s:
+                self.stats.problems.append(
+                    f"{self.source.shown}: could not open it in {waited:.0f} s ({attempt + 1} attempts); check "
+                    "the address or camera index, or give it longer with --open-timeout-s"
+                )
+                return
+            gap_since = self.clock() if gap_since is None else gap_since
+            self.stop.wait(min(self.options.backoff_s * 2**attempt, self.options.backoff_cap_s))
+            attempt += 1
 
-    def _read_open(self, cap: cv2.VideoCapture, index: int) -> int:
-        """Read an open live capture until it fails; record why (closed, or stalled) and return the next index."""
+    def _read_open(self, cap: cv2.VideoCapture, index: int, gap_since: float | None, attempt: int) -> int:
+        """Read an open live capture until it fails; record why (closed, or stalled) and return the next index. The
+        gap before it (``gap_since``) ends with its first frame: a ``reconnected`` event."""
+        first = index
         while not self.stop.is_set():
             t0 = self.clock()
             ok, image = cap.read()
             if not ok:
                 waited = self.clock() - t0
                 kind = "stall" if waited >= 0.9 * self.options.stall_s else "disconnected"
-                self.stats.event(kind, after_frame=index - 1, waited_s=round(waited, 3))
+                if index > first or gap_since is None:  # an open that never read is the same gap going on
+                    self.stats.event(kind, after_frame=index - 1, waited_s=round(waited, 3))
                 return index
+            if index == first and gap_since is not None:
+                self.stats.event("reconnected", gap_s=round(self.clock() - gap_since, 3), attempts=attempt)
             self._emit(index, f"{self.source.label}#{index}", image)
             index += 1
         return index
