@@ -53,18 +53,16 @@ LOCKS = "YOLO_EDGE_TEST_LOCKS"  # the folder of the locks below, made by the con
 
 
 def installed_from() -> tuple[Path | None, Path]:
-    """Where pip installed ``yolo_edge`` (None for an editable install, which is the source tree by design) and
-    where this process imported it from."""
-    import importlib.metadata
-    import json
+    """Where pip installed ``yolo_edge`` in this environment (None for an editable install, which is the source tree
+    by design: it puts no package folder in site-packages) and where this process imported it from. Read from the
+    environment's site-packages, not from ``importlib.metadata``, which finds a source tree's ``*.egg-info`` first
+    when the tree is on ``sys.path``."""
+    import sysconfig
 
     import yolo_edge
 
-    dist = importlib.metadata.distribution("yolo-edge")
-    direct = json.loads(dist.read_text("direct_url.json") or "{}")
-    editable = direct.get("dir_info", {}).get("editable", False)
-    installed = None if editable else Path(str(dist.locate_file("yolo_edge/__init__.py"))).resolve()
-    return installed, Path(yolo_edge.__file__).resolve()
+    package = Path(sysconfig.get_paths()["purelib"], "yolo_edge", "__init__.py")
+    return (package.resolve() if package.is_file() else None), Path(yolo_edge.__file__).resolve()
 
 
 def pytest_configure(config: pytest.Config) -> None:

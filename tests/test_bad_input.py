@@ -1194,6 +1194,34 @@ def test_run_save_on_a_full_disk_counts_each_frame_it_could_not_write(env: Env) 
     assert not list((env.root / "full").rglob("*")), "a half-written image or temporary file left behind"
 
 
+def test_run_save_json_on_a_full_disk_counts_each_frame_it_could_not_write(env: Env) -> None:
+    """Issue #55's class I: ``--save-json`` on a full disk (the file-size limit here): each frame whose record could
+    not be written is a ``sink_error`` drop, not printed as done; the summary is printed, exit 1 (not 2), the file
+    keeps what it held before, and no temporary file is left beside it."""
+    import resource
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (300, 300))  # the opening bracket fits, a record does not
+
+    out = env.root / "results.json"
+    out.write_text("[]\n")
+    child = {**os.environ, "TMPDIR": str(env.tmp), "YOLO_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "yolo_edge.cli.main", "run", str(env.bundle), "--source", _pictures(env)]
+    proc = subprocess.run(
+        [*cmd, "--save-json", str(out)],
+        cwd=env.root,
+        env=child,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=small_files,
+    )
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "2 read, 0 delivered, dropped: sink_error 2" in proc.stdout, proc.stdout
+    assert "detections (" not in proc.stdout and "--save-json" in proc.stderr and "Traceback" not in proc.stderr
+    assert out.read_text() == "[]\n" and [p.name for p in env.root.iterdir() if p.name.startswith(".results")] == []
+
+
 def test_a_full_disk_while_deploying_is_one_line_and_leaves_nothing(env: Env) -> None:
     """A write that fails for lack of room (the file-size limit here, EFBIG, the same OSError as ENOSPC on a
     full disk) while deploy writes its working files: one line saying what to do, exit 2, no --out, TMPDIR

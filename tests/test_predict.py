@@ -99,3 +99,44 @@ def test_run_takes_ultralytics_predict_flags(
     assert "yolo-edge predict: error: class 'unicorn' is not the model's" in capsys.readouterr().err  # the alias
     assert main(["run", str(deployed.bundle), "--source", str(photos), "--save-txt"]) == 2
     assert "give --save DIR" in capsys.readouterr().err
+
+
+def test_K_the_python_apis_bad_inputs_are_one_line_errors(
+    deployed: DeployResult, photos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #55's class K: each a :class:`YoloEdgeError` saying what was wrong (no ZeroDivisionError, TypeError,
+    cv2.error or hidden temporary file's name), and a folder given to ``save`` gets the default name inside it; a
+    stream that never opens raises instead of yielding nothing."""
+    first = sorted(photos.iterdir())[0]
+    with load(deployed.bundle) as model:
+        cases: list[tuple[object, str]] = [
+            (lambda: model(np.zeros((0, 320, 3), np.uint8)), "H x W x 3 uint8"),
+            (lambda: model(p for p in [first]), "a source must be"),
+            (lambda: model(None), "a source must be"),
+            (lambda: model(b"photo.jpg"), "a source must be"),
+            (lambda: model(""), "empty string"),
+            (lambda: model(first, max_det=2.5), "max_det must be an integer"),
+            (lambda: model(first, conf="0.5"), "conf must be a number"),
+        ]
+        for call, message in cases:
+            with pytest.raises(YoloEdgeError, match=message):
+                call()  # type: ignore[operator]
+        r = model(first)[0]
+        with pytest.raises(YoloEdgeError, match="cannot save an image as '.xyz'"):
+            r.save(tmp_path / "x.xyz")
+        with pytest.raises(YoloEdgeError, match=r"the folder .*missing does not exist"):
+            r.save(tmp_path / "missing" / "x.jpg")
+        with pytest.raises(YoloEdgeError, match=r"the folder .*missing does not exist"):
+            r.save_txt(tmp_path / "missing" / "x.txt")
+        (tmp_path / "dir").mkdir()
+        saved = r.save(f"{tmp_path / 'dir'}/")
+        assert Path(saved).parent == tmp_path / "dir" and Path(saved).is_file()
+        import yolo_edge.predict
+        from yolo_edge.pipeline.engine import StreamOptions
+        from yolo_edge.pipeline.sources import SourceOptions
+
+        soon = StreamOptions(SourceOptions(open_timeout_s=2))  # the default gives a camera 30 s
+        monkeypatch.setattr(yolo_edge.predict, "StreamOptions", lambda: soon)
+        with pytest.raises(YoloEdgeError, match="could not open it"):
+            list(model("http://127.0.0.1:9/none.mjpg", stream=True))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir"]

@@ -325,6 +325,89 @@ def test_metrics_in_prometheus_format_match_the_accounting(deployed: DeployResul
         MetricsServer(runner, runner.detector.executor.events, 70000)
 
 
+def test_E_idle_connections_hold_no_thread_and_concurrent_scrapes_are_all_answered(deployed: DeployResult) -> None:
+    """2,000 idle connections to the metrics port (issue #55's class E: a thread and a descriptor each, and a spin
+    when descriptors ran out) leave the process's thread count as it was and a scrape still answered; then 200
+    scrapes at once are all answered (a backlog of 5 dropped 37 of them)."""
+    import resource
+    import socket
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    from yolo_edge.pipeline.metrics import OPEN, MetricsServer
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
+    runner = _runner(deployed, [str(deployed.bundle / "calib")])
+    server = MetricsServer(runner, runner.detector.executor.events, 0)
+    idle: list[socket.socket] = []
+    try:
+        before = threading.active_count()
+        for _ in range(2000):
+            idle.append(socket.create_connection(("127.0.0.1", server.port)))
+        time.sleep(0.5)
+        assert threading.active_count() <= before + 1, threading.enumerate()
+        own = len(os.listdir("/proc/self/fd"))
+        assert own < 2000 + OPEN + 100  # the 2,000 client ends, at most OPEN server ends, the rest of the process
+        assert b"yolo_edge_frames_read_total" in urllib.request.urlopen(server.url, timeout=10).read()
+        for conn in idle:
+            conn.close()
+        idle.clear()
+
+        def scrape(_: int) -> int:
+            return len(urllib.request.urlopen(server.url, timeout=30).read())
+
+        with ThreadPoolExecutor(200) as pool:
+            sizes = list(pool.map(scrape, range(200)))
+        assert len(sizes) == 200 and min(sizes) > 0
+    finally:
+        for conn in idle:
+            conn.close()
+        server.close()
+        runner.detector.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_F_credentials_in_a_stream_url_reach_no_output(
+    deployed: DeployResult, servers: list[MjpegServer], tmp_path: Path
+) -> None:
+    """``http://user:secret@host/...``: opened with its credentials, shown everywhere as ``http://***@host/...``:
+    stdout lines, --json, --save-json, the summary, the metrics' labels and the annotated video's file name."""
+    import urllib.request
+
+    from yolo_edge.pipeline.metrics import MetricsServer
+
+    server = MjpegServer(25)
+    servers.append(server)
+    url = server.url.replace("http://", "http://user:s3cr3t@")
+    runner = _runner(deployed, [url])
+    metrics = MetricsServer(runner, runner.detector.executor.events, 0)
+    names = []
+    try:
+        with runner:
+            for r in runner:
+                names.append(r.name)
+                if len(names) == 12:
+                    break
+        page = urllib.request.urlopen(metrics.url, timeout=10).read().decode()
+    finally:
+        metrics.close()
+    assert all("s3cr3t" not in n and "***@" in n for n in names), names[:2]
+    assert "s3cr3t" not in page and "http://***@127.0.0.1" in page
+    cmd = [*CLI, "run", str(deployed.bundle), "--source", url, "--json", "--save", str(tmp_path / "out")]
+    proc = subprocess.Popen(
+        [*cmd, "--save-json", str(tmp_path / "r.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    lines = [proc.stdout.readline() for _ in range(6)]  # a live source never ends: Ctrl-C after six frames
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    shown = "".join(lines) + out + err + (tmp_path / "r.json").read_text()
+    files = [str(p) for p in (tmp_path / "out").rglob("*")]
+    assert all(line.startswith("{") for line in lines) and "s3cr3t" not in shown and "user" not in shown, shown[-2000:]
+    assert files and not any("s3cr3t" in f or "user" in f for f in files), files
+
+
 def test_an_mp4_with_every_frame(deployed: DeployResult, tmp_path: Path) -> None:
     video = _video(tmp_path / "clip20.avi", 20, sorted((deployed.bundle / "calib").glob("*.jpg")))
     cmd = [*CLI, "run", str(deployed.bundle), "--source", str(video), "--save", str(tmp_path / "out")]

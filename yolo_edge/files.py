@@ -7,6 +7,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import importlib.metadata
@@ -209,7 +210,9 @@ def printable(name: object, limit: int = 100) -> str:
 
 class JsonArrayWriter:
     """A JSON array written record by record (memory stays flat on an endless stream) into a temporary file beside
-    ``path``, renamed onto it by :meth:`close`: ``path`` holds a whole array or what it held before."""
+    ``path``, renamed onto it by :meth:`close`: ``path`` holds a whole array or what it held before. A write that
+    fails (a full disk) raises for that record and every later one (each is a frame its sink lost), and ``close``
+    then removes the temporary file and leaves ``error`` saying why, instead of raising."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -217,21 +220,38 @@ class JsonArrayWriter:
         fd, tmp = temp_beside(self.path)
         self._tmp = Path(tmp)
         self._file = os.fdopen(fd, "w", encoding="utf-8")
-        self._file.write("[")
         self._count = 0
+        self.error: str | None = None
+        self._write("[")
+
+    def _write(self, text: str) -> None:
+        if self.error is not None:
+            raise OSError(errno.EIO, self.error)
+        try:
+            self._file.write(text)
+            self._file.flush()  # a full disk fails this record, not a later one or the close
+        except OSError as exc:
+            self.error = f"{printable(self.path)}: {exc.strerror or exc}; it keeps what it held before this run"
+            raise
 
     def add(self, record: object) -> None:
-        self._file.write(("," if self._count else "") + "\n" + dumps(record, indent=None))
+        self._write(("," if self._count else "") + "\n" + dumps(record, indent=None))
         self._count += 1
 
     def close(self) -> None:
         if self._file.closed:
             return
-        self._file.write("\n]\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-        os.replace(self._tmp, self.path)
+        try:
+            self._write("\n]\n")
+            os.fsync(self._file.fileno())
+            self._file.close()
+            os.replace(self._tmp, self.path)
+        except OSError as exc:
+            if self.error is None:
+                self.error = f"{printable(self.path)}: {exc.strerror or exc}; it keeps what it held before this run"
+            with contextlib.suppress(OSError):
+                self._file.close()
+            self._tmp.unlink(missing_ok=True)
 
 
 def json_loads(data: str | bytes) -> Any:

@@ -221,6 +221,8 @@ def run(args: argparse.Namespace) -> int:
             if metrics is not None:
                 metrics.close()
             problems = _report(runner, events, args.json or gone)
+            if results is not None and results.error is not None:
+                problems.append(f"--save-json {results.error}")
     for line in problems:
         print(f"yolo-edge run: {printable(line, 1000)}", file=sys.stderr)
     if problems:

@@ -3,16 +3,18 @@
 Per stream: frames read, delivered and dropped by cause (counters), whether the source is up, its events
 (reconnects, stalls), and latency from capture to output and frame age (summaries over the run); and the
 runtime's fallback events by trigger. Written by prometheus_client (the field's library), served on 127.0.0.1 only
-by a fixed pool of threads (its own server takes a thread per connection, with no timeout).
+by one thread with a selector (prometheus_client's own server takes a thread per connection, with no timeout).
 """
 
 from __future__ import annotations
 
+import contextlib
+import selectors
+import socket
 import threading
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 import numpy as np
 
@@ -80,75 +82,114 @@ def registry(runner: StreamRunner, events: EventLog) -> Any:
     return reg
 
 
-WORKERS = 4  # threads that answer scrapes: a fixed pool, not a thread per connection
-WAITING = 64  # connections accepted and waiting for a worker; more are closed at once (shed, not queued)
-IDLE_S = 5.0  # a connection that sends nothing for this long is closed
-BACKLOG = 256  # the listen queue: concurrent scrapes wait in the kernel instead of being refused
+OPEN = 256  # connections held at once: past it the one silent longest is closed to take a new one
+IDLE_S = 5.0  # a connection that has not sent its request this long after it came is closed
+REQUEST_BYTES = 8192  # a request line and headers longer than this are not a scrape
+BACKLOG = 256  # the listen queue: a burst of scrapes waits in the kernel instead of being refused
 
 
-class _Handler(WSGIRequestHandler):
-    timeout = IDLE_S  # the socket's timeout: an idle client cannot hold a worker
+class _Server:
+    """The metrics on one thread with a selector, as an event loop serves: every connection is read without
+    blocking, answered (HTTP/1.0, ``GET``) once its request is whole, and closed; one silent for :data:`IDLE_S` is
+    closed, and at :data:`OPEN` connections the one silent longest makes room for a new one. Thousands of idle
+    connections hold one thread and at most :data:`OPEN` descriptors, and scrapes keep being answered."""
 
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: a scrape is not news on a run's stderr."""
+    def __init__(self, port: int, page: Callable[[], bytes], content_type: str) -> None:
+        self._listener = socket.create_server(("127.0.0.1", port), backlog=BACKLOG)
+        self._listener.setblocking(False)
+        self.port = int(self._listener.getsockname()[1])
+        self._page, self._type, self._stop = page, content_type.encode(), threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="metrics", daemon=True)
+        self._thread.start()
 
+    def _serve(self) -> None:
+        pending: dict[socket.socket, tuple[float, bytes]] = {}  # connection -> (when it came, what it sent)
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._listener, selectors.EVENT_READ)
+            while not self._stop.is_set():
+                for key, _ in sel.select(timeout=0.2):
+                    if key.fileobj is self._listener:
+                        self._accept(sel, pending)
+                    else:
+                        self._read(sel, pending, key.fileobj)  # type: ignore[arg-type]
+                now = time.monotonic()
+                for conn in [c for c, (t, _) in pending.items() if now - t > IDLE_S]:
+                    self._close(sel, pending, conn)
+            for conn in list(pending):
+                self._close(sel, pending, conn)
 
-class _PooledServer(WSGIServer):
-    """A WSGI server whose connections are answered by a fixed pool of :data:`WORKERS` threads, at most
-    :data:`WAITING` waiting, each closed after :data:`IDLE_S` of silence: thousands of idle connections hold a
-    bounded number of threads and file descriptors, and the accept loop never spins on a full table."""
-
-    request_queue_size = BACKLOG
-
-    def __init__(self, address: tuple[str, int]) -> None:
-        super().__init__(address, _Handler)
-        self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="metrics")
-        self._slots = threading.BoundedSemaphore(WAITING + WORKERS)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):  # full: this one is closed, the server stays up
-            self.shutdown_request(request)
-            return
-        self._pool.submit(self._answer, request, client_address)
-
-    def _answer(self, request: Any, client_address: Any) -> None:
+    def _accept(self, sel: selectors.BaseSelector, pending: dict[socket.socket, tuple[float, bytes]]) -> None:
         try:
-            self.finish_request(request, client_address)
-        except Exception:
-            self.handle_error(request, client_address)
-        finally:
-            self.shutdown_request(request)
-            self._slots.release()
+            conn, _ = self._listener.accept()
+        except OSError:  # out of descriptors, or the client gave up: the loop goes on (the next select retries)
+            return
+        if len(pending) >= OPEN:
+            self._close(sel, pending, min(pending, key=lambda c: pending[c][0]))
+        conn.setblocking(False)
+        pending[conn] = (time.monotonic(), b"")
+        sel.register(conn, selectors.EVENT_READ)
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that went away or timed out: its connection is closed, nothing printed."""
+    def _read(
+        self, sel: selectors.BaseSelector, pending: dict[socket.socket, tuple[float, bytes]], conn: socket.socket
+    ) -> None:
+        try:
+            data = conn.recv(REQUEST_BYTES)
+        except OSError:
+            data = b""
+        came, got = pending[conn]
+        got += data
+        if data and b"\r\n\r\n" not in got and len(got) < REQUEST_BYTES:
+            pending[conn] = (came, got)
+            return
+        if data:
+            self._answer(conn, got)
+        self._close(sel, pending, conn)
 
-    def server_close(self) -> None:
-        super().server_close()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+    def _answer(self, conn: socket.socket, request: bytes) -> None:
+        parts = request.split(b"\r\n", 1)[0].split()
+        if len(parts) >= 2 and parts[0] == b"GET" and parts[1].split(b"?")[0] in (b"/", b"/metrics"):
+            status, body = b"200 OK", self._page()
+        else:
+            status, body = b"404 Not Found", b"not found: GET /metrics\n"
+        head = b"HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n" % (status, self._type, len(body))
+        try:
+            conn.settimeout(1.0)  # a client that does not read its answer cannot hold the loop
+            conn.sendall(head + body)
+        except OSError:
+            pass
+
+    @staticmethod
+    def _close(
+        sel: selectors.BaseSelector, pending: dict[socket.socket, tuple[float, bytes]], conn: socket.socket
+    ) -> None:
+        pending.pop(conn, None)
+        with contextlib.suppress(KeyError, ValueError):
+            sel.unregister(conn)
+        conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._listener.close()
 
 
 class MetricsServer:
-    """The run's metrics in prometheus_client's text format (its WSGI app) on 127.0.0.1:``port`` (0: a free port;
-    ``port`` then says which) until ``close``; ``url`` is its ``/metrics``. Served by :class:`_PooledServer`."""
+    """The run's metrics in prometheus_client's text format on 127.0.0.1:``port`` (0: a free port; ``port`` then says
+    which) until ``close``; ``url`` is its ``/metrics``. Served by :class:`_Server`."""
 
     def __init__(self, runner: StreamRunner, events: EventLog, port: int) -> None:
-        from prometheus_client import make_wsgi_app
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+        reg = registry(runner, events)
         try:
-            self._httpd = _PooledServer(("127.0.0.1", port))
+            self._server = _Server(port, lambda: generate_latest(reg), CONTENT_TYPE_LATEST)
         except (OSError, OverflowError) as exc:
             why = exc.strerror if isinstance(exc, OSError) else str(exc)
             raise YoloEdgeError(
                 f"--metrics-port {port}: cannot listen on 127.0.0.1 ({why}); pick a free port"
             ) from None
-        self._httpd.set_app(make_wsgi_app(registry(runner, events)))
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="metrics", daemon=True)
-        self._thread.start()
-        self.port = int(self._httpd.server_address[1])
+        self.port = self._server.port
         self.url = f"http://127.0.0.1:{self.port}/metrics"
 
     def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+        self._server.close()
