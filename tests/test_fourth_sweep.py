@@ -168,3 +168,43 @@ def test_L_a_checkpoint_that_runs_code_when_loaded_is_refused_before_it_runs(tmp
         assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, (args[0], proc.stderr)
         assert "would run code when loaded" in lines[0] and "posix.system" in lines[0], lines
         assert not marker.exists()
+
+
+def test_J_odd_profile_figures_names_and_options_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue #55's class J: a subnormal (or absurd) physical figure, an SRAM larger than the DRAM, a negative
+    channel limit; a class map with no data to map; a profile name with terminal escapes in the placement warning;
+    a ``.pt`` zip bomb refused before torch allocates what it declares."""
+    import zipfile
+
+    from yolo_edge.cli.common import warn_placement
+    from yolo_edge.data.resolve import resolve_eval_data
+    from yolo_edge.export import check_checkpoint
+
+    base = yaml.safe_load((configs_dir() / "devices" / "sim-edge-npu.yaml").read_text())
+    rows = [
+        ({"dram_gbps": 5e-324}, "dram_gbps"),
+        ({"link": {**base["link"], "gbps": 1e-300}}, "gbps"),
+        ({"sram_kb": base["memory_mb"] * 1024 * 4}, "is more than memory_mb"),
+        (
+            {"op_support": {"mode": "list", "ops": {**base["op_support"]["ops"], "Conv": {"max_channels": -5}}}},
+            "max_channels",
+        ),
+    ]
+    for change, message in rows:
+        path = tmp_path / "odd.yaml"
+        path.write_text(yaml.safe_dump({**base, **change}))
+        with pytest.raises(YoloEdgeError, match=message):
+            load_profile(path)
+    with pytest.raises(YoloEdgeError, match="--class-map maps the classes of --data"):
+        resolve_eval_data(None, ("a", "b"), "x=a")
+    warn_placement(["profile 'evil\x1b]0;owned\x07\x1b[2J' refused the unit"], "run")
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "evil?]0;owned??[2J" in err
+    bomb = tmp_path / "bomb.pt"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("archive/data.pkl", b"\0" * (80 << 20))
+    assert bomb.stat().st_size < 1 << 20
+    with pytest.raises(YoloEdgeError, match="declares 64x more bytes than it stores"):
+        check_checkpoint(bomb)

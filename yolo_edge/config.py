@@ -213,14 +213,18 @@ class DeployConfig:
 
 # ---------------------------------------------------------------- device profiles (configs/devices/*.yaml)
 
+# a device's physical figure (GB/s, GFLOP/s, TOPS, MB): a subnormal or absurd one would print latencies of 300
+# digits, or inf, in a report
+FIGURE = Range(1e-6, 1e9)
+
 
 @dataclass(frozen=True)
 class OpLimit:
     """Limits on one op type; ``None`` means no limit."""
 
-    max_hw: int | None = None  # largest H*W (product of the trailing two dims) of any input
-    max_channels: int | None = None
-    max_rank: int | None = None
+    max_hw: Annotated[int | None, Range(1)] = None  # largest H*W (product of the trailing two dims) of any input
+    max_channels: Annotated[int | None, Range(1)] = None
+    max_rank: Annotated[int | None, Range(1)] = None
 
 
 @dataclass(frozen=True)
@@ -235,17 +239,17 @@ class OpSupport:
 
 @dataclass(frozen=True)
 class Link:
-    gbps: Annotated[float, Range(0, lo_open=True)]  # host <-> accelerator bandwidth, GB/s
-    latency_us: Annotated[float, Range(0)]  # per transfer
+    gbps: Annotated[float, FIGURE]  # host <-> accelerator bandwidth, GB/s
+    latency_us: Annotated[float, Range(0, FIGURE.hi)]  # per transfer
 
 
 @dataclass(frozen=True)
 class CpuModel:
     """The board's CPU, for modelled profiles: FP32 throughput, DRAM bandwidth, per-op overhead."""
 
-    gflops: Annotated[float, Range(0, lo_open=True)]
-    dram_gbps: Annotated[float, Range(0, lo_open=True)]
-    op_overhead_us: Annotated[float, Range(0)]
+    gflops: Annotated[float, FIGURE]
+    dram_gbps: Annotated[float, FIGURE]
+    op_overhead_us: Annotated[float, Range(0, FIGURE.hi)]
 
 
 @dataclass(frozen=True)
@@ -274,7 +278,7 @@ class Faults:
         return self.error_rate + self.nan_rate + self.hang_rate > 0 or self.burst_len > 0
 
 
-PEAK_TOPS = Range(0, lo_open=True)  # each precision's figure in a profile's peak_tops
+PEAK_TOPS = FIGURE  # each precision's figure in a profile's peak_tops
 
 
 # the most accelerator cores a profile may declare: the shipped boards have 1-3; a stream runs a context and a
@@ -291,13 +295,13 @@ class DeviceProfile:
     runtime_options: RuntimeOptions  # that backend's own options dataclass
     precisions: tuple[PrecisionName, ...]  # in order of preference
     latency: LatencyKind
-    memory_mb: Annotated[float, Range(0, lo_open=True)]
-    sram_kb: Annotated[float | None, Range(0)]
+    memory_mb: Annotated[float, FIGURE]
+    sram_kb: Annotated[float | None, Range(0, FIGURE.hi)]
     op_support: OpSupport
     peak_tops: dict[str, float]  # per precision, 1e12 ops/s (each checked in __post_init__)
     utilization: Annotated[float, Range(0, 1, lo_open=True)]  # fraction of peak that convolutions reach
-    dram_gbps: Annotated[float, Range(0, lo_open=True)]
-    op_overhead_us: Annotated[float, Range(0)]
+    dram_gbps: Annotated[float, FIGURE]
+    op_overhead_us: Annotated[float, Range(0, FIGURE.hi)]
     link: Link
     cpu: CpuModel | None = None
     faults: Faults = Faults()
@@ -326,6 +330,8 @@ class DeviceProfile:
             raise YoloEdgeError(
                 f"{where}: precisions must be a non-empty list of {list(PRECISIONS)}, got {list(self.precisions)}"
             )
+        if self.sram_kb is not None and self.sram_kb > self.memory_mb * 1024:
+            raise YoloEdgeError(f"{where}: sram_kb {self.sram_kb:g} is more than memory_mb {self.memory_mb:g} (in KB)")
         if not 1 <= self.npu_cores <= MAX_NPU_CORES:  # each core is a context and a worker thread in a stream
             raise YoloEdgeError(f"{where}: npu_cores must be between 1 and {MAX_NPU_CORES}, got {self.npu_cores}")
         missing = [p for p in self.precisions if p not in self.peak_tops]

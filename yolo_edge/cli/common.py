@@ -17,6 +17,7 @@ from yolo_edge.cluster import gcs_endpoint
 from yolo_edge.codec import dumps
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import ImgSize, parse_imgsz
+from yolo_edge.files import printable
 from yolo_edge.plan.placement import PlacementPlan
 
 
@@ -164,7 +165,8 @@ def warn_placement(problems: Sequence[str], command: str) -> None:
     """Say loudly, on stderr, that a bundle is not running the placement deploy proved."""
     for line in problems:
         print(
-            f"yolo-edge {command}: WARNING: {line}; the unit runs on the CPU instead: this is not the deployment "
+            f"yolo-edge {command}: WARNING: {printable(line, 1000)}; the unit runs on the CPU instead: this is not "
+            "the deployment "
             "that was proven (yolo-edge check fails on it)",
             file=sys.stderr,
         )

@@ -149,6 +149,7 @@ def resolve_eval_data(
     """The evaluation images for a model with ``model_names`` (see the module docstring), without the images
     named in ``exclude`` (they calibrated). ``data`` None is the demo val split (the demo's classes only)."""
     names = tuple(model_names)
+    _map_needs_data(data, class_map)
     if isinstance(class_map, str):
         class_map = parse_class_map(class_map)
     if data is None:
@@ -189,6 +190,12 @@ def _without(ev: EvalData, exclude: Sequence[str]) -> EvalData:
     return replace(ev, dataset=Dataset(ev.dataset.names, kept), excluded=gone)
 
 
+def _map_needs_data(data: object, class_map: object) -> None:
+    """A class map without the data set it maps would be silently ignored: a one-line error instead."""
+    if data is None and class_map:
+        raise YoloEdgeError("--class-map maps the classes of --data's data set: pass --data with it, or drop it")
+
+
 def resolve_data(
     data: str | Path | DataSource | None,
     calib: str | Path | None,
@@ -200,6 +207,7 @@ def resolve_data(
     calibration images wanted: see the module docstring."""
     from yolo_edge.pipeline.preprocess import default_calib_dir, list_images
 
+    _map_needs_data(data, class_map)
     names = tuple(model_names)
     if calib is not None or names == CLASS_NAMES:
         folder = Path(calib) if calib is not None else default_calib_dir()

@@ -34,6 +34,8 @@ def bundle_eval_data(
     names = bundle.meta.model.names
     if data is not None:
         return resolve_eval_data(data, names, class_map, bundle.meta.calib)
+    if class_map:
+        raise YoloEdgeError("--class-map maps the classes of --data's data set: pass --data with it, or drop it")
     recorded = bundle.meta.data
     origin = recorded.origin
     if origin == DEMO:
