@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.test_stream import MjpegServer
-from yolo_edge.bundle.write import _temp_prefix, write_bundle
+from yolo_edge.bundle.write import temp_prefix, write_bundle
 from yolo_edge.config import MAX_NPU_CORES, configs_dir, load_profile
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import JsonArrayWriter, atomic_write
@@ -132,9 +132,9 @@ def test_H_a_bundle_is_replaced_in_one_step_and_a_killed_writers_copies_are_remo
 
     monkeypatch.setattr(os, "replace", only_new)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    orphan = tmp_path / f"{_temp_prefix(out)}{int(dead.stdout)}-abc123"
+    orphan = tmp_path / f"{temp_prefix(out)}{int(dead.stdout)}-abc123"
     (orphan / "units").mkdir(parents=True)
-    alive = tmp_path / f"{_temp_prefix(out)}{os.getppid()}-def456"
+    alive = tmp_path / f"{temp_prefix(out)}{os.getppid()}-def456"
     alive.mkdir()
     write_bundle(out, {"meta.json": b'{"yolo_edge": "2"}', "plan.json": b"{}"})
     assert (out / "meta.json").read_bytes() == b'{"yolo_edge": "2"}'

@@ -104,7 +104,7 @@ def write_bundle(out: str | Path, files: Mapping[str, bytes]) -> Path:
     check_writable(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     _remove_orphans(out)
-    tmp = Path(tempfile.mkdtemp(prefix=f"{_temp_prefix(out)}{os.getpid()}-", dir=out.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f"{temp_prefix(out)}{os.getpid()}-", dir=out.parent))
     try:
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700; a bundle is shared like any folder the user makes
         for rel, data in files.items():
@@ -125,7 +125,7 @@ def write_bundle(out: str | Path, files: Mapping[str, bytes]) -> Path:
     return out
 
 
-def _temp_prefix(out: Path) -> str:
+def temp_prefix(out: Path) -> str:
     """The start of the names of ``out``'s temp folders: short enough for any name's temp to fit in 255 bytes."""
     return f".{os.fsencode(out.name)[:64].decode(errors='ignore')}.yolo-edge-"
 
@@ -151,7 +151,7 @@ def exchange(a: Path, b: Path) -> bool:
 def _remove_orphans(out: Path) -> None:
     """Remove the temp folders of ``out`` whose writer is gone (killed mid-write: SIGKILL, power): their name
     carries the writer's pid, and no live process has it."""
-    prefix = _temp_prefix(out)
+    prefix = temp_prefix(out)
     for entry in out.parent.glob(f"{glob.escape(prefix)}*"):
         pid = entry.name[len(prefix) :].split("-", 1)[0]
         if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)) and entry.is_dir():
