@@ -1160,34 +1160,29 @@ def test_run_save_keeps_two_sources_apart_and_the_originals_untouched(env: Env, 
     assert {p: p.read_bytes() for p in before} == before
 
 
-def test_run_save_on_a_full_disk_counts_each_frame_it_could_not_write(env: Env) -> None:
-    """A write that fails (the file-size limit here, EFBIG, as a full disk gives ENOSPC: both an OSError on
-    write) is a ``sink_error`` drop per frame and exit 1, not "delivered, dropped: none"."""
+def _small_files(env: Env, limit: int, *args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    """``yolo-edge ARGS`` in a process of its own whose files cannot grow past ``limit`` bytes (RLIMIT_FSIZE; Python
+    ignores SIGXFSZ, so writes fail with EFBIG, the OSError a full disk's ENOSPC is)."""
     import resource
 
     def small_files() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))  # Python ignores SIGXFSZ: writes fail with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    child = {**os.environ, "TMPDIR": str(env.tmp), "YOLO_OFFLINE": "1"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "yolo_edge.cli.main",
-            "run",
-            str(env.bundle),
-            "--source",
-            _pictures(env),
-            "--save",
-            "full",
-        ],
+    return subprocess.run(
+        [sys.executable, "-m", "yolo_edge.cli.main", *args],
         cwd=env.root,
-        env=child,
+        env={**os.environ, "TMPDIR": str(env.tmp), "YOLO_OFFLINE": "1", **extra_env},
         capture_output=True,
         text=True,
         timeout=300,
         preexec_fn=small_files,
     )
+
+
+def test_run_save_on_a_full_disk_counts_each_frame_it_could_not_write(env: Env) -> None:
+    """A write that fails (the file-size limit here, EFBIG, as a full disk gives ENOSPC: both an OSError on
+    write) is a ``sink_error`` drop per frame and exit 1, not "delivered, dropped: none"."""
+    proc = _small_files(env, 2048, "run", str(env.bundle), "--source", _pictures(env), "--save", "full")
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert "2 read, 0 delivered, dropped: sink_error 2" in proc.stdout, proc.stdout
     assert "File too large" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
@@ -1198,24 +1193,10 @@ def test_run_save_json_on_a_full_disk_counts_each_frame_it_could_not_write(env: 
     """Issue #55's class I: ``--save-json`` on a full disk (the file-size limit here): each frame whose record could
     not be written is a ``sink_error`` drop, not printed as done; the summary is printed, exit 1 (not 2), the file
     keeps what it held before, and no temporary file is left beside it."""
-    import resource
-
-    def small_files() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (300, 300))  # the opening bracket fits, a record does not
-
     out = env.root / "results.json"
     out.write_text("[]\n")
-    child = {**os.environ, "TMPDIR": str(env.tmp), "YOLO_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "yolo_edge.cli.main", "run", str(env.bundle), "--source", _pictures(env)]
-    proc = subprocess.run(
-        [*cmd, "--save-json", str(out)],
-        cwd=env.root,
-        env=child,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        preexec_fn=small_files,
-    )
+    # the opening bracket fits, a record does not
+    proc = _small_files(env, 300, "run", str(env.bundle), "--source", _pictures(env), "--save-json", str(out))
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert "2 read, 0 delivered, dropped: sink_error 2" in proc.stdout, proc.stdout
     assert "detections (" not in proc.stdout and "--save-json" in proc.stderr and "Traceback" not in proc.stderr
@@ -1226,22 +1207,8 @@ def test_a_full_disk_while_deploying_is_one_line_and_leaves_nothing(env: Env) ->
     """A write that fails for lack of room (the file-size limit here, EFBIG, the same OSError as ENOSPC on a
     full disk) while deploy writes its working files: one line saying what to do, exit 2, no --out, TMPDIR
     empty."""
-    import resource
-
-    def small_files() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
-
     cache = env.root / "full-cache"  # not the user's cache: the same limit holds for what deploy caches
-    child = {**os.environ, "TMPDIR": str(env.tmp), "YOLO_OFFLINE": "1", "YOLO_EDGE_CACHE": str(cache)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "yolo_edge.cli.main", "deploy", "--quiet", "--out", "full-out"],
-        cwd=env.root,
-        env=child,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        preexec_fn=small_files,
-    )
+    proc = _small_files(env, 1 << 20, "deploy", "--quiet", "--out", "full-out", YOLO_EDGE_CACHE=str(cache))
     err = proc.stderr.strip()
     assert proc.returncode == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert "File too large" in err and "write elsewhere" in err, err
