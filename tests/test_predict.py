@@ -140,3 +140,59 @@ def test_K_the_python_apis_bad_inputs_are_one_line_errors(
         with pytest.raises(YoloEdgeError, match="could not open it"):
             list(model("http://127.0.0.1:9/none.mjpg", stream=True))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir"]
+
+
+def _snippet(results: list) -> list[tuple]:  # type: ignore[type-arg]
+    """Code written for ultralytics' ``Results``, run unchanged on ultralytics' and on yolo-edge's."""
+    rows = []
+    for r in results:
+        h, w = r.orig_shape
+        assert len(r.boxes) == r.boxes.data.shape[0] and r.boxes.data.shape[1] == 6 and r.boxes.id is None
+        for box in r.boxes:
+            x, y, bw, bh = box.xywhn[0].tolist()
+            x1, y1, x2, y2 = box.xyxy[0].tolist()
+            cx, cy = box.xywh[0].tolist()[:2]
+            assert abs(cx - (x1 + x2) / 2) < 1e-3 and abs(x * w - cx) < 1e-2 and abs(y * h - cy) < 1e-2
+            assert box.xyxyn[0].tolist()[2] * w == pytest.approx(x2, abs=1e-2)
+            rows.append((r.names[int(box.cls[0])], float(box.conf[0]), x, y, bw, bh))
+        assert [d["name"] for d in r.summary()] == [r.names[int(c)] for c in r.boxes.cls.tolist()]
+        assert r.verbose().endswith(", ")
+    return sorted(rows, key=lambda row: -row[1])
+
+
+def test_K_code_written_for_ultralytics_results_runs_unchanged_and_agrees(deployed_cpu: Path, photos: Path) -> None:
+    """The same snippet on ultralytics' YOLO(checkpoint) and on the bundle deployed from it to ``cpu`` (FP32), with
+    the keywords ultralytics users pass (``imgsz`` the bundle's, ``verbose``): the same boxes, classes and
+    confidences within what a letterbox of another padding and another runtime move; keywords asking for what the
+    bundle fixed are one line each."""
+    from ultralytics import YOLO
+
+    from yolo_edge.export import demo_model_path
+
+    images = [str(p) for p in sorted(photos.iterdir())[:3]]
+    theirs = _snippet(YOLO(str(demo_model_path()))(images, imgsz=320, conf=0.5, verbose=False, device="cpu"))
+    with load(deployed_cpu) as model:
+        ours = _snippet(model(images, imgsz=320, conf=0.5, verbose=False))
+        for kwargs, message in (
+            ({"imgsz": 640}, "deployed and proven at 320x320"),
+            ({"device": "cpu"}, "fixes where each unit runs"),
+            ({"half": True}, "fixes each unit's precision"),
+        ):
+            with pytest.raises(YoloEdgeError, match=message):
+                model(images[0], **kwargs)
+    assert len(ours) == len(theirs) > 0, (ours, theirs)
+    for a, b in zip(ours, theirs):
+        assert a[0] == b[0] and abs(a[1] - b[1]) < 0.05 and max(abs(u - v) for u, v in zip(a[2:], b[2:])) < 0.02, (a, b)
+
+
+def test_the_cli_takes_the_source_as_ultralytics_does_and_predicts_errors_say_predict(
+    deployed_cpu: Path, photos: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``yolo-edge predict BUNDLE photos/`` and ``... source=photos/`` (ultralytics' forms) as ``--source``; with no
+    source the error names the command the user typed."""
+    for form in ([str(photos)], [f"source={photos}"], ["--source", str(photos)]):
+        assert main(["predict", str(deployed_cpu), *form, "--json"]) == 0, capsys.readouterr().err
+        assert len(capsys.readouterr().out.splitlines()) == len(list(photos.iterdir())), form
+    assert main(["predict", str(deployed_cpu)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("yolo-edge predict: error: no source") and "run" not in err, err

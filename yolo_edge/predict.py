@@ -18,9 +18,11 @@ Example:
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -43,14 +45,54 @@ Source = str | Path | int | np.ndarray
 
 @dataclass(frozen=True)
 class Boxes:
-    """One image's boxes, as ultralytics' ``Results.boxes`` reads: original-image pixels."""
+    """One image's boxes, as ultralytics' ``Results.boxes`` reads them: original-image pixels, numpy arrays (where
+    ultralytics has torch tensors: indexing, ``float()``, ``int()`` and ``tolist()`` read alike). Iterating gives
+    one ``Boxes`` per box, as ultralytics' does; ``id`` is None (a bundle runs no tracker)."""
 
     xyxy: np.ndarray  # (N, 4) float32
     conf: np.ndarray  # (N,) float32
     cls: np.ndarray  # (N,) int64 class ids
+    orig_shape: tuple[int, int]  # (height, width)
+
+    id = None
+    is_track = False
 
     def __len__(self) -> int:
         return len(self.conf)
+
+    def __iter__(self) -> Iterator[Boxes]:
+        return (self[i] for i in range(len(self)))
+
+    def __getitem__(self, index: int | slice | np.ndarray) -> Boxes:
+        rows = [index] if isinstance(index, int | np.integer) else index  # one box stays a (1, 4) row, as there
+        return Boxes(self.xyxy[rows], self.conf[rows], self.cls[rows], self.orig_shape)
+
+    @property
+    def data(self) -> np.ndarray:
+        """(N, 6): x1, y1, x2, y2, confidence, class (ultralytics' layout without a tracker)."""
+        return np.column_stack([self.xyxy, self.conf, self.cls.astype(np.float32)]).astype(np.float32)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def xywh(self) -> np.ndarray:
+        """(N, 4): box centre, width and height in pixels."""
+        b = self.xyxy.astype(np.float32)
+        return np.column_stack([(b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2, b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]])
+
+    @property
+    def xyxyn(self) -> np.ndarray:
+        """(N, 4): corners over the image's width and height."""
+        h, w = self.orig_shape
+        return self.xyxy.astype(np.float32) / np.array([w, h, w, h], np.float32)
+
+    @property
+    def xywhn(self) -> np.ndarray:
+        """(N, 4): centre, width and height over the image's width and height."""
+        h, w = self.orig_shape
+        return self.xywh / np.array([w, h, w, h], np.float32)
 
 
 @dataclass(frozen=True)
@@ -65,7 +107,12 @@ class Results:
     @property
     def boxes(self) -> Boxes:
         d = self.detections
-        return Boxes(d.xyxy, d.confidence, d.class_id)
+        return Boxes(d.xyxy, d.confidence, d.class_id, self.orig_shape)
+
+    @property
+    def orig_shape(self) -> tuple[int, int]:
+        h, w = self.orig_img.shape[:2]
+        return int(h), int(w)
 
     @property
     def names(self) -> dict[int, str]:
@@ -76,11 +123,29 @@ class Results:
 
     @property
     def xywhn(self) -> np.ndarray:
-        """(N, 4): box centre, width and height over the image's width and height."""
-        h, w = self.orig_img.shape[:2]
-        b = self.detections.xyxy.astype(np.float64)
-        xywh = np.column_stack([(b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2, b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]])
-        return xywh / np.array([w, h, w, h])
+        """(N, 4): box centre, width and height over the image's width and height (as ``boxes.xywhn``)."""
+        return self.boxes.xywhn.astype(np.float64)
+
+    def summary(self, normalize: bool = False, decimals: int = 5) -> list[dict[str, Any]]:
+        """One dict per box as ultralytics' ``Results.summary()``: name, class, confidence and box (``normalize``:
+        over the image's size)."""
+        xyxy = self.boxes.xyxyn if normalize else self.detections.xyxy
+        return [
+            {
+                "name": self.names[int(c)],
+                "class": int(c),
+                "confidence": round(float(s), decimals),
+                "box": {k: round(float(v), decimals) for k, v in zip(("x1", "y1", "x2", "y2"), b)},
+            }
+            for b, s, c in zip(xyxy, self.detections.confidence, self.detections.class_id)
+        ]
+
+    def verbose(self) -> str:
+        """ultralytics' one-line count: ``"2 circles, 1 star, "``, or ``"(no detections), "``."""
+        if not len(self):
+            return "(no detections), "
+        counts = Counter(int(c) for c in self.detections.class_id)
+        return "".join(f"{n} {self.names[c]}{'s' * (n > 1)}, " for c, n in sorted(counts.items()))
 
     def plot(self) -> np.ndarray:
         """A copy of the image with each box and its ``name confidence`` tag in its class's colour."""
@@ -109,20 +174,9 @@ class Results:
         atomic_write(path, "".join(f"{line}\n" for line in lines).encode())
         return str(path)
 
-    def to_json(self) -> str:
-        """The detections as ultralytics' ``Results.to_json()`` writes them: name, class, confidence, box."""
-        rows = [
-            {
-                "name": name,
-                "class": int(c),
-                "confidence": s,
-                "box": dict(zip(("x1", "y1", "x2", "y2"), b)),
-            }
-            for name, c, s, b in zip(
-                self.detections.class_names, self.detections.class_id, self.detections.confidence, self.detections.xyxy
-            )
-        ]
-        return dumps(rows)
+    def to_json(self, normalize: bool = False, decimals: int = 5) -> str:
+        """:meth:`summary` as JSON, as ultralytics' ``Results.to_json()`` writes it."""
+        return dumps(self.summary(normalize, decimals))
 
 
 def _output(filename: str | Path, default: str) -> Path:
@@ -230,9 +284,16 @@ class Model:
         classes: Sequence[int | str] | None = None,
         max_det: int | None = None,
         stream: bool = False,
+        verbose: bool = False,
+        imgsz: int | Sequence[int] | None = None,
+        device: str | int | None = None,
+        half: bool = False,
     ) -> list[Results] | Iterator[Results]:
         """Detect on ``source``: a list of results, one per image or frame (``stream``: an iterator, which a
-        camera index or a stream URL needs)."""
+        camera index or a stream URL needs). ultralytics' ``verbose`` prints nothing here (yolo-edge's predict never
+        prints); ``imgsz`` may only be the bundle's, ``device`` only None and ``half`` only False: the bundle fixes
+        the size, where each unit runs and at which precision (deploy chose and proved them)."""
+        self._fixed(imgsz, device, half)
         nms = self.nms(conf, iou, classes, max_det)
         items: list[Source] = list(source) if isinstance(source, list | tuple) else [source]  # type: ignore[list-item]
         for item in items:
@@ -243,6 +304,24 @@ class Model:
         return found if stream else list(found)
 
     predict = __call__
+
+    def _fixed(self, imgsz: int | Sequence[int] | None, device: str | int | None, half: bool) -> None:
+        """One line for an ultralytics keyword asking for what the bundle fixed."""
+        have = self.bundle.meta.model.imgsz
+        if imgsz is not None:
+            want = (imgsz, imgsz) if isinstance(imgsz, int) else tuple(imgsz)
+            if tuple(want) != tuple(have):
+                raise YoloEdgeError(
+                    f"imgsz={imgsz!r}: this bundle was deployed and proven at {have[0]}x{have[1]}; deploy again with "
+                    "--imgsz for another size"
+                )
+        if device is not None:
+            raise YoloEdgeError(
+                f"device={device!r}: the bundle fixes where each unit runs (its profile '{self.bundle.meta.device}'); "
+                "deploy to another --device to change it"
+            )
+        if half:
+            raise YoloEdgeError("half=True: the bundle fixes each unit's precision; deploy again to change it")
 
     def _results(self, source: Source, nms: NmsConfig) -> Iterator[Results]:
         if isinstance(source, np.ndarray):

@@ -43,11 +43,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("bundle", type=Path)
     p.add_argument(
-        "--source",
-        action="append",
-        required=True,
-        help="an image, a folder of images, a video, a camera index or a stream URL; repeat for several streams",
+        "sources",
+        nargs="*",
+        metavar="SOURCE",
+        help="an image, a folder of images, a video, a camera index or a stream URL (or source=SOURCE, as ultralytics)",
     )
+    p.add_argument("--source", action="append", default=None, help="a source too; repeat for several streams")
     p.add_argument("--save", type=Path, default=None, help="write annotated images (or video) here")
     p.add_argument("--conf", type=float, default=None, help="confidence threshold (default: the bundle's, 0.25)")
     p.add_argument("--iou", type=float, default=None, help="NMS IoU threshold (default: the bundle's, 0.7)")
@@ -182,7 +183,13 @@ def run(args: argparse.Namespace) -> int:
         raise YoloEdgeError("--save-txt writes the labels into SAVE/labels/: give --save DIR too")
     if args.save_json is not None:
         check_can_write(args.save_json, "--save-json")
-    sources = [parse_source(s) for s in args.source]  # a bad source fails before the bundle is compiled
+    named = [s.removeprefix("source=") for s in args.sources] + (args.source or [])
+    if not named:
+        raise YoloEdgeError(
+            f"no source: yolo-edge {args.command} BUNDLE SOURCE (or source=SOURCE, or --source SOURCE): an image, a "
+            "folder, a video, a camera index or a stream URL"
+        )
+    sources = [parse_source(s) for s in named]  # a bad source fails before the bundle is compiled
     save = save_dirs(args.save, sources) if args.save else None
     bundle = load_bundle(args.bundle)
     nms = nms_settings(bundle.config.nms, bundle.meta.model.names, args.conf, args.iou, args.classes, args.max_det)
