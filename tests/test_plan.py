@@ -88,7 +88,7 @@ def test_op_support_shape_limit(v8n: ExportedModel, fast_cfg: DeployConfig) -> N
 
 
 def test_memory_fails_on_dram_budget(v8n: ExportedModel, fast_cfg: DeployConfig) -> None:
-    plan = _plan(v8n, replace(SIM, memory_mb=1.0), fast_cfg)
+    plan = _plan(v8n, replace(SIM, memory_mb=1.0, sram_kb=None), fast_cfg)
     check = plan["backbone"].checks["memory"]
     assert check.passed is False and "> 1 MiB" in check.reason
     memory = _measured(check, Memory)
@@ -213,9 +213,9 @@ def test_strict_mode_refuses_fallback(
     v8n: ExportedModel, fast_cfg: DeployConfig, tmp_path, capsys: pytest.CaptureFixture[str]
 ) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(PlanRefused, match="strict mode: backbone would fall back"):
-        _plan(v8n, replace(SIM, memory_mb=1.0), fast_cfg, strict=True)
+        _plan(v8n, replace(SIM, memory_mb=1.0, sram_kb=None), fast_cfg, strict=True)
     tiny = tmp_path / "tiny-npu.yaml"  # the same through the CLI: a refusal is a failed verdict, exit 1, not bad input
-    tiny.write_text(json.dumps(dataclasses.asdict(replace(SIM, name="tiny-npu", memory_mb=1.0))))
+    tiny.write_text(json.dumps(dataclasses.asdict(replace(SIM, name="tiny-npu", memory_mb=1.0, sram_kb=None))))
     argv = ["plan", "--model", str(v8n.path), "--device", str(tiny), "--calib-images", "4", "--strict"]
     assert main(argv) == 1
     assert "strict mode: backbone would fall back" in capsys.readouterr().err

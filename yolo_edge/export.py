@@ -333,14 +333,17 @@ def check_checkpoint(path: Path) -> None:
     far more bytes than it stores (a zip bomb) is refused before torch allocates them."""
     import zipfile
 
-    import torch.serialization
-
+    try:
+        import torch.serialization
+    except ImportError:  # no exporter here: export_model says what to install
+        return
     try:
         with zipfile.ZipFile(path) as zf:
             bomb = [i.filename for i in zf.infolist() if i.file_size > MAX_INFLATE * max(i.compress_size, 1 << 16)]
     except (zipfile.BadZipFile, OSError) as exc:
         raise YoloEdgeError(
-            f"{printable(path)} is not a checkpoint torch.save writes ({exc}); pass a .pt saved by ultralytics"
+            f"cannot load {printable(path)}: it is not the zip torch.save writes ({exc}); pass a .pt saved by "
+            "ultralytics"
         ) from None
     if bomb:
         raise YoloEdgeError(
@@ -350,7 +353,7 @@ def check_checkpoint(path: Path) -> None:
         names = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
     except Exception as exc:  # a malformed pickle: what torch says of it, in one line
         raise YoloEdgeError(
-            f"{printable(path)} is not a readable checkpoint ({type(exc).__name__}); re-save it"
+            f"cannot load {printable(path)}: a damaged checkpoint ({type(exc).__name__}); re-save it"
         ) from None
     unsafe = sorted(n for n in names if not _network_class(n))
     if unsafe:
