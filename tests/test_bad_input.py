@@ -272,6 +272,23 @@ def _renamed_ir_output(env: Env) -> str:
     return str(b)
 
 
+def _ir_claimed_bf16(env: Env) -> str:
+    """The NNCF INT8 unit's bundle with plan.json and units.json both saying BF16: the stored IR is INT8, and a
+    loader that compiled it under the claim would run another precision than the one shown."""
+    b = env.root / "ir-claimed-bf16"
+    shutil.rmtree(b, ignore_errors=True)
+    shutil.copytree(env.ir_bundle, b)
+    units = json.loads((b / "units.json").read_text())
+    units[0]["variant"] = "bf16"
+    (b / "units.json").write_text(json.dumps(units))
+    plan = json.loads((b / "plan.json").read_text())
+    for sub in plan["subgraphs"]:
+        if sub["device"] == "npu":
+            sub.update(precision="bf16", int8_scheme=None, quantizer=None)
+    (b / "plan.json").write_text(json.dumps(plan))
+    return str(b)
+
+
 def _hostile_sample(env: Env) -> str:
     """sample.npz whose image tensor's header claims 2**40 floats: refused from the header, nothing allocated."""
     import io
@@ -879,6 +896,12 @@ CASES: list[Case] = [
         lambda e: ["bench", _custom_op(e)],
         2,
         "holds ops of no standard domain (x.y:Mystery)",
+    ),
+    (
+        "an INT8 IR claimed as BF16",
+        lambda e: ["bench", _ir_claimed_bf16(e)],
+        2,
+        "is an INT8 graph but units.json says it runs at bf16",
     ),
     (
         "a Loop in model.onnx",

@@ -32,9 +32,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("device", USABLE)
 def test_bundle_runs_the_placement_deploy_reported(device: str, small_deploy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    # cpu and host-lowp are present on every machine, rk3588 wherever the README's test command ran (it installs
-    # Rockchip's toolchain): the loop is never empty, and the real NPU toolchain is never silently left out
-    assert {"cpu", "host-lowp", "rk3588"} <= set(USABLE), "rk3588: run `yolo-edge toolchain install rknn` first"
+    # cpu and host-lowp are present on every machine, rk3588 and the Ethos-U profiles wherever the README's test
+    # command ran (it installs Rockchip's and Arm's toolchains): the loop is never empty, and a vendor is never
+    # silently left out (the Ethos-U profiles were, from the installed package, when its Vela .ini was not packaged)
+    want = {"cpu", "host-lowp", "rk3588", "ethos-u55", "ethos-u65"}
+    assert want <= set(USABLE), f"{want - set(USABLE)}: run `yolo-edge toolchain install rknn ethos-u` first"
     result = small_deploy(device)
     bundle = load_bundle(result.bundle)
     report = result.report.to_dict()

@@ -179,6 +179,11 @@ class OpenVinoBackend(Backend):
         return OpQuery(len(ops), tuple(o for o in ops if o not in supported), "query_model")
 
     def _load(self, model: onnx.ModelProto, v: Variant, artifact: Artifact) -> Graph | None:
+        quantized = (OV_XML_SUFFIX in artifact and OV_BIN_SUFFIX in artifact) or QDQ_SUFFIX in artifact
+        if quantized and v.precision != "int8":  # only INT8 stores a graph of its own: the claim is not what runs
+            raise YoloEdgeError(
+                f"a stored unit is an INT8 graph but units.json says it runs at {v.label}; the bundle was altered"
+            )
         if OV_XML_SUFFIX in artifact and OV_BIN_SUFFIX in artifact:
             xml, weights = artifact[OV_XML_SUFFIX], artifact[OV_BIN_SUFFIX]
             try:
