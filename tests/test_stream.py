@@ -61,7 +61,7 @@ class MjpegServer:
     n frames then closes, ``("stall", n)`` sends n then holds the connection open, silent; connections past
     the plan stream forever. Frames go out at ``fps``; each carries its number in its pixel values."""
 
-    def __init__(self, fps: float, plan: list[tuple[str, int]] | None = None) -> None:
+    def __init__(self, fps: float, plan: list[tuple[str, int]] | None = None, host: str = "127.0.0.1") -> None:
         self.fps, self.plan, self.connections = fps, list(plan or []), 0
         self.stopping = threading.Event()
         owner = self
@@ -76,8 +76,8 @@ class MjpegServer:
         class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
             daemon_threads = True
 
-        self.httpd = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/stream.mjpg"
+        self.httpd = Server((host, 0), Handler)
+        self.url = f"http://{host}:{self.httpd.server_address[1]}/stream.mjpg"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def serve(self, handler: http.server.BaseHTTPRequestHandler) -> None:
@@ -406,6 +406,43 @@ def test_F_credentials_in_a_stream_url_reach_no_output(
     files = [str(p) for p in (tmp_path / "out").rglob("*")]
     assert all(line.startswith("{") for line in lines) and "s3cr3t" not in shown and "user" not in shown, shown[-2000:]
     assert files and not any("s3cr3t" in f or "user" in f for f in files), files
+
+
+def test_J_a_redirect_to_another_host_is_said(deployed: DeployResult, servers: list[MjpegServer]) -> None:
+    """FFmpeg follows an HTTP redirect wherever it points; yolo-edge says so: a server on 127.0.0.1 that redirects
+    (302) to the stream on 127.0.0.2 (another host, on loopback) is read, and the summary names where it went."""
+    target = MjpegServer(25, host="127.0.0.2")
+    servers.append(target)
+
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *_args: object) -> None:
+            pass
+
+        def do_HEAD(self) -> None:
+            self.send_response(302)
+            self.send_header("Location", target.url)
+            self.end_headers()
+
+        do_GET = do_HEAD
+
+    hop = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=hop.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{hop.server_address[1]}/cam"
+        proc = subprocess.Popen(
+            [*CLI, "run", str(deployed.bundle), "--source", url, "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(3)]
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        hop.shutdown()
+    assert all(line.startswith("{") for line in lines), (lines, err[-2000:])
+    assert "redirected 1" in err and "(redirected to 127.0.0.2, another host)" in err, err[-2000:]
 
 
 def test_an_mp4_with_every_frame(deployed: DeployResult, tmp_path: Path) -> None:

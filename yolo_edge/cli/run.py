@@ -163,7 +163,10 @@ def _report(runner: StreamRunner, events: EventLog, quiet_stdout: bool) -> list[
         if s.age_ms is not None:
             line += f", frame age p99 {s.age_ms.p99:.1f} ms"
         if s.event_counts:
-            line += f"; {sum(s.event_counts.values())} source events"
+            line += "; source events: " + ", ".join(f"{k} {v}" for k, v in sorted(s.event_counts.items()))
+            redirect = next((e for e in s.events if e["event"] == "redirected"), None)
+            if redirect is not None:  # FFmpeg followed it: said, with where it went
+                line += f" (redirected to {printable(redirect['to'])}, another host)"
         print(line, file=out)
     ev = events.summary()
     print(f"{ev.total} fallback events" + (f": {ev.by_trigger}" if ev.total else ""), file=out)

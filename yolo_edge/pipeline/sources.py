@@ -18,6 +18,9 @@ import collections
 import re
 import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -294,11 +297,36 @@ class Reader(threading.Thread):
         params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, ms, cv2.CAP_PROP_READ_TIMEOUT_MSEC, ms]
         return cv2.VideoCapture(self.source.text, cv2.CAP_FFMPEG, params)
 
+    def _check_redirect(self) -> None:
+        """FFmpeg follows an HTTP(S) redirect wherever it points, without a word: ask the server once (``HEAD``,
+        not followed, credentials left out) and make a redirect to another host a ``redirected`` event naming it,
+        which the run's summary shows. A server that refuses ``HEAD`` or does not answer says nothing here."""
+        parts = urllib.parse.urlsplit(self.source.text)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            return
+
+        class Stay(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *_args: object, **_kwargs: object) -> None:
+                return None  # not followed: urllib raises the 3xx as an HTTPError
+
+        plain = parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl()
+        try:
+            urllib.request.build_opener(Stay).open(
+                urllib.request.Request(plain, method="HEAD"), timeout=min(self.options.stall_s, 5.0)
+            ).close()
+        except urllib.error.HTTPError as exc:
+            target = urllib.parse.urlsplit(urllib.parse.urljoin(plain, exc.headers.get("Location") or ""))
+            if 300 <= exc.code < 400 and target.hostname and target.hostname != parts.hostname:
+                self.stats.event("redirected", status=exc.code, to=target.hostname)
+        except (OSError, ValueError):
+            return
+
     def _live(self) -> None:
         """Read a live source, reopening it with backoff whenever it closes; one that has never opened gives up
         after ``open_timeout_s`` with a problem line (a camera that was there may come back: that one is retried
         for as long as the run lasts)."""
         attempt, gap_since, index, started, opened = 0, None, 0, self.clock(), False
+        self._check_redirect()
         while not self.stop.is_set():
             cap = self._open()
             first = index
