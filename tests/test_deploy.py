@@ -267,14 +267,19 @@ def test_a_busy_machine_gets_the_plan_a_quiet_one_gets(
 
     if loaded.report.chosen.name == quiet.report.chosen.name:
         if loaded.report.placement.label != quiet.report.placement.label:
-            # another placement only where the loaded run's own trials of the two were a tie by the search's rule
-            # (within plan.tie_margin or twice their noise: the busy loop's noise, which goes to less low precision)
-            trials = {t.plan.label: t for t in loaded.report.search.trials}
-            mine, other = trials[loaded.report.placement.label], trials.get(quiet.report.placement.label)
-            assert other is not None and mine.speed_ratio is not None and other.speed_ratio is not None, seen(loaded)
+            # another placement: each run's choice judged against its own run's trials, measured under its own load
+            # (the loaded run need not have judged the quiet run's placement at all): never clearly slower than the
+            # fastest placement that passed in that run (within plan.tie_margin or twice their noise, as the
+            # search's tie rule, which goes to less low precision)
             tie = load_deploy_config().plan.tie_margin  # the tiny config keeps the shipped margin
-            slack = other.speed_ratio * tie + 2 * (mine.ratio_se + other.ratio_se)
-            assert mine.speed_ratio <= other.speed_ratio + slack, (seen(quiet), seen(loaded))
+            for run in (quiet, loaded):
+                passed = [t for t in run.report.search.trials if t.run.status == "ok" and t.speed_ratio is not None]
+                mine = next((t for t in passed if t.plan.label == run.report.placement.label), None)
+                assert mine is not None and mine.speed_ratio is not None, (seen(quiet), seen(loaded))
+                best = min(passed, key=lambda t: t.speed_ratio or 0.0)
+                assert best.speed_ratio is not None
+                slack = best.speed_ratio * tie + 2 * (mine.ratio_se + best.ratio_se)
+                assert mine.speed_ratio <= best.speed_ratio + slack, (seen(quiet), seen(loaded))
         return
     # another plan under load: a neighbour may tip a real near-tie (seen on an AVX2-only EPYC: a split with only the
     # backbone in INT8 within 3 % of whole-cpu), or slow one runtime more than another. Each run's choice is judged

@@ -24,8 +24,14 @@ with yolo_edge.load(sys.argv[1]) as model:
 """
 
 
+# onnxruntime's telemetry stays quiet where it sees a CI runner (CI=true: measured, no lookup in 40 s), so the
+# commands run as on a user's machine, without those markers (.ci/run sets CI=true)
+CI_MARKERS = ("CI", "GITHUB_ACTIONS", "TF_BUILD", "GITLAB_CI", "BUILDKITE", "JENKINS_URL")
+
+
 def _env(home: Path, **extra: str) -> dict[str, str]:
-    keep = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY", "RAY_USAGE_STATS_ENABLED")}
+    dropped = ("ORT_DISABLE_TELEMETRY", "RAY_USAGE_STATS_ENABLED", *CI_MARKERS)
+    keep = {k: v for k, v in os.environ.items() if k not in dropped}
     return {**keep, "YOLO_OFFLINE": "1", "HOME": str(home), **extra}
 
 

@@ -177,6 +177,18 @@ def _report(runner: StreamRunner, events: EventLog, quiet_stdout: bool) -> list[
     return problems
 
 
+def source_names(args: argparse.Namespace) -> list[str]:
+    """The sources as positional arguments, ultralytics' ``source=X`` or ``--source X``; none is a one-line error
+    naming the command the user typed (``predict`` or ``run``)."""
+    named = [s.removeprefix("source=") for s in args.sources] + (args.source or [])
+    if not named:
+        raise YoloEdgeError(
+            f"no source: yolo-edge {args.command} BUNDLE SOURCE (or source=SOURCE, or --source SOURCE): an image, a "
+            "folder, a video, a camera index or a stream URL"
+        )
+    return named
+
+
 def run(args: argparse.Namespace) -> int:
     if args.events is not None:
         check_can_write(args.events, "--events")
@@ -186,13 +198,7 @@ def run(args: argparse.Namespace) -> int:
         raise YoloEdgeError("--save-txt writes the labels into SAVE/labels/: give --save DIR too")
     if args.save_json is not None:
         check_can_write(args.save_json, "--save-json")
-    named = [s.removeprefix("source=") for s in args.sources] + (args.source or [])
-    if not named:
-        raise YoloEdgeError(
-            f"no source: yolo-edge {args.command} BUNDLE SOURCE (or source=SOURCE, or --source SOURCE): an image, a "
-            "folder, a video, a camera index or a stream URL"
-        )
-    sources = [parse_source(s) for s in named]  # a bad source fails before the bundle is compiled
+    sources = [parse_source(s) for s in source_names(args)]  # a bad source fails before the bundle is compiled
     save = save_dirs(args.save, sources) if args.save else None
     bundle = load_bundle(args.bundle)
     nms = nms_settings(bundle.config.nms, bundle.meta.model.names, args.conf, args.iou, args.classes, args.max_det)
