@@ -112,9 +112,12 @@ def test_check_passes_then_fails_on_sla_and_regression(
     assert main(["check", str(deployed.bundle), "--data", data, "--runs", "8", "--write-baseline", str(base)]) == 0
     recorded = json.loads(base.read_text())
     assert recorded["p95_ms"] > 0 and recorded["kind"] == "measured"  # host-lowp: a real device, measured
-    assert main(["check", str(deployed.bundle), "--data", data, "--runs", "8", "--sla-ms", "1"]) == 1
+    code = main(["check", str(deployed.bundle), "--data", data, "--runs", "8", "--sla-ms", "1"])
     captured = capsys.readouterr()
-    assert "over the SLA 1.0 ms" in captured.err and "status fails SLA: FAIL" in captured.out
+    if code == 4:  # the suite's other worker kept this machine busy: never a PASS, and it says why not a FAIL
+        assert "undecided SLA: UNDECIDED" in captured.out and "the machine was busy" in captured.err, captured
+    else:
+        assert code == 1 and "over the SLA 1.0 ms" in captured.err and "status fails SLA: FAIL" in captured.out
     assert "boxes at conf 0.25 (same class, IoU >= 0.5): status" in captured.out
     # the baseline says what its figures are of: the model's digest, size, classes, device, and the accuracy measured
     assert recorded["model"]["device"] == "host-lowp" and len(recorded["model"]["model_sha256"]) == 64
@@ -132,7 +135,8 @@ def test_check_passes_then_fails_on_sla_and_regression(
         return check_bundle(deployed.bundle, baseline=base, data=data, runs=8)
 
     result = against(p95_ms=0.01)
-    assert not result.passed and any("over the baseline" in f for f in result.failures)
+    assert not result.passed and result.status in ("fails regression", "undecided regression"), result.failures
+    assert any("over the baseline" in f or "machine was busy" in f for f in result.failures), result.failures
     # a baseline obtained otherwise (a host's board model) is not compared with a measurement: it says where to record
     result = against(p95_ms=1e6, kind="modelled (board)")
     assert not result.passed and result.status == "fails baseline" and "record the baseline where" in result.failures[0]

@@ -64,6 +64,11 @@ def test_bundle_runs_the_placement_deploy_reported(device: str, small_deploy, tm
     frames = [json.loads(line) for line in run.stdout.splitlines()]
     shown = events.read_text() if events.exists() else ""
     assert len(frames) == len(list(images.iterdir())) and all(f["devices"] == want for f in frames), shown
+    # a simulated board's unit times are its model's (its NPU's and its CPU's), and every frame says so
+    simulated = set(want) if load_profile(device).latency == "modelled" else set()
+    assert all(set(f["modelled_units"]) == simulated for f in frames), frames[0]["modelled_units"]
+    line = _cli("run", str(result.bundle), str(next(images.iterdir())), "--sequential").stdout.splitlines()[0]
+    assert ("ms inference modelled (board), " in line) is bool(simulated), line
     assert not (tmp_path / "events.jsonl").exists() or not (tmp_path / "events.jsonl").read_text()
     assert "WARNING" not in run.stderr
 

@@ -121,3 +121,38 @@ def test_a_table_wraps_its_last_column_to_the_width() -> None:
     start = lines[0].index("usable here")
     assert " ".join(line[start:] for line in lines[2:] if "cpu" not in line) == why
     assert lines[2][:start].split() == ["cuda", "1"] and lines[-1].split() == ["cpu", "22", "yes"]
+
+
+def test_a_wide_table_fits_100_columns_with_every_cell_whole() -> None:
+    """deploy's search table was up to 332 columns and broke a status mid-phrase: the widest text columns wrap at
+    word boundaries until the table fits (deploy shows the columns that decide; report.md has them all), and every
+    cell reads back whole from its column."""
+    from yolo_edge.cli.common import table
+    from yolo_edge.cli.deploy import SEARCH_COLUMNS
+    from yolo_edge.report import SEARCH_HEADER
+
+    full = (
+        "3 *",
+        "backbone=npu/int8/u8s8/nncf, neck=npu/int8/u8s8/nncf, head=cpu/fp32",
+        "relaxed: neck to the CPU after drift",
+        "4.40",
+        "12.93",
+        "0.31",
+        "-0.0018 [-0.0033, -0.0004] / -0.0044 [-0.0057, -0.0026]",
+        "labels",
+        "-",
+        "305 of 307",
+        "fails drift, SLA undecided",
+    )
+    row = tuple(full[SEARCH_HEADER.index(c)] for c in SEARCH_COLUMNS)  # the terminal's columns; all: report.md
+    text = table(SEARCH_COLUMNS, [row, row], width=100)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 100, text
+    dashes = lines[lines.index(next(line for line in lines if line.startswith("---")))]
+    starts = [i for i, c in enumerate(dashes) if c == "-" and (i == 0 or dashes[i - 1] == " ")]
+    body = lines[lines.index(dashes) + 1 :]
+    first = body[: len(body) // 2]  # the two rows are alike: the first one's lines
+    for k, cell in enumerate(row):
+        end = starts[k + 1] if k + 1 < len(starts) else None
+        read = "".join(line[starts[k] : end].strip() for line in first).replace(" ", "")
+        assert read == cell.replace(" ", ""), (k, text)  # whole, in order (a word longer than its column is cut)

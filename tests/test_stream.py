@@ -497,6 +497,17 @@ def test_a_pipeline_thread_that_fails_ends_the_run_with_its_error(
         assert stats.delivered == 0 and stats.read == stats.delivered + sum(stats.dropped.values())
 
 
+def test_a_missing_camera_is_yolo_edges_one_line_not_opencvs_warnings(deployed: DeployResult) -> None:
+    """OpenCV's backends each print a warning block for a camera index with no camera (V4L2, FFmpeg, Orbbec): only
+    yolo-edge's own lines reach the terminal, the problem naming the camera."""
+    cmd = [*CLI, "run", str(deployed.bundle), "--source", "97", "--open-timeout-s", "1"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines and all(line.startswith(("yolo-edge", "97:", "0 fallback")) for line in lines), proc.stderr
+    assert any("97: could not open it" in line for line in lines), proc.stderr
+
+
 def test_a_live_source_that_never_opens_gives_up_with_one_line(deployed: DeployResult, tmp_path: Path) -> None:
     """A stream URL nobody serves (connection refused) and a camera index with no camera are retried with
     backoff, then given up after ``open_timeout_s`` with a problem line naming each, while the video is served

@@ -24,10 +24,19 @@ from yolo_edge.data.resolve import EvalData
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import sha256_file
 from yolo_edge.files import atomic_write, json_loads, printable, read_regular
+from yolo_edge.progress import progress_bar
 from yolo_edge.runtime import EventLog
-from yolo_edge.validate.bundle import ValResult, bench_bundle, bundle_eval_data, val_bundle
+from yolo_edge.validate.bundle import ValResult, bench_spread, bundle_eval_data, val_bundle
 from yolo_edge.validate.latency import LatencyResult
-from yolo_edge.validate.verdict import Limits, explain, failures, status
+from yolo_edge.validate.noise import FAILS, UNDECIDED, Spread, judge, undecided_line
+from yolo_edge.validate.verdict import (
+    UNDECIDED_REGRESSION,
+    UNDECIDED_SLA,
+    Limits,
+    explain,
+    failures,
+    status,
+)
 
 
 @dataclass
@@ -44,10 +53,17 @@ class GateResult:
     baseline_p95_ms: float | None
     identity: dict[str, Any]  # what the figures are of: the model, its size and classes, the device (a baseline's)
     accuracy: dict[str, Any]  # the deployed plan's accuracy and the data it was measured on (a baseline's)
+    spread: Spread | None = None  # a measured latency's interval, reference and load (None: modelled, exact)
+
+    @property
+    def undecided(self) -> bool:
+        """Nothing failed, but a verdict (drift or latency) was within the noise: neither passed nor failed."""
+        return self.status.startswith("undecided")
 
     @property
     def p95_ms(self) -> float:
-        return self.latency.end_to_end.p95
+        """The p95 judged: of the quiet rounds where the latency is measured (:class:`Spread`), else the exact one."""
+        return self.latency.end_to_end.p95 if self.spread is None else self.spread.p95
 
     def to_dict(self) -> dict[str, Any]:
         baseline = None if self.baseline_p95_ms is None else {"p95_ms": self.baseline_p95_ms}
@@ -59,6 +75,7 @@ class GateResult:
                 "val": self.val.to_dict(),
                 "latency": self.latency.to_dict(),
                 "p95_ms": self.p95_ms,
+                "spread": None if self.spread is None else self.spread.to_dict(),
                 "limits": {
                     "max_drift": self.limits.max_drift,
                     "sla_ms": self.limits.sla_ms,
@@ -85,44 +102,94 @@ def check_bundle(
     """Re-measure drift and latency; one failure line per broken limit (drift, SLA, regression vs baseline).
     Limits default to the ones the bundle was deployed with; ``shards`` / ``ray_address``: drift scored in shards
     on Ray (``val_bundle``)."""
+    b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle)
+    limits, max_regression = _limits(b, max_drift, sla_ms, max_regression)
+    base = read_baseline(baseline) if baseline else None
+    events = EventLog()
+    with b.detector(events=events, as_placed=True) as detector:  # the plan as proved, however busy the machine
+        ev = bundle_eval_data(b, data, class_map)  # read once: val and bench use the same images
+        val = val_bundle(b, ev, quiet, detector=detector, shards=shards, ray_address=ray_address)
+        gate = LatencyGate(limits.sla_ms, base, max_regression)
+        lat, spread = bench_spread(b, ev, runs, detector, gate.decided, progress_bar(not quiet))
+    ident, acc = identity(b), accuracy_record(val, ev)
+    p95 = lat.end_to_end.p95
+    fails = failures(val.drift, p95, limits, interval=val.drift_interval)
+    if spread is not None:  # a measured p95: judged with its interval and the machine's load (LatencyGate)
+        fails = [f for f in fails if f != "SLA"]
+    found = list(zip(fails, explain(fails, val.drift, p95, limits, val.drift_interval)))
+    found += gate.sla(spread) if spread is not None else []
+    faulted = accelerator_faults(b, lat, events)  # the figures are the CPU's, not the deployed plan's
+    first = [("placement", line) for line in detector.executor.placement_problems]  # not what deploy proved
+    first += [("accelerator", faulted)] if faulted else []
+    if base is not None:
+        exact = p95 if spread is None else None  # measured: judged with its spread
+        found += against_baseline(base, ident, acc, lat.kind, exact, limits.max_drift, max_regression)
+        comparable = spread is not None and not _not_comparable(base, ident, lat.kind)
+        found += gate.regression(spread) if comparable and spread is not None else []
+    fails, lines = [f for f, _ in first + found], [line for _, line in first + found]
+    base_p95 = None if base is None else base.p95_ms
+    return GateResult(not fails, status(fails), lines, val, lat, limits, max_regression, base_p95, ident, acc, spread)
+
+
+MAX_REGRESSION = 10.0  # +1000 %: a larger allowance is no gate
+
+
+def _limits(
+    b: Bundle, max_drift: float | None, sla_ms: float | None, max_regression: float | None
+) -> tuple[Limits, float]:
+    """The gate's limits: those given, checked, else the ones the bundle was deployed with."""
     if max_drift is not None and not 0 <= max_drift <= 1:
         raise YoloEdgeError(f"max drift must be between 0 and 1 (a share of mAP), got {max_drift}")
     if max_regression is not None and not 0 <= max_regression <= MAX_REGRESSION:
         raise YoloEdgeError(
             f"max regression must be between 0 and {MAX_REGRESSION} (+{MAX_REGRESSION:.0%}), got {max_regression}"
         )
-    b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle)
-    cfg = b.config
-    limits = Limits(
-        cfg.validate.max_drift if max_drift is None else max_drift, cfg.validate.sla_ms if sla_ms is None else sla_ms
-    )
-    max_regression = cfg.validate.max_regression if max_regression is None else max_regression
-    base = read_baseline(baseline) if baseline else None
-    events = EventLog()
-    with b.detector(events=events, as_placed=True) as detector:  # the plan as proved, however busy the machine
-        ev = bundle_eval_data(b, data, class_map)  # read once: val and bench use the same images
-        val = val_bundle(b, ev, quiet, detector=detector, shards=shards, ray_address=ray_address)
-        lat = bench_bundle(b, ev, runs, detector=detector)
-    ident, acc = identity(b), accuracy_record(val, ev)
-    p95 = lat.end_to_end.p95
-    fails = failures(val.drift, p95, limits, interval=val.drift_interval)
-    lines = explain(fails, val.drift, p95, limits, val.drift_interval)
-    faulted = accelerator_faults(b, lat, events)
-    if faulted:  # the figures are the CPU's, not the deployed plan's
-        fails.insert(0, "accelerator")
-        lines.insert(0, faulted)
-    if detector.executor.placement_problems:  # the bundle does not run what deploy proved
-        fails.insert(0, "placement")
-        lines[:0] = detector.executor.placement_problems
-    if base is not None:
-        for fail, line in against_baseline(base, ident, acc, lat.kind, p95, limits.max_drift, max_regression):
-            fails.append(fail)
-            lines.append(line)
-    base_p95 = None if base is None else base.p95_ms
-    return GateResult(not fails, status(fails), lines, val, lat, limits, max_regression, base_p95, ident, acc)
+    v = b.config.validate
+    limits = Limits(v.max_drift if max_drift is None else max_drift, v.sla_ms if sla_ms is None else sla_ms)
+    return limits, v.max_regression if max_regression is None else max_regression
 
 
-MAX_REGRESSION = 10.0  # +1000 %: a larger allowance is no gate
+@dataclass(frozen=True)
+class LatencyGate:
+    """A measured latency against the SLA and a baseline, by its spread (:mod:`yolo_edge.validate.noise`): the
+    baseline's p95 over its reference's is compared with this run's, so a runner that is slower or busier than
+    the baseline's does not read as a regression (a baseline without its reference: the p95 itself)."""
+
+    sla_ms: float
+    base: Baseline | None
+    max_regression: float
+
+    def sla(self, s: Spread) -> list[tuple[str, str]]:
+        verdict = judge(s.lo, s.hi, self.sla_ms, s.quiet)
+        if verdict == FAILS:
+            return [("SLA", f"p95 {s.p95:.2f} ms [{s.lo:.2f}, {s.hi:.2f}] over the SLA {self.sla_ms} ms")]
+        if verdict == UNDECIDED:
+            return [(UNDECIDED_SLA, undecided_line("p95", s, f"against the SLA {self.sla_ms} ms"))]
+        return []
+
+    def regression(self, s: Spread) -> list[tuple[str, str]]:
+        if self.base is None:
+            return []
+        base, allowed = self.base, 1 + self.max_regression
+        if base.reference_p95_ms is not None:
+            was, lo, hi, now = base.p95_ms / base.reference_p95_ms, s.ratio_lo, s.ratio_hi, s.ratio
+            what, unit = f"p95 {now:.2f}x its FP32 reference [{lo:.2f}, {hi:.2f}]", "x"
+        else:
+            was, lo, hi, now = base.p95_ms, s.lo, s.hi, s.p95
+            what, unit = f"p95 {now:.2f} ms [{lo:.2f}, {hi:.2f}]", " ms"
+        limit = f"(limit +{self.max_regression:.0%})"
+        verdict = judge(lo, hi, was * allowed, s.quiet)
+        if verdict == FAILS:
+            return [("regression", f"{what} is {now / was - 1:+.1%} over the baseline's {was:.2f}{unit} {limit}")]
+        if verdict == UNDECIDED:
+            line = undecided_line(f"{what} against the baseline's {was:.2f}{unit}", s, limit)
+            return [(UNDECIDED_REGRESSION, line)]
+        return []
+
+    def decided(self, s: Spread) -> bool:
+        """Whether this spread decides every latency verdict (else the gate times the plan again)."""
+        lines = self.sla(s) + self.regression(s)
+        return not any(fail in (UNDECIDED_SLA, UNDECIDED_REGRESSION) for fail, _ in lines)
 
 
 def identity(b: Bundle) -> dict[str, Any]:
@@ -159,14 +226,15 @@ def against_baseline(
     ident: dict[str, Any],
     acc: dict[str, Any],
     kind: str,
-    p95: float,
+    p95: float | None,
     max_drift: float,
     max_regression: float,
 ) -> list[tuple[str, str]]:
     """The failures (kind, line) of this run against a baseline: one that is of another model, size, class list or
     device, or obtained otherwise, is not compared (it says why); accuracy against labels may not fall more than
     ``max_drift`` below the baseline's on the same data; a model that is not the baseline's, on data without
-    labels, cannot be compared (agreement is with its own reference); p95 may not exceed it by ``max_regression``."""
+    labels, cannot be compared (agreement is with its own reference); an exact (modelled) ``p95`` may not exceed
+    it by ``max_regression`` (None: a measured one, judged by :class:`LatencyGate`)."""
     redo = "record the baseline for this bundle (yolo-edge check BUNDLE --write-baseline FILE)"
     refused = _not_comparable(base, ident, kind)
     if refused is not None:
@@ -195,7 +263,7 @@ def against_baseline(
                 f"compared with the baseline's: check it on the baseline's labelled data, or {redo}",
             )
         )
-    if p95 > base.p95_ms * (1 + max_regression):
+    if p95 is not None and p95 > base.p95_ms * (1 + max_regression):
         found.append(
             (
                 "regression",
@@ -249,6 +317,7 @@ def write_baseline(result: GateResult, path: str | Path) -> None:
     before measuring."""
     doc = {
         "p95_ms": result.p95_ms,
+        "reference_p95_ms": None if result.spread is None else result.spread.reference_p95,
         "kind": result.latency.kind,
         "drift": result.val.drift.to_dict(),
         "model": result.identity,
@@ -263,6 +332,7 @@ class Baseline:
 
     p95_ms: float
     kind: str | None  # how its latency was obtained: measured, modelled (board)
+    reference_p95_ms: float | None  # the FP32 reference's p95 timed beside it (a measured latency's)
     identity: dict[str, Any] | None
     accuracy: dict[str, Any] | None
 
@@ -288,9 +358,12 @@ def read_baseline(path: str | Path) -> Baseline:
             f"yolo-edge check BUNDLE --write-baseline {p}"
         )
     kind, ident, acc = base.get("kind"), base.get("model"), base.get("accuracy")
+    ref = base.get("reference_p95_ms")
+    ref_ok = isinstance(ref, (int, float)) and not isinstance(ref, bool) and math.isfinite(ref) and ref > 0
     return Baseline(
         p95,
         kind if isinstance(kind, str) else None,
+        float(ref) if ref_ok else None,
         ident if isinstance(ident, dict) else None,
         acc if isinstance(acc, dict) else None,
     )

@@ -50,7 +50,7 @@ from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration, l
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace, boundary_tensors
 from yolo_edge.plan.planner import plan_space
 from yolo_edge.plan.results import Memory
-from yolo_edge.progress import Bar, progress_bar
+from yolo_edge.progress import Bar, progress_bar, ticks
 from yolo_edge.report import DeployReport, report_files
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit
 from yolo_edge.search import SearchRecord, SearchResult, search_plans, with_reason
@@ -361,13 +361,12 @@ def _compare(session: Session, found: Searched) -> _Plans:
         whole.accuracy_drift = whole.accuracy.minus(reference.accuracy)
     say(f"latency: {', '.join(detectors)}, frame by frame in turn")
     bench_images = [read_image(r.path) for r in found.evaldata.dataset.records[:LATENCY_IMAGES]]
-    ticks = iter(bar(range(cfg.validate.latency_runs), "latency"))  # advanced once per timed frame
     latencies = measure_latencies(
         detectors,
         bench_images,
         cfg.validate.latency_warmup,
         cfg.validate.latency_runs,
-        progress=lambda _i, _n: next(ticks, None),
+        progress=ticks(bar, cfg.validate.latency_runs, "latency"),
     )
     limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
     for run in (whole, reference, split_run):

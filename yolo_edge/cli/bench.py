@@ -7,8 +7,9 @@ from pathlib import Path
 
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import add_bundle_data, add_runs, print_json, table, warn_placement
+from yolo_edge.progress import progress_bar
 from yolo_edge.runtime import EventLog
-from yolo_edge.validate.bundle import bench_bundle
+from yolo_edge.validate.bundle import bench_spread, bundle_eval_data
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,6 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_bundle_data(p, class_map=False)
     add_runs(p)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=run)
 
 
@@ -26,9 +28,19 @@ def run(args: argparse.Namespace) -> int:
     with bundle.detector(events) as detector:
         problems = detector.executor.placement_problems
         warn_placement(problems, "bench")
-        lat = bench_bundle(bundle, args.data, runs=args.runs, detector=detector)
+        ev = bundle_eval_data(bundle, args.data)
+        lat, spread = bench_spread(
+            bundle, ev, args.runs, detector, lambda _s: True, progress_bar(not (args.json or args.quiet))
+        )
     if args.json:
-        print_json({**lat.to_dict(), "fallback_events": events.summary().to_dict(), "placement_problems": problems})
+        print_json(
+            {
+                **lat.to_dict(),
+                "spread": None if spread is None else spread.to_dict(),
+                "fallback_events": events.summary().to_dict(),
+                "placement_problems": problems,
+            }
+        )
         return 0
     rows = [(name, p.p50, p.p95, p.p99) for name, p in lat.phases.items()]
     rows.append(("end to end", lat.end_to_end.p50, lat.end_to_end.p95, lat.end_to_end.p99))
@@ -37,4 +49,6 @@ def run(args: argparse.Namespace) -> int:
         f"{lat.runs} runs, latency {lat.kind}, {lat.npu_share:.0%} of phase runs on the NPU, peak RSS "
         f"{lat.peak_rss_bytes / 2**20:.0f} MiB"
     )
+    if spread is not None:
+        print(f"timed in turn with the FP32 reference: {spread.text()}")
     return 0

@@ -126,26 +126,33 @@ def add_runs(p: argparse.ArgumentParser) -> None:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]], width: int | None = None) -> str:
-    """Left-aligned text table; numbers are right-aligned. A last column of text that would run past ``width``
-    (default: the terminal's, 100 when it is not one) is wrapped under itself."""
+    """Left-aligned text table; numbers are right-aligned. A table wider than ``width`` (default: the terminal's,
+    100 when it is not one) has its widest text columns wrapped, at word boundaries, until it fits (no column
+    narrower than :data:`NARROWEST`): every cell whole, on as many lines as it needs."""
     cells = [[str(c) for c in headers]] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     numeric = [all(_is_number(r[i]) for r in cells[1:]) and len(cells) > 1 for i in range(len(headers))]
-    start = sum(w + 2 for w in widths[:-1])
-    room = max(30, (width or shutil.get_terminal_size((100, 24)).columns) - start)
-    wrap = not numeric[-1] and widths[-1] > room
-    if wrap:
-        widths[-1] = min(widths[-1], room)
+    limit = width or shutil.get_terminal_size((100, 24)).columns
+    while sum(widths) + 2 * (len(widths) - 1) > limit:
+        text = [i for i, w in enumerate(widths) if not numeric[i] and w > NARROWEST]
+        if not text:
+            break
+        widths[max(text, key=widths.__getitem__)] -= 1  # the widest first, a character at a time
 
     def fmt(row: list[str]) -> str:
-        last = (textwrap.wrap(row[-1], widths[-1]) or [""]) if wrap else [row[-1]]
-        cells = [c.rjust(w) if num else c.ljust(w) for c, w, num in zip([*row[:-1], last[0]], widths, numeric)]
-        lines = ["  ".join(cells).rstrip()]
-        return "\n".join(lines + [" " * start + more for more in last[1:]])
+        parts = [textwrap.wrap(c, w) or [""] if len(c) > w else [c] for c, w in zip(row, widths)]
+        lines = []
+        for k in range(max(len(p) for p in parts)):
+            line = [p[k] if k < len(p) else "" for p in parts]
+            lines.append("  ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(line, widths, numeric)))
+        return "\n".join(line.rstrip() for line in lines)
 
     lines = [fmt(cells[0]), "  ".join("-" * w for w in widths)]
     lines += [fmt(r) for r in cells[1:]]
     return "\n".join(lines)
+
+
+NARROWEST = 8  # a text column is wrapped no narrower than this
 
 
 def _is_number(s: str) -> bool:

@@ -12,6 +12,7 @@ from yolo_edge.cli.common import add_device, add_imgsz, add_model, placement_lin
 from yolo_edge.codec import dumps
 from yolo_edge.deploy import deploy
 from yolo_edge.report import SEARCH_HEADER, DeployReport, search_rows
+from yolo_edge.search import SearchRecord
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -47,6 +48,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+SEARCH_COLUMNS = ("#", "placement", "est. ms", "p95 ms", "drift 50 / 50-95", "boxes kept", "status")
+
+
+def search_table(search: SearchRecord, rest: str) -> str:
+    """The candidates judged, in the columns that decide (the report's table has every column): it fits the
+    terminal, and says where the rest is (``rest``)."""
+    keep = [SEARCH_HEADER.index(c) for c in SEARCH_COLUMNS]
+    rows = [[row[i] for i in keep] for row in search_rows(search)]
+    left = ", ".join(c for c in SEARCH_HEADER if c not in SEARCH_COLUMNS)
+    return table(SEARCH_COLUMNS, rows) + f"\n(also {left}: {rest})"
+
+
 def _print_search(r: DeployReport) -> None:
     """The candidates judged, the design card's layout beside the chosen, and the faster ones left undecided."""
     search = r.search
@@ -54,7 +67,7 @@ def _print_search(r: DeployReport) -> None:
         f"search: {search.candidates} candidates passed the four checks, {len(search.trials)} judged "
         f"({search.stopped}); * chosen"
     )
-    print(table(SEARCH_HEADER, search_rows(search)) + "\n")
+    print(search_table(search, "the bundle's report.md") + "\n")
     if search.card_line():
         print(f"against the design card: {search.card_line()}\n")
     for line in search.undecided_lines(r.limits):

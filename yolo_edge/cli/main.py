@@ -2,7 +2,8 @@
 
 Every way a command can end is one line on stderr and a documented exit code: 0 success, 1 a verdict
 that fails (deploy, check, plan --strict), 2 bad input (a :class:`YoloEdgeError` or a bad argument),
-3 a bug in yolo-edge (its traceback, and a request to report it), 130 interrupted (Ctrl-C), 141 the reader
+3 a bug in yolo-edge (its traceback, and a request to report it), 4 ``check`` undecided (a verdict within the
+machine's noise: neither passed nor failed), 130 interrupted (Ctrl-C), 141 the reader
 of stdout went away (``yolo-edge devices --json | head``: nothing more is said), 143 terminated (SIGTERM).
 An interrupt or SIGTERM unwinds the command like an exception, so temporary folders are removed and no
 half-written bundle is left.

@@ -10,13 +10,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from yolo_edge.cli.common import add_device, add_imgsz, add_model, positive_int, print_json, table
+from yolo_edge.cli.deploy import search_table
 from yolo_edge.config import load_deploy_config, load_profile
 from yolo_edge.deploy import search_plan
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.files import printable
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace
 from yolo_edge.progress import progress_bar
-from yolo_edge.report import SEARCH_HEADER, search_dict, search_plot, search_rows
+from yolo_edge.report import search_dict, search_plot
 from yolo_edge.search import SearchRecord
 from yolo_edge.validate.verdict import Limits
 
@@ -106,7 +107,7 @@ def format_plan(
         lines += [
             f"search: {search.candidates} candidates passed the four checks, {len(search.trials)} judged "
             f"({search.stopped}); * chosen",
-            table(SEARCH_HEADER, search_rows(search)),
+            search_table(search, "plan --json"),
             "",
             *([f"against the design card: {search.card_line()}", ""] if search.card_line() else []),
             *(line for u in (search.undecided_lines(limits) if limits else []) for line in (u, "")),

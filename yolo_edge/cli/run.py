@@ -121,6 +121,7 @@ class Sinks:
             "ready_ms": r.ready_ms,
             "age_ms": r.age_ms,
             "unit_ms": r.unit_ms,
+            "modelled_units": list(r.modelled),  # their unit_ms is a simulated board's model
             "devices": r.unit_device,
         }
         if self.results is not None:
@@ -133,9 +134,9 @@ class Sinks:
             d = r.detections
             summary = ", ".join(f"{n} {c:.2f}" for n, c in zip(d.class_names, d.confidence)) or "nothing"
             print(
-                f"{printable(r.name, 1000)}: {len(d)} detections ({summary}); {speed['preprocess']:.1f}ms preprocess, "
-                f"{speed['inference']:.1f}ms inference, {speed['postprocess']:.1f}ms postprocess; "
-                f"ready {r.ready_ms:.1f} ms after capture",
+                f"{printable(r.name, 1000)}: {len(d)} {'detection' if len(d) == 1 else 'detections'} ({summary}); "
+                f"{speed['preprocess']:.1f}ms preprocess, {speed['inference']:.1f}ms inference"
+                f"{_how(r)}, {speed['postprocess']:.1f}ms postprocess; ready {r.ready_ms:.1f} ms after capture",
                 flush=True,
             )
 
@@ -147,6 +148,14 @@ class Sinks:
             self.results.close()
         if self.bar is not None:
             self.bar.close()
+
+
+def _how(r: StreamResult) -> str:
+    """How the inference time was obtained, where any of it was not measured here: on a simulated board the
+    units' times are the board model's (the letterbox and post-processing beside them are measured here)."""
+    if not r.modelled:
+        return ""
+    return " modelled (board)" if len(r.modelled) == len(r.unit_ms) else f" ({', '.join(r.modelled)} modelled (board))"
 
 
 def _report(runner: StreamRunner, events: EventLog, quiet_stdout: bool) -> list[str]:

@@ -17,12 +17,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_bundle_data(p)
     add_shards(p)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     bundle = load_bundle(args.bundle)
-    v = val_bundle(bundle, args.data, args.json, args.class_map, shards=args.shards, ray_address=args.ray_address)
+    v = val_bundle(
+        bundle, args.data, args.json or args.quiet, args.class_map, shards=args.shards, ray_address=args.ray_address
+    )
     if args.json:
         print_json(v.to_dict())
         return 0

@@ -61,6 +61,7 @@ class StreamResult:
     ready_ms: float  # capture -> result ready (before the sink)
     preprocess_ms: float = 0.0  # the letterbox, measured
     postprocess_ms: float = 0.0  # decode + NMS, measured
+    modelled: tuple[str, ...] = ()  # the units whose time is a simulated board's model, not measured here
 
 
 @dataclass
@@ -455,6 +456,7 @@ def _result(job: _Job, dets: Detections, now: float) -> StreamResult:
         (job.t_start - c.t_capture) * 1e3,
         (now - c.t_capture) * 1e3,
         job.preprocess_ms,
+        modelled=tuple(r.unit for r in job.runs if r.modelled_ms is not None),
     )
 
 

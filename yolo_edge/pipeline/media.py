@@ -30,6 +30,20 @@ def quiet_ffmpeg() -> None:
     cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
 
 
+def open_camera(index: int) -> cv2.VideoCapture:
+    """A camera by index, OpenCV's log silenced while it opens: a missing camera makes each of its backends (V4L2,
+    FFmpeg, Orbbec) print a warning block naming no source, before the line that says which source could not be
+    opened and what to do. A user's own ``OPENCV_LOG_LEVEL`` wins."""
+    if "OPENCV_LOG_LEVEL" in os.environ:
+        return cv2.VideoCapture(index)
+    was = cv2.utils.logging.getLogLevel()
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+    try:
+        return cv2.VideoCapture(index)
+    finally:
+        cv2.utils.logging.setLogLevel(was)
+
+
 def open_video(path: Path) -> cv2.VideoCapture:
     quiet_ffmpeg()
     return cv2.VideoCapture(opencv_path(path, "video"))

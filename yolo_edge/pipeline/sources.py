@@ -30,7 +30,15 @@ import cv2
 import numpy as np
 
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.pipeline.media import VIDEO_SUFFIXES, SourceProblem, frames, is_video, open_video, quiet_ffmpeg
+from yolo_edge.pipeline.media import (
+    VIDEO_SUFFIXES,
+    SourceProblem,
+    frames,
+    is_video,
+    open_camera,
+    open_video,
+    quiet_ffmpeg,
+)
 from yolo_edge.pipeline.preprocess import IMAGE_SUFFIXES, list_images
 
 DropPolicy = Literal["drop-oldest", "block"]
@@ -291,7 +299,7 @@ class Reader(threading.Thread):
 
     def _open(self) -> cv2.VideoCapture:
         if self.source.kind == "camera":
-            return cv2.VideoCapture(int(self.source.text))
+            return open_camera(int(self.source.text))
         ms = int(self.options.stall_s * 1000)
         quiet_ffmpeg()
         params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, ms, cv2.CAP_PROP_READ_TIMEOUT_MSEC, ms]

@@ -1,5 +1,6 @@
 """A bundle re-measured: ``val_bundle`` (mAP or agreement of its plan and of the FP32 reference),
-``bench_bundle`` (its latency), on the data deploy judged it on (``bundle_eval_data``) or the user's."""
+``bench_spread`` (its latency, and its spread where measured), on the data deploy judged it on
+(``bundle_eval_data``) or the user's."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import read_image
-from yolo_edge.progress import progress_bar
+from yolo_edge.progress import Bar, progress_bar, ticks
 from yolo_edge.validate.accuracy import Interval, Kept, MapResult, Scorer, detect_all
 from yolo_edge.validate.latency import LATENCY_IMAGES, LatencyResult, measure_latency
+from yolo_edge.validate.noise import Spread, time_beside_reference
 
 
 def bundle_eval_data(
@@ -107,22 +109,26 @@ def val_bundle(
     return ValResult(ref_acc.map, dep_acc.map, ev.kind, len(ev.dataset), drift.interval, dep_acc.kept)
 
 
-def bench_bundle(
+def bench_spread(
     bundle: Bundle,
-    data: str | Path | EvalData | None = None,
-    runs: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    detector: Detector | None = None,
-) -> LatencyResult:
-    """End-to-end and per-phase latency of the bundle's plan (``detector``, default: built from the bundle) on
-    up to 16 images of ``data``."""
+    ev: EvalData,
+    runs: int | None,
+    detector: Detector,
+    decided: Callable[[Spread], bool] = lambda _s: True,
+    bar: Bar | None = None,
+) -> tuple[LatencyResult, Spread | None]:
+    """End-to-end and per-phase latency of the bundle's plan (``detector``) on up to 16 images of ``ev`` and,
+    where it is measured (not a simulated board's, which is exact), its spread beside the FP32 reference timed in
+    turn (:mod:`yolo_edge.validate.noise`); timed again once when ``decided`` says the first pass did not
+    decide."""
     cfg = bundle.config
-    ev = bundle_eval_data(bundle, data)
     images = [read_image(r.path) for r in ev.dataset.records[:LATENCY_IMAGES]]
-    with nullcontext(detector) if detector else bundle.detector() as deployed:
-        return measure_latency(
-            deployed, images, cfg.validate.latency_warmup, runs or cfg.validate.latency_runs, progress
-        )
+    n = runs or cfg.validate.latency_runs
+    bar = bar or progress_bar(False)
+    if detector.frame_determined:
+        return measure_latency(detector, images, cfg.validate.latency_warmup, n, ticks(bar, n, "latency")), None
+    with bundle.reference_detector() as reference:
+        return time_beside_reference(detector, reference, images, cfg.validate.latency_warmup, n, decided, bar)
 
 
 class ShardWorker:

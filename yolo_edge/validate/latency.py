@@ -67,6 +67,20 @@ def measure_latencies(
     rotating every frame), so a change in the machine's speed lands on all of them alike and their
     percentiles compare (timed one after the other, a noisy minute decides which plan wins). A detector whose
     frame times are modelled from the frame (:attr:`Detector.frame_determined`) runs each distinct image once."""
+    timings = time_frames(detectors, images, warmup, runs, progress=progress)
+    return {name: summarise(t) for name, t in timings.items()}
+
+
+def time_frames(
+    detectors: Mapping[str, Detector],
+    images: Sequence[np.ndarray],
+    warmup: int,
+    runs: int,
+    start: int = 0,
+    progress: Progress | None = None,
+) -> dict[str, list[FrameTiming]]:
+    """The frame timings of :func:`measure_latencies`; ``start``: the first frame's index (images cycled from
+    there), for timing in rounds."""
     names = list(detectors)
     timed = [n for n in names if not detectors[n].frame_determined]
     # a simulated board's frame times are the frame's own: each distinct image is simulated once, no warm-up (there
@@ -76,18 +90,18 @@ def measure_latencies(
         for name in timed:
             detectors[name].detect(images[i % len(images)])
     timings: dict[str, list[FrameTiming]] = {name: [] for name in names}
-    for i in range(runs):
+    for i in range(start, start + runs):
         k = i % len(timed) if timed else 0
         for name in timed[k:] + timed[:k]:
             timings[name].append(detectors[name].detect(images[i % len(images)])[1])
         for name, frames in once.items():
             timings[name].append(frames[i % len(frames)])
         if progress:
-            progress(i + 1, runs)
-    return {name: _summarise(t, runs) for name, t in timings.items()}
+            progress(i + 1 - start, runs)
+    return timings
 
 
-def _summarise(timings: list[FrameTiming], runs: int) -> LatencyResult:
+def summarise(timings: list[FrameTiming]) -> LatencyResult:
     parts: dict[str, list[float]] = {"preprocess": [t.preprocess_ms for t in timings]}
     for name in timings[0].unit_ms:
         parts[name] = [t.unit_ms[name] for t in timings]
@@ -107,7 +121,7 @@ def _summarise(timings: list[FrameTiming], runs: int) -> LatencyResult:
         percentiles(e2e),
         {k: percentiles(v) for k, v in parts.items()},
         kind,
-        runs,
+        len(timings),
         on_npu / total if total else 0.0,
         peak_rss_bytes(),
         tuple(e2e),
