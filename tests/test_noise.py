@@ -50,7 +50,7 @@ def test_the_verdict_is_the_intervals_and_a_busy_round_cannot_fail() -> None:
     lo, hi = p95_interval([float(v) for v in range(1, 1001)])
     assert (lo, hi) == (936.0, 964.0)
     lo50, hi50 = p95_interval([float(v) for v in range(1, 51)])
-    assert hi50 - lo50 > hi - lo and hi50 == 50.0  # 50 frames cannot bound a p95 below their largest
+    assert (hi50 - lo50) / 50 > (hi - lo) / 1000 and hi50 == 50.0  # 50 frames cannot bound it below their largest
     assert judge(8.0, 9.0, 10.0, quiet=False) == OK  # within the limit: a pass stands on a busy machine
     assert judge(11.0, 12.0, 10.0, quiet=True) == FAILS
     assert judge(11.0, 12.0, 10.0, quiet=False) == UNDECIDED  # over, but the neighbours may have made it so
@@ -76,9 +76,9 @@ def test_others_work_on_this_process_cpus_reads_as_busy() -> None:
 
 
 def test_the_gate_beside_a_busy_loop_on_every_core_never_fails_what_a_quiet_machine_passes(
-    deployed: DeployResult, small: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    deployed: DeployResult, small_val: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data = str(small[0])
+    data = str(small_val)
     base = tmp_path / "base.json"
     quiet = check_bundle(deployed.bundle, data=data, runs=20)
     # an SLA this plan meets on a quiet machine: twice its fastest frame (the suite's other worker may load this one)

@@ -6,19 +6,17 @@ boundary: nothing in the package reads the dict back by key).
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from yolo_edge.codec import dumps, plain
 from yolo_edge.config import BOARD, DeviceProfile
 from yolo_edge.data.resolve import Calibration, EvalData
 from yolo_edge.export import DEMO_WEIGHTS, demo_model_path
 from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
+from yolo_edge.plots import cdf_figure, phases_figure, png, search_figure
 from yolo_edge.runtime import EventSummary
 from yolo_edge.search import SearchRecord, Trial
 from yolo_edge.validate.accuracy import KEPT_IOU, Interval, MapResult
@@ -347,45 +345,15 @@ def markdown(report: DeployReport) -> str:
 
 
 def plots(report: DeployReport) -> dict[str, bytes]:
-    """PNG bytes: ``latency_cdf.png`` (each plan's end-to-end CDF and the SLA) and ``phases.png`` (p50 per phase)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """PNG bytes: ``latency_cdf.png`` (each plan's end-to-end CDF and the SLA), ``phases.png`` (p50 per phase, NPU
+    and CPU units in their colours) and ``search.png`` (:mod:`yolo_edge.plots`)."""
     timed = [p for p in report.plans if p.latency is not None]
-    out = {}
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    for p in timed:
-        assert p.latency is not None
-        v = np.sort(np.asarray(p.latency.samples_ms))
-        ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", label=p.name)
-    sla = report.limits.sla_ms
-    ax.axvline(sla, color="red", linestyle="--", label=f"SLA {sla} ms (p95)")
-    ax.axhline(0.95, color="grey", linewidth=0.5, linestyle=":", label="p95 (0.95 of frames)")
-    ax.set_xlabel("end-to-end latency (ms)")
-    ax.set_ylabel("fraction of frames")
-    ax.set_title(f"Latency CDF on {report.profile.name}")
-    ax.legend(loc="lower right")
-    out["latency_cdf.png"] = _png(fig)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    phases = {p.name: p.latency.phases for p in timed if p.latency is not None}
-    names = frame_order([list(ph) for ph in phases.values()])
-    bottom = np.zeros(len(phases))
-    for phase in names:
-        vals = np.array([ph[phase].p50 if phase in ph else 0.0 for ph in phases.values()])
-        ax.bar(list(phases), vals, bottom=bottom, label=phase)
-        bottom += vals
-    ax.set_ylabel("p50 latency (ms)")
-    ax.set_title("Per-phase latency (stacked in frame order, from the bottom)")
-    handles, labels = ax.get_legend_handles_labels()  # outside the axes, top phase first: it covers no bar
-    ax.legend(handles[::-1], labels[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    out["phases.png"] = _png(fig)
-    plt.close(fig)
-    out["search.png"] = search_plot(report.search, report.limits)
-    return out
+    order = frame_order([list(p.latency.phases) for p in timed if p.latency is not None])
+    return {
+        "latency_cdf.png": png(cdf_figure(report.plans, report.limits.sla_ms, report.profile.name)),
+        "phases.png": png(phases_figure(report.plans, report.split_plan, order)),
+        "search.png": search_plot(report.search, report.limits),
+    }
 
 
 def report_files(report: DeployReport) -> dict[str, bytes]:
@@ -399,29 +367,7 @@ def report_files(report: DeployReport) -> dict[str, bytes]:
 
 def search_plot(search: SearchRecord, limits: Limits) -> bytes:
     """The judged candidates as p95 latency against mAP50-95 drift, the drift limit and the SLA drawn in."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    for t in search.trials:
-        d, lat = t.run.drift, t.run.latency
-        if d is None or lat is None:
-            continue
-        colour = "tab:green" if t.passed else "tab:red"
-        marker = "*" if t is search.chosen else "o"
-        ax.scatter(d.map50_95, lat.end_to_end.p95, c=colour, marker=marker, s=140 if marker == "*" else 40)
-        ax.annotate(str(t.index), (d.map50_95, lat.end_to_end.p95), textcoords="offset points", xytext=(5, 4))
-    ax.axvline(-limits.max_drift, color="grey", linestyle="--", label=f"drift limit -{limits.max_drift}")
-    ax.axhline(limits.sla_ms, color="red", linestyle="--", label=f"SLA {limits.sla_ms} ms")
-    ax.set_xlabel("mAP50-95 drift vs the FP32 reference")
-    ax.set_ylabel("p95 latency (ms)")
-    ax.set_title("Candidates judged (green: pass, red: fail, star: chosen)")
-    ax.legend(loc="best", fontsize=8)
-    data = _png(fig)
-    plt.close(fig)
-    return data
+    return png(search_figure(search, limits))
 
 
 def frame_order(orders: Sequence[Sequence[str]]) -> list[str]:
@@ -439,9 +385,3 @@ def frame_order(orders: Sequence[Sequence[str]]) -> list[str]:
         out.append(ready)
         left.remove(ready)
     return out
-
-
-def _png(fig: Any) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight")
-    return buf.getvalue()
