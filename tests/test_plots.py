@@ -10,6 +10,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 
 from yolo_edge.deploy import DeployResult  # noqa: E402
 from yolo_edge.plots import CPU_COLOURS, NPU_COLOURS, cdf_figure, phases_figure, search_figure, unclutter  # noqa: E402
@@ -31,13 +32,18 @@ def test_search_plot_labels_never_overlap_and_the_data_fills_the_axis(deployed: 
     ax = fig.axes[0]
     boxes = _boxes(fig, ax.texts)
     assert len(boxes) >= 1 and not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    points = [ax.transData.transform(xy) for c in ax.collections for xy in c.get_offsets()]
+    marks = [Bbox.from_bounds(x - 3, y - 3, 6, 6) for x, y in points]
+    assert not any(b.overlaps(m) for b in boxes for m in marks)  # no label on a candidate's marker
     top = max(t.run.latency.end_to_end.p95 for t in search.trials if t.run.latency)
     assert top >= 0.5 * ax.get_ylim()[1]  # the SLA far above is named, not made the scale
     assert "off the scale" in ax.get_title()
     plt.close(fig)
     # eight candidates at one point (a board model gives them one estimate): one label naming them all
     same = replace(search, trials=tuple(replace(search.trials[0], index=i) for i in range(1, 9)))
-    fig = search_figure(same, Limits(limits.max_drift, top * 1.2))
+    first = search.trials[0].run.latency
+    assert first is not None
+    fig = search_figure(same, Limits(limits.max_drift, first.end_to_end.p95 * 1.2))
     texts = fig.axes[0].texts
     assert [t.get_text() for t in texts] == ["1, 2, 3, 4, 5, 6, 7, 8"]
     assert "off the scale" not in fig.axes[0].get_title()  # an SLA near the data is drawn as a line

@@ -31,7 +31,6 @@ from yolo_edge.validate.latency import LatencyResult
 from yolo_edge.validate.noise import FAILS, UNDECIDED, Spread, judge, undecided_line
 from yolo_edge.validate.verdict import (
     UNDECIDED_REGRESSION,
-    UNDECIDED_SLA,
     Limits,
     explain,
     failures,
@@ -113,11 +112,8 @@ def check_bundle(
         lat, spread = bench_spread(b, ev, runs, detector, gate.decided, progress_bar(not quiet))
     ident, acc = identity(b), accuracy_record(val, ev)
     p95 = lat.end_to_end.p95
-    fails = failures(val.drift, p95, limits, interval=val.drift_interval)
-    if spread is not None:  # a measured p95: judged with its interval and the machine's load (LatencyGate)
-        fails = [f for f in fails if f != "SLA"]
-    found = list(zip(fails, explain(fails, val.drift, p95, limits, val.drift_interval)))
-    found += gate.sla(spread) if spread is not None else []
+    fails = failures(val.drift, p95, limits, interval=val.drift_interval, spread=spread)
+    found = list(zip(fails, explain(fails, val.drift, p95, limits, val.drift_interval, spread)))
     faulted = accelerator_faults(b, lat, events)  # the figures are the CPU's, not the deployed plan's
     first = [("placement", line) for line in detector.executor.placement_problems]  # not what deploy proved
     first += [("accelerator", faulted)] if faulted else []
@@ -159,14 +155,6 @@ class LatencyGate:
     base: Baseline | None
     max_regression: float
 
-    def sla(self, s: Spread) -> list[tuple[str, str]]:
-        verdict = judge(s.lo, s.hi, self.sla_ms, s.quiet)
-        if verdict == FAILS:
-            return [("SLA", f"p95 {s.p95:.2f} ms [{s.lo:.2f}, {s.hi:.2f}] over the SLA {self.sla_ms} ms")]
-        if verdict == UNDECIDED:
-            return [(UNDECIDED_SLA, undecided_line("p95", s, f"against the SLA {self.sla_ms} ms"))]
-        return []
-
     def regression(self, s: Spread) -> list[tuple[str, str]]:
         if self.base is None:
             return []
@@ -188,8 +176,8 @@ class LatencyGate:
 
     def decided(self, s: Spread) -> bool:
         """Whether this spread decides every latency verdict (else the gate times the plan again)."""
-        lines = self.sla(s) + self.regression(s)
-        return not any(fail in (UNDECIDED_SLA, UNDECIDED_REGRESSION) for fail, _ in lines)
+        sla = judge(s.lo, s.hi, self.sla_ms, s.quiet)
+        return sla != UNDECIDED and not any(fail == UNDECIDED_REGRESSION for fail, _ in self.regression(s))
 
 
 def identity(b: Bundle) -> dict[str, Any]:

@@ -50,13 +50,14 @@ from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration, l
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace, boundary_tensors
 from yolo_edge.plan.planner import plan_space
 from yolo_edge.plan.results import Memory
-from yolo_edge.progress import Bar, progress_bar, ticks
+from yolo_edge.progress import Bar, progress_bar
 from yolo_edge.report import DeployReport, report_files
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit
 from yolo_edge.search import SearchRecord, SearchResult, search_plans, with_reason
 from yolo_edge.split import SplitModel, split_model
 from yolo_edge.validate.accuracy import detect_all
-from yolo_edge.validate.latency import LATENCY_IMAGES, measure_latencies
+from yolo_edge.validate.latency import LATENCY_IMAGES
+from yolo_edge.validate.noise import time_in_rounds
 from yolo_edge.validate.verdict import Limits, PlanRun, choose, explain
 from yolo_edge.version import __version__
 
@@ -361,16 +362,12 @@ def _compare(session: Session, found: Searched) -> _Plans:
         whole.accuracy_drift = whole.accuracy.minus(reference.accuracy)
     say(f"latency: {', '.join(detectors)}, frame by frame in turn")
     bench_images = [read_image(r.path) for r in found.evaldata.dataset.records[:LATENCY_IMAGES]]
-    latencies = measure_latencies(
-        detectors,
-        bench_images,
-        cfg.validate.latency_warmup,
-        cfg.validate.latency_runs,
-        progress=ticks(bar, cfg.validate.latency_runs, "latency"),
+    latencies, spreads = time_in_rounds(
+        detectors, "whole-cpu", bench_images, cfg.validate.latency_warmup, cfg.validate.latency_runs, bar=bar
     )
     limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
     for run in (whole, reference, split_run):
-        run.latency = latencies.get(run.name)
+        run.latency, run.spread = latencies.get(run.name), spreads.get(run.name)
         run.judge(limits)
     return _Plans(whole, reference, split_run, detectors, search.units, search.events)
 
@@ -390,7 +387,7 @@ def _report(
     assert chosen.latency is not None
     limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
     reasons = (["no plan passes: " + "; ".join(none_ok)] if none_ok else []) + explain(
-        chosen.fails, chosen.drift, chosen.latency.end_to_end.p95, limits, chosen.drift_interval
+        chosen.fails, chosen.drift, chosen.latency.end_to_end.p95, limits, chosen.drift_interval, chosen.spread
     )
     return DeployReport(
         model=model,

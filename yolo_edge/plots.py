@@ -119,6 +119,7 @@ def search_figure(search: SearchRecord, limits: Limits) -> Figure:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
     points: dict[tuple[float, float], list[str]] = {}
+    markers: list[tuple[float, float, float]] = []
     top = 0.0
     for t in search.trials:
         d, lat = t.run.drift, t.run.latency
@@ -130,6 +131,7 @@ def search_figure(search: SearchRecord, limits: Limits) -> Figure:
         colour = "tab:green" if t.passed else "tab:red"
         star = t is search.chosen
         ax.scatter(x, y, c=colour, marker="*" if star else "o", s=160 if star else 40, zorder=3)
+        markers.append((x, y, 9.0 if star else 5.0))
     labels = [
         ax.annotate(", ".join(ids), xy, textcoords="offset points", xytext=(6, 4), fontsize=8)
         for xy, ids in points.items()
@@ -143,15 +145,22 @@ def search_figure(search: SearchRecord, limits: Limits) -> Figure:
     ax.set_ylabel("p95 latency (ms" + (", modelled (board))" if modelled else ")"))
     ax.set_title(f"Candidates judged (green: pass, red: fail, star: chosen){off}", fontsize=10)
     ax.legend(loc="best", fontsize=8)
-    unclutter(fig, labels)
+    unclutter(fig, labels, markers)
     return fig
 
 
-def unclutter(fig: Figure, labels: list[Annotation]) -> None:
-    """Move each label up, a line at a time, until it covers no label placed before it."""
+def unclutter(fig: Figure, labels: list[Annotation], markers: Sequence[tuple[float, float, float]] = ()) -> None:
+    """Move each label up, a line at a time, until it covers no label placed before it and no marker (``markers``:
+    data x, y and a radius in pixels, on the first axes)."""
+    from matplotlib.transforms import Bbox
+
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    to_pixels = fig.axes[0].transData.transform
     placed: list[Any] = []
+    for x, y, r in markers:
+        px, py = to_pixels((x, y))
+        placed.append(Bbox.from_bounds(px - r, py - r, 2 * r, 2 * r))
     for label in labels:
         for _ in range(len(labels) + 1):
             box = label.get_window_extent(renderer)

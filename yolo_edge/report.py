@@ -217,8 +217,10 @@ def _drift_num(result: MapResult | None, interval: Interval | None) -> tuple[str
 def _plan_row(p: PlanRun) -> str:
     lat = p.latency.end_to_end.to_dict() if p.latency else {}
     mem = p.memory_peak_bytes
+    s = p.spread  # a measured p95: of the rounds judged, with its interval
+    p95 = _fmt(lat.get("p95")) if s is None else f"{s.p95:.2f} [{s.lo:.2f}, {s.hi:.2f}]"
     return (
-        f"| {p.name} | {p.status} | {_fmt(lat.get('p50'))} | {_fmt(lat.get('p95'))} | {_fmt(lat.get('p99'))} | "
+        f"| {p.name} | {p.status} | {_fmt(lat.get('p50'))} | {p95} | {_fmt(lat.get('p99'))} | "
         f"{p.latency.kind if p.latency else '-'} | {_fmt(mem / 1e6 if mem else None, 1)} | "
         f"{' | '.join(_num(p.map))} | {' | '.join(_drift_num(p.drift, p.drift_interval))} | "
         f"{' | '.join(_agreement_beside(p))} | {'-' if p.kept is None else p.kept} |"

@@ -125,16 +125,18 @@ def add_runs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=positive_int, default=None, help="timed frames (default: the bundle's deploy config)")
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]], width: int | None = None) -> str:
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[object]], width: int | None = None, whole: Sequence[int] = ()
+) -> str:
     """Left-aligned text table; numbers are right-aligned. A table wider than ``width`` (default: the terminal's,
-    100 when it is not one) has its widest text columns wrapped, at word boundaries, until it fits (no column
-    narrower than :data:`NARROWEST`): every cell whole, on as many lines as it needs."""
+    100 when it is not one) has its widest text columns (but those in ``whole``) wrapped, at word boundaries,
+    until it fits (no column narrower than :data:`NARROWEST`): every cell whole, on as many lines as it needs."""
     cells = [[str(c) for c in headers]] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     numeric = [all(_is_number(r[i]) for r in cells[1:]) and len(cells) > 1 for i in range(len(headers))]
     limit = width or shutil.get_terminal_size((100, 24)).columns
     while sum(widths) + 2 * (len(widths) - 1) > limit:
-        text = [i for i, w in enumerate(widths) if not numeric[i] and w > NARROWEST]
+        text = [i for i, w in enumerate(widths) if not numeric[i] and w > NARROWEST and i not in whole]
         if not text:
             break
         widths[max(text, key=widths.__getitem__)] -= 1  # the widest first, a character at a time

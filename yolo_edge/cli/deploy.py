@@ -13,6 +13,7 @@ from yolo_edge.codec import dumps
 from yolo_edge.deploy import deploy
 from yolo_edge.report import SEARCH_HEADER, DeployReport, search_rows
 from yolo_edge.search import SearchRecord
+from yolo_edge.validate.noise import Spread
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -83,7 +84,7 @@ def _print_plans(r: DeployReport) -> None:
             (
                 p.name,
                 p.status,
-                f"{lat.end_to_end.p95:.2f}" if lat else "-",
+                "-" if not lat else f"{lat.end_to_end.p95:.2f}" if not p.spread else _p95(p.spread),
                 lat.kind if lat else "-",
                 f"{p.memory_peak_bytes / 1e6:.1f}" if p.memory_peak_bytes else "-",
                 f"{d.map50:+.4f}" if d else "-",
@@ -93,7 +94,18 @@ def _print_plans(r: DeployReport) -> None:
         )
     what = r.metric
     headers = ("plan", "status", "p95 ms", "latency", "memory MB", f"drift {what}50", f"drift {what}50-95")
-    print(table((*headers, "boxes kept"), rows))
+    print(table((*headers, "boxes kept"), rows, whole=(2,)))  # a p95 and its interval on one line
+    timed = next((p.spread for p in r.plans if p.spread is not None), None)
+    if timed is not None:
+        load = "not readable" if timed.busy is None else f"others took {timed.busy:.0%} of its CPUs"
+        print(
+            f"measured p95 with its 95 % interval, the plans timed frame by frame in turn in {timed.rounds} rounds: "
+            f"{timed.busy_rounds} busy ({load})"
+        )
+
+
+def _p95(s: Spread) -> str:
+    return f"{s.p95:.2f} [{s.lo:.2f}, {s.hi:.2f}]"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,6 +122,9 @@ def p95_interval(values: Sequence[float]) -> tuple[float, float]:
     return float(a[min(lo, n - 1)]), float(a[min(hi, n - 1)])
 
 
+Round = tuple[dict[str, list[FrameTiming]], float | None]  # each detector's frames of one round, how busy it was
+
+
 def time_beside_reference(
     plan: Detector,
     reference: Detector,
@@ -134,25 +137,49 @@ def time_beside_reference(
     """``runs`` frames of the plan and its reference, in turn, in rounds of :data:`ROUND` (``bar`` shows them);
     timed again (once) when ``decided`` says the first pass did not decide, the second pass's rounds joining the
     first's."""
-    rounds: list[tuple[list[FrameTiming], list[FrameTiming], float | None]] = []
-    time_frames({"plan": plan, "reference": reference}, images, warmup, 0)
-    spread = None
-    sizes = [min(ROUND, runs - done) for done in range(0, runs, ROUND)]
+    lat, spreads = time_in_rounds(
+        {"plan": plan, "reference": reference}, "reference", images, warmup, runs, lambda s: decided(s["plan"]), bar
+    )
+    return lat["plan"], spreads["plan"]
+
+
+def time_in_rounds(
+    detectors: Mapping[str, Detector],
+    reference: str,
+    images: Sequence[np.ndarray],
+    warmup: int,
+    runs: int,
+    decided: Callable[[dict[str, Spread]], bool] = lambda _s: True,
+    bar: Bar = lambda items, _desc: items,
+) -> tuple[dict[str, LatencyResult], dict[str, Spread]]:
+    """Several detectors timed frame by frame in turn, in rounds of :data:`ROUND`, each round's load read; the
+    spread of each measured one against ``reference`` (a measured detector). A simulated board's detectors are
+    exact: timed once, no spread. Timed again (once) when ``decided`` says the first pass did not decide."""
+    exact = {n: d for n, d in detectors.items() if d.frame_determined}
+    measured = {n: d for n, d in detectors.items() if n not in exact}
+    out = {n: summarise(t) for n, t in time_frames(exact, images, 0, runs).items()} if exact else {}
+    if not measured or reference not in measured:
+        out.update({n: summarise(t) for n, t in time_frames(measured, images, warmup, runs).items()})
+        return {n: out[n] for n in detectors}, {}
+    rounds: list[Round] = []
+    time_frames(measured, images, warmup, 0)
+    spreads: dict[str, Spread] = {}
     for again in (False, True):
-        desc = f"latency{' again' if again else ''} (rounds of {ROUND} frames, in turn with the FP32 reference)"
-        for start, n in bar(list(zip(range(0, runs, ROUND), sizes)), desc):
+        desc = f"latency{' again' if again else ''} (rounds of {ROUND} frames, {', '.join(measured)} in turn)"
+        for start in bar(range(0, runs, ROUND), desc):
             before = probe()
-            t = time_frames({"plan": plan, "reference": reference}, images, 0, n, start=start)
-            rounds.append((t["plan"], t["reference"], busy_share(before, probe())))
-        spread = spread_of(rounds)
-        if again or decided(spread):
+            t = time_frames(measured, images, 0, min(ROUND, runs - start), start=start)
+            rounds.append((t, busy_share(before, probe())))
+        spreads = {n: spread_of([(t[n], t[reference], b) for t, b in rounds]) for n in measured}
+        if again or decided(spreads):
             break
         time.sleep(1.0)  # a neighbour's burst often ends within a second
-    assert spread is not None
-    return summarise([f for plan_frames, _, _ in rounds for f in plan_frames]), spread
+    out.update({n: summarise([f for t, _ in rounds for f in t[n]]) for n in measured})
+    return {n: out[n] for n in detectors}, spreads
 
 
 def spread_of(rounds: Sequence[tuple[list[FrameTiming], list[FrameTiming], float | None]]) -> Spread:
+    """A plan's spread from its rounds: (its frames, the reference's, how busy the round was)."""
     known = [b for _, _, b in rounds if b is not None]
     quiet = [r for r in rounds if r[2] is not None and r[2] <= BUSY]
     judged = quiet if known and len(quiet) * 2 >= len(rounds) else list(rounds)

@@ -30,6 +30,8 @@ from yolo_edge.codec import plain
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.validate.accuracy import Accuracy, Interval, Kept, MapResult
 from yolo_edge.validate.latency import LatencyResult
+from yolo_edge.validate.noise import FAILS, Spread, judge, undecided_line
+from yolo_edge.validate.noise import UNDECIDED as UNDECIDED_LATENCY
 from yolo_edge.validate.stats import median_ratio_se
 
 OK = "ok"
@@ -52,15 +54,20 @@ def failures(
     limits: Limits,
     planned: tuple[str, ...] = (),
     interval: Interval | None = None,
+    spread: Spread | None = None,
 ) -> list[str]:
     """Why a plan is not acceptable (empty: it is). ``planned`` are the planner's failed checks, if any; a plan
     it stopped before anything ran (no figures) fails for those reasons alone. ``interval``: the drift's bootstrap
-    interval (None: judged on the figure alone)."""
+    interval (None: judged on the figure alone); ``spread``: a measured p95's interval and the machine's load
+    (:mod:`yolo_edge.validate.noise`; None: the p95 is exact, a simulated board's)."""
     out = list(planned)
     if drift is None and p95_ms is None and planned:
         return out
     out += _drift_failure(drift, interval, -limits.max_drift)
-    if p95_ms is None or not (math.isfinite(p95_ms) and p95_ms <= limits.sla_ms):
+    if spread is not None:
+        verdict = judge(spread.lo, spread.hi, limits.sla_ms, spread.quiet)
+        out += {FAILS: ["SLA"], UNDECIDED_LATENCY: [UNDECIDED_SLA]}.get(verdict, [])
+    elif p95_ms is None or not (math.isfinite(p95_ms) and p95_ms <= limits.sla_ms):
         out.append("SLA")
     return out
 
@@ -108,7 +115,12 @@ def status(fails: list[str]) -> str:
 
 
 def explain(
-    fails: list[str], drift: MapResult | None, p95_ms: float | None, limits: Limits, interval: Interval | None = None
+    fails: list[str],
+    drift: MapResult | None,
+    p95_ms: float | None,
+    limits: Limits,
+    interval: Interval | None = None,
+    spread: Spread | None = None,
 ) -> list[str]:
     """One line per failure with its numbers."""
     lines = []
@@ -116,9 +128,12 @@ def explain(
         if f in ("drift", UNDECIDED):
             lines.append(_drift_line(f, drift, interval, limits.max_drift))
         elif f == "SLA":
-            lines.append(
-                f"p95 {'not measured' if p95_ms is None else f'{p95_ms:.2f} ms'} over the SLA {limits.sla_ms} ms"
-            )
+            shown = "not measured" if p95_ms is None else f"{p95_ms:.2f} ms"
+            if spread is not None:  # the p95 of the rounds judged, with its interval
+                shown = f"{spread.p95:.2f} ms [{spread.lo:.2f}, {spread.hi:.2f}]"
+            lines.append(f"p95 {shown} over the SLA {limits.sla_ms} ms")
+        elif f == UNDECIDED_SLA and spread is not None:
+            lines.append(undecided_line("p95", spread, f"against the SLA {limits.sla_ms} ms"))
         else:
             lines.append(f"fails the {f} check" if f != "to compile" else "fails to compile")
     return lines
@@ -171,6 +186,7 @@ class PlanRun:
     detections: list[Detections] | None = None
     same_as_cpu: bool = False  # the split placed nothing on the NPU: it is the whole-cpu plan
     fails: list[str] = field(default_factory=list)
+    spread: Spread | None = None  # a measured latency's p95 interval, ratio to the reference and load
 
     @property
     def map(self) -> MapResult | None:
@@ -204,7 +220,7 @@ class PlanRun:
 
     def judge(self, limits: Limits) -> None:
         p95 = None if self.latency is None else self.latency.end_to_end.p95
-        self.fails = failures(self.drift, p95, limits, self.planned, self.drift_interval)
+        self.fails = failures(self.drift, p95, limits, self.planned, self.drift_interval, self.spread)
 
     @property
     def status(self) -> str:
@@ -229,6 +245,7 @@ class PlanRun:
                     "p99": self.latency.end_to_end.p99,
                 },
                 "latency_kind": None if self.latency is None else self.latency.kind,
+                "latency_spread": None if self.spread is None else self.spread.to_dict(),
                 "latency": None if self.latency is None else self.latency.to_dict(),
                 "memory_peak_bytes": self.memory_peak_bytes,
                 "map": None if self.map is None else self.map.to_dict(),
