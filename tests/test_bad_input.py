@@ -1232,7 +1232,7 @@ def test_run_save_json_on_a_full_disk_counts_each_frame_it_could_not_write(env: 
     proc = _small_files(env, 300, "run", str(env.bundle), "--source", _pictures(env), "--save-json", str(out))
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert "2 read, 0 delivered, dropped: sink_error 2" in proc.stdout, proc.stdout
-    assert "detections (" not in proc.stdout and "--save-json" in proc.stderr and "Traceback" not in proc.stderr
+    assert "ms inference" not in proc.stdout and "--save-json" in proc.stderr and "Traceback" not in proc.stderr
     assert out.read_text() == "[]\n" and [p.name for p in env.root.iterdir() if p.name.startswith(".results")] == []
 
 

@@ -96,3 +96,28 @@ def test_phases_tell_npu_and_cpu_units_apart_by_colour(deployed: DeployResult) -
     assert npu and cpu  # host-lowp's whole-cpu plan runs its units on the CPU, the split on the accelerator
     assert set(npu) <= set(NPU_COLOURS) and set(cpu) <= set(CPU_COLOURS)
     plt.close(fig)
+
+
+def test_the_sweep_plot_moves_close_labels_apart_and_names_a_far_sla() -> None:
+    from yolo_edge.sweep import Outcome, Point, SweepResult, sweep_figure
+
+    close = [
+        Outcome(
+            Point("model.pt", size, device),
+            "ok",
+            True,
+            drift_map50=-0.001,
+            drift_map50_95=-0.001 - size / 1e6,
+            p50_ms=7.0,
+            p95_ms=7.0 + size / 1e4,
+            p99_ms=8.0,
+        )  # fmt: skip
+        for size in (320, 352, 384)
+        for device in ("rk3588", "sim-edge-npu")
+    ]
+    fig = sweep_figure(SweepResult(tuple(close), 10000.0))
+    ax = fig.axes[0]
+    boxes = _boxes(fig, ax.texts)
+    assert len(boxes) == 6 and not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    assert "SLA 10000 ms (p95): off the scale" in ax.get_title() and ax.get_xlim()[1] < 100
+    plt.close(fig)

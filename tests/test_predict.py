@@ -84,7 +84,7 @@ def test_run_takes_ultralytics_predict_flags(
     args = ["run", str(deployed.bundle), "--source", str(photos), "--conf", "0.5", "--classes", "0", "1"]
     args += ["--max-det", "2", "--save", str(out), "--save-txt", "--save-json", str(results), "--quiet"]
     assert main(args) == 0
-    lines = [x for x in capsys.readouterr().out.splitlines() if "detections" in x]
+    lines = [x for x in capsys.readouterr().out.splitlines() if "ms inference" in x]
     assert len(lines) == 4 and all(
         "ms preprocess" in x and "ms inference" in x and "ms postprocess" in x for x in lines
     )

@@ -27,7 +27,7 @@ CPU_COLOURS = ("#ff7f0e", "#d62728", "#8c564b", "#ffbb78", "#e377c2")  # oranges
 HOST_COLOURS = {"preprocess": "#c7c7c7", "transfers": "#7f7f7f", POSTPROCESS: "#bcbd22"}
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -39,11 +39,11 @@ def _pyplot() -> Any:
 def png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
-    _pyplot().close(fig)
+    pyplot().close(fig)
     return buf.getvalue()
 
 
-def _limit_line(ax: Axes, value: float, data_max: float, label: str, horizontal: bool) -> str:
+def limit_line(ax: Axes, value: float, data_max: float, label: str, horizontal: bool) -> str:
     """Draw the limit where it is near the data; else say where it is (returned for the title)."""
     if value <= NEAR * data_max:
         (ax.axhline if horizontal else ax.axvline)(value, color="red", linestyle="--", label=label)
@@ -54,7 +54,7 @@ def _limit_line(ax: Axes, value: float, data_max: float, label: str, horizontal:
 def cdf_figure(plans: Sequence[PlanRun], sla_ms: float, profile: str) -> Figure:
     """Each timed plan's end-to-end CDF; a plan identical to the whole-CPU one is drawn once (named beside it),
     a failing plan dashed with its status, a modelled latency named in the title."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
     timed = [p for p in plans if p.latency is not None and not p.same_as_cpu]
     same = [p.name for p in plans if p.same_as_cpu]
@@ -66,7 +66,7 @@ def cdf_figure(plans: Sequence[PlanRun], sla_ms: float, profile: str) -> Figure:
         label = p.name + (f" (= {', '.join(same)})" if p.name == "whole-cpu" and same else "")
         label += "" if p.ok else f": {p.status}"
         ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", label=label, linestyle="-" if p.ok else "--")
-    off = _limit_line(ax, sla_ms, top, f"SLA {sla_ms:g} ms (p95)", horizontal=False)
+    off = limit_line(ax, sla_ms, top, f"SLA {sla_ms:g} ms (p95)", horizontal=False)
     ax.axhline(0.95, color="grey", linewidth=0.5, linestyle=":", label="p95 (0.95 of frames)")
     modelled = any(p.latency is not None and p.latency.kind == BOARD for p in timed)
     ax.set_xlabel("end-to-end latency (ms" + (", modelled (board): each image's own time)" if modelled else ")"))
@@ -88,7 +88,7 @@ def unit_device(plan: str, unit: str, split: PlacementPlan) -> str | None:
 def phases_figure(plans: Sequence[PlanRun], split: PlacementPlan, order: list[str]) -> Figure:
     """p50 per phase, stacked in frame order; a unit's colour says where it ran (blues and greens: the NPU;
     oranges and reds: the CPU; greys: the host's letterbox, transfers and decode + NMS)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
     timed = {p.name: p.latency.phases for p in plans if p.latency is not None and not p.same_as_cpu}
     bottom = np.zeros(len(timed))
@@ -116,7 +116,7 @@ def phases_figure(plans: Sequence[PlanRun], split: PlacementPlan, order: list[st
 def search_figure(search: SearchRecord, limits: Limits) -> Figure:
     """The judged candidates as p95 latency against mAP50-95 drift; candidates at the same point share one label;
     the SLA drawn where it is near the data."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
     points: dict[tuple[float, float], list[str]] = {}
     markers: list[tuple[float, float, float]] = []
@@ -137,7 +137,7 @@ def search_figure(search: SearchRecord, limits: Limits) -> Figure:
         for xy, ids in points.items()
     ]
     ax.axvline(-limits.max_drift, color="grey", linestyle="--", label=f"drift limit -{limits.max_drift}")
-    off = _limit_line(ax, limits.sla_ms, top, f"SLA {limits.sla_ms:g} ms", horizontal=True)
+    off = limit_line(ax, limits.sla_ms, top, f"SLA {limits.sla_ms:g} ms", horizontal=True)
     if top:
         ax.set_ylim(0, max(top, limits.sla_ms if not off else 0) * 1.15)
     modelled = any(t.run.latency is not None and t.run.latency.kind == BOARD for t in search.trials)

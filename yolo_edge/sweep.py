@@ -33,7 +33,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from yolo_edge.backends import device_status
 from yolo_edge.cluster import has_resource, node_cpus, ray_session
@@ -43,7 +43,11 @@ from yolo_edge.deploy import deploy, deploy_settings
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.export import check_model, parse_imgsz, sha256_file
 from yolo_edge.files import cache_root, json_loads, read_cached, write_cached
+from yolo_edge.plots import limit_line, png, pyplot, unclutter
 from yolo_edge.version import __version__
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 Log = Callable[[str], None]
 FAILED = "failed"  # the status of a configuration that did not complete
@@ -377,40 +381,40 @@ def _cached(store: Path | None, key: str) -> Outcome | None:
 
 
 def sweep_plot(result: SweepResult) -> bytes:
-    """PNG: every configuration's p95 latency against its drift (mAP50-95), the Pareto front joined, the SLA and
-    the drift limit drawn in, the best ringed; the drift axis spans the limit, so a drift well inside it looks so."""
-    import io
+    """:func:`sweep_figure` as PNG bytes."""
+    return png(sweep_figure(result))
 
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def sweep_figure(result: SweepResult) -> Figure:
+    """Every configuration's p95 latency against its drift (mAP50-95), the Pareto front joined, the SLA (where
+    it is near the data: else named in the title) and the drift limit drawn in, the best ringed, labels moved
+    apart; the drift axis spans the limit, so a drift well inside it looks so."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
 
     def xy(o: Outcome) -> tuple[float, float]:
         return o.p95_ms or 0.0, o.drift_map50_95 or 0.0
 
     shown = [o for o in result.outcomes if o.p95_ms is not None and o.drift_map50_95 is not None]
+    labels = []
     for o in shown:
         ax.scatter(*xy(o), color="tab:green" if o.passed else "tab:grey", zorder=3)
-        ax.annotate(o.point.label, xy(o), fontsize=7, xytext=(4, 4), textcoords="offset points")
+        labels.append(ax.annotate(o.point.label, xy(o), fontsize=7, xytext=(4, 4), textcoords="offset points"))
     best = result.best
     if best is not None and best in shown:
         ax.scatter(*xy(best), s=160, facecolors="none", edgecolors="tab:orange", linewidths=2, zorder=4,
                    label=f"best ({result.objective}): {best.point.label}")  # fmt: skip
     front = [xy(o) for o in result.front]
     ax.plot([x for x, _ in front], [y for _, y in front], color="tab:blue", label="Pareto front")
-    ax.axvline(result.sla_ms, color="red", linestyle="--", label=f"SLA {result.sla_ms} ms (p95)")
+    top = max((x for x, _ in map(xy, shown)), default=result.sla_ms)
+    off = limit_line(ax, result.sla_ms, top, f"SLA {result.sla_ms:g} ms (p95)", horizontal=False)
     ax.axhline(-result.max_drift, color="purple", linestyle=":", label=f"drift limit -{result.max_drift}")
     low = min([-2 * result.max_drift, *(y for _, y in map(xy, shown))])
     high = max([result.max_drift / 2, *(y for _, y in map(xy, shown))])
     ax.set_ylim(low - 0.1 * (high - low), high + 0.1 * (high - low))
     ax.set_xlabel("p95 end-to-end latency (ms)")
     ax.set_ylabel("drift, mAP50-95 (0 = the FP32 model)")
-    ax.set_title("Deployment sweep: latency against drift")
+    ax.set_title(f"Deployment sweep: latency against drift{off}", fontsize=10)
     ax.legend(loc="lower right", fontsize=8)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight")
-    plt.close(fig)
-    return buf.getvalue()
+    unclutter(fig, labels, [(*xy(o), 5.0) for o in shown])
+    return fig
