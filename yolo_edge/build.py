@@ -63,6 +63,7 @@ class UnitPlan:
     variant: Variant
     piece: int | None = None
     stored: bytes | None = field(default=None, compare=False, repr=False)  # ``model`` as a bundle stores it
+    audit_floor: float | None = field(default=None, compare=False)  # the runtime audit's floor (yolo_edge.audit)
 
     @property
     def name(self) -> str:
@@ -259,6 +260,7 @@ def _unit(
     modelled = npu.modelled_s if npu is not None else None
     measured = npu is not None and npu is not twin and modelled is None  # a modelled one is never judged slow
     built = Unit(unit.name, unit.subgraphs, twin if npu is not None else _ready(twin), npu, None, modelled)
+    built.audit_floor = unit.audit_floor if npu is not None else None
     built.board_cpu_s = board.graph_s(GraphInfo.of(unit.model)) if board is not None else None
     built.board = board
 

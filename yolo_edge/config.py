@@ -45,7 +45,8 @@ ProfileKind = Literal["real", "simulated", "cpu"]
 LatencyKind = Literal["measured", "modelled"]
 BOARD: Final = "modelled (board)"
 FrameKind = Literal["measured", "modelled NPU + measured CPU", "modelled (board)"]
-FaultKind = Literal["error", "nan", "hang"]
+FaultKind = Literal["error", "nan", "hang", "degrade"]
+AuditAction = Literal["move_to_cpu", "alert"]
 Device = Literal["npu", "cpu"]  # where a subgraph or a unit runs
 # INT8 schemes whose activations are wider than a byte (Qualcomm's w8a16: uint8 weights, uint16 activations)
 ACTIVATION_BYTES = {"w8a16": 2}
@@ -176,6 +177,23 @@ class RuntimeConfig:
     probe_every: Annotated[int, Range(1)]  # frames between probes of a unit parked on the CPU
     slow_ratio: Annotated[float, Range(1)]  # "slow" = unit time above this times its CPU estimate
     fuse_units: bool  # consecutive subgraphs on one device at one precision run as one compiled unit
+    # the precision audit (yolo_edge/audit.py): every audit_every-th frame (0: never; audit_every_failed after a
+    # failed audit) an accelerator unit's output is compared with its FP32 CPU twin's, off the frame's path; K failed
+    # audits of the last W are a precision event, whose action moves the unit to the CPU (probed back by audits) or
+    # only says so
+    audit_every: Annotated[int, Range(0, MAX_RUNS)] = 30
+    audit_every_failed: Annotated[int, Range(1, MAX_RUNS)] = 5
+    audit_window: Annotated[int, Range(1, 1000)] = 10
+    audit_failures: Annotated[int, Range(1, 1000)] = 3
+    audit_action: AuditAction = "move_to_cpu"
+
+    def __post_init__(self) -> None:
+        if self.audit_action not in typing.get_args(AuditAction):
+            raise YoloEdgeError(f"runtime.audit_action must be move_to_cpu or alert, got '{self.audit_action}'")
+        if self.audit_failures > self.audit_window:
+            raise YoloEdgeError(
+                f"runtime.audit_failures ({self.audit_failures}) cannot exceed audit_window ({self.audit_window})"
+            )
 
 
 @dataclass(frozen=True)
@@ -261,6 +279,9 @@ class Faults:
     nan_rate: Annotated[float, Range(0, 1)] = 0.0
     hang_rate: Annotated[float, Range(0, 1)] = 0.0
     hang_s: Annotated[float, Range(0)] = 0.0
+    # silently wrong numerics: each output scaled by (1 + degrade_noise x N(0, 1)) per element, finite (no NaN)
+    degrade_rate: Annotated[float, Range(0, 1)] = 0.0
+    degrade_noise: Annotated[float, Range(0, 100)] = 0.5
     seed: int = 0
     burst_start: int = -1
     burst_len: Annotated[int, Range(0)] = 0
@@ -268,14 +289,14 @@ class Faults:
 
     def __post_init__(self) -> None:
         if self.burst_kind not in typing.get_args(FaultKind):
-            raise YoloEdgeError(f"faults.burst_kind must be error, nan or hang, got '{self.burst_kind}'")
-        if self.error_rate + self.nan_rate + self.hang_rate > 1:
-            raise YoloEdgeError("faults: error_rate + nan_rate + hang_rate must not exceed 1")
+            raise YoloEdgeError(f"faults.burst_kind must be error, nan, hang or degrade, got '{self.burst_kind}'")
+        if self.error_rate + self.nan_rate + self.hang_rate + self.degrade_rate > 1:
+            raise YoloEdgeError("faults: error_rate + nan_rate + hang_rate + degrade_rate must not exceed 1")
 
     @property
     def any(self) -> bool:
-        """Whether any call can fail."""
-        return self.error_rate + self.nan_rate + self.hang_rate > 0 or self.burst_len > 0
+        """Whether any call can fail (or degrade)."""
+        return self.error_rate + self.nan_rate + self.hang_rate + self.degrade_rate > 0 or self.burst_len > 0
 
 
 PEAK_TOPS = FIGURE  # each precision's figure in a profile's peak_tops

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from yolo_edge.audit import audit_floors
 from yolo_edge.backends import require_usable, resolve_device
 from yolo_edge.backends.base import NpuCompileError
 from yolo_edge.backends.builder import Builder
@@ -42,7 +43,7 @@ from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config
 from yolo_edge.data.resolve import Calibration, DataSource, EvalData, read_data, resolve_data
 from yolo_edge.demo import CLASS_NAMES
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import ExportedModel, demo_model_path, export_model
+from yolo_edge.export import ExportedModel, ImgSize, demo_model_path, export_model
 from yolo_edge.graph import GraphInfo
 from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.detector import Detector
@@ -314,6 +315,9 @@ def _bundle_files(
     units = plans.split_units if on_split else []
     events = plans.events if on_split else EventLog()
     planned = plan_units(found.split, chosen_plan, cfg.runtime.fuse_units)
+    if units:  # the runtime audit's floors: each accelerator unit's worst agreement with its twin on these images
+        floors = audit_floors(units, boundary_tensors(found.split, _floor_images(found, exported.meta.imgsz)))
+        planned = [replace(u, audit_floor=floors.get(u.name)) for u in planned]
     sample = unit_sample(planned, found.calib_tensors[0], found.builder)
     contents = Contents(
         meta=meta,
@@ -329,6 +333,16 @@ def _bundle_files(
         events=events,
     )
     return bundle_files(contents, report_files(report))
+
+
+FLOOR_JUDGING = 64  # judging images the audit floors are measured on, beside the calibration source's
+
+
+def _floor_images(found: Searched, imgsz: ImgSize) -> list[np.ndarray]:
+    """The images the audit's floors come from: the calibration source's (calibration and precision check) and the
+    first judging images, letterboxed."""
+    paths = [*found.calibration.files, *(r.path for r in found.evaldata.dataset.records[:FLOOR_JUDGING])]
+    return load_images(paths, imgsz)
 
 
 def deploy_settings(config: str | Path | DeployConfig | None, sla_ms: float | None) -> DeployConfig:

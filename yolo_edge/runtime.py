@@ -24,12 +24,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
+from yolo_edge.audit import Auditor
 from yolo_edge.backends.base import Executable, NpuError, NpuTimeout, median_run_s
 from yolo_edge.codec import dumps, plain
 from yolo_edge.config import Device, DeviceProfile, RuntimeConfig
@@ -38,9 +39,18 @@ from yolo_edge.devices.cost import transfer_time
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.graph import TensorInfo
 
-Trigger = Literal["unsupported_op", "memory", "performance", "runtime_error", "timeout", "nan", "recovered"]
+Trigger = Literal[
+    "unsupported_op", "memory", "performance", "runtime_error", "timeout", "nan", "precision", "recovered"
+]
 Action = Literal[
-    "retry_cpu", "open_breaker", "close_breaker", "reopen_breaker", "move_to_cpu", "move_to_npu", "compile_on_cpu"
+    "retry_cpu",
+    "open_breaker",
+    "close_breaker",
+    "reopen_breaker",
+    "move_to_cpu",
+    "move_to_npu",
+    "compile_on_cpu",
+    "alert",
 ]
 
 
@@ -203,6 +213,8 @@ class Unit:
     board_cpu_s: float | None = None  # a simulated board: the twin's modelled seconds on the board's CPU
     board: BoardCpu | None = None  # that board's CPU (its builder's), which the executor hands the detector
     parked: bool = False
+    audit_floor: float | None = None  # the lowest cosine with its FP32 twin the deploy accepted (audit.py)
+    precision_parked: bool = False  # moved to the CPU by a precision event: only audits run the accelerator
     slow_run: list[float] = field(default_factory=list)  # accelerator seconds of the current run of slow frames
     good_probes: int = 0
     since_probe: int = 0
@@ -368,6 +380,8 @@ class SplitExecutor:
         # the `cpu` profile's accelerator is the CPU reference itself: moving a unit to the CPU gains nothing,
         # and timing one engine against itself only measures noise
         self.performance_fallback = not as_placed and (profile is None or profile.kind != "cpu")
+        # the precision trigger, off the frames' path; not where the figures are measured as placed (val, check)
+        self.auditor = Auditor(replace(cfg, audit_every=0) if as_placed else cfg, self.events)
 
     @property
     def takes_pixels(self) -> bool:
@@ -379,6 +393,7 @@ class SplitExecutor:
     def close(self) -> None:
         """Stop the accelerator call pool and release the units' accelerator executables (a toolchain worker's
         compiled graphs), or leave them to the builder they are borrowed from; the executor is not used after this."""
+        self.auditor.close()
         self._pool.shutdown()
         for unit in self.units if not self._borrowed else ():
             if unit.npu is not None:
@@ -458,7 +473,7 @@ class SplitExecutor:
         """Run one unit for one frame (NPU with fallback, or CPU); thread-safe."""
         feeds = {n: tensors[n] for n in unit.input_names}
         spent = 0.0
-        if unit.npu is not None:
+        if unit.npu is not None and not unit.precision_parked:
             with unit.lock:
                 probing = unit.parked
                 if probing:
@@ -476,6 +491,7 @@ class SplitExecutor:
                     if self.performance_fallback and unit.modelled_s is None:
                         self._hysteresis(unit, spent, probing, frame, feeds)
                     modelled = None if unit.modelled_s is None else unit.modelled_s * 1e3
+                    self.auditor.offer(unit, frame, feeds, outs, npu=True)
                     return outs, UnitRun(unit.name, "npu", spent * 1e3, modelled)
         try:
             outs = unit.cpu.run(feeds)
@@ -485,6 +501,7 @@ class SplitExecutor:
                 "here: deploy it again, or free memory"
             ) from None
         board = None if unit.board_cpu_s is None else unit.board_cpu_s * 1e3
+        self.auditor.offer(unit, frame, feeds, outs, npu=False)  # a unit a precision event moved here: probed
         return outs, UnitRun(unit.name, "cpu", (spent + unit.cpu.last_run_s) * 1e3, board)
 
     # ---------------------------------------------------------------- one frame

@@ -40,7 +40,7 @@ class FaultInjector:
         self.faults = faults
         self._rng = np.random.default_rng(faults.seed)
         self._lock = threading.Lock()
-        self.injected = {"error": 0, "nan": 0, "hang": 0}
+        self.injected = {"error": 0, "nan": 0, "hang": 0, "degrade": 0}
         self.calls = 0
 
     def draw(self) -> str | None:
@@ -56,6 +56,8 @@ class FaultInjector:
                 kind = "nan"
             elif u < f.error_rate + f.nan_rate + f.hang_rate:
                 kind = "hang"
+            elif u < f.error_rate + f.nan_rate + f.hang_rate + f.degrade_rate:
+                kind = "degrade"
             self.calls += 1
             if kind:
                 self.injected[kind] += 1
@@ -102,6 +104,10 @@ class SimulatedExecutable(Executable):
             first = self.outputs[0].name
             outs[first] = outs[first].copy()
             outs[first].reshape(-1)[:: max(1, outs[first].size // 7)] = np.nan
+        if fault == "degrade":  # silently wrong: every output noised, finite, nothing the NaN check sees
+            rng = np.random.default_rng(self.injector.calls)
+            noise = self.injector.faults.degrade_noise
+            outs = {k: (v * (1 + noise * rng.standard_normal(v.shape))).astype(v.dtype) for k, v in outs.items()}
         return outs
 
     def warm_up(self, feeds: Feeds, runs: int) -> None:

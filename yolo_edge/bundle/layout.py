@@ -98,6 +98,7 @@ class StoredUnit:
     device: Device
     variant: Variant
     graph: str  # relative path: subgraphs/<s>.onnx, units/<unit>.onnx (fused, or a piece), model.onnx (all four)
+    audit_floor: float | None = None  # an accelerator unit's lowest cosine with its FP32 twin at deploy (audit.py)
 
     @property
     def name(self) -> str:
@@ -113,7 +114,11 @@ class StoredUnit:
         piece = d["piece"] if d["piece"] is None else int(d["piece"])
         if d["device"] not in ("npu", "cpu"):
             raise ValueError(f"a unit on '{d['device']}'")
-        return cls(subgraphs, piece, d["device"], Variant.parse(str(d["variant"])), str(d["graph"]))
+        floor = d.get("audit_floor")
+        if floor is not None and (isinstance(floor, bool) or not -1 <= float(floor) <= 1):
+            raise ValueError(f"audit_floor {floor!r} is not a cosine")
+        floor = None if floor is None else float(floor)
+        return cls(subgraphs, piece, d["device"], Variant.parse(str(d["variant"])), str(d["graph"]), floor)
 
 
 def stored_units(planned: Sequence[UnitPlan]) -> tuple[list[StoredUnit], dict[str, bytes]]:
@@ -125,7 +130,7 @@ def stored_units(planned: Sequence[UnitPlan]) -> tuple[list[StoredUnit], dict[st
         else:
             graph = f"units/{u.name}.onnx"
             files[graph] = u.model.SerializeToString()
-        entries.append(StoredUnit(u.subgraphs, u.piece, u.device, u.variant, graph))
+        entries.append(StoredUnit(u.subgraphs, u.piece, u.device, u.variant, graph, u.audit_floor))
     return entries, files
 
 

@@ -155,7 +155,7 @@ def check_chain(model: ModelMeta, planned: Sequence[UnitPlan]) -> None:
 
 def _unit_plan(path: Path, unit: StoredUnit) -> UnitPlan:
     model, data = read_graph(path, unit.graph)
-    return UnitPlan(unit.subgraphs, model, unit.device, unit.variant, unit.piece, data)
+    return UnitPlan(unit.subgraphs, model, unit.device, unit.variant, unit.piece, data, unit.audit_floor)
 
 
 def read_sample(path: Path, planned: Sequence[UnitPlan]) -> dict[str, np.ndarray]:

@@ -1,0 +1,97 @@
+"""The precision audit (yolo_edge/audit.py), driven deterministically by a simulated accelerator whose numerics
+silently degrade from a given call on (the ``degrade`` fault: outputs noised, finite, nothing the NaN check sees):
+no event while the numerics are those the floors were measured on, a ``precision`` event soon after they degrade,
+the unit's frames on the FP32 twin from then on (exactly the CPU's outputs), back on the accelerator once the audits
+pass again; ``alert`` only says so. The accelerators are rk3588-approx's simulator over onnxruntime."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+
+from tests.test_runtime import hand_plan
+from yolo_edge.audit import audit_floors, outputs_cosine
+from yolo_edge.backends.builder import Builder
+from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
+from yolo_edge.backends.simulated import SimulatedNpu
+from yolo_edge.build import build_units
+from yolo_edge.config import DeployConfig, Faults, load_profile
+from yolo_edge.runtime import EventLog, SplitExecutor
+from yolo_edge.split import SplitModel
+
+AUDITED = {"audit_every": 2, "audit_every_failed": 1, "audit_window": 6, "audit_failures": 3, "recover_probes": 3}
+
+
+def _executor(demo_split: SplitModel, tensors: list, fast_cfg: DeployConfig, faults: Faults, **runtime: object):  # type: ignore[no-untyped-def, type-arg]
+    """backbone and neck INT8 on the simulated accelerator, head on the CPU; floors from every image's tensors; the
+    ``faults`` counted from the first frame's call on (the floors' calls are not)."""
+    profile = replace(load_profile("rk3588-approx"), faults=Faults())
+    npu = SimulatedNpu(profile, OnnxRuntimeBackend())
+    plan = hand_plan(demo_split, {"backbone": "int8", "neck": "int8"}, "rk3588-approx")
+    units = build_units(demo_split, plan, Builder(profile, npu), tensors[:8], EventLog(), fuse=True)
+    floors = audit_floors(units, tensors)
+    for unit in units:
+        unit.audit_floor = floors.get(unit.name)
+    npu.injector.faults = replace(faults, burst_start=npu.injector.calls + faults.burst_start)
+    cfg = replace(fast_cfg.runtime, slow_ratio=1e6, **{**AUDITED, **runtime})
+    events = EventLog()
+    return SplitExecutor(units, cfg, profile, events), events, floors
+
+
+def _drain(ex: SplitExecutor) -> None:
+    """Wait for the audit worker to finish what it was offered (a frame never waits for it; a test may)."""
+    deadline = time.monotonic() + 60
+    while ex.auditor._jobs.unfinished_tasks and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_no_event_while_the_numerics_are_the_proven_ones(demo_split, tensors, fast_cfg) -> None:  # type: ignore[no-untyped-def]
+    ex, events, floors = _executor(demo_split, tensors, fast_cfg, Faults())
+    assert set(floors) == {"backbone+neck"} and 0.9 < floors["backbone+neck"] <= 1.0
+    for i in range(60):
+        ex.run({"images": tensors[i % len(tensors)]["images"]}, i)
+        _drain(ex)
+    figures = ex.auditor.figures()["backbone+neck"]
+    ex.close()
+    assert figures["audits"] >= 25 and figures["failed"] == 0 and not events.events
+    assert figures["min_cosine"] >= floors["backbone+neck"]
+
+
+@pytest.mark.parametrize("action", ["move_to_cpu", "alert"])
+def test_degraded_numerics_raise_a_precision_event_and_the_unit_moves_to_its_twin(
+    demo_split,
+    tensors,
+    fast_cfg,
+    action: str,  # type: ignore[no-untyped-def]
+) -> None:
+    # degraded from the 20th accelerator call for 30 calls (the audits' probes count as calls), then clean again
+    faults = Faults(burst_start=20, burst_len=30, burst_kind="degrade", degrade_noise=0.5)
+    ex, events, floors = _executor(demo_split, tensors, fast_cfg, faults, audit_action=action)
+    unit = ex.units[0]
+    devices = []
+    for i in range(120):
+        t = tensors[i % len(tensors)]
+        result = ex.run({"images": t["images"]}, i)
+        devices.append(result.units[0].device)
+        if result.units[0].device == "cpu":  # on the twin: exactly the FP32 outputs
+            cos, err = outputs_cosine(
+                {n: result.outputs[n] for n in ex.output_names}, {n: t[n] for n in ex.output_names}
+            )
+            assert err <= 1e-4 and cos > 0.99999
+        _drain(ex)
+    ex.close()
+    precision = [e for e in events.events if e.trigger == "precision"]
+    assert precision and precision[0].frame >= 20 and precision[0].frame <= 20 + 3 * AUDITED["audit_every"] + 4
+    assert precision[0].action == action and "below the floor" in precision[0].detail
+    figures = ex.auditor.figures()[unit.name]
+    assert figures["failed"] >= 3 and figures["min_cosine"] < floors[unit.name]
+    if action == "alert":  # said, and the frames stay on the accelerator
+        assert all(d == "npu" for d in devices)
+        return
+    moved = precision[0].frame
+    assert devices[moved + 2] == "cpu"  # the next frames on the twin
+    recovered = [e for e in events.events if e.trigger == "recovered" and e.action == "move_to_npu"]
+    assert recovered and recovered[0].frame > moved  # the probes passed once the degradation ended
+    assert devices[-1] == "npu" and not unit.precision_parked
