@@ -6,8 +6,10 @@ pass again; ``alert`` only says so. The accelerators are rk3588-approx's simulat
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,7 @@ from yolo_edge.backends.builder import Builder
 from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
 from yolo_edge.backends.simulated import SimulatedNpu
 from yolo_edge.build import build_units
+from yolo_edge.cli.main import main
 from yolo_edge.config import DeployConfig, Faults, load_profile
 from yolo_edge.runtime import EventLog, SplitExecutor
 from yolo_edge.split import SplitModel
@@ -24,7 +27,14 @@ from yolo_edge.split import SplitModel
 AUDITED = {"audit_every": 2, "audit_every_failed": 1, "audit_window": 6, "audit_failures": 3, "recover_probes": 3}
 
 
-def _executor(demo_split: SplitModel, tensors: list, fast_cfg: DeployConfig, faults: Faults, **runtime: object):  # type: ignore[no-untyped-def, type-arg]
+def _executor(  # type: ignore[no-untyped-def]
+    demo_split: SplitModel,
+    tensors: list,  # type: ignore[type-arg]
+    fast_cfg: DeployConfig,
+    faults: Faults,
+    log: Path | None = None,
+    **runtime: object,
+):
     """backbone and neck INT8 on the simulated accelerator, head on the CPU; floors from every image's tensors; the
     ``faults`` counted from the first frame's call on (the floors' calls are not)."""
     profile = replace(load_profile("rk3588-approx"), faults=Faults())
@@ -36,7 +46,7 @@ def _executor(demo_split: SplitModel, tensors: list, fast_cfg: DeployConfig, fau
         unit.audit_floor = floors.get(unit.name)
     npu.injector.faults = replace(faults, burst_start=npu.injector.calls + faults.burst_start)
     cfg = replace(fast_cfg.runtime, slow_ratio=1e6, **{**AUDITED, **runtime})
-    events = EventLog()
+    events = EventLog(log)
     return SplitExecutor(units, cfg, profile, events), events, floors
 
 
@@ -84,7 +94,7 @@ def test_degraded_numerics_raise_a_precision_event_and_the_unit_moves_to_its_twi
     ex.close()
     precision = [e for e in events.events if e.trigger == "precision"]
     assert precision and precision[0].frame >= 20 and precision[0].frame <= 20 + 3 * AUDITED["audit_every"] + 4
-    assert precision[0].action == action and "below the floor" in precision[0].detail
+    assert precision[0].action == action and "the floor's error" in precision[0].detail
     figures = ex.auditor.figures()[unit.name]
     assert figures["failed"] >= 3 and figures["min_cosine"] < floors[unit.name]
     if action == "alert":  # said, and the frames stay on the accelerator
@@ -95,3 +105,44 @@ def test_degraded_numerics_raise_a_precision_event_and_the_unit_moves_to_its_twi
     recovered = [e for e in events.events if e.trigger == "recovered" and e.action == "move_to_npu"]
     assert recovered and recovered[0].frame > moved  # the probes passed once the degradation ended
     assert devices[-1] == "npu" and not unit.precision_parked
+
+
+def test_the_fallback_log_read_back(demo_split, tensors, fast_cfg, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Two runs appended to one log (the second clean), read back by ``yolo-edge events``: each trigger's rate per
+    1,000 frames of both runs, the causes by unit, the unit's time on the CPU, its time before and after each move,
+    the audits summed over the runs, what to recompile; a plot; a damaged log is a one-line error (exit 2)."""
+    log = tmp_path / "events.jsonl"
+    runs = []
+    for faults in (Faults(burst_start=20, burst_len=30, burst_kind="degrade", degrade_noise=0.5), Faults()):
+        ex, events, _ = _executor(demo_split, tensors, fast_cfg, faults, log)
+        for i in range(100):
+            ex.run({"images": tensors[i % len(tensors)]["images"]}, i)
+            _drain(ex)
+        ex.close()
+        events.finish(100, 1.0, ex.auditor.figures())
+        runs.append((events, ex.auditor.figures()[ex.units[0].name]))
+    assert main(["events", str(log), "--json", "--plot", str(tmp_path / "events.png")]) == 0
+    r = json.loads(capsys.readouterr().out)
+    (first, audit1), (second, audit2) = runs
+    unit = "backbone+neck"
+    assert r["runs"] == 2 and r["frames"] == 200 and not r["unfinished"] and not second.events
+    n = first.summary().by_trigger["precision"]
+    assert r["rates"]["precision"] == {"events": n, "per_1000_frames": 1000 * n / 200}
+    assert r["causes"] == {unit: first.summary().by_trigger}
+    moved = [m for m in r["moves"] if m["trigger"] == "precision"]
+    assert moved and all(m["before_ms"] > 0 and m["after_ms"] > 0 for m in moved)
+    cpu_runs = r["on_cpu"][unit]["cpu_runs"]
+    assert 0 < cpu_runs < 200 and r["on_cpu"][unit]["cpu_share"] == cpu_runs / 200
+    assert r["audits"][unit]["audits"] == audit1["audits"] + audit2["audits"] and audit2["failed"] == 0
+    assert r["audits"][unit]["failed"] == audit1["failed"] > 0
+    assert any(a.startswith(f"{unit}: its numerics left what the deploy proved") for a in r["advice"])
+    assert (tmp_path / "events.png").read_bytes()[:4] == b"\x89PNG"
+    assert main(["events", str(log)]) == 0
+    assert "precision: " in capsys.readouterr().out
+    bad = len(log.read_text().splitlines()) + 1
+    with log.open("a") as f:
+        f.write('{"trigger": "precision", "frame": "x"}\n\n')  # a line no run wrote, then a valid end
+        f.write(json.dumps({"record": "run", "run": "r", "frames": 1, "seconds": 1}) + "\n")
+    assert main(["events", str(log)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"line {bad}:" in err[0] and "'frame'" in err[0]

@@ -173,6 +173,43 @@ def test_run_val_bench_on_bundle(
     assert json.loads(capsys.readouterr().out)["end_to_end"]["p95"] > 0
 
 
+def test_val_under_conditions_and_run_audited(
+    deployed: DeployResult, small: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``val --conditions``: the plan and the FP32 reference on the judging images darkened and blurred, each row
+    with its interval and boxes kept (night leaves the FP32 model far fewer boxes); ``run`` audits the accelerator
+    units (the frames deploy judged: no audit fails), says so in its summary, --json and the events log's end."""
+    assert main(["val", str(deployed.bundle), "--data", str(small[0]), "--conditions", "night,blur", "--json"]) == 0
+    v = json.loads(capsys.readouterr().out)
+    assert list(v["conditions"]) == ["night", "blur"]
+    for c in v["conditions"].values():
+        assert c["images"] == 40 and c["drift_interval"]["lo"]["map50"] <= c["drift"]["map50"]
+        assert c["drift"]["map50"] <= c["drift_interval"]["hi"]["map50"]
+    night = v["conditions"]["night"]
+    assert night["boxes_kept"]["of"] < 0.7 * v["boxes_kept"]["of"]
+    assert night["reference"]["map50"] < v["reference"]["map50"]
+    assert main(["val", str(deployed.bundle), "--data", str(small[0]), "--conditions", "dark", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "under conditions the calibration never saw" in out and "| dark " not in out
+    assert any(line.split()[:1] == ["dark"] for line in out.splitlines())
+    assert main(["val", str(deployed.bundle), "--conditions", "fog"]) == 2
+    assert "unknown condition(s) ['fog']" in capsys.readouterr().err
+
+    images = small[0].parent / "images" / "val"
+    log = tmp_path / "events.jsonl"
+    assert main(["run", str(deployed.bundle), "--source", str(images), "--json", "--events", str(log)]) == 0
+    out, err = capsys.readouterr()
+    frames = [json.loads(line) for line in out.splitlines()]
+    on_npu = {u for f in frames for u, d in f["devices"].items() if d == "npu"}
+    assert on_npu, "the host-lowp deploy placed a unit on the accelerator"
+    assert set(frames[-1]["audit"]) == on_npu
+    end = json.loads(log.read_text().splitlines()[-1])
+    assert end["record"] == "run" and end["frames"] == 40 and set(end["audits"]) == on_npu
+    for unit, a in end["audits"].items():
+        assert a["audits"] >= 1 and a["failed"] == 0, a  # frames 0 and 30 (audit_every 30), among those deploy judged
+        assert f"precision audit of {unit}: {a['audits']} audits, 0 failed" in err
+
+
 def test_bundle_runs_without_torch_or_the_demo_generator(deployed: DeployResult, small: tuple[Path, Path]) -> None:
     """What a board runs: ``yolo-edge run`` on a bundle imports neither torch nor the shapes generator."""
     image = next((small[0].parent / "images" / "val").glob("*.jpg"))

@@ -27,7 +27,9 @@ def test_markdown_says_what_the_json_says(deployed: DeployResult) -> None:
         assert f"| {t['index']}" in md and f"| {t['placement']} | {t['why']} |" in md and f"| {t['status']} |" in md
     chosen = next(p for p in r["plans"] if p["name"] == r["chosen_plan"])
     assert all(f"| {phase} |" in md for phase in chosen["latency"]["phases"])
-    assert f"{r['fallback_events']['total']} events." in md
+    assert f"{r['fallback_events']['total']} events while judging" in md
+    for trigger in ("precision", "performance", "runtime_error", "memory", "unsupported_op"):  # every row, 0 or not
+        assert f"| {trigger} | {r['fallback_events']['by_trigger'].get(trigger, 0)} |" in md
 
 
 def test_a_report_is_data_that_outlives_its_deploy(deployed: DeployResult) -> None:

@@ -3,9 +3,10 @@ model runs. On a sample of frames (``runtime.audit_every``; ``audit_every_failed
 accelerator unit's outputs are compared with its FP32 CPU twin's on the same inputs, on a worker thread: a frame
 never waits for its audit (an audit that finds the worker busy is skipped, and counted), the audit may lag.
 
-An audit fails when the unit's outputs' cosine with the twin's is below the unit's floor: the lowest the deploy
-measured on its calibration and judging images (units.json's ``audit_floor``), so a frame fails when it is worse
-than anything the proof accepted, not at an arbitrary constant. ``audit_failures`` failed audits of the last
+An audit fails when the unit's error (1 - the cosine of its outputs with the twin's) is more than :data:`SLACK`
+times the error at its floor: the lowest cosine the deploy measured on its calibration and judging images
+(units.json's ``audit_floor``), so a frame fails when it is clearly worse than anything the proof accepted, not at
+an arbitrary constant. ``audit_failures`` failed audits of the last
 ``audit_window`` are a ``precision`` event. Its action (``audit_action``): ``move_to_cpu`` runs the unit's frames on
 its CPU twin from then on, while the audits keep running the accelerator on those frames' inputs (off the path)
 and move it back after ``recover_probes`` passing audits in a row (``recovered``); ``alert`` only says so. The
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
 
 Tensors = Mapping[str, np.ndarray]
 QUEUE = 2  # audits waiting for the worker; one more is skipped (never a frame delayed)
+# An audit fails when the unit's error (1 - cosine) is over SLACK times the worst the deploy accepted: that worst is
+# the largest of ~100 frames, which a frame like them exceeds about once in a hundred (benchmarks/audit.py).
+SLACK = 2.0
 
 
 def outputs_cosine(got: Tensors, want: Tensors) -> tuple[float, float]:
@@ -48,22 +52,22 @@ def outputs_cosine(got: Tensors, want: Tensors) -> tuple[float, float]:
     return worst, err
 
 
-def audit_floors(units: Sequence[Unit], tensors: Sequence[Tensors]) -> dict[str, float]:
-    """Each accelerator unit's floor: its outputs' lowest cosine with its FP32 twin's over ``tensors`` (frames'
-    boundary tensors from the FP32 chain; a unit whose inputs they lack has none, and is not audited)."""
-    floors = {}
-    for unit in units:
-        if unit.npu is None:
-            continue
-        seen = [
-            outputs_cosine(unit.npu.run(feeds), unit.cpu.run(feeds))[0]
-            for t in tensors
-            if all(n in t for n in unit.input_names)
-            for feeds in [{n: t[n] for n in unit.input_names}]
-        ]
-        if seen:
-            floors[unit.name] = min(seen)
-    return floors
+def audit_floors(units: Sequence[Unit], frames: Sequence[Tensors]) -> dict[str, float]:
+    """Each accelerator unit's floor: its outputs' lowest cosine with its FP32 twin's over ``frames`` (each with the
+    model's inputs), the units run in order as the executor runs them: an accelerator unit's inputs are what the
+    units before it put out, its own outputs go on, its twin runs beside it on the same inputs."""
+    seen: dict[str, list[float]] = {}
+    for frame in frames:
+        tensors = dict(frame)
+        for unit in units:
+            feeds = {n: tensors[n] for n in unit.input_names}
+            if unit.npu is None:
+                tensors.update(unit.cpu.run(feeds))
+                continue
+            outs = unit.npu.run(feeds)
+            seen.setdefault(unit.name, []).append(outputs_cosine(outs, unit.cpu.run(feeds))[0])
+            tensors.update(outs)
+    return {name: min(cosines) for name, cosines in seen.items()}
 
 
 @dataclass
@@ -147,11 +151,11 @@ class Auditor:
         cfg = self.cfg
         with self._lock:
             a = self.units[unit.name]
-            ok = cos >= a.floor
+            ok = 1.0 - cos <= SLACK * (1.0 - a.floor)
             a.audits, a.failed = a.audits + 1, a.failed + (not ok)
             a.last_cosine, a.max_abs_error = cos, err if a.max_abs_error is None else max(a.max_abs_error, err)
             a.min_cosine = cos if a.min_cosine is None else min(a.min_cosine, cos)
-            shown = f"cosine {cos:.4f} with the FP32 twin, floor {a.floor:.4f} (the lowest the deploy accepted)"
+            shown = f"cosine {cos:.5f} with the FP32 twin, floor {a.floor:.5f} (the lowest the deploy accepted)"
             if a.on_cpu:
                 a.good = a.good + 1 if ok else 0
                 if a.good >= cfg.recover_probes:
@@ -173,5 +177,6 @@ class Auditor:
                 unit.name,
                 "precision",
                 "move_to_cpu" if moved else "alert",
-                f"{cfg.audit_failures} of the last {cfg.audit_window} audits below the floor; last {shown}",
+                f"{cfg.audit_failures} of the last {cfg.audit_window} audits with over {SLACK:g}x the floor's error; "
+                f"last {shown}",
             )

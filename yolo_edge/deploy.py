@@ -316,7 +316,8 @@ def _bundle_files(
     events = plans.events if on_split else EventLog()
     planned = plan_units(found.split, chosen_plan, cfg.runtime.fuse_units)
     if units:  # the runtime audit's floors: each accelerator unit's worst agreement with its twin on these images
-        floors = audit_floors(units, boundary_tensors(found.split, _floor_images(found, exported.meta.imgsz)))
+        images = _floor_images(found, exported.meta.imgsz)
+        floors = audit_floors(units, [{found.split.input.name: x} for x in images])
         planned = [replace(u, audit_floor=floors.get(u.name)) for u in planned]
     sample = unit_sample(planned, found.calib_tensors[0], found.builder)
     contents = Contents(

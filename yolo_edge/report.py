@@ -6,6 +6,7 @@ boundary: nothing in the package reads the dict back by key).
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from yolo_edge.data.resolve import Calibration, EvalData
 from yolo_edge.export import DEMO_WEIGHTS, demo_model_path
 from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
 from yolo_edge.plots import cdf_figure, phases_figure, png, search_figure
-from yolo_edge.runtime import EventSummary
+from yolo_edge.runtime import EventSummary, Trigger
 from yolo_edge.search import SearchRecord, Trial
 from yolo_edge.validate.accuracy import KEPT_IOU, Interval, MapResult
 from yolo_edge.validate.latency import LatencyResult
@@ -339,9 +340,10 @@ def markdown(report: DeployReport) -> str:
         *_phases(report.chosen.latency),
     ]
     ev = report.fallback_events
-    lines += ["", "## Runtime fallback", "", f"{ev.total} events."]
-    if ev.by_trigger:
-        lines += ["", "| trigger | count |", "|---|---|"] + [f"| {k} | {v} |" for k, v in ev.by_trigger.items()]
+    lines += ["", "## Runtime fallback", "", f"{ev.total} events while judging, by trigger (the four of the"
+              " reference's decision engine, the per-frame failures, and recoveries):", "",
+              "| trigger | count |", "|---|---|"]  # fmt: skip
+    lines += [f"| {k} | {ev.by_trigger.get(k, 0)} |" for k in typing.get_args(Trigger)]
     lines += ["", "Plots: `plots/latency_cdf.png`, `plots/phases.png`, `plots/search.png`.", ""]
     return "\n".join(lines)
 

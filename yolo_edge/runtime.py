@@ -19,6 +19,7 @@ import queue
 import statistics
 import threading
 import time
+import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -62,6 +63,8 @@ class FallbackEvent:
     trigger: Trigger
     action: Action
     detail: str = ""
+    run: str = ""  # the run's id (EventLog.run): one log file can hold many runs
+    before_ms: float | None = None  # the unit's median time over its last AROUND runs before the event
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,8 @@ class EventSummary:
 
 
 KEPT_EVENTS = 1000  # the fallback events an EventLog keeps in memory (all are counted, and all written to its file)
+AROUND = 30  # a unit's runs whose median is its time before an event, and after a move (yolo-edge events)
+MOVES: frozenset[str] = frozenset({"move_to_cpu", "move_to_npu", "open_breaker", "close_breaker", "reopen_breaker"})
 
 
 class EventLog:
@@ -87,25 +92,67 @@ class EventLog:
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path else None
+        self.run = uuid.uuid4().hex[:12]
         self.events: deque[FallbackEvent] = deque(maxlen=KEPT_EVENTS)
         self._counts: dict[str, Counter[str]] = {"trigger": Counter(), "unit": Counter(), "action": Counter()}
         self.write_error: str | None = None  # the file stopped taking events: a problem of the run, not a crash
         self._lock = threading.Lock()
+        self._recent: dict[str, deque[float]] = {}  # unit -> its last AROUND times
+        self._after: list[tuple[FallbackEvent, list[float]]] = []  # events whose unit's next AROUND times are due
+        self.unit_time: dict[str, dict[str, list[float]]] = {}  # unit -> device -> [runs, total ms]
 
     def add(self, frame: int, unit: str, trigger: Trigger, action: Action, detail: str = "") -> None:
-        ev = FallbackEvent(time.time(), frame, unit, trigger, action, detail)
         with self._lock:
+            recent = self._recent.get(unit)
+            before = statistics.median(recent) if recent else None
+            ev = FallbackEvent(time.time(), frame, unit, trigger, action, detail, self.run, before)
             self.events.append(ev)
             for key, value in (("trigger", trigger), ("unit", unit), ("action", action)):
                 self._counts[key][value] += 1
-            if self.path and self.write_error is None:
-                try:
-                    with self.path.open("a") as f:
-                        f.write(dumps(ev, indent=None) + "\n")
-                except OSError as exc:
-                    self.write_error = (
-                        f"--events {self.path}: {exc.strerror or exc}; events from frame {frame} on are not in it"
-                    )
+            if self.path and action in MOVES:
+                self._after.append((ev, []))
+            self._write(ev, f"events from frame {frame} on are not in it")
+
+    def timed(self, unit: str, device: Device, ms: float) -> None:
+        """One run of ``unit`` on ``device`` took ``ms`` (the board's model where it is modelled)."""
+        with self._lock:
+            self._recent.setdefault(unit, deque(maxlen=AROUND)).append(ms)
+            acc = self.unit_time.setdefault(unit, {}).setdefault(device, [0, 0.0])
+            acc[0], acc[1] = acc[0] + 1, acc[1] + ms
+            if not self._after:
+                return
+            for ev, after in self._after:
+                if ev.unit == unit:
+                    after.append(ms)
+            for ev, after in [x for x in self._after if len(x[1]) >= AROUND]:
+                self._after.remove((ev, after))
+                self._write_after(ev, after)
+
+    def finish(self, frames: int, seconds: float, audits: dict[str, dict[str, object]]) -> None:
+        """The run's end in the file: its frames, each unit's time per device, the audits, and the time after the
+        events whose unit had not run AROUND times since (``yolo-edge events`` reads it back)."""
+        with self._lock:
+            for ev, after in self._after:
+                if after:
+                    self._write_after(ev, after)
+            self._after = []
+            record = {"record": "run", "run": self.run, "time": time.time(), "frames": frames, "seconds": seconds}
+            units = {u: {d: {"runs": n, "ms": ms} for d, (n, ms) in by.items()} for u, by in self.unit_time.items()}
+            self._write({**record, "units": units, "audits": audits}, "its end is not in it")
+
+    def _write_after(self, ev: FallbackEvent, after: list[float]) -> None:
+        record = {"record": "after", "run": self.run, "frame": ev.frame, "unit": ev.unit, "trigger": ev.trigger}
+        self._write({**record, "after_ms": statistics.median(after), "runs": len(after)}, "")
+
+    def _write(self, record: object, lost: str) -> None:
+        """One JSON line to the file (under the lock); a file that stops taking them is the run's problem."""
+        if not self.path or self.write_error is not None:
+            return
+        try:
+            with self.path.open("a") as f:
+                f.write(dumps(record, indent=None) + "\n")
+        except OSError as exc:
+            self.write_error = f"--events {self.path}: {exc.strerror or exc}; {lost or 'the rest is not in it'}"
 
     def to_jsonl(self) -> str:
         with self._lock:
@@ -335,6 +382,17 @@ class DaemonPool:
             self._calls.put(None)
 
 
+def frame_outputs(units: Sequence[Unit]) -> tuple[TensorInfo, ...]:
+    """A frame's result: what no later unit reads (the head's raw outputs, which the detector decodes; or output0
+    where one unit runs the whole model)."""
+    read_later: set[str] = set()
+    final: list[TensorInfo] = []
+    for unit in reversed(units):
+        final[:0] = [t for t in unit.outputs if t.name not in read_later]
+        read_later.update(unit.input_names)
+    return tuple(final)
+
+
 class SplitExecutor:
     """Runs the units of a plan frame by frame with the fallbacks above. ``clock`` (seconds, monotonic) times
     the accelerator calls for the hysteresis and the breaker's cool-down; tests inject a fake one. ``as_placed``:
@@ -367,15 +425,8 @@ class SplitExecutor:
         self.breaker = CircuitBreaker(cfg.breaker_failures, cfg.breaker_cooldown_s, self.events, clock)
         self._pool = DaemonPool(8, "npu")
         self.input_name = self.units[0].input_names[0]  # the image
-        # the frame's result: what no later unit reads (the head's raw outputs, which the detector decodes; or
-        # output0 where one unit runs the whole model)
-        read_later: set[str] = set()
-        final: list[TensorInfo] = []
-        for unit in reversed(self.units):
-            final[:0] = [t for t in unit.outputs if t.name not in read_later]
-            read_later.update(unit.input_names)
-        self.outputs = tuple(final)
-        self.output_names = tuple(t.name for t in final)
+        self.outputs = frame_outputs(self.units)
+        self.output_names = tuple(t.name for t in self.outputs)
         self.placement_problems: list[str] = []  # units that could not be placed as the plan says (Bundle.executor)
         # the `cpu` profile's accelerator is the CPU reference itself: moving a unit to the CPU gains nothing,
         # and timing one engine against itself only measures noise
@@ -470,7 +521,7 @@ class SplitExecutor:
             )
 
     def run_unit(self, unit: Unit, tensors: dict[str, np.ndarray], frame: int) -> tuple[dict[str, np.ndarray], UnitRun]:
-        """Run one unit for one frame (NPU with fallback, or CPU); thread-safe."""
+        """Run one unit for one frame (NPU with fallback, or CPU); thread-safe; its time to the event log."""
         feeds = {n: tensors[n] for n in unit.input_names}
         spent = 0.0
         if unit.npu is not None and not unit.precision_parked:
@@ -492,6 +543,7 @@ class SplitExecutor:
                         self._hysteresis(unit, spent, probing, frame, feeds)
                     modelled = None if unit.modelled_s is None else unit.modelled_s * 1e3
                     self.auditor.offer(unit, frame, feeds, outs, npu=True)
+                    self.events.timed(unit.name, "npu", spent * 1e3 if modelled is None else modelled)
                     return outs, UnitRun(unit.name, "npu", spent * 1e3, modelled)
         try:
             outs = unit.cpu.run(feeds)
@@ -502,6 +554,7 @@ class SplitExecutor:
             ) from None
         board = None if unit.board_cpu_s is None else unit.board_cpu_s * 1e3
         self.auditor.offer(unit, frame, feeds, outs, npu=False)  # a unit a precision event moved here: probed
+        self.events.timed(unit.name, "cpu", (spent + unit.cpu.last_run_s) * 1e3 if board is None else board)
         return outs, UnitRun(unit.name, "cpu", (spent + unit.cpu.last_run_s) * 1e3, board)
 
     # ---------------------------------------------------------------- one frame

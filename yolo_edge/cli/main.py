@@ -25,12 +25,12 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import NoReturn
 
-from yolo_edge.cli import bench, check, deploy, devices, export, plan, run, split, sweep, toolchain, val
+from yolo_edge.cli import bench, check, deploy, devices, events, export, plan, run, split, sweep, toolchain, val
 from yolo_edge.errors import InternalError, YoloEdgeError
 from yolo_edge.files import printable
 from yolo_edge.version import __version__
 
-SUBCOMMANDS = (export, split, plan, deploy, sweep, run, val, bench, check, devices, toolchain)
+SUBCOMMANDS = (export, split, plan, deploy, sweep, run, events, val, bench, check, devices, toolchain)
 
 # storage faults: what the user can do about each (the command has already removed what it had half-written)
 STORAGE_FAULTS = {

@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,6 +96,7 @@ class Sinks:
     save_conf: bool = False
     results: JsonArrayWriter | None = None
     many: bool = False  # several sources: each label file's name starts with its stream's index
+    audits: Callable[[], dict[str, dict[str, object]]] | None = None  # the precision audit's figures so far
     bar: Any = None
 
     def __post_init__(self) -> None:
@@ -124,6 +127,8 @@ class Sinks:
             "modelled_units": list(r.modelled),  # their unit_ms is a simulated board's model
             "devices": r.unit_device,
         }
+        if self.audits is not None and (audits := self.audits()):  # per audited unit: cosine so far, audits, failed
+            record["audit"] = audits
         if self.results is not None:
             self.results.add(record)
         if self.bar is not None:
@@ -158,9 +163,9 @@ def _how(r: StreamResult) -> str:
     return " modelled (board)" if len(r.modelled) == len(r.unit_ms) else f" ({', '.join(r.modelled)} modelled (board))"
 
 
-def _report(runner: StreamRunner, events: EventLog, quiet_stdout: bool) -> list[str]:
-    """One summary line per stream, then the fallback events (on stderr with --json: stdout is the JSONL; or when
-    stdout's reader has gone); returns the problems."""
+def _report(runner: StreamRunner, events: EventLog, audits: dict[str, dict[str, Any]], quiet_stdout: bool) -> list[str]:
+    """One summary line per stream, the precision audit's per unit, then the fallback events (on stderr with
+    --json: stdout is the JSONL; or when stdout's reader has gone); returns the problems."""
     out = sys.stderr if quiet_stdout else sys.stdout
     problems: list[str] = []
     for s in summarize(runner):
@@ -177,6 +182,12 @@ def _report(runner: StreamRunner, events: EventLog, quiet_stdout: bool) -> list[
             if redirect is not None:  # FFmpeg followed it: said, with where it went
                 line += f" (redirected to {printable(redirect['to'])}, another host)"
         print(line, file=out)
+    for unit, a in audits.items():
+        line = f"precision audit of {unit}: {a['audits']} audits, {a['failed']} failed (floor {a['floor']:.5f})"
+        if a["min_cosine"] is not None:
+            line += f", cosine with the FP32 twin min {a['min_cosine']:.4f} last {a['last_cosine']:.4f}"
+        skipped = f", {a['skipped']} skipped (the audit worker was busy)" if a["skipped"] else ""
+        print(line + skipped + ("; on the CPU since a precision event" if a["on_cpu"] else ""), file=out)
     ev = events.summary()
     print(f"{ev.total} fallback events" + (f": {ev.by_trigger}" if ev.total else ""), file=out)
     for st in runner.stats:
@@ -230,6 +241,8 @@ def run(args: argparse.Namespace) -> int:
     with bundle.detector(events=events) as detector:
         detector.nms = nms
         warn_placement(detector.executor.placement_problems, "run")
+        sinks.audits = detector.executor.auditor.figures
+        started = time.monotonic()
         runner = StreamRunner(detector, sources, options)
         metrics = MetricsServer(runner, events, args.metrics_port) if args.metrics_port is not None else None
         if metrics is not None:
@@ -245,7 +258,9 @@ def run(args: argparse.Namespace) -> int:
             runner.stop()
             if metrics is not None:
                 metrics.close()
-            problems = _report(runner, events, args.json or gone)
+            audits = detector.executor.auditor.figures()
+            events.finish(sum(st.delivered for st in runner.stats), time.monotonic() - started, audits)
+            problems = _report(runner, events, audits, args.json or gone)
             if results is not None and results.error is not None:
                 problems.append(f"--save-json {results.error}")
     for line in problems:

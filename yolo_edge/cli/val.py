@@ -1,4 +1,6 @@
-"""``yolo-edge val BUNDLE [--data D]``: mAP of the deployed plan vs the FP32 reference, and the drift."""
+"""``yolo-edge val BUNDLE [--data D] [--conditions dark,night,...|all]``: mAP of the deployed plan vs the FP32
+reference, and the drift; with ``--conditions``, the same under each condition (the judging images darkened,
+noised, blurred, re-compressed...: both models see the changed images), each drift with its interval."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ from pathlib import Path
 
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import add_bundle_data, add_shards, print_json, table
+from yolo_edge.validate.accuracy import Interval
 from yolo_edge.validate.bundle import val_bundle
+from yolo_edge.validate.conditions import CONDITIONS, parse_conditions
 from yolo_edge.validate.verdict import interval_text, kept_text
 
 
@@ -16,15 +20,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("bundle", type=Path)
     add_bundle_data(p)
     add_shards(p)
+    p.add_argument(
+        "--conditions",
+        default="",
+        help=f"judge under these conditions too: comma-separated of {', '.join(CONDITIONS)}, or all",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    conditions = parse_conditions(args.conditions) if args.conditions else []  # before minutes of compiling
     bundle = load_bundle(args.bundle)
     v = val_bundle(
-        bundle, args.data, args.json or args.quiet, args.class_map, shards=args.shards, ray_address=args.ray_address
+        bundle,
+        args.data,
+        args.json or args.quiet,
+        args.class_map,
+        shards=args.shards,
+        ray_address=args.ray_address,
+        conditions=conditions,
     )
     if args.json:
         print_json(v.to_dict())
@@ -42,4 +58,22 @@ def run(args: argparse.Namespace) -> int:
         + (f"; drift {interval_text(v.drift_interval)}" if v.drift_interval else "")
         + (f"; {kept_text(v.kept)}" if v.kept else "")
     )
+    if v.conditions:
+        judged = [
+            (
+                name,
+                f"{c.reference.map50:.4f}",
+                f"{c.deployed.map50:.4f}",
+                f"{c.drift.map50:+.4f}" + _bounds(c.drift_interval),
+                "" if c.kept is None else f"{c.kept} ({c.kept.kept / max(1, c.kept.of):.1%})",
+            )
+            for name, c in (("as given", v), *v.conditions.items())
+        ]
+        print(f"\nunder conditions the calibration never saw ({what}50; boxes kept of the FP32 reference's there):")
+        level = f" ({v.drift_interval.level:.0%} interval)" if v.drift_interval else ""
+        print(table(("condition", "reference", "deployed", f"drift{level}", "boxes kept"), judged, whole=(3,)))
     return 0
+
+
+def _bounds(interval: Interval | None) -> str:
+    return "" if interval is None else f" [{interval.lo.map50:+.4f}, {interval.hi.map50:+.4f}]"

@@ -2,8 +2,9 @@
 
 Per stream: frames read, delivered and dropped by cause (counters), whether the source is up, its events
 (reconnects, stalls), and latency from capture to output and frame age (summaries over the run); and the
-runtime's fallback events by trigger. Written by prometheus_client (the field's library), served on 127.0.0.1 only
-by one thread with a selector (prometheus_client's own server takes a thread per connection, with no timeout).
+runtime's fallback events by trigger; the precision audit's figures per unit. Written by prometheus_client (the
+field's library), served on 127.0.0.1 only by one thread with a selector (prometheus_client's own server takes a
+thread per connection, with no timeout).
 """
 
 from __future__ import annotations
@@ -71,6 +72,19 @@ class _RunCollector:
             yield summary
         yield family(CounterMetricFamily, "yolo_edge_fallback_events", "Runtime fallback events, by trigger.",
                      [({"trigger": k}, v) for k, v in sorted(self.events.summary().by_trigger.items())])  # fmt: skip
+        audits = sorted(runner.detector.executor.auditor.figures().items())
+        results = (("done", "audits"), ("failed", "failed"), ("skipped", "skipped"))
+        yield family(CounterMetricFamily, "yolo_edge_audits", "Precision audits of a unit, by result.",
+                     [({"unit": u, "result": r}, float(a[k]))  # type: ignore[arg-type]
+                      for u, a in audits for r, k in results])  # fmt: skip
+        for name, key, help_ in (
+            ("yolo_edge_audit_cosine", "last_cosine", "The last audited cosine of a unit with its FP32 twin."),
+            ("yolo_edge_audit_cosine_min", "min_cosine", "The lowest audited cosine of a unit with its FP32 twin."),
+            ("yolo_edge_audit_floor", "floor", "The lowest cosine the deploy accepted: an audit below it fails."),
+            ("yolo_edge_audit_on_cpu", "on_cpu", "1 while a precision event keeps the unit on its FP32 CPU twin."),
+        ):
+            yield family(GaugeMetricFamily, name, help_,
+                         [({"unit": u}, float(a[key])) for u, a in audits if a[key] is not None])  # type: ignore[arg-type]  # fmt: skip
 
 
 def registry(runner: StreamRunner, events: EventLog) -> Any:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -113,9 +113,18 @@ def _results(gt: COCO, rows: np.ndarray) -> COCO:
         return gt.loadRes(rows)
 
 
-def detect_all(detector: Detector, dataset: Dataset, nms: NmsConfig, bar: Bar, desc: str) -> list[Detections]:
-    """``detector`` on every image of ``dataset``, in order, with the evaluation NMS settings."""
-    return [detector.detect(read_image(r.path), nms)[0] for r in bar(dataset.records, desc)]
+def detect_all(
+    detector: Detector,
+    dataset: Dataset,
+    nms: NmsConfig,
+    bar: Bar,
+    desc: str,
+    condition: Callable[[np.ndarray, int], np.ndarray] | None = None,
+) -> list[Detections]:
+    """``detector`` on every image of ``dataset``, in order, with the evaluation NMS settings (each image changed
+    by ``condition`` first, where given: :mod:`yolo_edge.validate.conditions`)."""
+    change = condition or (lambda img, _i: img)
+    return [detector.detect(change(read_image(r.path), i), nms)[0] for i, r in enumerate(bar(dataset.records, desc))]
 
 
 @dataclass(frozen=True)

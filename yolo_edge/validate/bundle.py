@@ -5,9 +5,9 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.progress import Bar, progress_bar, ticks
 from yolo_edge.validate.accuracy import Interval, Kept, MapResult, Scorer, detect_all
+from yolo_edge.validate.conditions import CONDITIONS
 from yolo_edge.validate.latency import LATENCY_IMAGES, LatencyResult, measure_latency
 from yolo_edge.validate.noise import Spread, time_beside_reference
 
@@ -61,6 +62,7 @@ class ValResult:
     images: int
     drift_interval: Interval | None = None  # the drift's paired bootstrap interval
     kept: Kept | None = None  # the reference's boxes at the operating confidence that the deployed plan keeps
+    conditions: dict[str, ValResult] = field(default_factory=dict)  # the same, each on the images changed so
 
     @property
     def drift(self) -> MapResult:
@@ -76,6 +78,7 @@ class ValResult:
                 "kind": self.kind,
                 "images": self.images,
                 "boxes_kept": None if self.kept is None else self.kept.to_dict(),
+                "conditions": {name: c.to_dict() for name, c in self.conditions.items()},
             }
         )
 
@@ -88,25 +91,40 @@ def val_bundle(
     detector: Detector | None = None,
     shards: int | None = None,
     ray_address: str | None = None,
+    conditions: Sequence[str] = (),
 ) -> ValResult:
     """mAP (or agreement) of the bundle's plan (``detector``, default: built from the bundle) and of the FP32
-    reference on ``data`` (default: what deploy used). ``shards`` (or ``ray_address``, then one shard per CPU of
-    the cluster): the images detected in that many shards on Ray, one compiled detector per Ray actor, their
-    detections merged in order and scored once: the same mAP as unsharded."""
+    reference on ``data`` (default: what deploy used), and under each of ``conditions`` (names in
+    :data:`~yolo_edge.validate.conditions.CONDITIONS`: both see the changed images). ``shards`` (or
+    ``ray_address``, then one shard per CPU of the cluster): the images detected in that many shards on Ray, one
+    compiled detector per Ray actor, their detections merged in order and scored once: the same mAP as
+    unsharded."""
     cfg = bundle.config
     ev = bundle_eval_data(bundle, data, class_map)
+    if conditions and (shards is not None or ray_address is not None):
+        raise YoloEdgeError("--conditions runs on this machine only: drop --shards / --ray-address, or --conditions")
+    found: dict[str, tuple[list[Detections], list[Detections]]] = {}
     if shards is not None or ray_address is not None:
-        ref, dep = detect_sharded(bundle, ev, shards, ray_address)
+        found[""] = detect_sharded(bundle, ev, shards, ray_address)
     else:
         bar = progress_bar(not quiet)
-        with bundle.reference_detector() as reference:
-            ref = detect_all(reference, ev.dataset, cfg.val_nms, bar, "reference")
-        with nullcontext(detector) if detector else bundle.detector(as_placed=True) as deployed:
-            dep = detect_all(deployed, ev.dataset, cfg.val_nms, bar, "deployed")
-    scorer = Scorer(ev, ref, cfg.validate, cfg.nms)
-    ref_acc, dep_acc = scorer.score(ref), scorer.score(dep)
-    drift = dep_acc.minus(ref_acc)
-    return ValResult(ref_acc.map, dep_acc.map, ev.kind, len(ev.dataset), drift.interval, dep_acc.kept)
+        with (
+            bundle.reference_detector() as reference,
+            nullcontext(detector) if detector else bundle.detector(as_placed=True) as deployed,
+        ):
+            for name in ("", *conditions):
+                change = CONDITIONS[name] if name else None
+                found[name] = (
+                    detect_all(reference, ev.dataset, cfg.val_nms, bar, f"reference {name}".strip(), change),
+                    detect_all(deployed, ev.dataset, cfg.val_nms, bar, f"deployed {name}".strip(), change),
+                )
+    judged = {}
+    for name, (ref, dep) in found.items():
+        scorer = Scorer(ev, ref, cfg.validate, cfg.nms)  # under a condition: the reference's own detections there
+        ref_acc, dep_acc = scorer.score(ref), scorer.score(dep)
+        drift = dep_acc.minus(ref_acc)
+        judged[name] = ValResult(ref_acc.map, dep_acc.map, ev.kind, len(ev.dataset), drift.interval, dep_acc.kept)
+    return replace(judged.pop(""), conditions=judged)
 
 
 def bench_spread(

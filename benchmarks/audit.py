@@ -1,0 +1,152 @@
+"""The runtime precision audit's goals (issue #54), per deployed device:
+
+    YOLO_OFFLINE=1 python benchmarks/audit.py [--device host-lowp --device rk3588 ...] [--frames 2000] [--rounds 4]
+
+Deploys the demo to each device (a quick config; the audit floors are measured as any deploy measures them), then:
+
+- **false alarms**: ``--frames`` calibration-like frames (the shipped calibration images, each flipped or not and
+  its brightness x0.85 to x1.15 at random) through the bundle's detector with the shipped runtime settings:
+  precision events (goal: none);
+- **detection**: night frames (the same images x0.1 brightness, issue #54's worst row) right after them: the frame
+  of the first ``precision`` event (goal: within 100 frames) and, with the default action (the unit moved to its
+  FP32 twin), boxes kept of the FP32 reference's at conf 0.25 over the night frames after the event (goal: >= 98 %),
+  beside those kept before it;
+- **overhead**: frames per second of a sequential run over the calibration-like frames with the default audit and
+  with none (``audit_every: 0``), in alternating rounds; goal: the ratio's median >= 0.97. On a simulated board the
+  frames' host time is the simulator's, not the board's: the ratio says what the audit costs on this host.
+
+Prints the CPU first, then a table per device and whether each goal is met.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stream_soak import quick_config  # noqa: E402
+
+from yolo_edge.bundle import load_bundle  # noqa: E402
+from yolo_edge.deploy import deploy  # noqa: E402
+from yolo_edge.host import cpu_name  # noqa: E402
+from yolo_edge.pipeline.detector import Detector  # noqa: E402
+from yolo_edge.pipeline.postprocess import Detections  # noqa: E402
+from yolo_edge.pipeline.preprocess import default_calib_dir, read_image  # noqa: E402
+from yolo_edge.runtime import EventLog  # noqa: E402
+from yolo_edge.validate.accuracy import boxes_kept  # noqa: E402
+from yolo_edge.validate.conditions import CONDITIONS  # noqa: E402
+
+CONF = 0.25
+NIGHT = 300
+
+
+def likes(images: list[np.ndarray], n: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    out = []
+    for i in range(n):
+        img = images[i % len(images)]
+        img = img[:, ::-1] if rng.random() < 0.5 else img
+        out.append(np.clip(img.astype(np.float32) * rng.uniform(0.85, 1.15), 0, 255).astype(np.uint8))
+    return out
+
+
+def shown(d: Detections) -> tuple[np.ndarray, np.ndarray]:
+    keep = d.confidence >= CONF
+    return d.xyxy[keep], d.class_id[keep]
+
+
+def kept(ref: list[Detections], dep: list[Detections]) -> str:
+    r, c = [shown(d) for d in ref], [shown(d) for d in dep]
+    of = sum(len(b) for b, _ in r)
+    return f"{boxes_kept(r, c) / of:.1%} of {of}" if of else "no boxes"
+
+
+def one(device: str, frames: int, rounds: int, tmp: Path) -> list[str]:
+    out = Path(tmp) / device
+    bundle = load_bundle(deploy(device=device, config=quick_config(), out=out, quiet=True).bundle)
+    images = [read_image(p) for p in sorted(default_calib_dir().glob("*.jpg"))]
+    normal = likes(images, frames)
+    events = EventLog()
+    detector: Detector
+    with bundle.detector(events=events) as detector, bundle.reference_detector() as reference:
+        floors = {u.name: u.audit_floor for u in detector.executor.units if u.audit_floor is not None}
+        if not floors:
+            return [f"{device}: no accelerator unit, nothing to audit"]
+        for img in normal:
+            detector.detect(img)
+        time.sleep(2)  # the audits of the last frames
+        false = [e for e in events.events if e.trigger == "precision"]
+        start = len(normal)
+        night = [CONDITIONS["night"](images[i % len(images)], i) for i in range(NIGHT)]
+        dep = [detector.detect(img)[0] for img in night]
+        ref = [reference.detect(img)[0] for img in night]
+        figures = detector.executor.auditor.figures()
+    raised = [e for e in events.events if e.trigger == "precision" and e.frame >= start]
+    first = raised[0].frame - start if raised else None
+    moved = first is not None and raised[0].action == "move_to_cpu"
+    soon = first is not None and first <= 100
+    after = kept(ref[first + 5 :], dep[first + 5 :]) if moved and first is not None else "-"
+    before = kept(ref[: first or NIGHT], dep[: first or NIGHT])
+    lines = [
+        f"{device}: floors " + ", ".join(f"{u} {f:.5f}" for u, f in floors.items()),
+        f"  false alarms: {len(false)} precision events on {frames} calibration-like frames"
+        f" ({'met' if not false else 'NOT met'})",
+        f"  night: first precision event at night frame {first} ({'met' if soon else 'NOT met'});"
+        f" boxes kept before it {before}, after the move {after}",
+        "  audits: "
+        + ", ".join(
+            f"{u} {a['audits']} ({a['failed']} failed, min cosine {a['min_cosine']})" for u, a in figures.items()
+        ),
+    ]
+    if after != "-":
+        share = float(after.split("%")[0]) / 100
+        lines[-2] += f" ({'met' if share >= 0.98 else 'NOT met'})"
+    lines.append("  " + overhead(bundle, normal[:200], rounds))
+    return lines
+
+
+def overhead(bundle, frames: list[np.ndarray], rounds: int) -> str:  # type: ignore[no-untyped-def]
+    ratios = []
+    with bundle.detector() as on, bundle.detector() as off:
+        off.executor.auditor.cfg = replace(off.executor.auditor.cfg, audit_every=0)
+        for det in (on, off):
+            for img in frames[:20]:
+                det.detect(img)
+        for _ in range(rounds):
+            fps = {}
+            for name, det in (("on", on), ("off", off)):
+                t0 = time.perf_counter()
+                for img in frames:
+                    det.detect(img)
+                fps[name] = len(frames) / (time.perf_counter() - t0)
+            ratios.append(fps["on"] / fps["off"])
+    r = statistics.median(ratios)
+    return (
+        f"overhead: fps with the default audit / without, median of {rounds} rounds {r:.3f} "
+        f"(rounds {', '.join(f'{x:.3f}' for x in ratios)}; {'met' if r >= 0.97 else 'NOT met'})"
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", action="append", default=None)
+    ap.add_argument("--frames", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=4)
+    args = ap.parse_args()
+    print(f"CPU: {cpu_name()}, {len(os.sched_getaffinity(0))} cores")
+    with tempfile.TemporaryDirectory() as tmp:
+        for device in args.device or ["host-lowp", "rk3588"]:
+            print("\n".join(one(device, args.frames, args.rounds, Path(tmp))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Conditions the calibration never saw, applied to the judging images (``yolo-edge val --conditions``): a plan
+is judged against the FP32 reference under each one, both seeing the same changed image, so the drift is what the
+deployment loses there beyond what the FP32 model loses.
+
+Each is photometric (no box moves, so labels stay valid) and deterministic (the noise is seeded by the image's
+index): ``dark`` (x0.25 brightness) and ``night`` (x0.1), the rows of issue #54's table that lost most; ``bright``
+(x1.8, clipped), ``low_contrast`` (0.4x about the mean), ``noise`` (Gaussian, sigma 12 of 255), ``blur`` (Gaussian,
+sigma 2), ``jpeg`` (quality 15).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import cv2
+import numpy as np
+
+from yolo_edge.errors import YoloEdgeError
+
+Condition = Callable[[np.ndarray, int], np.ndarray]  # a BGR uint8 image and its index -> the changed image
+
+
+def _gain(g: float) -> Condition:
+    return lambda img, _i: np.clip(img.astype(np.float32) * g, 0, 255).astype(np.uint8)
+
+
+def _low_contrast(img: np.ndarray, _i: int) -> np.ndarray:
+    mean = img.reshape(-1, img.shape[-1]).mean(axis=0)
+    return np.clip((img.astype(np.float32) - mean) * 0.4 + mean, 0, 255).astype(np.uint8)
+
+
+def _noise(img: np.ndarray, i: int) -> np.ndarray:
+    rng = np.random.default_rng(i)
+    return np.clip(img.astype(np.float32) + rng.normal(0, 12, img.shape), 0, 255).astype(np.uint8)
+
+
+def _blur(img: np.ndarray, _i: int) -> np.ndarray:
+    return cv2.GaussianBlur(img, (0, 0), 2.0)
+
+
+def _jpeg(img: np.ndarray, _i: int) -> np.ndarray:
+    ok, data = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 15])
+    back = cv2.imdecode(data, cv2.IMREAD_COLOR) if ok else None
+    assert back is not None, "OpenCV could not encode and decode a JPEG of the image"
+    return np.asarray(back, dtype=np.uint8)
+
+
+CONDITIONS: dict[str, Condition] = {
+    "dark": _gain(0.25),
+    "night": _gain(0.1),
+    "bright": _gain(1.8),
+    "low_contrast": _low_contrast,
+    "noise": _noise,
+    "blur": _blur,
+    "jpeg": _jpeg,
+}
+
+
+def parse_conditions(text: str | Sequence[str]) -> list[str]:
+    """``all``, or condition names (comma-separated, or a list), each known; a one-line error naming them else."""
+    names = text.split(",") if isinstance(text, str) else list(text)
+    names = [n.strip() for n in names if n.strip()]
+    if names == ["all"]:
+        return list(CONDITIONS)
+    unknown = [n for n in names if n not in CONDITIONS]
+    if unknown or not names:
+        raise YoloEdgeError(
+            f"unknown condition(s) {unknown or names}: name some of {', '.join(CONDITIONS)} (comma-separated), or all"
+        )
+    return list(dict.fromkeys(names))
