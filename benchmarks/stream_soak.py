@@ -34,9 +34,12 @@ from yolo_edge.pipeline.sources import parse_source
 
 
 def quick_config() -> DeployConfig:
-    """The shipped deploy settings with fewer calibration images and timing runs: a bundle in a minute."""
+    """The shipped deploy settings with fewer calibration images and timing runs, and no conditions: a bundle in a
+    minute."""
     cfg = load_deploy_config()
-    return replace(cfg, calib_images=16, validate=replace(cfg.validate, latency_runs=10, latency_warmup=2))
+    return replace(
+        cfg, calib_images=16, validate=replace(cfg.validate, latency_runs=10, latency_warmup=2, conditions=())
+    )
 
 
 def rss_mb() -> float:

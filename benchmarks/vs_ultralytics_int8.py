@@ -58,12 +58,12 @@ from yolo_edge.deploy import deploy  # noqa: E402
 from yolo_edge.export import export_model  # noqa: E402
 from yolo_edge.host import cpu_name  # noqa: E402
 from yolo_edge.pipeline.detector import Detector  # noqa: E402
+from yolo_edge.pipeline.postprocess import boxes_kept  # noqa: E402
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration  # noqa: E402
 from yolo_edge.plan.placement import boundary_tensors  # noqa: E402
 from yolo_edge.plan.planner import plan_model  # noqa: E402
 from yolo_edge.runtime import EventLog, SplitExecutor  # noqa: E402
 from yolo_edge.split import split_model  # noqa: E402
-from yolo_edge.validate.accuracy import boxes_kept  # noqa: E402
 from yolo_edge.validate.latency import measure_latencies  # noqa: E402
 
 IMGSZ = 640

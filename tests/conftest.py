@@ -238,7 +238,13 @@ def fast_cfg():  # type: ignore[no-untyped-def]
         performance=replace(cfg.checks.performance, warmup=1, runs=3),
     )
     # near-ties judged only where a test asks for it (test_search): each one is a full judgement
-    return replace(cfg, calib_images=CALIB_IMAGES, checks=checks, plan=replace(cfg.plan, search_margin=0.0))
+    return replace(
+        cfg,
+        calib_images=CALIB_IMAGES,
+        checks=checks,
+        plan=replace(cfg.plan, search_margin=0.0),
+        validate=replace(cfg.validate, conditions=()),  # judged where a test asks for them (small_cfg)
+    )
 
 
 @pytest.fixture(scope="session")
@@ -276,6 +282,7 @@ def small_cfg(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cfg["checks"]["performance"].update(warmup=1, runs=3)
     cfg["validate"].update(latency_warmup=2, latency_runs=12, sla_ms=10000.0)
     cfg["plan"]["search_margin"] = 0.0  # near-ties judged only where a test asks for it (test_search)
+    cfg["validate"].update(conditions=["night", "blur"], conditions_images=40)  # two, on the small judging set
     path = tmp_path_factory.mktemp("cfg") / "small.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -327,7 +334,7 @@ def tiny_cfg(small_cfg: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     cfg = yaml.safe_load(small_cfg.read_text())
     cfg["checks"]["precision"]["images"] = 2
-    cfg["validate"].update(latency_warmup=1, latency_runs=6)
+    cfg["validate"].update(latency_warmup=1, latency_runs=6, conditions=[])
     path = tmp_path_factory.mktemp("tiny") / "tiny.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path

@@ -11,6 +11,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.test_runtime import hand_plan
@@ -146,3 +147,42 @@ def test_the_fallback_log_read_back(demo_split, tensors, fast_cfg, tmp_path: Pat
     assert main(["events", str(log)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"line {bad}:" in err[0] and "'frame'" in err[0]
+
+
+def test_the_frames_audit_counts_the_fp32_boxes_a_degraded_accelerator_loses(  # type: ignore[no-untyped-def]
+    demo_split, tensors, fast_cfg
+) -> None:
+    """The frames' audit alone (no unit floors): each audited frame's detections against the FP32 chain's, judged
+    against a proof of 990 of 1,000 boxes kept. Clean numerics: no event. Degraded ones: a ``precision`` event on
+    ``frames``, the accelerator units on their twins (the frame's boxes are then the FP32 chain's), and back once
+    the probes' pooled losses are likely again."""
+    from yolo_edge.audit import FRAMES
+    from yolo_edge.pipeline.detector import Detector
+    from yolo_edge.pipeline.preprocess import default_calib_dir, read_image
+
+    images = [read_image(p) for p in sorted(default_calib_dir().glob("*.jpg"))[:16]]
+    faults = Faults(burst_start=40, burst_len=40, burst_kind="degrade", degrade_noise=0.5)
+    ex, events, _ = _executor(demo_split, tensors, fast_cfg, faults, audit_window=4)
+    for unit in ex.units:
+        unit.audit_floor = None
+    ex.auditor.prove(990, 1000)
+    devices, found = [], []
+    with Detector(ex, demo_split.exported.meta, fast_cfg.nms) as detector:
+        for i in range(140):
+            dets, timing = detector.detect(images[i % len(images)])
+            devices.append(timing.unit_device[ex.units[0].name])
+            if devices[-1] == "cpu":  # on the twins: the FP32 chain's own boxes
+                lb = detector.preprocess(images[i % len(images)])
+                chained = ex.auditor.chain(detector.feeds(lb), accelerator=False)
+                ref = detector.postprocess({n: chained[n] for n in ex.output_names}, lb)
+                found.append(len(ref) == len(dets) and bool(np.allclose(ref.xyxy, dets.xyxy, atol=1e-3)))
+            _drain(ex)
+        figures = ex.auditor.figures()[FRAMES]
+    precision = [e for e in events.events if e.trigger == "precision"]
+    assert precision and all(e.unit == FRAMES for e in precision) and precision[0].frame >= 40
+    assert precision[0].action == "move_to_cpu" and "boxes lost over the last" in precision[0].detail
+    assert all(d == "npu" for d in devices[: precision[0].frame])  # clean until the degradation: no event
+    assert devices[precision[0].frame + 2] == "cpu" and found and all(found)
+    recovered = [e for e in events.events if e.trigger == "recovered" and e.unit == FRAMES]
+    assert recovered and devices[-1] == "npu" and not figures["on_cpu"]
+    assert figures["audits"] >= 60 and figures["failed"] >= 1 and figures["boxes_kept"]["of"] > 0

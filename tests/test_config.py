@@ -80,6 +80,16 @@ def test_deploy_config_rejects_unknown_and_bad_values(tmp_path: Path) -> None:
     bad.write_text(yaml.safe_dump(data))
     with pytest.raises(YoloEdgeError, match="checks.order must list each"):
         load_deploy_config(bad)
+    data = yaml.safe_load((configs_dir() / "default.yaml").read_text())
+    data["validate"]["conditions"] = ["night", "fog"]
+    data["runtime"]["audit_action"] = "alert"  # a good value beside the bad one
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(YoloEdgeError, match=r"validate\.conditions\[1\]: must be one of dark, night, .*, got 'fog'"):
+        load_deploy_config(bad)
+    data["validate"]["conditions"], data["runtime"]["audit_failures"] = ["night"], 11
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(YoloEdgeError, match=r"audit_failures \(11\) cannot exceed audit_window \(10\)"):
+        load_deploy_config(bad)
 
 
 def test_device_availability_here() -> None:

@@ -210,6 +210,33 @@ def test_val_under_conditions_and_run_audited(
         assert f"precision audit of {unit}: {a['audits']} audits, 0 failed" in err
 
 
+def test_conditions_in_the_calibration_and_in_the_verdict(tiny_cfg: Path, few_images: Path, tmp_path: Path) -> None:
+    """``validate.calibrate_conditions``: every other calibration image changed by the conditions (the report names
+    them); ``validate.conditions_verdict``: a condition whose drift fails the split (or leaves it undecided) is in
+    the split's verdict, as its row in report.md says."""
+    import yaml
+
+    from yolo_edge.deploy import deploy
+    from yolo_edge.report import markdown
+
+    cfg = yaml.safe_load(tiny_cfg.read_text())
+    cfg["validate"].update(conditions=["night"], conditions_images=16)
+    cfg["validate"].update(conditions_verdict=True, calibrate_conditions=True)
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    result = deploy(device="host-lowp", data=few_images, config=path, out=tmp_path / "bundle", quiet=True)
+    report, md = result.report, markdown(result.report)
+    assert report.calibrated_conditions == ("night",) and "Calibrated with images changed by night." in md
+    split = next(p for p in report.plans if p.name == "split")
+    if split.same_as_cpu:  # nothing on the accelerator: nothing to judge under a condition
+        assert not report.conditions
+        return
+    night = report.conditions["night"]["split"]
+    said = [f"{f} under night" for f in night.verdict(report.limits.max_drift)]
+    assert [f for f in split.fails if f.endswith("under night")] == said
+    assert f"| night | split | {night.reference.map50:.4f} |" in md
+
+
 def test_bundle_runs_without_torch_or_the_demo_generator(deployed: DeployResult, small: tuple[Path, Path]) -> None:
     """What a board runs: ``yolo-edge run`` on a bundle imports neither torch nor the shapes generator."""
     image = next((small[0].parent / "images" / "val").glob("*.jpg"))

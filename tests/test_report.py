@@ -28,6 +28,15 @@ def test_markdown_says_what_the_json_says(deployed: DeployResult) -> None:
     chosen = next(p for p in r["plans"] if p["name"] == r["chosen_plan"])
     assert all(f"| {phase} |" in md for phase in chosen["latency"]["phases"])
     assert f"{r['fallback_events']['total']} events while judging" in md
+    # the small config's two conditions, on its 40 judging images: the split (and the design card's layout where
+    # it is another plan) against the FP32 reference under each, a row each in report.md
+    assert list(r["conditions"]) == ["night", "blur"] and "## Conditions the calibration never saw" in md
+    for name, by in r["conditions"].items():
+        assert "split" in by and set(by) <= {"split", "design card"}
+        for plan, j in by.items():
+            assert j["images"] == 40 and j["drift_interval"]["lo"]["map50"] <= j["drift"]["map50"]
+            assert f"| {name} | {plan} | {j['reference']['map50']:.4f} | {j['deployed']['map50']:.4f} |" in md
+    assert r["calibrated_conditions"] == [] and "Calibrated on the images as they are." in md
     for trigger in ("precision", "performance", "runtime_error", "memory", "unsupported_op"):  # every row, 0 or not
         assert f"| {trigger} | {r['fallback_events']['by_trigger'].get(trigger, 0)} |" in md
 

@@ -285,7 +285,12 @@ def test_performance_hysteresis_moves_and_returns(
     assert set(devices[park + 1 : back + 1 : 2]) == {"cpu"} and set(devices[park + 2 : back + 1 : 2]) == {"npu"}
     assert set(devices[back:]) == {"npu"}
     assert npu.calls == 5 + 8 + (40 - back - 1)  # no call to the accelerator while parked, except the probes
-    logged = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    lines = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    logged = [e for e in lines if "record" not in e]  # the events (an "after" line follows each move)
+    # its time before each move (the slow accelerator's), and after the first (30 runs later: the CPU twin's)
+    assert logged[0]["before_ms"] == 300.0 and logged[1]["before_ms"] < 300.0
+    after = [e for e in lines if e.get("record") == "after"]
+    assert [(e["frame"], e["trigger"]) for e in after] == [(park, "performance")] and after[0]["after_ms"] < 300.0
     assert [(e["frame"], e["unit"], e["trigger"], e["action"]) for e in logged] == [
         (park, "backbone", "performance", "move_to_cpu"),
         (back, "backbone", "recovered", "move_to_npu"),

@@ -1,32 +1,40 @@
 """The fourth runtime trigger, precision: the reference's "compare key outputs with an FP32 reference", while the
-model runs. On a sample of frames (``runtime.audit_every``; ``audit_every_failed`` after a failed audit) an
-accelerator unit's outputs are compared with its FP32 CPU twin's on the same inputs, on a worker thread: a frame
-never waits for its audit (an audit that finds the worker busy is skipped, and counted), the audit may lag.
+model runs. On a sample of frames (``runtime.audit_every``; ``audit_every_failed`` after a failed audit), on a worker
+thread (a frame never waits for its audit: one that finds the worker busy is skipped, and counted; the audit may
+lag), two audits:
 
-An audit fails when the unit's error (1 - the cosine of its outputs with the twin's) is more than :data:`SLACK`
-times the error at its floor: the lowest cosine the deploy measured on its calibration and judging images
-(units.json's ``audit_floor``), so a frame fails when it is clearly worse than anything the proof accepted, not at
-an arbitrary constant. ``audit_failures`` failed audits of the last
-``audit_window`` are a ``precision`` event. Its action (``audit_action``): ``move_to_cpu`` runs the unit's frames on
-its CPU twin from then on, while the audits keep running the accelerator on those frames' inputs (off the path)
-and move it back after ``recover_probes`` passing audits in a row (``recovered``); ``alert`` only says so. The
-audit thread runs at a lower priority (nice 10), so its cost goes where the CPU is idle where it can.
+- **units**: an accelerator unit's outputs against its FP32 twin's on the same inputs. An audit fails when the
+  unit's error (1 - cosine) is over :data:`SLACK` times the error at its floor: the lowest cosine the deploy
+  measured on its calibration and judging images (units.json's ``audit_floor``). ``audit_failures`` failed audits
+  of the last ``audit_window`` are a ``precision`` event of the unit.
+- **frames**: the frame's detections against the FP32 chain's on the same feeds, boxes kept as deploy counts them,
+  judged against the loss rate the deploy proved (meta.json's ``boxes_kept``, its upper bound): the last
+  ``audit_window`` audited frames' losses pooled, improbable at that rate, are a ``precision`` event of ``frames``.
+  A unit's numerics can stay as close to FP32 as the proof saw while its boxes go (dark frames: scores near the
+  threshold flip); this audit sees that.
+
+The event's action (``audit_action``): ``move_to_cpu`` runs the unit (a frames' event: every accelerator unit) on its
+FP32 twin from then on, while the audits keep running the accelerator on those frames (off the path) and move it
+back once they pass again (``recovered``); ``alert`` only says so. The audit's own FP32 sessions run on its one
+thread, at a lower priority (nice 10), so its cost goes where the CPU is idle where it can.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import queue
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from yolo_edge.backends.base import NpuError
+from yolo_edge.backends.base import Executable, NpuError
+from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
 from yolo_edge.codec import plain
 from yolo_edge.config import RuntimeConfig
 
@@ -35,6 +43,7 @@ if TYPE_CHECKING:
 
 Tensors = Mapping[str, np.ndarray]
 QUEUE = 2  # audits waiting for the worker; one more is skipped (never a frame delayed)
+FRAMES = "frames"  # the frames' audit, in figures and events (where a unit's name goes)
 # An audit fails when the unit's error (1 - cosine) is over SLACK times the worst the deploy accepted: that worst is
 # the largest of ~100 frames, which a frame like them exceeds about once in a hundred (benchmarks/audit.py).
 SLACK = 2.0
@@ -90,22 +99,101 @@ class UnitAudit:
         return plain({k: v for k, v in self.__dict__.items() if k not in ("recent", "window", "good")})
 
 
-class Auditor:
-    """The audit worker of one executor: ``offer`` after a unit's run; ``close`` with the executor."""
+def binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p), summed in logs (no scipy on a board)."""
+    if k <= 0:
+        return 1.0
+    if k > n or p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    terms = [
+        math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * math.log(p) + (n - i) * math.log1p(-p)
+        for i in range(k, n + 1)
+    ]
+    top = max(terms)
+    return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
 
-    def __init__(self, cfg: RuntimeConfig, events: EventLog) -> None:
+
+def loss_bound(lost: int, of: int, level: float = 0.975) -> float:
+    """The Clopper-Pearson upper bound of a loss rate seen as ``lost`` of ``of``: the rate at which seeing
+    ``lost`` or fewer has probability ``1 - level``."""
+    lo, hi = lost / of, 1.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if binomial_tail(lost + 1, of, mid) < level else (lo, mid)
+    return hi
+
+
+@dataclass
+class FrameAudit:
+    """The frames' audits: each audited frame's detections against the FP32 chain's (boxes kept), judged against
+    the loss rate the deploy proved (its upper bound: ``rate``). A frame whose losses are improbable at that rate
+    (p < :data:`FRAME_P`) has failed; the last ``window`` frames' losses pooled, improbable at p < :data:`EVENT_P`,
+    are a ``precision`` event."""
+
+    proven: tuple[int, int]  # the deploy's boxes kept, of the FP32 reference's, on its judging images
+    window: int
+    rate: float = 0.0
+    audits: int = 0
+    failed: int = 0
+    skipped: int = 0
+    kept: int = 0
+    of: int = 0
+    parked: bool = False  # the accelerator units moved to their twins by a frames' event
+    recent: deque[tuple[int, int]] = field(default_factory=deque)  # (kept, of) of the last ``window`` audits
+
+    def __post_init__(self) -> None:
+        kept, of = self.proven
+        self.rate = loss_bound(of - kept, of)
+
+    def to_dict(self) -> dict[str, object]:
+        share = self.kept / self.of if self.of else None
+        return plain(
+            {
+                "audits": self.audits,
+                "failed": self.failed,
+                "skipped": self.skipped,
+                "boxes_kept": {"kept": self.kept, "of": self.of, "share": share},
+                "proven": {"kept": self.proven[0], "of": self.proven[1], "loss_bound": self.rate},
+                "on_cpu": self.parked,
+            }
+        )
+
+    def pooled_p(self) -> float:
+        kept, of = sum(k for k, _ in self.recent), sum(n for _, n in self.recent)
+        return binomial_tail(of - kept, of, self.rate)
+
+
+FRAME_P = 0.05  # a frame's losses this improbable at the proven rate: failed, audited more often
+EVENT_P = 1e-3  # the window's pooled losses this improbable: a precision event
+
+
+class Auditor:
+    """The audit worker of one executor: ``offer`` after a unit's run, ``offer_frame`` after a frame's
+    detections; ``close`` with the executor. Its twins are FP32 sessions of its own, on one thread (the worker's,
+    at nice 10): the frames' sessions and their thread pools are not shared with the audit."""
+
+    def __init__(self, cfg: RuntimeConfig, events: EventLog, units: Sequence[Unit]) -> None:
         self.cfg = cfg
         self.events = events
+        self.chain_units = list(units)
         self.units: dict[str, UnitAudit] = {}
-        self._jobs: queue.Queue[tuple[int, Unit, dict[str, np.ndarray], dict[str, np.ndarray], bool] | None] = (
-            queue.Queue(maxsize=QUEUE)
-        )
+        self.frames: FrameAudit | None = None  # set by ``prove``: a bundle that stores what its deploy proved
+        self._twins: dict[str, Executable] = {}
+        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=QUEUE)
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
+    def prove(self, kept: int, of: int) -> None:
+        """The deploy's boxes kept of the FP32 reference's (what the frames' audits judge against)."""
+        if of > 0 and any(u.npu is not None for u in self.chain_units):
+            self.frames = FrameAudit((kept, of), self.cfg.audit_window)
+
     def figures(self) -> dict[str, dict[str, object]]:
         with self._lock:
-            return {name: a.to_dict() for name, a in self.units.items()}
+            found = {name: a.to_dict() for name, a in self.units.items()}
+            return found if self.frames is None else {**found, FRAMES: self.frames.to_dict()}
 
     def offer(
         self, unit: Unit, frame: int, feeds: dict[str, np.ndarray], outs: dict[str, np.ndarray], npu: bool
@@ -116,17 +204,33 @@ class Auditor:
             return
         with self._lock:
             a = self.units.setdefault(unit.name, UnitAudit(unit.audit_floor, self.cfg.audit_window))
-            every = self.cfg.audit_every_failed if a.on_cpu or (a.recent and not a.recent[-1]) else self.cfg.audit_every
-            if frame % every:
+            failing = a.on_cpu or bool(a.recent and not a.recent[-1])
+            if not self._due(frame, failing):
                 return
-            try:
-                self._jobs.put_nowait((frame, unit, feeds, outs, npu))
-            except queue.Full:
+            if not self._put(lambda: self._unit_job(frame, unit, feeds, outs, npu)):
                 a.skipped += 1
+
+    def offer_frame(self, frame: int, boxes: Callable[[bool], tuple[int, int]]) -> None:
+        """A frame's detections, audited if due: ``boxes(parked)`` runs the other chain (the FP32 twins', or the
+        accelerator's while a frames' event has parked it) and returns the reference's boxes kept and their
+        number."""
+        f = self.frames
+        if f is None or not self.cfg.audit_every:
+            return
+        with self._lock:
+            if not self._due(frame, f.parked or bool(f.recent and f.recent[-1][0] < f.recent[-1][1])):
                 return
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._work, name="yolo-edge-audit", daemon=True)
-                self._thread.start()
+            if not self._put(lambda: self._frame_job(frame, boxes)):
+                f.skipped += 1
+
+    def chain(self, feeds: dict[str, np.ndarray], accelerator: bool) -> dict[str, np.ndarray]:
+        """Every unit in order on ``feeds``: the accelerator's where it has one (``accelerator``), else the audit's
+        own FP32 twins; every tensor (the worker's thread)."""
+        tensors = dict(feeds)
+        for unit in self.chain_units:
+            ins = {n: tensors[n] for n in unit.input_names}
+            tensors.update(unit.npu.run(ins) if accelerator and unit.npu is not None else self._twin(unit).run(ins))
+        return tensors
 
     def close(self) -> None:
         if self._thread is not None:
@@ -134,18 +238,81 @@ class Auditor:
                 self._jobs.put(None, timeout=1.0)
             self._thread.join(timeout=10.0)
 
+    def _due(self, frame: int, failing: bool) -> bool:
+        return frame % (self.cfg.audit_every_failed if failing else self.cfg.audit_every) == 0
+
+    def _put(self, job: Callable[[], None]) -> bool:
+        """Queue ``job`` for the worker (started on the first), or say it was skipped (never wait: under the lock)."""
+        try:
+            self._jobs.put_nowait(job)
+        except queue.Full:
+            return False
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="yolo-edge-audit", daemon=True)
+            self._thread.start()
+        return True
+
+    def _twin(self, unit: Unit) -> Executable:
+        """The audit's FP32 session of ``unit`` (compiled on first use, on the worker's one thread)."""
+        if unit.name not in self._twins:
+            assert unit.graph is not None, f"unit {unit.name} keeps no FP32 graph to audit against"
+            self._twins[unit.name] = OnnxRuntimeBackend(threads=1).compile(unit.graph, "fp32")
+        return self._twins[unit.name]
+
     def _work(self) -> None:
         with contextlib.suppress(OSError, AttributeError):  # a lower priority where the OS has one per thread
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         while (job := self._jobs.get()) is not None:
-            frame, unit, feeds, outs, npu = job
-            try:
-                got, want = (outs, unit.cpu.run(feeds)) if npu else (unit.npu.run(feeds), outs)  # type: ignore[union-attr]
-            except NpuError:  # the accelerator failing its probe: not back yet
-                got, want = None, outs
-            cos, err = (-1.0, float("inf")) if got is None else outputs_cosine(got, want)
-            self._judge(frame, unit, cos, err)
+            job()
             self._jobs.task_done()
+
+    def _unit_job(
+        self, frame: int, unit: Unit, feeds: dict[str, np.ndarray], outs: dict[str, np.ndarray], npu: bool
+    ) -> None:
+        try:
+            got, want = (outs, self._twin(unit).run(feeds)) if npu else (unit.npu.run(feeds), outs)  # type: ignore[union-attr]
+        except NpuError:  # the accelerator failing its probe: not back yet
+            got, want = None, outs
+        cos, err = (-1.0, float("inf")) if got is None else outputs_cosine(got, want)
+        self._judge(frame, unit, cos, err)
+
+    def _frame_job(self, frame: int, boxes: Callable[[bool], tuple[int, int]]) -> None:
+        f = self.frames
+        assert f is not None
+        try:
+            kept, of = boxes(f.parked)
+        except NpuError:  # the accelerator failing its probe: a frame lost
+            kept, of = 0, 1
+        with self._lock:
+            f.audits, f.kept, f.of = f.audits + 1, f.kept + kept, f.of + of
+            f.failed += binomial_tail(of - kept, of, f.rate) < FRAME_P
+            f.recent.append((kept, of))
+            while len(f.recent) > f.window:
+                f.recent.popleft()
+            p = f.pooled_p()
+            lost, boxes_n = sum(n - k for k, n in f.recent), sum(n for _, n in f.recent)
+            shown = (
+                f"{lost} of the FP32 chain's {boxes_n} boxes lost over the last {len(f.recent)} audited frames "
+                f"(p = {p:.2g} at the proven loss rate's bound {f.rate:.2%})"
+            )
+            if f.parked:
+                if len(f.recent) >= f.window and p >= FRAME_P:
+                    f.parked = False
+                    f.recent.clear()
+                    for unit in self.chain_units:  # but those a units' event moved
+                        own = self.units.get(unit.name)
+                        unit.precision_parked = own is not None and own.on_cpu
+                    self.events.add(frame, FRAMES, "recovered", "move_to_npu", f"frames' audits pass again: {shown}")
+                return
+            if p >= EVENT_P:
+                return
+            moved = self.cfg.audit_action == "move_to_cpu"
+            f.recent.clear()
+            if moved:
+                f.parked = True
+                for unit in self.chain_units:
+                    unit.precision_parked = unit.precision_parked or unit.npu is not None
+            self.events.add(frame, FRAMES, "precision", "move_to_cpu" if moved else "alert", shown)
 
     def _judge(self, frame: int, unit: Unit, cos: float, err: float) -> None:
         cfg = self.cfg

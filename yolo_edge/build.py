@@ -261,6 +261,7 @@ def _unit(
     measured = npu is not None and npu is not twin and modelled is None  # a modelled one is never judged slow
     built = Unit(unit.name, unit.subgraphs, twin if npu is not None else _ready(twin), npu, None, modelled)
     built.audit_floor = unit.audit_floor if npu is not None else None
+    built.graph = unit.model
     built.board_cpu_s = board.graph_s(GraphInfo.of(unit.model)) if board is not None else None
     built.board = board
 

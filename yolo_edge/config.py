@@ -47,6 +47,8 @@ BOARD: Final = "modelled (board)"
 FrameKind = Literal["measured", "modelled NPU + measured CPU", "modelled (board)"]
 FaultKind = Literal["error", "nan", "hang", "degrade"]
 AuditAction = Literal["move_to_cpu", "alert"]
+# photometric conditions a plan is judged under beside the judging images as they are (validate/conditions.py)
+Condition = Literal["dark", "night", "bright", "low_contrast", "noise", "blur", "jpeg"]
 Device = Literal["npu", "cpu"]  # where a subgraph or a unit runs
 # INT8 schemes whose activations are wider than a byte (Qualcomm's w8a16: uint8 weights, uint16 activations)
 ACTIVATION_BYTES = {"w8a16": 2}
@@ -209,6 +211,13 @@ class ValidateConfig:
     ]  # each pseudo-true box edge moves by this x its size
     bootstrap: Annotated[int, Range(20, MAX_RUNS)]  # paired bootstrap replicates of every drift (validate/bootstrap.py)
     confidence: Annotated[float, Range(0.5, 1, hi_open=True)]  # the drift intervals' coverage
+    # conditions the calibration never saw (validate/conditions.py): deploy judges the split and the design card's
+    # layout under each, on the first conditions_images judging images; conditions_verdict makes each condition's
+    # drift part of the split's verdict; calibrate_conditions changes every other calibration image by one of them
+    conditions: tuple[Condition, ...] = ()
+    conditions_images: Annotated[int, Range(1, MAX_IMAGES)] = 100
+    conditions_verdict: bool = False
+    calibrate_conditions: bool = False
 
 
 @dataclass(frozen=True)

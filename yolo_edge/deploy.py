@@ -47,7 +47,7 @@ from yolo_edge.export import ExportedModel, ImgSize, demo_model_path, export_mod
 from yolo_edge.graph import GraphInfo
 from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.detector import Detector
-from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration, load_images, read_image
+from yolo_edge.pipeline.preprocess import default_calib_dir, letterbox, load_calibration, load_images, read_image
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace, boundary_tensors
 from yolo_edge.plan.planner import plan_space
 from yolo_edge.plan.results import Memory
@@ -57,6 +57,7 @@ from yolo_edge.runtime import EventLog, SplitExecutor, Unit
 from yolo_edge.search import SearchRecord, SearchResult, search_plans, with_reason
 from yolo_edge.split import SplitModel, split_model
 from yolo_edge.validate.accuracy import detect_all
+from yolo_edge.validate.conditions import CONDITIONS, Judged, first_images, judge_under
 from yolo_edge.validate.latency import LATENCY_IMAGES
 from yolo_edge.validate.noise import time_in_rounds
 from yolo_edge.validate.verdict import Limits, PlanRun, choose, explain
@@ -153,6 +154,7 @@ class Searched:
     builder: Builder  # every graph of this deploy is compiled by it, once (the checks', the trials', the bundle's)
     search: SearchResult
     plan: PlacementPlan  # the split plan: the search's choice, else the fastest candidate it judged
+    calibrated_conditions: tuple[str, ...] = ()  # conditions some calibration images were changed by
 
 
 def plan_deployment(
@@ -182,6 +184,9 @@ def plan_deployment(
     )
     split = split_model(exported)
     images = load_images(calibration.files, exported.meta.imgsz)
+    changed = _calibrate_conditions(cfg, calibration, images, cal, exported.meta.imgsz)
+    if changed:
+        say(f"calibrating with every other image changed by {', '.join(changed)} (validate.calibrate_conditions)")
     say(f"planning on {profile.name} ({profile.kind}, latency {profile.latency})")
     builder = stack.enter_context(Builder(profile))
     space, planner = plan_space(split, profile, cfg, images, strict=strict, log=say, builder=builder)
@@ -197,7 +202,18 @@ def plan_deployment(
         stack.enter_context(found.detector)
     shown = found.record.shown
     plan = with_reason(shown.plan if shown else space.candidates()[0], found.record)
-    return Searched(split, evaldata, calibration, calib_tensors, space, builder, found, plan)
+    return Searched(split, evaldata, calibration, calib_tensors, space, builder, found, plan, changed)
+
+
+def _calibrate_conditions(
+    cfg: DeployConfig, calibration: Calibration, images: list[np.ndarray], cal: int, imgsz: ImgSize
+) -> tuple[str, ...]:
+    """With ``validate.calibrate_conditions``: every other of the ``cal`` calibration images (in ``images``, in
+    place) changed by the conditions in turn; the conditions used."""
+    names = cfg.validate.conditions if cfg.validate.calibrate_conditions else ()
+    for k, i in enumerate(range(1, cal, 2) if names else ()):
+        images[i] = letterbox(CONDITIONS[names[k % len(names)]](read_image(calibration.files[i]), i), imgsz).tensor
+    return tuple(names[: max(0, cal // 2)])
 
 
 @dataclass
@@ -280,10 +296,15 @@ def deploy(
         session = Session(profile, cfg, stack, say, bar)
         found = plan_deployment(session, exported, source, calib, strict, class_map)
         plans = _compare(session, found)
+        under = _conditions(session, found, plans)
         # whole-npu is a comparison row, never the deployment: decode must stay FP32 on the CPU
         chosen, none_ok = choose([plans.reference, plans.split], cfg.plan.tie_margin)  # FP32 first: wins a tie
         chosen_plan = found.plan if chosen.name == "split" else found.plan.all_cpu()
-        report = _report(session, str(model), found, chosen_plan, plans, (chosen, none_ok), t0)
+        report = replace(
+            _report(session, str(model), found, chosen_plan, plans, (chosen, none_ok), t0),
+            conditions=under,
+            calibrated_conditions=found.calibrated_conditions,
+        )
         files = _bundle_files(session, exported, found, plans, chosen_plan, report)
     bundle = write_bundle(out, files)
     return DeployResult(report, bundle, 0 if report.passed else 1)
@@ -311,6 +332,7 @@ def _bundle_files(
         cfg.validate.sla_ms,
         cfg.runtime.fuse_units,
         tuple(p.name for p in calib_files),
+        None if report.chosen.kept is None else (report.chosen.kept.kept, report.chosen.kept.of),
     )
     units = plans.split_units if on_split else []
     events = plans.events if on_split else EventLog()
@@ -385,6 +407,30 @@ def _compare(session: Session, found: Searched) -> _Plans:
         run.latency, run.spread = latencies.get(run.name), spreads.get(run.name)
         run.judge(limits)
     return _Plans(whole, reference, split_run, detectors, search.units, search.events)
+
+
+def _conditions(session: Session, found: Searched, plans: _Plans) -> dict[str, dict[str, Judged]]:
+    """The split and the design card's layout (where it is another plan) under ``validate.conditions``, each against
+    the FP32 reference under the same one, on the first ``conditions_images`` judging images; with
+    ``conditions_verdict``, a condition whose drift fails the split (or leaves it undecided) is in its verdict."""
+    v, cfg = session.cfg.validate, session.cfg
+    if not v.conditions or plans.split.same_as_cpu:
+        return {}
+    detectors = {"split": plans.detectors["split"]}
+    card = found.search.record.card
+    if card is not None and card.plan != found.plan:
+        units = build_units(
+            found.split, card.plan, found.builder, found.calib_tensors, EventLog(), cfg.runtime.fuse_units
+        )
+        executor = SplitExecutor(units, cfg.runtime, session.profile, as_placed=True, borrowed=True)
+        detectors["design card"] = session.stack.enter_context(Detector(executor, found.split.exported.meta, cfg.nms))
+    ev = first_images(found.evaldata, v.conditions_images)
+    session.say(f"conditions: {', '.join(v.conditions)} on {len(ev.dataset)} judging images, {', '.join(detectors)}")
+    judged = judge_under(v.conditions, plans.detectors["whole-cpu"], detectors, ev, cfg, session.bar)
+    if v.conditions_verdict:
+        for name, by in judged.items():
+            plans.split.fails += [f"{f} under {name}" for f in by["split"].verdict(v.max_drift)]
+    return judged
 
 
 def _report(

@@ -150,6 +150,9 @@ def analyse(runs: Sequence[LogRun]) -> EventsReport:
             acc2 = audits.setdefault(unit, {"audits": 0, "failed": 0, "min_cosine": None, "floor": a.get("floor")})
             acc2["audits"] += int(a.get("audits", 0))
             acc2["failed"] += int(a.get("failed", 0))
+            if isinstance(a.get("boxes_kept"), dict):  # the frames' audit: FP32 boxes kept
+                acc2["kept"] = acc2.get("kept", 0) + int(a["boxes_kept"].get("kept", 0))
+                acc2["of"] = acc2.get("of", 0) + int(a["boxes_kept"].get("of", 0))
             low = a.get("min_cosine")
             if low is not None and (acc2["min_cosine"] is None or low < acc2["min_cosine"]):
                 acc2["min_cosine"] = low
@@ -241,7 +244,9 @@ def lines(report: EventsReport) -> list[str]:
             out.append(f"  frame {m['frame']} {m['unit']} {m['trigger']} -> {m['action']}: {before} -> {after} ms")
     for u, a in report.audits.items():
         low = "" if a["min_cosine"] is None else f", lowest cosine {a['min_cosine']:.4f}"
-        out.append(f"precision audit of {u}: {a['audits']} audits, {a['failed']} failed (floor {a['floor']:.5f}){low}")
+        floor = "" if a["floor"] is None else f" (floor {a['floor']:.5f})"
+        kept = f", FP32 boxes kept {a['kept']}/{a['of']}" if "of" in a else ""
+        out.append(f"precision audit of {u}: {a['audits']} audits, {a['failed']} failed{floor}{low}{kept}")
     if report.advice:
         out.append("what to recompile:")
         out += [f"  {a}" for a in report.advice]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +16,15 @@ from yolo_edge.codec import dumps, plain
 from yolo_edge.config import BOARD, DeviceProfile
 from yolo_edge.data.resolve import Calibration, EvalData
 from yolo_edge.export import DEMO_WEIGHTS, demo_model_path
+from yolo_edge.pipeline.postprocess import KEPT_IOU
 from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
 from yolo_edge.plots import cdf_figure, phases_figure, png, search_figure
 from yolo_edge.runtime import EventSummary, Trigger
 from yolo_edge.search import SearchRecord, Trial
-from yolo_edge.validate.accuracy import KEPT_IOU, Interval, MapResult
+from yolo_edge.validate.accuracy import Interval, MapResult
+from yolo_edge.validate.conditions import Judged
 from yolo_edge.validate.latency import LatencyResult
-from yolo_edge.validate.verdict import Limits, PlanRun
+from yolo_edge.validate.verdict import Limits, PlanRun, status
 from yolo_edge.version import __version__
 
 
@@ -46,6 +48,9 @@ class DeployReport:
     search: SearchRecord
     fallback_events: EventSummary  # the split's
     wall_s: float
+    # condition -> plan (split, design card) -> its figures against the FP32 reference under it (validate.conditions)
+    conditions: dict[str, dict[str, Judged]] = field(default_factory=dict)
+    calibrated_conditions: tuple[str, ...] = ()  # conditions some calibration images were changed by
 
     @property
     def passed(self) -> bool:
@@ -103,6 +108,8 @@ class DeployReport:
                 "search": search_dict(self.search, self.limits),
                 "fallback_events": self.fallback_events.to_dict(),
                 "wall_s": self.wall_s,
+                "conditions": {c: {p: j.to_dict() for p, j in by.items()} for c, by in self.conditions.items()},
+                "calibrated_conditions": list(self.calibrated_conditions),
             }
         )
 
@@ -339,6 +346,7 @@ def markdown(report: DeployReport) -> str:
         *_placement_section(report),
         *_phases(report.chosen.latency),
     ]
+    lines += _conditions_section(report)
     ev = report.fallback_events
     lines += ["", "## Runtime fallback", "", f"{ev.total} events while judging, by trigger (the four of the"
               " reference's decision engine, the per-frame failures, and recoveries):", "",
@@ -346,6 +354,41 @@ def markdown(report: DeployReport) -> str:
     lines += [f"| {k} | {ev.by_trigger.get(k, 0)} |" for k in typing.get_args(Trigger)]
     lines += ["", "Plots: `plots/latency_cdf.png`, `plots/phases.png`, `plots/search.png`.", ""]
     return "\n".join(lines)
+
+
+def _conditions_section(report: DeployReport) -> list[str]:
+    """The plans under conditions the calibration never saw, each against the FP32 reference under the same one."""
+    if not report.conditions:
+        return []
+    first = next(iter(next(iter(report.conditions.values())).values()))
+    level = f"{first.drift_interval.level:.0%} " if first.drift_interval else ""
+    what = report.metric
+    lines = [
+        "",
+        "## Conditions the calibration never saw",
+        "",
+        f"The first {first.images} judging images changed (validate/conditions.py), seen alike by each plan and the "
+        f"FP32 reference; drift of {what}50 with its {level}interval, boxes kept of the reference's there."
+        + (
+            f" Calibrated with images changed by {', '.join(report.calibrated_conditions)}."
+            if report.calibrated_conditions
+            else " Calibrated on the images as they are."
+        ),  # fmt: skip
+        "",
+        f"| condition | plan | reference {what}50 | plan {what}50 | drift {what}50 | boxes kept | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, by in report.conditions.items():
+        for plan, j in by.items():
+            bounds = "" if j.drift_interval is None else (
+                f" [{j.drift_interval.lo.map50:+.4f}, {j.drift_interval.hi.map50:+.4f}]")  # fmt: skip
+            kept = "" if j.kept is None else f"{j.kept} ({j.kept.kept / max(1, j.kept.of):.1%})"
+            verdict = status(j.verdict(report.limits.max_drift))
+            lines.append(
+                f"| {name} | {plan} | {j.reference.map50:.4f} | {j.deployed.map50:.4f} | {j.drift.map50:+.4f}{bounds} "
+                f"| {kept} | {verdict} |"
+            )
+    return lines
 
 
 def plots(report: DeployReport) -> dict[str, bytes]:

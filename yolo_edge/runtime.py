@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import onnx
 
 from yolo_edge.audit import Auditor
 from yolo_edge.backends.base import Executable, NpuError, NpuTimeout, median_run_s
@@ -261,6 +262,7 @@ class Unit:
     board: BoardCpu | None = None  # that board's CPU (its builder's), which the executor hands the detector
     parked: bool = False
     audit_floor: float | None = None  # the lowest cosine with its FP32 twin the deploy accepted (audit.py)
+    graph: onnx.ModelProto | None = None  # its FP32 graph, which the audit compiles its own twin of
     precision_parked: bool = False  # moved to the CPU by a precision event: only audits run the accelerator
     slow_run: list[float] = field(default_factory=list)  # accelerator seconds of the current run of slow frames
     good_probes: int = 0
@@ -432,7 +434,7 @@ class SplitExecutor:
         # and timing one engine against itself only measures noise
         self.performance_fallback = not as_placed and (profile is None or profile.kind != "cpu")
         # the precision trigger, off the frames' path; not where the figures are measured as placed (val, check)
-        self.auditor = Auditor(replace(cfg, audit_every=0) if as_placed else cfg, self.events)
+        self.auditor = Auditor(replace(cfg, audit_every=0) if as_placed else cfg, self.events, self.units)
 
     @property
     def takes_pixels(self) -> bool:

@@ -56,7 +56,7 @@ class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
     kept_precision = "fp32"
 
-    def __init__(self, providers: Sequence[str] = (CPU_EP,)) -> None:
+    def __init__(self, providers: Sequence[str] = (CPU_EP,), threads: int | None = None) -> None:
         available = ort.get_available_providers()
         missing = [p for p in providers if p not in available]
         if missing:
@@ -66,6 +66,7 @@ class OnnxRuntimeBackend(Backend):
                 "onnxruntime-gpu) or pick another --device"
             )
         self.providers = tuple(providers) or (CPU_EP,)
+        self.threads = threads  # intra-op threads (None: runtime_threads()); 1 runs on the caller's thread alone
         accel = self.providers[0]
         self.precisions = (
             ("fp16",) if accel == "TensorrtExecutionProvider" else ("fp32", "int8") if accel == CPU_EP else ("fp32",)
@@ -100,7 +101,7 @@ class OnnxRuntimeBackend(Backend):
         # may be another session or runtime, whose turn they would otherwise spin through (four sessions in
         # turn: benchmarks/run_all.py, table 2)
         opts.add_session_config_entry("session.force_spinning_stop", "1")
-        opts.intra_op_num_threads = runtime_threads()  # 0: onnxruntime's default, a thread per core
+        opts.intra_op_num_threads = runtime_threads() if self.threads is None else self.threads  # 0: one per core
         providers: list[str | tuple[str, dict[str, object]]] = list(self.providers)
         if self.providers[0] == "TensorrtExecutionProvider":
             providers[0] = ("TensorrtExecutionProvider", {"trt_fp16_enable": v.precision == "fp16"})

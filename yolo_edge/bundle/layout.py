@@ -54,6 +54,7 @@ class BundleMeta:
     sla_ms: float
     fuse_units: bool
     calib: tuple[str, ...]  # the calibration sample's file names, in calib/
+    kept: tuple[int, int] | None = None  # the plan's boxes kept of the FP32 reference's, as deploy judged (audit.py)
 
     def to_dict(self) -> dict[str, Any]:
         return plain(
@@ -67,6 +68,7 @@ class BundleMeta:
                 "sla_ms": self.sla_ms,
                 "fuse_units": self.fuse_units,
                 "calib": list(self.calib),
+                "boxes_kept": None if self.kept is None else list(self.kept),
             }
         )
 
@@ -86,7 +88,22 @@ class BundleMeta:
             float(d["sla_ms"]),
             bool(d["fuse_units"]),
             tuple(d["calib"]),
+            _kept(d.get("boxes_kept")),
         )
+
+
+def _kept(value: object) -> tuple[int, int] | None:
+    """meta.json's ``boxes_kept``: ``[kept, of]``, whole numbers with 0 <= kept <= of (untrusted input)."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        or not 0 <= value[0] <= value[1]
+    ):
+        raise ValueError(f"boxes_kept {str(value)[:60]} is not [kept, of] with 0 <= kept <= of")
+    return value[0], value[1]
 
 
 @dataclass(frozen=True)

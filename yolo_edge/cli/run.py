@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from yolo_edge.audit import FRAMES
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import positive_float, warn_placement
 from yolo_edge.codec import dumps
@@ -183,7 +184,14 @@ def _report(runner: StreamRunner, events: EventLog, audits: dict[str, dict[str, 
                 line += f" (redirected to {printable(redirect['to'])}, another host)"
         print(line, file=out)
     for unit, a in audits.items():
-        line = f"precision audit of {unit}: {a['audits']} audits, {a['failed']} failed (floor {a['floor']:.5f})"
+        line = f"precision audit of {unit}: {a['audits']} audits, {a['failed']} failed"
+        if unit == FRAMES:
+            b, p = a["boxes_kept"], a["proven"]
+            share = "" if b["share"] is None else f" ({b['share']:.1%})"
+            line += f"; FP32 boxes kept {b['kept']}/{b['of']}{share}, deploy proved {p['kept']}/{p['of']}"
+            print(line + ("; on the CPU since a precision event" if a["on_cpu"] else ""), file=out)
+            continue
+        line += f" (floor {a['floor']:.5f})"
         if a["min_cosine"] is not None:
             line += f", cosine with the FP32 twin min {a['min_cosine']:.4f} last {a['last_cosine']:.4f}"
         skipped = f", {a['skipped']} skipped (the audit worker was busy)" if a["skipped"] else ""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import add_bundle_data, add_shards, print_json, table
-from yolo_edge.validate.accuracy import Interval
+from yolo_edge.validate.accuracy import Interval, Kept, MapResult
 from yolo_edge.validate.bundle import val_bundle
 from yolo_edge.validate.conditions import CONDITIONS, parse_conditions
 from yolo_edge.validate.verdict import interval_text, kept_text
@@ -60,14 +60,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if v.conditions:
         judged = [
-            (
-                name,
-                f"{c.reference.map50:.4f}",
-                f"{c.deployed.map50:.4f}",
-                f"{c.drift.map50:+.4f}" + _bounds(c.drift_interval),
-                "" if c.kept is None else f"{c.kept} ({c.kept.kept / max(1, c.kept.of):.1%})",
-            )
-            for name, c in (("as given", v), *v.conditions.items())
+            _row("as given", v.reference, v.deployed, v.drift_interval, v.kept),
+            *(_row(n, c.reference, c.deployed, c.drift_interval, c.kept) for n, c in v.conditions.items()),
         ]
         print(f"\nunder conditions the calibration never saw ({what}50; boxes kept of the FP32 reference's there):")
         level = f" ({v.drift_interval.level:.0%} interval)" if v.drift_interval else ""
@@ -75,5 +69,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bounds(interval: Interval | None) -> str:
-    return "" if interval is None else f" [{interval.lo.map50:+.4f}, {interval.hi.map50:+.4f}]"
+def _row(
+    name: str, reference: MapResult, deployed: MapResult, interval: Interval | None, kept: Kept | None
+) -> tuple[str, ...]:
+    drift = deployed.minus(reference).map50
+    bounds = "" if interval is None else f" [{interval.lo.map50:+.4f}, {interval.hi.map50:+.4f}]"
+    boxes = "" if kept is None else f"{kept} ({kept.kept / max(1, kept.of):.1%})"
+    return name, f"{reference.map50:.4f}", f"{deployed.map50:.4f}", f"{drift:+.4f}{bounds}", boxes

@@ -17,7 +17,7 @@ from yolo_edge.config import NmsConfig
 from yolo_edge.decode import HeadOutputs, count_candidates
 from yolo_edge.devices.board import BoardCpu
 from yolo_edge.export import ModelMeta
-from yolo_edge.pipeline.postprocess import Detections, postprocess
+from yolo_edge.pipeline.postprocess import Detections, boxes_kept, postprocess
 from yolo_edge.pipeline.preprocess import Letterboxed, letterbox
 from yolo_edge.runtime import FrameResult, SplitExecutor
 
@@ -103,6 +103,21 @@ class Detector:
         unit normalises them in its own graph, else the tensor (yolo_edge.pixels)."""
         return {self.executor.input_name: lb.pixels if self.executor.takes_pixels else lb.tensor}
 
+    def audit_frame(
+        self, frame: int, feeds: dict[str, np.ndarray], lb: Letterboxed, dets: Detections, nms: NmsConfig | None
+    ) -> None:
+        """Offer a frame's detections to the precision audit (yolo_edge.audit), which compares them, off the
+        frame's path, with the FP32 chain's on the same feeds (or, while it has moved the accelerator units to their
+        twins, with the accelerator's): the FP32 boxes kept, as deploy counts them."""
+
+        def boxes(parked: bool) -> tuple[int, int]:
+            tensors = self.executor.auditor.chain(feeds, accelerator=parked)
+            other = self.postprocess({n: tensors[n] for n in self.executor.output_names}, lb, nms)
+            ref, got = (dets, other) if parked else (other, dets)
+            return boxes_kept([(ref.xyxy, ref.class_id)], [(got.xyxy, got.class_id)]), len(ref)
+
+        self.executor.auditor.offer_frame(frame, boxes)
+
     def postprocess(self, outputs: dict[str, np.ndarray], lb: Letterboxed, nms: NmsConfig | None = None) -> Detections:
         """The executor's outputs for ``lb`` (the head's, or ``output0``) decoded, NMS'd and mapped to the image."""
         cfg = nms or self.nms
@@ -130,6 +145,7 @@ class Detector:
         t2 = time.perf_counter()
         dets = self.postprocess(result.outputs, lb, nms)
         t3 = time.perf_counter()
+        self.audit_frame(self._frame - 1, feeds, lb, dets, nms)
         modelled = any(s.modelled_ms is not None for s in result.units)
         unit_ms = {s.unit: (s.modelled_ms if s.modelled_ms is not None else s.ms) for s in result.units}
         pre_s, post_s = t1 - t0, t3 - t2

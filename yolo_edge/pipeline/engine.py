@@ -136,7 +136,7 @@ class StreamRunner:
         return max((u.npu.concurrency for u in units if u.npu is not None), default=1) if len(units) == 1 else 1
 
     def _nms(self, inp: queue.Queue[_Job | None]) -> None:
-        outputs = self.detector.executor.output_names
+        outputs, name = self.detector.executor.output_names, self.detector.executor.input_name
         while True:
             job = inp.get()
             if job is None:
@@ -145,6 +145,7 @@ class StreamRunner:
             t0 = time.perf_counter()
             dets = self.detector.postprocess({n: job.tensors[n] for n in outputs}, job.letterboxed)
             post = (time.perf_counter() - t0) * 1e3
+            self.detector.audit_frame(job.frame, {name: job.tensors[name]}, job.letterboxed, dets, None)
             self._results.put(Ordered(replace(_result(job, dets, self.clock()), postprocess_ms=post), job.seq))
 
     def _start(self) -> None:

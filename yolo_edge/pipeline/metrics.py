@@ -84,7 +84,11 @@ class _RunCollector:
             ("yolo_edge_audit_on_cpu", "on_cpu", "1 while a precision event keeps the unit on its FP32 CPU twin."),
         ):
             yield family(GaugeMetricFamily, name, help_,
-                         [({"unit": u}, float(a[key])) for u, a in audits if a[key] is not None])  # type: ignore[arg-type]  # fmt: skip
+                         [({"unit": u}, float(a[key])) for u, a in audits if a.get(key) is not None])  # type: ignore[arg-type]  # fmt: skip
+        yield family(GaugeMetricFamily, "yolo_edge_audit_boxes_kept",
+                     "Share of the FP32 chain's boxes the audited frames kept (the frames' audit).",
+                     [({"unit": u}, float(a["boxes_kept"]["share"]))  # type: ignore[index]
+                      for u, a in audits if "boxes_kept" in a and a["boxes_kept"]["share"] is not None])  # type: ignore[index]  # fmt: skip
 
 
 def registry(runner: StreamRunner, events: EventLog) -> Any:

@@ -78,6 +78,25 @@ def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return inter / (union - inter)
 
 
+KEPT_IOU = 0.5  # a reference box is kept by a box of the same class overlapping it this much
+Boxes = tuple[np.ndarray, np.ndarray]  # one image's xyxy (N, 4) and class ids (N,)
+
+
+def boxes_kept(reference: Sequence[Boxes], candidate: Sequence[Boxes], iou: float = KEPT_IOU) -> int:
+    """How many of ``reference``'s boxes (per image) ``candidate`` keeps: a box of the same class at IoU >= ``iou``
+    in the same image (one candidate box may keep several reference boxes, as a user comparing the two sees it)."""
+    if len(reference) != len(candidate):
+        raise ValueError(f"{len(candidate)} candidate images for {len(reference)} reference images")
+    kept = 0
+    for (rb, rc), (cb, cc) in zip(reference, candidate):
+        if not len(rb) or not len(cb):
+            continue
+        same = rc[:, None] == cc[None, :]
+        overlap = box_iou(rb[:, None, :].astype(np.float64), cb[None, :, :].astype(np.float64))
+        kept += int(((overlap >= iou) & same).any(axis=1).sum())
+    return kept
+
+
 def _fixed_point(n: int, first: np.ndarray, second: np.ndarray, alive: np.ndarray | None = None) -> np.ndarray:
     """Greedy NMS without a Python loop per box. ``(first[k], second[k])`` are the overlapping pairs, the
     first ahead of the second in score order: the first suppresses the second if it is kept. The kept set is

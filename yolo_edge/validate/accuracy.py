@@ -37,7 +37,7 @@ from yolo_edge.data.dataset import Dataset
 from yolo_edge.data.resolve import EvalData
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.detector import Detector
-from yolo_edge.pipeline.postprocess import Detections, box_iou
+from yolo_edge.pipeline.postprocess import KEPT_IOU, Boxes, Detections, boxes_kept
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.progress import Bar
 from yolo_edge.validate.bootstrap import Evaluation, Resamples
@@ -174,9 +174,6 @@ class Accuracy:
         )
 
 
-KEPT_IOU = 0.5
-
-
 @dataclass(frozen=True)
 class Kept:
     """How many of the FP32 reference's boxes at the operating confidence (``nms.conf``, of ``nms.classes`` when it
@@ -201,24 +198,6 @@ class Kept:
 
     def to_dict(self) -> dict[str, object]:
         return plain({"kept": self.kept, "of": self.of, "conf": self.conf, "classes": self.classes})
-
-
-Boxes = tuple[np.ndarray, np.ndarray]  # one image's xyxy (N, 4) and class ids (N,)
-
-
-def boxes_kept(reference: Sequence[Boxes], candidate: Sequence[Boxes], iou: float = KEPT_IOU) -> int:
-    """How many of ``reference``'s boxes (per image) ``candidate`` keeps: a box of the same class at IoU >= ``iou``
-    in the same image (one candidate box may keep several reference boxes, as a user comparing the two sees it)."""
-    if len(reference) != len(candidate):
-        raise ValueError(f"{len(candidate)} candidate images for {len(reference)} reference images")
-    kept = 0
-    for (rb, rc), (cb, cc) in zip(reference, candidate):
-        if not len(rb) or not len(cb):
-            continue
-        same = rc[:, None] == cc[None, :]
-        overlap = box_iou(rb[:, None, :].astype(np.float64), cb[None, :, :].astype(np.float64))
-        kept += int(((overlap >= iou) & same).any(axis=1).sum())
-    return kept
 
 
 def _shown(detections: Detections, nms: NmsConfig) -> Boxes:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.progress import Bar, progress_bar, ticks
 from yolo_edge.validate.accuracy import Interval, Kept, MapResult, Scorer, detect_all
-from yolo_edge.validate.conditions import CONDITIONS
+from yolo_edge.validate.conditions import Judged, judge_under
 from yolo_edge.validate.latency import LATENCY_IMAGES, LatencyResult, measure_latency
 from yolo_edge.validate.noise import Spread, time_beside_reference
 
@@ -62,7 +62,7 @@ class ValResult:
     images: int
     drift_interval: Interval | None = None  # the drift's paired bootstrap interval
     kept: Kept | None = None  # the reference's boxes at the operating confidence that the deployed plan keeps
-    conditions: dict[str, ValResult] = field(default_factory=dict)  # the same, each on the images changed so
+    conditions: dict[str, Judged] = field(default_factory=dict)  # the same, each on the images changed so
 
     @property
     def drift(self) -> MapResult:
@@ -103,28 +103,23 @@ def val_bundle(
     ev = bundle_eval_data(bundle, data, class_map)
     if conditions and (shards is not None or ray_address is not None):
         raise YoloEdgeError("--conditions runs on this machine only: drop --shards / --ray-address, or --conditions")
-    found: dict[str, tuple[list[Detections], list[Detections]]] = {}
+    under: dict[str, dict[str, Judged]] = {}
     if shards is not None or ray_address is not None:
-        found[""] = detect_sharded(bundle, ev, shards, ray_address)
+        ref, dep = detect_sharded(bundle, ev, shards, ray_address)
     else:
         bar = progress_bar(not quiet)
         with (
             bundle.reference_detector() as reference,
             nullcontext(detector) if detector else bundle.detector(as_placed=True) as deployed,
         ):
-            for name in ("", *conditions):
-                change = CONDITIONS[name] if name else None
-                found[name] = (
-                    detect_all(reference, ev.dataset, cfg.val_nms, bar, f"reference {name}".strip(), change),
-                    detect_all(deployed, ev.dataset, cfg.val_nms, bar, f"deployed {name}".strip(), change),
-                )
-    judged = {}
-    for name, (ref, dep) in found.items():
-        scorer = Scorer(ev, ref, cfg.validate, cfg.nms)  # under a condition: the reference's own detections there
-        ref_acc, dep_acc = scorer.score(ref), scorer.score(dep)
-        drift = dep_acc.minus(ref_acc)
-        judged[name] = ValResult(ref_acc.map, dep_acc.map, ev.kind, len(ev.dataset), drift.interval, dep_acc.kept)
-    return replace(judged.pop(""), conditions=judged)
+            ref = detect_all(reference, ev.dataset, cfg.val_nms, bar, "reference")
+            dep = detect_all(deployed, ev.dataset, cfg.val_nms, bar, "deployed")
+            under = judge_under(conditions, reference, {"deployed": deployed}, ev, cfg, bar)
+    scorer = Scorer(ev, ref, cfg.validate, cfg.nms)
+    ref_acc, dep_acc = scorer.score(ref), scorer.score(dep)
+    drift = dep_acc.minus(ref_acc)
+    judged = {name: plans["deployed"] for name, plans in under.items()}
+    return ValResult(ref_acc.map, dep_acc.map, ev.kind, len(ev.dataset), drift.interval, dep_acc.kept, judged)
 
 
 def bench_spread(

@@ -10,17 +10,27 @@ sigma 2), ``jpeg`` (quality 15).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 import cv2
 import numpy as np
 
+from yolo_edge.codec import plain
+from yolo_edge.config import Condition, DeployConfig
+from yolo_edge.data.resolve import EvalData
 from yolo_edge.errors import YoloEdgeError
+from yolo_edge.pipeline.detector import Detector
+from yolo_edge.progress import Bar
+from yolo_edge.validate.accuracy import Interval, Kept, MapResult, Scorer, detect_all
+from yolo_edge.validate.verdict import drift_failure
 
-Condition = Callable[[np.ndarray, int], np.ndarray]  # a BGR uint8 image and its index -> the changed image
+Change = Callable[[np.ndarray, int], np.ndarray]  # a BGR uint8 image and its index -> the changed image
 
 
-def _gain(g: float) -> Condition:
+def _gain(g: float) -> Change:
     return lambda img, _i: np.clip(img.astype(np.float32) * g, 0, 255).astype(np.uint8)
 
 
@@ -45,7 +55,7 @@ def _jpeg(img: np.ndarray, _i: int) -> np.ndarray:
     return np.asarray(back, dtype=np.uint8)
 
 
-CONDITIONS: dict[str, Condition] = {
+CONDITIONS: dict[str, Change] = {
     "dark": _gain(0.25),
     "night": _gain(0.1),
     "bright": _gain(1.8),
@@ -54,6 +64,7 @@ CONDITIONS: dict[str, Condition] = {
     "blur": _blur,
     "jpeg": _jpeg,
 }
+assert tuple(CONDITIONS) == typing.get_args(Condition), "config.Condition names the conditions defined here"
 
 
 def parse_conditions(text: str | Sequence[str]) -> list[str]:
@@ -68,3 +79,65 @@ def parse_conditions(text: str | Sequence[str]) -> list[str]:
             f"unknown condition(s) {unknown or names}: name some of {', '.join(CONDITIONS)} (comma-separated), or all"
         )
     return list(dict.fromkeys(names))
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A plan under one condition against the FP32 reference under the same one."""
+
+    reference: MapResult
+    deployed: MapResult
+    drift_interval: Interval | None
+    kept: Kept | None
+    images: int
+    kind: str
+
+    @property
+    def drift(self) -> MapResult:
+        return self.deployed.minus(self.reference)
+
+    def verdict(self, max_drift: float) -> list[str]:
+        """``[]``, ``["drift"]`` or ``["undecided drift"]``: the deploy's drift rule on this condition's figures."""
+        return drift_failure(self.drift, self.drift_interval, -max_drift)
+
+    def to_dict(self) -> dict[str, Any]:
+        return plain(
+            {
+                "reference": self.reference.to_dict(),
+                "deployed": self.deployed.to_dict(),
+                "drift": self.drift.to_dict(),
+                "drift_interval": None if self.drift_interval is None else self.drift_interval.to_dict(),
+                "kind": self.kind,
+                "images": self.images,
+                "boxes_kept": None if self.kept is None else self.kept.to_dict(),
+            }
+        )
+
+
+def judge_under(
+    conditions: Sequence[str],
+    reference: Detector,
+    plans: Mapping[str, Detector],
+    ev: EvalData,
+    cfg: DeployConfig,
+    bar: Bar,
+) -> dict[str, dict[str, Judged]]:
+    """Each plan and the FP32 reference on ``ev``'s images under each condition: condition -> plan -> figures (the
+    reference's detections there are its pseudo-labels where ``ev`` has no labels)."""
+    found: dict[str, dict[str, Judged]] = {}
+    for name in conditions:
+        change = CONDITIONS[name]
+        ref = detect_all(reference, ev.dataset, cfg.val_nms, bar, f"{name}: whole-cpu", change)
+        scorer = Scorer(ev, ref, cfg.validate, cfg.nms)
+        ref_acc = scorer.score(ref)
+        found[name] = {}
+        for plan, detector in plans.items():
+            acc = scorer.score(detect_all(detector, ev.dataset, cfg.val_nms, bar, f"{name}: {plan}", change))
+            drift = acc.minus(ref_acc)
+            found[name][plan] = Judged(ref_acc.map, acc.map, drift.interval, acc.kept, len(ev.dataset), ev.kind)
+    return found
+
+
+def first_images(ev: EvalData, n: int) -> EvalData:
+    """``ev`` cut to its first ``n`` images (the conditions' sample)."""
+    return replace(ev, dataset=ev.dataset.subset(n))

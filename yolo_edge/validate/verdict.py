@@ -63,7 +63,7 @@ def failures(
     out = list(planned)
     if drift is None and p95_ms is None and planned:
         return out
-    out += _drift_failure(drift, interval, -limits.max_drift)
+    out += drift_failure(drift, interval, -limits.max_drift)
     if spread is not None:
         verdict = judge(spread.lo, spread.hi, limits.sla_ms, spread.quiet)
         out += {FAILS: ["SLA"], UNDECIDED_LATENCY: [UNDECIDED_SLA]}.get(verdict, [])
@@ -72,7 +72,7 @@ def failures(
     return out
 
 
-def _drift_failure(drift: MapResult | None, interval: Interval | None, floor: float) -> list[str]:
+def drift_failure(drift: MapResult | None, interval: Interval | None, floor: float) -> list[str]:
     figures = [] if drift is None else [drift.map50, drift.map50_95]
     if len(figures) < 2 or not all(math.isfinite(d) for d in figures):
         return ["drift"]
