@@ -7,7 +7,6 @@ pass again; ``alert`` only says so. The accelerators are rk3588-approx's simulat
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -53,9 +52,7 @@ def _executor(  # type: ignore[no-untyped-def]
 
 def _drain(ex: SplitExecutor) -> None:
     """Wait for the audit worker to finish what it was offered (a frame never waits for it; a test may)."""
-    deadline = time.monotonic() + 60
-    while ex.auditor._jobs.unfinished_tasks and time.monotonic() < deadline:
-        time.sleep(0.01)
+    ex.auditor.drain(60)
 
 
 def test_no_event_while_the_numerics_are_the_proven_ones(demo_split, tensors, fast_cfg) -> None:  # type: ignore[no-untyped-def]
@@ -67,7 +64,7 @@ def test_no_event_while_the_numerics_are_the_proven_ones(demo_split, tensors, fa
     figures = ex.auditor.figures()["backbone+neck"]
     ex.close()
     assert figures["audits"] >= 25 and figures["failed"] == 0 and not events.events
-    assert figures["min_cosine"] >= floors["backbone+neck"]
+    assert figures["min_cosine"] >= floors["backbone+neck"] - 1e-5  # the figures are rounded
 
 
 @pytest.mark.parametrize("action", ["move_to_cpu", "alert"])

@@ -21,11 +21,14 @@ thread, at a lower priority (nice 10), so its cost goes where the CPU is idle wh
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import math
 import os
 import queue
 import threading
+import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +45,8 @@ if TYPE_CHECKING:
     from yolo_edge.runtime import EventLog, Unit
 
 Tensors = Mapping[str, np.ndarray]
-QUEUE = 2  # audits waiting for the worker; one more is skipped (never a frame delayed)
+QUEUE = 8  # audits waiting for the worker (an audited frame offers one per accelerator unit and one of its boxes);
+# one more is skipped, never waited for
 FRAMES = "frames"  # the frames' audit, in figures and events (where a unit's name goes)
 # An audit fails when the unit's error (1 - cosine) is over SLACK times the worst the deploy accepted: that worst is
 # the largest of ~100 frames, which a frame like them exceeds about once in a hundred (benchmarks/audit.py).
@@ -169,6 +173,12 @@ FRAME_P = 0.05  # a frame's losses this improbable at the proven rate: failed, a
 EVENT_P = 1e-3  # the window's pooled losses this improbable: a precision event
 
 
+def _close_at_exit(ref: weakref.ref[Auditor]) -> None:
+    auditor = ref()
+    if auditor is not None:
+        auditor.close()
+
+
 class Auditor:
     """The audit worker of one executor: ``offer`` after a unit's run, ``offer_frame`` after a frame's
     detections; ``close`` with the executor. Its twins are FP32 sessions of its own, on one thread (the worker's,
@@ -183,6 +193,7 @@ class Auditor:
         self._twins: dict[str, Executable] = {}
         self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=QUEUE)
         self._thread: threading.Thread | None = None
+        self._closing = False
         self._lock = threading.Lock()
 
     def prove(self, kept: int, of: int) -> None:
@@ -232,14 +243,23 @@ class Auditor:
             tensors.update(unit.npu.run(ins) if accelerator and unit.npu is not None else self._twin(unit).run(ins))
         return tensors
 
+    def drain(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for the audits offered so far (a run's end, before its figures are read)."""
+        deadline = time.monotonic() + timeout_s
+        while self._jobs.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.01)
+
     def close(self) -> None:
+        """Drop the audits not started, wait for the one running (native code cannot be interrupted)."""
         if self._thread is not None:
+            self._closing = True
             with contextlib.suppress(queue.Full):
                 self._jobs.put(None, timeout=1.0)
-            self._thread.join(timeout=10.0)
+            self._thread.join(timeout=30.0)
 
     def _due(self, frame: int, failing: bool) -> bool:
-        return frame % (self.cfg.audit_every_failed if failing else self.cfg.audit_every) == 0
+        """Every n-th frame from the n-th on (not the first: a one-image predict exits without waiting on one)."""
+        return (frame + 1) % (self.cfg.audit_every_failed if failing else self.cfg.audit_every) == 0
 
     def _put(self, job: Callable[[], None]) -> bool:
         """Queue ``job`` for the worker (started on the first), or say it was skipped (never wait: under the lock)."""
@@ -250,6 +270,8 @@ class Auditor:
         if self._thread is None:
             self._thread = threading.Thread(target=self._work, name="yolo-edge-audit", daemon=True)
             self._thread.start()
+            # an interpreter that exits under a running audit aborts in the runtime's native code: stop it first
+            atexit.register(_close_at_exit, weakref.ref(self))
         return True
 
     def _twin(self, unit: Unit) -> Executable:
@@ -263,7 +285,8 @@ class Auditor:
         with contextlib.suppress(OSError, AttributeError):  # a lower priority where the OS has one per thread
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         while (job := self._jobs.get()) is not None:
-            job()
+            if not self._closing:
+                job()
             self._jobs.task_done()
 
     def _unit_job(

@@ -429,7 +429,7 @@ def _conditions(session: Session, found: Searched, plans: _Plans) -> dict[str, d
     judged = judge_under(v.conditions, plans.detectors["whole-cpu"], detectors, ev, cfg, session.bar)
     if v.conditions_verdict:
         for name, by in judged.items():
-            plans.split.fails += [f"{f} under {name}" for f in by["split"].verdict(v.max_drift)]
+            plans.split.fails += [f"{f} under {name}" for f in by["split"].verdict(v.max_drift)] if by else []
     return judged
 
 

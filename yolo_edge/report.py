@@ -360,14 +360,15 @@ def _conditions_section(report: DeployReport) -> list[str]:
     """The plans under conditions the calibration never saw, each against the FP32 reference under the same one."""
     if not report.conditions:
         return []
-    first = next(iter(next(iter(report.conditions.values())).values()))
-    level = f"{first.drift_interval.level:.0%} " if first.drift_interval else ""
+    first = next((j for by in report.conditions.values() for j in by.values()), None)
+    level = f"{first.drift_interval.level:.0%} " if first is not None and first.drift_interval else ""
+    images = "" if first is None else f"The first {first.images} "
     what = report.metric
     lines = [
         "",
         "## Conditions the calibration never saw",
         "",
-        f"The first {first.images} judging images changed (validate/conditions.py), seen alike by each plan and the "
+        f"{images or 'The '}judging images changed (validate/conditions.py), seen alike by each plan and the "
         f"FP32 reference; drift of {what}50 with its {level}interval, boxes kept of the reference's there."
         + (
             f" Calibrated with images changed by {', '.join(report.calibrated_conditions)}."
@@ -379,6 +380,9 @@ def _conditions_section(report: DeployReport) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for name, by in report.conditions.items():
+        if not by:
+            unjudged = "not judged: the FP32 reference detects nothing under it (no labels to score against)"
+            lines.append(f"| {name} | - | - | - | - | - | {unjudged} |")
         for plan, j in by.items():
             bounds = "" if j.drift_interval is None else (
                 f" [{j.drift_interval.lo.map50:+.4f}, {j.drift_interval.hi.map50:+.4f}]")  # fmt: skip

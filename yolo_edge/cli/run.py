@@ -36,6 +36,8 @@ from yolo_edge.pipeline.sources import DROP_POLICIES, SourceOptions, parse_sourc
 from yolo_edge.predict import Results, nms_settings
 from yolo_edge.runtime import EventLog
 
+AUDIT_DRAIN_S = 10.0  # at a run's end, how long the audits still running may hold its summary
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -266,6 +268,7 @@ def run(args: argparse.Namespace) -> int:
             runner.stop()
             if metrics is not None:
                 metrics.close()
+            detector.executor.auditor.drain(AUDIT_DRAIN_S)  # the audits of the last frames, in the figures
             audits = detector.executor.auditor.figures()
             events.finish(sum(st.delivered for st in runner.stats), time.monotonic() - started, audits)
             problems = _report(runner, events, audits, args.json or gone)

@@ -66,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nunder conditions the calibration never saw ({what}50; boxes kept of the FP32 reference's there):")
         level = f" ({v.drift_interval.level:.0%} interval)" if v.drift_interval else ""
         print(table(("condition", "reference", "deployed", f"drift{level}", "boxes kept"), judged, whole=(3,)))
+    if v.unjudged:
+        print(f"not judged under {', '.join(v.unjudged)}: the FP32 reference detects nothing there (no labels)")
     return 0
 
 

@@ -63,6 +63,7 @@ class ValResult:
     drift_interval: Interval | None = None  # the drift's paired bootstrap interval
     kept: Kept | None = None  # the reference's boxes at the operating confidence that the deployed plan keeps
     conditions: dict[str, Judged] = field(default_factory=dict)  # the same, each on the images changed so
+    unjudged: tuple[str, ...] = ()  # conditions under which the reference found nothing to agree with (no labels)
 
     @property
     def drift(self) -> MapResult:
@@ -79,6 +80,7 @@ class ValResult:
                 "images": self.images,
                 "boxes_kept": None if self.kept is None else self.kept.to_dict(),
                 "conditions": {name: c.to_dict() for name, c in self.conditions.items()},
+                "conditions_unjudged": list(self.unjudged),
             }
         )
 
@@ -118,8 +120,9 @@ def val_bundle(
     scorer = Scorer(ev, ref, cfg.validate, cfg.nms)
     ref_acc, dep_acc = scorer.score(ref), scorer.score(dep)
     drift = dep_acc.minus(ref_acc)
-    judged = {name: plans["deployed"] for name, plans in under.items()}
-    return ValResult(ref_acc.map, dep_acc.map, ev.kind, len(ev.dataset), drift.interval, dep_acc.kept, judged)
+    judged = {name: plans["deployed"] for name, plans in under.items() if plans}
+    unjudged = tuple(name for name, plans in under.items() if not plans)
+    return ValResult(ref_acc.map, dep_acc.map, ev.kind, len(ev.dataset), drift.interval, dep_acc.kept, judged, unjudged)
 
 
 def bench_spread(

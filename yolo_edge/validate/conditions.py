@@ -123,11 +123,15 @@ def judge_under(
     bar: Bar,
 ) -> dict[str, dict[str, Judged]]:
     """Each plan and the FP32 reference on ``ev``'s images under each condition: condition -> plan -> figures (the
-    reference's detections there are its pseudo-labels where ``ev`` has no labels)."""
+    reference's detections there are its pseudo-labels where ``ev`` has no labels; a condition under which it
+    detects nothing on unlabelled images has no figures: ``{}``)."""
     found: dict[str, dict[str, Judged]] = {}
     for name in conditions:
         change = CONDITIONS[name]
         ref = detect_all(reference, ev.dataset, cfg.val_nms, bar, f"{name}: whole-cpu", change)
+        if not ev.labelled and not any((d.confidence >= cfg.nms.conf).any() for d in ref):
+            found[name] = {}  # no labels and no reference box: nothing to agree with (the report says so)
+            continue
         scorer = Scorer(ev, ref, cfg.validate, cfg.nms)
         ref_acc = scorer.score(ref)
         found[name] = {}
