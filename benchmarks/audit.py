@@ -71,6 +71,15 @@ def kept(ref: list[Detections], dep: list[Detections]) -> str:
     return f"{boxes_kept(r, c) / of:.1%} of {of}" if of else "no boxes"
 
 
+def audit_text(a: dict) -> str:  # type: ignore[type-arg]
+    """One unit's (or the frames') audit figures."""
+    text = f"{a['audits']} audits, {a['failed']} failed, {a['skipped']} skipped"
+    if "boxes_kept" in a:
+        b, p = a["boxes_kept"], a["proven"]
+        return text + f", FP32 boxes kept {b['kept']}/{b['of']} (deploy proved {p['kept']}/{p['of']})"
+    return text + f", min cosine {a['min_cosine']}"
+
+
 def one(device: str, frames: int, rounds: int, tmp: Path) -> list[str]:
     out = Path(tmp) / device
     bundle = load_bundle(deploy(device=device, config=quick_config(), out=out, quiet=True).bundle)
@@ -81,14 +90,16 @@ def one(device: str, frames: int, rounds: int, tmp: Path) -> list[str]:
     with bundle.detector(events=events) as detector, bundle.reference_detector() as reference:
         floors = {u.name: u.audit_floor for u in detector.executor.units if u.audit_floor is not None}
         if not floors:
-            return [f"{device}: no accelerator unit, nothing to audit"]
+            return [f"{device}: chosen {bundle.meta.chosen_plan}, no accelerator unit: nothing to audit"]
         for img in normal:
             detector.detect(img)
-        time.sleep(2)  # the audits of the last frames
+        detector.executor.auditor.drain(30)
+        calm = detector.executor.auditor.figures()
         false = [e for e in events.events if e.trigger == "precision"]
-        start = len(normal)
+        start = detector._frame
         night = [CONDITIONS["night"](images[i % len(images)], i) for i in range(NIGHT)]
         dep = [detector.detect(img)[0] for img in night]
+        detector.executor.auditor.drain(30)
         ref = [reference.detect(img)[0] for img in night]
         figures = detector.executor.auditor.figures()
     raised = [e for e in events.events if e.trigger == "precision" and e.frame >= start]
@@ -97,22 +108,18 @@ def one(device: str, frames: int, rounds: int, tmp: Path) -> list[str]:
     soon = first is not None and first <= 100
     after = kept(ref[first + 5 :], dep[first + 5 :]) if moved and first is not None else "-"
     before = kept(ref[: first or NIGHT], dep[: first or NIGHT])
-    lines = [
-        f"{device}: floors " + ", ".join(f"{u} {f:.5f}" for u, f in floors.items()),
+    met_after = "" if after == "-" else f" ({'met' if float(after.split('%')[0]) >= 98 else 'NOT met'})"
+    return [
+        f"{device}: floors " + ", ".join(f"{u} {f:.5f}" for u, f in floors.items()) + f"; proven {bundle.meta.kept}",
         f"  false alarms: {len(false)} precision events on {frames} calibration-like frames"
-        f" ({'met' if not false else 'NOT met'})",
-        f"  night: first precision event at night frame {first} ({'met' if soon else 'NOT met'});"
-        f" boxes kept before it {before}, after the move {after}",
-        "  audits: "
-        + ", ".join(
-            f"{u} {a['audits']} ({a['failed']} failed, min cosine {a['min_cosine']})" for u, a in figures.items()
-        ),
+        f" ({'met' if not false else 'NOT met'}); audits: "
+        + "; ".join(f"{u} {audit_text(a)}" for u, a in calm.items()),
+        f"  night ({NIGHT} frames): first precision event at night frame {first}"
+        + (f" by {raised[0].unit}" if raised else "")
+        + f" ({'met' if soon else 'NOT met'}); boxes kept before it {before}, after the move {after}{met_after}",
+        "  audits by the end: " + "; ".join(f"{u} {audit_text(a)}" for u, a in figures.items()),
+        "  " + overhead(bundle, normal[:200], rounds),
     ]
-    if after != "-":
-        share = float(after.split("%")[0]) / 100
-        lines[-2] += f" ({'met' if share >= 0.98 else 'NOT met'})"
-    lines.append("  " + overhead(bundle, normal[:200], rounds))
-    return lines
 
 
 def overhead(bundle, frames: list[np.ndarray], rounds: int) -> str:  # type: ignore[no-untyped-def]

@@ -7,6 +7,9 @@ pass again; ``alert`` only says so. The accelerators are rk3588-approx's simulat
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +27,14 @@ from yolo_edge.config import DeployConfig, Faults, load_profile
 from yolo_edge.runtime import EventLog, SplitExecutor
 from yolo_edge.split import SplitModel
 
-AUDITED = {"audit_every": 2, "audit_every_failed": 1, "audit_window": 6, "audit_failures": 3, "recover_probes": 3}
+AUDITED = {
+    "audit_every": 2,
+    "audit_every_failed": 1,
+    "audit_window": 6,
+    "audit_failures": 3,
+    "recover_probes": 3,
+    "audit_budget": 1.0,  # no rest between audits (the budget's own test below)
+}
 
 
 def _executor(  # type: ignore[no-untyped-def]
@@ -33,6 +43,7 @@ def _executor(  # type: ignore[no-untyped-def]
     fast_cfg: DeployConfig,
     faults: Faults,
     log: Path | None = None,
+    clock: Callable[[], float] = time.monotonic,
     **runtime: object,
 ):
     """backbone and neck INT8 on the simulated accelerator, head on the CPU; floors from every image's tensors; the
@@ -47,7 +58,7 @@ def _executor(  # type: ignore[no-untyped-def]
     npu.injector.faults = replace(faults, burst_start=npu.injector.calls + faults.burst_start)
     cfg = replace(fast_cfg.runtime, slow_ratio=1e6, **{**AUDITED, **runtime})
     events = EventLog(log)
-    return SplitExecutor(units, cfg, profile, events), events, floors
+    return SplitExecutor(units, cfg, profile, events, clock=clock), events, floors
 
 
 def _drain(ex: SplitExecutor) -> None:
@@ -183,3 +194,25 @@ def test_the_frames_audit_counts_the_fp32_boxes_a_degraded_accelerator_loses(  #
     recovered = [e for e in events.events if e.trigger == "recovered" and e.unit == FRAMES]
     assert recovered and devices[-1] == "npu" and not figures["on_cpu"]
     assert figures["audits"] >= 60 and figures["failed"] >= 1 and figures["boxes_kept"]["of"] > 0
+
+
+def test_the_audit_keeps_within_its_budget(demo_split, tensors, fast_cfg) -> None:  # type: ignore[no-untyped-def]
+    """``audit_budget``: on an injected clock where frames come every 10 ms and each audit takes 50 ms of the
+    worker's (the clock moves on by 50 ms during a job), a budget of 10 % rests the worker 450 ms after each: over
+    2 s of frames, 5 audits (not the 100 that audit_every 2 asks for), the put-off ones taken on the first frame
+    after the rest; the worker's busy share is the budget."""
+    now = [0.0]
+
+    def clock() -> float:
+        if threading.current_thread().name == "yolo-edge-audit":
+            now[0] += 0.05  # read at a job's start and end: 50 ms a job
+        return now[0]
+
+    ex, events, _ = _executor(demo_split, tensors, fast_cfg, Faults(), clock=clock, audit_budget=0.1)
+    for i in range(200):
+        now[0] = max(now[0], i * 0.01)
+        ex.run({"images": tensors[i % len(tensors)]["images"]}, i)
+        _drain(ex)
+    figures = ex.auditor.figures()["backbone+neck"]
+    ex.close()
+    assert 4 <= figures["audits"] <= 5 and figures["failed"] == 0 and not events.events, figures

@@ -37,6 +37,12 @@ def test_markdown_says_what_the_json_says(deployed: DeployResult) -> None:
             assert j["images"] == 40 and j["drift_interval"]["lo"]["map50"] <= j["drift"]["map50"]
             assert f"| {name} | {plan} | {j['reference']['map50']:.4f} | {j['deployed']['map50']:.4f} |" in md
     assert r["calibrated_conditions"] == [] and "Calibrated on the images as they are." in md
+    from yolo_edge.cli.deploy import conditions_line
+
+    line = conditions_line(report)  # what deploy prints
+    for name, by in r["conditions"].items():
+        k = by["split"]["boxes_kept"]
+        assert f"{name} {k['kept'] / max(1, k['of']):.1%}" in line
     for trigger in ("precision", "performance", "runtime_error", "memory", "unsupported_op"):  # every row, 0 or not
         assert f"| {trigger} | {r['fallback_events']['by_trigger'].get(trigger, 0)} |" in md
 

@@ -184,8 +184,13 @@ class Auditor:
     detections; ``close`` with the executor. Its twins are FP32 sessions of its own, on one thread (the worker's,
     at nice 10): the frames' sessions and their thread pools are not shared with the audit."""
 
-    def __init__(self, cfg: RuntimeConfig, events: EventLog, units: Sequence[Unit]) -> None:
+    def __init__(
+        self, cfg: RuntimeConfig, events: EventLog, units: Sequence[Unit], clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.cfg = cfg
+        self.clock = clock
+        self._free_at = 0.0  # the budget's: no audit is started before
+        self._owed: dict[str, bool] = {}
         self.events = events
         self.chain_units = list(units)
         self.units: dict[str, UnitAudit] = {}
@@ -216,7 +221,7 @@ class Auditor:
         with self._lock:
             a = self.units.setdefault(unit.name, UnitAudit(unit.audit_floor, self.cfg.audit_window))
             failing = a.on_cpu or bool(a.recent and not a.recent[-1])
-            if not self._due(frame, failing):
+            if not self._due(unit.name, frame, failing):
                 return
             if not self._put(lambda: self._unit_job(frame, unit, feeds, outs, npu)):
                 a.skipped += 1
@@ -229,7 +234,7 @@ class Auditor:
         if f is None or not self.cfg.audit_every:
             return
         with self._lock:
-            if not self._due(frame, f.parked or bool(f.recent and f.recent[-1][0] < f.recent[-1][1])):
+            if not self._due(FRAMES, frame, f.parked or bool(f.recent and f.recent[-1][0] < f.recent[-1][1])):
                 return
             if not self._put(lambda: self._frame_job(frame, boxes)):
                 f.skipped += 1
@@ -257,9 +262,17 @@ class Auditor:
                 self._jobs.put(None, timeout=1.0)
             self._thread.join(timeout=30.0)
 
-    def _due(self, frame: int, failing: bool) -> bool:
-        """Every n-th frame from the n-th on (not the first: a one-image predict exits without waiting on one)."""
-        return (frame + 1) % (self.cfg.audit_every_failed if failing else self.cfg.audit_every) == 0
+    def _due(self, key: str, frame: int, failing: bool) -> bool:
+        """Every n-th frame from the n-th on (not the first: a one-image predict exits without waiting on one), while
+        the worker is within its budget; an audit the budget put off is owed, and taken on the first frame after."""
+        owed = (
+            self._owed.pop(key, False)
+            or (frame + 1) % (self.cfg.audit_every_failed if failing else self.cfg.audit_every) == 0
+        )
+        if owed and self.clock() < self._free_at:
+            self._owed[key] = True
+            return False
+        return owed
 
     def _put(self, job: Callable[[], None]) -> bool:
         """Queue ``job`` for the worker (started on the first), or say it was skipped (never wait: under the lock)."""
@@ -286,7 +299,11 @@ class Auditor:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         while (job := self._jobs.get()) is not None:
             if not self._closing:
+                t0 = self.clock()
                 job()
+                spent = self.clock() - t0  # the worker may be busy for audit_budget of the time: rest in proportion
+                with self._lock:
+                    self._free_at = max(self._free_at, t0) + spent / self.cfg.audit_budget
             self._jobs.task_done()
 
     def _unit_job(

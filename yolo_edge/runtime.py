@@ -434,7 +434,7 @@ class SplitExecutor:
         # and timing one engine against itself only measures noise
         self.performance_fallback = not as_placed and (profile is None or profile.kind != "cpu")
         # the precision trigger, off the frames' path; not where the figures are measured as placed (val, check)
-        self.auditor = Auditor(replace(cfg, audit_every=0) if as_placed else cfg, self.events, self.units)
+        self.auditor = Auditor(replace(cfg, audit_every=0) if as_placed else cfg, self.events, self.units, clock)
 
     @property
     def takes_pixels(self) -> bool:
