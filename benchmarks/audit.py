@@ -11,8 +11,9 @@ Deploys the demo to each device (a quick config; the audit floors are measured a
   of the first ``precision`` event (goal: within 100 frames) and, with the default action (the unit moved to its
   FP32 twin), boxes kept of the FP32 reference's at conf 0.25 over the night frames after the event (goal: >= 98 %),
   beside those kept before it;
-- **overhead**: frames per second of a sequential run over the calibration-like frames with the default audit and
-  with none (``audit_every: 0``), in alternating rounds; goal: the ratio's median >= 0.97. On a simulated board the
+- **overhead**: frames per second of a sequential run over the calibration-like frames with the default audit, with
+  an unbudgeted one (``audit_budget: 1``) and with none (``audit_every: 0``), in rounds taking turns; goal: the
+  default's ratio to none, median over the rounds, >= 0.97. On a simulated board the
   frames' host time is the simulator's, not the board's: the ratio says what the audit costs on this host.
 
 Prints the CPU first, then a table per device and whether each goal is met.
@@ -109,6 +110,8 @@ def one(device: str, frames: int, rounds: int, tmp: Path) -> list[str]:
     after = kept(ref[first + 5 :], dep[first + 5 :]) if moved and first is not None else "-"
     before = kept(ref[: first or NIGHT], dep[: first or NIGHT])
     met_after = "" if after == "-" else f" ({'met' if float(after.split('%')[0]) >= 98 else 'NOT met'})"
+    lost = before != "no boxes" and float(before.split("%")[0]) < 98
+    goal = ("met" if soon else "NOT met") if lost else "no goal: the plan keeps >= 98 % of the boxes at night"
     return [
         f"{device}: floors " + ", ".join(f"{u} {f:.5f}" for u, f in floors.items()) + f"; proven {bundle.meta.kept}",
         f"  false alarms: {len(false)} precision events on {frames} calibration-like frames"
@@ -116,31 +119,37 @@ def one(device: str, frames: int, rounds: int, tmp: Path) -> list[str]:
         + "; ".join(f"{u} {audit_text(a)}" for u, a in calm.items()),
         f"  night ({NIGHT} frames): first precision event at night frame {first}"
         + (f" by {raised[0].unit}" if raised else "")
-        + f" ({'met' if soon else 'NOT met'}); boxes kept before it {before}, after the move {after}{met_after}",
+        + f" ({goal}); boxes kept before it {before}, after the move {after}{met_after}",
         "  audits by the end: " + "; ".join(f"{u} {audit_text(a)}" for u, a in figures.items()),
         "  " + overhead(bundle, normal[:200], rounds),
     ]
 
 
 def overhead(bundle, frames: list[np.ndarray], rounds: int) -> str:  # type: ignore[no-untyped-def]
-    ratios = []
-    with bundle.detector() as on, bundle.detector() as off:
+    """Frames per second with the default audit, and with an unbudgeted one (``audit_budget: 1``), over none."""
+    ratios: dict[str, list[float]] = {"default": [], "unbudgeted": []}
+    with bundle.detector() as on, bundle.detector() as free, bundle.detector() as off:
+        free.executor.auditor.cfg = replace(free.executor.auditor.cfg, audit_budget=1.0)
         off.executor.auditor.cfg = replace(off.executor.auditor.cfg, audit_every=0)
-        for det in (on, off):
+        runs = [("default", on), ("unbudgeted", free), ("off", off)]
+        for _, det in runs:
             for img in frames[:20]:
                 det.detect(img)
         for k in range(rounds):
             fps = {}
-            for name, det in (("on", on), ("off", off))[:: 1 if k % 2 else -1]:  # in turn, each first half the time
+            for name, det in runs[k % 3 :] + runs[: k % 3]:  # in turn, each first a third of the time
                 t0 = time.perf_counter()
                 for img in frames:
                     det.detect(img)
                 fps[name] = len(frames) / (time.perf_counter() - t0)
-            ratios.append(fps["on"] / fps["off"])
-    r = statistics.median(ratios)
+            for name in ratios:
+                ratios[name].append(fps[name] / fps["off"])
+    r = statistics.median(ratios["default"])
+    free_r = statistics.median(ratios["unbudgeted"])
     return (
         f"overhead: fps with the default audit / without, median of {rounds} rounds {r:.3f} "
-        f"(rounds {', '.join(f'{x:.3f}' for x in ratios)}; {'met' if r >= 0.97 else 'NOT met'})"
+        f"(rounds {', '.join(f'{x:.3f}' for x in ratios['default'])}; {'met' if r >= 0.97 else 'NOT met'}); "
+        f"unbudgeted audit (audit_budget 1) {free_r:.3f}"
     )
 
 
