@@ -121,7 +121,7 @@ def one(device: str, frames: int, rounds: int, tmp: Path) -> list[str]:
         + (f" by {raised[0].unit}" if raised else "")
         + f" ({goal}); boxes kept before it {before}, after the move {after}{met_after}",
         "  audits by the end: " + "; ".join(f"{u} {audit_text(a)}" for u, a in figures.items()),
-        "  " + overhead(bundle, normal[:200], rounds),
+        "  " + overhead(bundle, normal[: 600 if bundle.profile.latency == "measured" else 100], rounds),
     ]
 
 

@@ -217,3 +217,21 @@ def test_the_audit_keeps_within_its_budget(demo_split, tensors, fast_cfg) -> Non
     figures = ex.auditor.figures()["backbone+neck"]
     ex.close()
     assert 4 <= figures["audits"] <= 5 and figures["failed"] == 0 and not events.events, figures
+
+
+def test_a_unit_proven_exact_is_not_failed_for_its_arithmetic() -> None:
+    """A unit whose floor is 1 (an FP32 graph on the accelerator) differs from its twin by reassociation only: an
+    error under NOISE passes, one over it fails (a precision event at audit_failures 1)."""
+    from types import SimpleNamespace
+
+    from yolo_edge.audit import NOISE, Auditor, UnitAudit
+    from yolo_edge.config import load_deploy_config
+
+    events = EventLog()
+    auditor = Auditor(replace(load_deploy_config().runtime, audit_window=3, audit_failures=1), events, [])
+    unit = SimpleNamespace(name="head", audit_floor=1.0, precision_parked=False)
+    auditor.units["head"] = UnitAudit(1.0, 3)
+    auditor._judge(0, unit, 1 - NOISE / 2, 0.0)  # type: ignore[arg-type]
+    assert not events.events and auditor.figures()["head"]["failed"] == 0
+    auditor._judge(1, unit, 1 - 3 * NOISE, 0.0)  # type: ignore[arg-type]
+    assert [e.trigger for e in events.events] == ["precision"] and unit.precision_parked
