@@ -194,6 +194,7 @@ class Auditor:
         self.clock = clock
         self._free_at = 0.0  # the budget's: no audit is started before
         self._compile_s = 0.0  # seconds the worker spent compiling its twins (not charged to the budget)
+        self._failing = False  # the last audit failed (or a unit is moved): a larger budget
         self._owed: dict[str, bool] = {}
         self.events = events
         self.chain_units = list(units)
@@ -291,6 +292,12 @@ class Auditor:
             atexit.register(_close_at_exit, weakref.ref(self))
         return True
 
+    def _budget(self) -> float:
+        """The worker's share of the time: ``audit_budget``, and as many times more after a failed audit as audits
+        are then more frequent (``audit_every / audit_every_failed``)."""
+        cfg = self.cfg
+        return min(1.0, cfg.audit_budget * (cfg.audit_every / cfg.audit_every_failed if self._failing else 1.0))
+
     def _twin(self, unit: Unit) -> Executable:
         """The audit's FP32 session of ``unit`` (compiled on first use, on the worker's one thread)."""
         if unit.name not in self._twins:
@@ -310,7 +317,7 @@ class Auditor:
                 # the worker may be busy for audit_budget of the time: rest in proportion (a twin's compile is once)
                 spent = self.clock() - t0 - (self._compile_s - compiled)
                 with self._lock:
-                    self._free_at = max(self._free_at, t0) + spent / self.cfg.audit_budget
+                    self._free_at = max(self._free_at, t0) + spent / self._budget()
             self._jobs.task_done()
 
     def _unit_job(
@@ -332,7 +339,9 @@ class Auditor:
             kept, of = 0, 1
         with self._lock:
             f.audits, f.kept, f.of = f.audits + 1, f.kept + kept, f.of + of
-            f.failed += binomial_tail(of - kept, of, f.rate) < FRAME_P
+            failed = binomial_tail(of - kept, of, f.rate) < FRAME_P
+            f.failed += failed
+            self._failing = failed or f.parked
             f.recent.append((kept, of))
             while len(f.recent) > f.window:
                 f.recent.popleft()
@@ -367,6 +376,7 @@ class Auditor:
             a = self.units[unit.name]
             ok = 1.0 - cos <= max(SLACK * (1.0 - a.floor), NOISE)
             a.audits, a.failed = a.audits + 1, a.failed + (not ok)
+            self._failing = not ok or a.on_cpu
             a.last_cosine, a.max_abs_error = cos, err if a.max_abs_error is None else max(a.max_abs_error, err)
             a.min_cosine = cos if a.min_cosine is None else min(a.min_cosine, cos)
             shown = f"cosine {cos:.5f} with the FP32 twin, floor {a.floor:.5f} (the lowest the deploy accepted)"
