@@ -70,7 +70,8 @@ def main() -> int:
                 drift = 0.0 if r.chosen.drift is None else r.chosen.drift.map50
                 print(
                     f"\n{label}, {how}: deploy {r.wall_s:.0f} s, chosen {r.chosen.name} ({r.placement.label}), "
-                    f"{r.chosen.status}; {r.metric}50 drift as given {drift:+.4f}"
+                    f"{r.chosen.status}; {r.metric}50 drift as given {drift:+.4f}; the split judged under the "
+                    f"conditions: {r.split_plan.label}"
                 )
                 if not r.conditions:
                     print("  nothing on the accelerator: no condition judged")

@@ -181,7 +181,7 @@ def test_the_frames_audit_counts_the_fp32_boxes_a_degraded_accelerator_loses(  #
             devices.append(timing.unit_device[ex.units[0].name])
             if devices[-1] == "cpu":  # on the twins: the FP32 chain's own boxes
                 lb = detector.preprocess(images[i % len(images)])
-                chained = ex.auditor.chain(detector.feeds(lb), accelerator=False)
+                chained = ex.auditor.twins.chain(detector.feeds(lb), accelerator=False)
                 ref = detector.postprocess({n: chained[n] for n in ex.output_names}, lb)
                 found.append(len(ref) == len(dets) and bool(np.allclose(ref.xyxy, dets.xyxy, atol=1e-3)))
             _drain(ex)
@@ -209,7 +209,7 @@ def test_the_audit_keeps_within_its_budget(demo_split, tensors, fast_cfg) -> Non
         return now[0]
 
     ex, events, _ = _executor(demo_split, tensors, fast_cfg, Faults(), clock=clock, audit_budget=0.1)
-    ex.auditor._twin(ex.units[0])  # compiled here: a twin's compile is not charged to the budget
+    ex.auditor.twins.of(ex.units[0])  # compiled here: a twin's compile is not charged to the budget
     for i in range(200):
         now[0] = max(now[0], i * 0.01)
         ex.run({"images": tensors[i % len(tensors)]["images"]}, i)

@@ -167,13 +167,55 @@ class FrameAudit:
             }
         )
 
-    def pooled_p(self) -> float:
+    def record(self, kept: int, of: int) -> bool:
+        """One audited frame's boxes: counted, in the window; whether it failed (its losses improbable)."""
+        self.audits, self.kept, self.of = self.audits + 1, self.kept + kept, self.of + of
+        failed = binomial_tail(of - kept, of, self.rate) < FRAME_P
+        self.failed += failed
+        self.recent.append((kept, of))
+        while len(self.recent) > self.window:
+            self.recent.popleft()
+        return failed
+
+    def pooled(self) -> tuple[float, str]:
+        """The window's pooled losses: how probable at the proven rate, and what to say of them."""
         kept, of = sum(k for k, _ in self.recent), sum(n for _, n in self.recent)
-        return binomial_tail(of - kept, of, self.rate)
+        p = binomial_tail(of - kept, of, self.rate)
+        return p, (
+            f"{of - kept} of the FP32 chain's {of} boxes lost over the last {len(self.recent)} audited frames "
+            f"(p = {p:.2g} at the proven loss rate's bound {self.rate:.2%})"
+        )
 
 
 FRAME_P = 0.05  # a frame's losses this improbable at the proven rate: failed, audited more often
 EVENT_P = 1e-3  # the window's pooled losses this improbable: a precision event
+
+
+class Twins:
+    """The audit's own FP32 sessions of the units, compiled on first use on the worker's one thread; the seconds
+    spent compiling them (which the budget does not charge)."""
+
+    def __init__(self, units: Sequence[Unit], clock: Callable[[], float]) -> None:
+        self.units, self.clock = list(units), clock
+        self.compile_s = 0.0
+        self._built: dict[str, Executable] = {}
+
+    def of(self, unit: Unit) -> Executable:
+        if unit.name not in self._built:
+            assert unit.graph is not None, f"unit {unit.name} keeps no FP32 graph to audit against"
+            t0 = self.clock()
+            self._built[unit.name] = OnnxRuntimeBackend(threads=1).compile(unit.graph, "fp32")
+            self.compile_s += self.clock() - t0
+        return self._built[unit.name]
+
+    def chain(self, feeds: dict[str, np.ndarray], accelerator: bool) -> dict[str, np.ndarray]:
+        """Every unit in order on ``feeds``: the accelerator's where it has one (``accelerator``), else the FP32
+        twin; every tensor."""
+        tensors = dict(feeds)
+        for unit in self.units:
+            ins = {n: tensors[n] for n in unit.input_names}
+            tensors.update(unit.npu.run(ins) if accelerator and unit.npu is not None else self.of(unit).run(ins))
+        return tensors
 
 
 def _close_at_exit(ref: weakref.ref[Auditor]) -> None:
@@ -193,14 +235,13 @@ class Auditor:
         self.cfg = cfg
         self.clock = clock
         self._free_at = 0.0  # the budget's: no audit is started before
-        self._compile_s = 0.0  # seconds the worker spent compiling its twins (not charged to the budget)
         self._failing = False  # the last audit failed (or a unit is moved): a larger budget
         self._owed: dict[str, bool] = {}
         self.events = events
         self.chain_units = list(units)
         self.units: dict[str, UnitAudit] = {}
         self.frames: FrameAudit | None = None  # set by ``prove``: a bundle that stores what its deploy proved
-        self._twins: dict[str, Executable] = {}
+        self.twins = Twins(units, clock)
         self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=QUEUE)
         self._thread: threading.Thread | None = None
         self._closing = False
@@ -211,7 +252,9 @@ class Auditor:
         if of > 0 and any(u.npu is not None for u in self.chain_units):
             self.frames = FrameAudit((kept, of), self.cfg.audit_window)
 
-    def figures(self) -> dict[str, dict[str, object]]:
+    def figures(self, wait_s: float = 0.0) -> dict[str, dict[str, object]]:
+        """Each audited unit's figures and the frames' (after waiting up to ``wait_s`` for the audits offered)."""
+        self.drain(wait_s)
         with self._lock:
             found = {name: a.to_dict() for name, a in self.units.items()}
             return found if self.frames is None else {**found, FRAMES: self.frames.to_dict()}
@@ -243,15 +286,6 @@ class Auditor:
                 return
             if not self._put(lambda: self._frame_job(frame, boxes)):
                 f.skipped += 1
-
-    def chain(self, feeds: dict[str, np.ndarray], accelerator: bool) -> dict[str, np.ndarray]:
-        """Every unit in order on ``feeds``: the accelerator's where it has one (``accelerator``), else the audit's
-        own FP32 twins; every tensor (the worker's thread)."""
-        tensors = dict(feeds)
-        for unit in self.chain_units:
-            ins = {n: tensors[n] for n in unit.input_names}
-            tensors.update(unit.npu.run(ins) if accelerator and unit.npu is not None else self._twin(unit).run(ins))
-        return tensors
 
     def drain(self, timeout_s: float) -> None:
         """Wait up to ``timeout_s`` for the audits offered so far (a run's end, before its figures are read)."""
@@ -298,24 +332,15 @@ class Auditor:
         cfg = self.cfg
         return min(1.0, cfg.audit_budget * (cfg.audit_every / cfg.audit_every_failed if self._failing else 1.0))
 
-    def _twin(self, unit: Unit) -> Executable:
-        """The audit's FP32 session of ``unit`` (compiled on first use, on the worker's one thread)."""
-        if unit.name not in self._twins:
-            assert unit.graph is not None, f"unit {unit.name} keeps no FP32 graph to audit against"
-            t0 = self.clock()
-            self._twins[unit.name] = OnnxRuntimeBackend(threads=1).compile(unit.graph, "fp32")
-            self._compile_s += self.clock() - t0
-        return self._twins[unit.name]
-
     def _work(self) -> None:
         with contextlib.suppress(OSError, AttributeError):  # a lower priority where the OS has one per thread
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         while (job := self._jobs.get()) is not None:
             if not self._closing:
-                t0, compiled = self.clock(), self._compile_s
+                t0, compiled = self.clock(), self.twins.compile_s
                 job()
                 # the worker may be busy for audit_budget of the time: rest in proportion (a twin's compile is once)
-                spent = self.clock() - t0 - (self._compile_s - compiled)
+                spent = self.clock() - t0 - (self.twins.compile_s - compiled)
                 with self._lock:
                     self._free_at = max(self._free_at, t0) + spent / self._budget()
             self._jobs.task_done()
@@ -324,7 +349,7 @@ class Auditor:
         self, frame: int, unit: Unit, feeds: dict[str, np.ndarray], outs: dict[str, np.ndarray], npu: bool
     ) -> None:
         try:
-            got, want = (outs, self._twin(unit).run(feeds)) if npu else (unit.npu.run(feeds), outs)  # type: ignore[union-attr]
+            got, want = (outs, self.twins.of(unit).run(feeds)) if npu else (unit.npu.run(feeds), outs)  # type: ignore[union-attr]
         except NpuError:  # the accelerator failing its probe: not back yet
             got, want = None, outs
         cos, err = (-1.0, float("inf")) if got is None else outputs_cosine(got, want)
@@ -338,19 +363,8 @@ class Auditor:
         except NpuError:  # the accelerator failing its probe: a frame lost
             kept, of = 0, 1
         with self._lock:
-            f.audits, f.kept, f.of = f.audits + 1, f.kept + kept, f.of + of
-            failed = binomial_tail(of - kept, of, f.rate) < FRAME_P
-            f.failed += failed
-            self._failing = failed or f.parked
-            f.recent.append((kept, of))
-            while len(f.recent) > f.window:
-                f.recent.popleft()
-            p = f.pooled_p()
-            lost, boxes_n = sum(n - k for k, n in f.recent), sum(n for _, n in f.recent)
-            shown = (
-                f"{lost} of the FP32 chain's {boxes_n} boxes lost over the last {len(f.recent)} audited frames "
-                f"(p = {p:.2g} at the proven loss rate's bound {f.rate:.2%})"
-            )
+            self._failing = f.record(kept, of) or f.parked
+            p, shown = f.pooled()
             if f.parked:
                 if len(f.recent) >= f.window and p >= FRAME_P:
                     f.parked = False

@@ -268,8 +268,7 @@ def run(args: argparse.Namespace) -> int:
             runner.stop()
             if metrics is not None:
                 metrics.close()
-            detector.executor.auditor.drain(AUDIT_DRAIN_S)  # the audits of the last frames, in the figures
-            audits = detector.executor.auditor.figures()
+            audits = detector.executor.auditor.figures(AUDIT_DRAIN_S)  # the last frames' audits in them
             events.finish(sum(st.delivered for st in runner.stats), time.monotonic() - started, audits)
             problems = _report(runner, events, audits, args.json or gone)
             if results is not None and results.error is not None:

@@ -111,7 +111,7 @@ class Detector:
         twins, with the accelerator's): the FP32 boxes kept, as deploy counts them."""
 
         def boxes(parked: bool) -> tuple[int, int]:
-            tensors = self.executor.auditor.chain(feeds, accelerator=parked)
+            tensors = self.executor.auditor.twins.chain(feeds, accelerator=parked)
             other = self.postprocess({n: tensors[n] for n in self.executor.output_names}, lb, nms)
             ref, got = (dets, other) if parked else (other, dets)
             return boxes_kept([(ref.xyxy, ref.class_id)], [(got.xyxy, got.class_id)]), len(ref)
