@@ -14,13 +14,13 @@ from typing import Any
 from yolo_edge.bundle import Bundle, load_bundle
 from yolo_edge.cluster import ray_session
 from yolo_edge.codec import plain
-from yolo_edge.data.resolve import DEMO, EvalData, EvalKind, resolve_eval_data
+from yolo_edge.data.resolve import DEMO, EvalData, resolve_eval_data
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.progress import Bar, progress_bar, ticks
-from yolo_edge.validate.accuracy import Interval, Kept, MapResult, Scorer, detect_all
+from yolo_edge.validate.accuracy import Scorer, detect_all
 from yolo_edge.validate.conditions import Judged, judge_under
 from yolo_edge.validate.latency import LATENCY_IMAGES, LatencyResult, measure_latency
 from yolo_edge.validate.noise import Spread, time_beside_reference
@@ -55,30 +55,17 @@ def bundle_eval_data(
 
 
 @dataclass(frozen=True)
-class ValResult:
-    reference: MapResult
-    deployed: MapResult
-    kind: EvalKind
-    images: int
-    drift_interval: Interval | None = None  # the drift's paired bootstrap interval
-    kept: Kept | None = None  # the reference's boxes at the operating confidence that the deployed plan keeps
+class ValResult(Judged):
+    """The deployed plan against the FP32 reference on the data as given (:class:`Judged`'s figures), and under
+    each condition asked for."""
+
     conditions: dict[str, Judged] = field(default_factory=dict)  # the same, each on the images changed so
     unjudged: tuple[str, ...] = ()  # conditions under which the reference found nothing to agree with (no labels)
-
-    @property
-    def drift(self) -> MapResult:
-        return self.deployed.minus(self.reference)
 
     def to_dict(self) -> dict[str, Any]:
         return plain(
             {
-                "reference": self.reference.to_dict(),
-                "deployed": self.deployed.to_dict(),
-                "drift": self.drift.to_dict(),
-                "drift_interval": None if self.drift_interval is None else self.drift_interval.to_dict(),
-                "kind": self.kind,
-                "images": self.images,
-                "boxes_kept": None if self.kept is None else self.kept.to_dict(),
+                **super().to_dict(),
                 "conditions": {name: c.to_dict() for name, c in self.conditions.items()},
                 "conditions_unjudged": list(self.unjudged),
             }
@@ -122,7 +109,7 @@ def val_bundle(
     drift = dep_acc.minus(ref_acc)
     judged = {name: plans["deployed"] for name, plans in under.items() if plans}
     unjudged = tuple(name for name, plans in under.items() if not plans)
-    return ValResult(ref_acc.map, dep_acc.map, ev.kind, len(ev.dataset), drift.interval, dep_acc.kept, judged, unjudged)
+    return ValResult(ref_acc.map, dep_acc.map, drift.interval, dep_acc.kept, len(ev.dataset), ev.kind, judged, unjudged)
 
 
 def bench_spread(

@@ -20,7 +20,7 @@ import numpy as np
 
 from yolo_edge.codec import plain
 from yolo_edge.config import Condition, DeployConfig
-from yolo_edge.data.resolve import EvalData
+from yolo_edge.data.resolve import EvalData, EvalKind
 from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.progress import Bar
@@ -90,7 +90,7 @@ class Judged:
     drift_interval: Interval | None
     kept: Kept | None
     images: int
-    kind: str
+    kind: EvalKind
 
     @property
     def drift(self) -> MapResult:
