@@ -97,7 +97,7 @@ def one(device: str, frames: int, rounds: int, tmp: Path) -> list[str]:
         detector.executor.auditor.drain(30)
         calm = detector.executor.auditor.figures()
         false = [e for e in events.events if e.trigger == "precision"]
-        start = detector._frame
+        start = len(normal)  # the detector numbers its frames from 0
         night = [CONDITIONS["night"](images[i % len(images)], i) for i in range(NIGHT)]
         dep = [detector.detect(img)[0] for img in night]
         detector.executor.auditor.drain(30)

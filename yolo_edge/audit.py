@@ -32,7 +32,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -148,6 +148,7 @@ class FrameAudit:
     kept: int = 0
     of: int = 0
     parked: bool = False  # the accelerator units moved to their twins by a frames' event
+    last_failed: bool = False
     recent: deque[tuple[int, int]] = field(default_factory=deque)  # (kept, of) of the last ``window`` audits
 
     def __post_init__(self) -> None:
@@ -170,7 +171,7 @@ class FrameAudit:
     def record(self, kept: int, of: int) -> bool:
         """One audited frame's boxes: counted, in the window; whether it failed (its losses improbable)."""
         self.audits, self.kept, self.of = self.audits + 1, self.kept + kept, self.of + of
-        failed = binomial_tail(of - kept, of, self.rate) < FRAME_P
+        failed = self.last_failed = binomial_tail(of - kept, of, self.rate) < FRAME_P
         self.failed += failed
         self.recent.append((kept, of))
         while len(self.recent) > self.window:
@@ -252,7 +253,7 @@ class Auditor:
         if of > 0 and any(u.npu is not None for u in self.chain_units):
             self.frames = FrameAudit((kept, of), self.cfg.audit_window)
 
-    def figures(self, wait_s: float = 0.0) -> dict[str, dict[str, object]]:
+    def figures(self, wait_s: float = 0.0) -> dict[str, dict[str, Any]]:
         """Each audited unit's figures and the frames' (after waiting up to ``wait_s`` for the audits offered)."""
         self.drain(wait_s)
         with self._lock:
@@ -282,7 +283,7 @@ class Auditor:
         if f is None or not self.cfg.audit_every:
             return
         with self._lock:
-            if not self._due(FRAMES, frame, f.parked or bool(f.recent and f.recent[-1][0] < f.recent[-1][1])):
+            if not self._due(FRAMES, frame, f.parked or f.last_failed):
                 return
             if not self._put(lambda: self._frame_job(frame, boxes)):
                 f.skipped += 1
@@ -349,7 +350,9 @@ class Auditor:
         self, frame: int, unit: Unit, feeds: dict[str, np.ndarray], outs: dict[str, np.ndarray], npu: bool
     ) -> None:
         try:
-            got, want = (outs, self.twins.of(unit).run(feeds)) if npu else (unit.npu.run(feeds), outs)  # type: ignore[union-attr]
+            accelerator = unit.npu
+            assert accelerator is not None  # only accelerator units are audited
+            got, want = (outs, self.twins.of(unit).run(feeds)) if npu else (accelerator.run(feeds), outs)
         except NpuError:  # the accelerator failing its probe: not back yet
             got, want = None, outs
         cos, err = (-1.0, float("inf")) if got is None else outputs_cosine(got, want)

@@ -54,7 +54,7 @@ from yolo_edge.plan.results import Memory
 from yolo_edge.progress import Bar, progress_bar
 from yolo_edge.report import DeployReport, report_files
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit
-from yolo_edge.search import SearchRecord, SearchResult, search_plans, with_reason
+from yolo_edge.search import SearchRecord, SearchResult, plan_detector, search_plans, with_reason
 from yolo_edge.split import SplitModel, split_model
 from yolo_edge.validate.accuracy import detect_all
 from yolo_edge.validate.conditions import CONDITIONS, Judged, first_images, judge_under
@@ -419,11 +419,10 @@ def _conditions(session: Session, found: Searched, plans: _Plans) -> dict[str, d
     detectors = {"split": plans.detectors["split"]}
     card = found.search.record.card
     if card is not None and card.plan != found.plan:
-        units = build_units(
-            found.split, card.plan, found.builder, found.calib_tensors, EventLog(), cfg.runtime.fuse_units
+        built, _ = plan_detector(
+            found.split, card.plan, session.profile, cfg, found.builder, found.calib_tensors, EventLog()
         )
-        executor = SplitExecutor(units, cfg.runtime, session.profile, as_placed=True, borrowed=True)
-        detectors["design card"] = session.stack.enter_context(Detector(executor, found.split.exported.meta, cfg.nms))
+        detectors["design card"] = session.stack.enter_context(built)
     ev = first_images(found.evaldata, v.conditions_images)
     session.say(f"conditions: {', '.join(v.conditions)} on {len(ev.dataset)} judging images, {', '.join(detectors)}")
     judged = judge_under(v.conditions, plans.detectors["whole-cpu"], detectors, ev, cfg, session.bar)

@@ -147,6 +147,24 @@ class SearchResult:
     events: EventLog
 
 
+def plan_detector(
+    split: SplitModel,
+    plan: PlacementPlan,
+    profile: DeviceProfile,
+    cfg: DeployConfig,
+    builder: Builder,
+    calib: Sequence[dict[str, np.ndarray]],
+    events: EventLog,
+) -> tuple[Detector, list[Unit]]:
+    """``plan``'s detector as a trial judges it: its units compiled through the deploy's ``builder`` (which keeps
+    their executables: a later trial, or the bundle, may run them again), run as placed."""
+    units = build_units(split, plan, builder, calib, events, cfg.runtime.fuse_units)
+    executor = SplitExecutor(units, cfg.runtime, profile, events, as_placed=True, borrowed=True)
+    detector = Detector(executor, split.exported.meta, cfg.nms)
+    detector.remember(LATENCY_IMAGES)  # its latency frames are evaluation images: simulated once
+    return detector, units
+
+
 class _Judge:
     """Builds a candidate and judges it: detections on the evaluation images, accuracy against the reference's,
     latency interleaved with the reference's, status."""
@@ -176,13 +194,7 @@ class _Judge:
         self.limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
 
     def detector(self, plan: PlacementPlan, events: EventLog) -> tuple[Detector, list[Unit]]:
-        fuse = self.cfg.runtime.fuse_units
-        units = build_units(self.split, plan, self.builder, self.calib, events, fuse)
-        # judged as placed; its executables are the builder's (a later trial, or the bundle, may run them again)
-        executor = SplitExecutor(units, self.cfg.runtime, self.profile, events, as_placed=True, borrowed=True)
-        detector = Detector(executor, self.split.exported.meta, self.cfg.nms)
-        detector.remember(LATENCY_IMAGES)  # its latency frames are evaluation images: simulated once
-        return detector, units
+        return plan_detector(self.split, plan, self.profile, self.cfg, self.builder, self.calib, events)
 
     def judge(self, name: str, plan: PlacementPlan, detector: Detector) -> tuple[PlanRun, LatencyResult]:
         """``plan`` (run by ``detector``) judged; and the reference's latency in the same loop."""

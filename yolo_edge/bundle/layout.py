@@ -132,7 +132,8 @@ class StoredUnit:
         if d["device"] not in ("npu", "cpu"):
             raise ValueError(f"a unit on '{d['device']}'")
         floor = d.get("audit_floor")
-        if floor is not None and (isinstance(floor, bool) or not -1 <= float(floor) <= 1):
+        number = isinstance(floor, int | float) and not isinstance(floor, bool)
+        if floor is not None and (not number or not -1 <= floor <= 1):
             raise ValueError(f"audit_floor {floor!r} is not a cosine")
         floor = None if floor is None else float(floor)
         return cls(subgraphs, piece, d["device"], Variant.parse(str(d["variant"])), str(d["graph"]), floor)

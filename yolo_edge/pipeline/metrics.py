@@ -75,8 +75,7 @@ class _RunCollector:
         audits = sorted(runner.detector.executor.auditor.figures().items())
         results = (("done", "audits"), ("failed", "failed"), ("skipped", "skipped"))
         yield family(CounterMetricFamily, "yolo_edge_audits", "Precision audits of a unit, by result.",
-                     [({"unit": u, "result": r}, float(a[k]))  # type: ignore[arg-type]
-                      for u, a in audits for r, k in results])  # fmt: skip
+                     [({"unit": u, "result": r}, float(a[k])) for u, a in audits for r, k in results])  # fmt: skip
         for name, key, help_ in (
             ("yolo_edge_audit_cosine", "last_cosine", "The last audited cosine of a unit with its FP32 twin."),
             ("yolo_edge_audit_cosine_min", "min_cosine", "The lowest audited cosine of a unit with its FP32 twin."),
@@ -84,11 +83,11 @@ class _RunCollector:
             ("yolo_edge_audit_on_cpu", "on_cpu", "1 while a precision event keeps the unit on its FP32 CPU twin."),
         ):
             yield family(GaugeMetricFamily, name, help_,
-                         [({"unit": u}, float(a[key])) for u, a in audits if a.get(key) is not None])  # type: ignore[arg-type]  # fmt: skip
+                         [({"unit": u}, float(a[key])) for u, a in audits if a.get(key) is not None])  # fmt: skip
+        shares = [(u, a["boxes_kept"]["share"]) for u, a in audits if "boxes_kept" in a]
         yield family(GaugeMetricFamily, "yolo_edge_audit_boxes_kept",
                      "Share of the FP32 chain's boxes the audited frames kept (the frames' audit).",
-                     [({"unit": u}, float(a["boxes_kept"]["share"]))  # type: ignore[index]
-                      for u, a in audits if "boxes_kept" in a and a["boxes_kept"]["share"] is not None])  # type: ignore[index]  # fmt: skip
+                     [({"unit": u}, float(v)) for u, v in shares if v is not None])  # fmt: skip
 
 
 def registry(runner: StreamRunner, events: EventLog) -> Any:
