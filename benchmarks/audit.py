@@ -1,16 +1,20 @@
 """The runtime precision audit's goals (issue #54), per deployed device:
 
-    YOLO_OFFLINE=1 python benchmarks/audit.py [--device host-lowp --device rk3588 ...] [--frames 2000] [--rounds 4]
+    YOLO_OFFLINE=1 python benchmarks/audit.py [--device rk3588 --device sim-edge-npu ...] [--second host-lowp ...]
+        [--frames 2000] [--rounds 4]
 
-Deploys the demo to each device (a quick config; the audit floors are measured as any deploy measures them), then:
+Deploys the demo to each ``--device``, and the second model (tests/second_model.py, judged and calibrated on 160 of
+its own photos) to each ``--second`` (a quick config; the audit floors and lighting are measured as any deploy
+measures them), then, on the shipped calibration images (the second model: its photos):
 
 - **false alarms**: ``--frames`` calibration-like frames (the shipped calibration images, each flipped or not and
   its brightness x0.85 to x1.15 at random) through the bundle's detector with the shipped runtime settings:
   precision events (goal: none);
-- **detection**: night frames (the same images x0.1 brightness, issue #54's worst row) right after them: the frame
-  of the first ``precision`` event (goal: within 100 frames) and, with the default action (the unit moved to its
-  FP32 twin), boxes kept of the FP32 reference's at conf 0.25 over the night frames after the event (goal: >= 98 %),
-  beside those kept before it;
+- **detection**: night frames (the same images x0.1 brightness, issue #54's worst row; ``--condition`` another of
+  validate/conditions.py's) right after them: how many
+  the audit saw as lit unlike the proof's, the frame of the first ``precision`` event (goal: within 100 frames) and,
+  with the default action (the unit moved to its FP32 twin), boxes kept of the FP32 reference's at conf 0.25 over
+  the night frames after the event (goal: >= 98 %), beside those kept before it;
 - **overhead**: frames per second of a sequential run over the calibration-like frames with the default audit, with
   an unbudgeted one (``audit_budget: 1``) and with none (``audit_every: 0``), in rounds taking turns; goal: the
   default's ratio to none, median over the rounds, >= 0.97. On a simulated board the
@@ -35,7 +39,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stream_soak import quick_config  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.second_model import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
+from yolo_edge.audit import FRAMES  # noqa: E402
 from yolo_edge.bundle import load_bundle  # noqa: E402
+from yolo_edge.demo.shapes import write_dataset  # noqa: E402
 from yolo_edge.deploy import deploy  # noqa: E402
 from yolo_edge.host import cpu_name  # noqa: E402
 from yolo_edge.pipeline.detector import Detector  # noqa: E402
@@ -81,10 +89,17 @@ def audit_text(a: dict) -> str:  # type: ignore[type-arg]
     return text + f", min cosine {a['min_cosine']}"
 
 
-def one(device: str, frames: int, rounds: int, tmp: Path) -> list[str]:
-    out = Path(tmp) / device
-    bundle = load_bundle(deploy(device=device, config=quick_config(), out=out, quiet=True).bundle)
-    images = [read_image(p) for p in sorted(default_calib_dir().glob("*.jpg"))]
+def one(device: str, second: bool, condition: str, frames: int, rounds: int, tmp: Path) -> list[str]:
+    out = Path(tmp) / f"{device}-{second}"
+    if second:
+        data = write_dataset(Path(tmp) / "photos", seed=11, sizes={"val": 160}, classes=SECOND_CLASSES)
+        result = deploy(model=str(SECOND_MODEL), device=device, data=data, config=quick_config(), out=out, quiet=True)
+        paths = sorted((data.parent / "images" / "val").glob("*.jpg"))[:64]
+    else:
+        result = deploy(device=device, config=quick_config(), out=out, quiet=True)
+        paths = sorted(default_calib_dir().glob("*.jpg"))
+    bundle = load_bundle(result.bundle)
+    images = [read_image(p) for p in paths]
     normal = likes(images, frames)
     events = EventLog()
     detector: Detector
@@ -98,7 +113,7 @@ def one(device: str, frames: int, rounds: int, tmp: Path) -> list[str]:
         calm = detector.executor.auditor.figures()
         false = [e for e in events.events if e.trigger == "precision"]
         start = len(normal)  # the detector numbers its frames from 0
-        night = [CONDITIONS["night"](images[i % len(images)], i) for i in range(NIGHT)]
+        night = [CONDITIONS[condition](images[i % len(images)], i) for i in range(NIGHT)]
         dep = [detector.detect(img)[0] for img in night]
         detector.executor.auditor.drain(30)
         ref = [reference.detect(img)[0] for img in night]
@@ -111,13 +126,16 @@ def one(device: str, frames: int, rounds: int, tmp: Path) -> list[str]:
     before = kept(ref[: first or NIGHT], dep[: first or NIGHT])
     met_after = "" if after == "-" else f" ({'met' if float(after.split('%')[0]) >= 98 else 'NOT met'})"
     lost = before != "no boxes" and float(before.split("%")[0]) < 98
-    goal = ("met" if soon else "NOT met") if lost else "no goal: the plan keeps >= 98 % of the boxes at night"
+    goal = ("met" if soon else "NOT met") if lost else f"no goal: the plan keeps >= 98 % of the boxes ({condition})"
+    unseen = figures[FRAMES]["unseen"] - calm[FRAMES]["unseen"] if FRAMES in figures else 0
     return [
-        f"{device}: floors " + ", ".join(f"{u} {f:.5f}" for u, f in floors.items()) + f"; proven {bundle.meta.kept}",
+        f"{'second model' if second else 'demo'} on {device}: floors "
+        + ", ".join(f"{u} {f:.5f}" for u, f in floors.items())
+        + f"; proven {bundle.meta.kept}; lighting {bundle.meta.lighting}",
         f"  false alarms: {len(false)} precision events on {frames} calibration-like frames"
         f" ({'met' if not false else 'NOT met'}); audits: "
         + "; ".join(f"{u} {audit_text(a)}" for u, a in calm.items()),
-        f"  night ({NIGHT} frames): first precision event at night frame {first}"
+        f"  {condition} ({NIGHT} frames, {unseen} lit unlike the proof's): first precision event at its frame {first}"
         + (f" by {raised[0].unit}" if raised else "")
         + f" ({goal}); boxes kept before it {before}, after the move {after}{met_after}",
         "  audits by the end: " + "; ".join(f"{u} {audit_text(a)}" for u, a in figures.items()),
@@ -155,14 +173,18 @@ def overhead(bundle, frames: list[np.ndarray], rounds: int) -> str:  # type: ign
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--device", action="append", default=None)
+    ap.add_argument("--device", action="append", default=None, help="the demo on it (default: rk3588, sim-edge-npu)")
+    ap.add_argument("--second", action="append", default=None, help="the second model on it (default: host-lowp)")
     ap.add_argument("--frames", type=int, default=2000)
+    ap.add_argument("--condition", default="night", choices=list(CONDITIONS), help="of the frames after them")
     ap.add_argument("--rounds", type=int, default=4)
     args = ap.parse_args()
     print(f"CPU: {cpu_name()}, {len(os.sched_getaffinity(0))} cores")
     with tempfile.TemporaryDirectory() as tmp:
-        for device in args.device or ["host-lowp", "rk3588"]:
-            print("\n".join(one(device, args.frames, args.rounds, Path(tmp))), flush=True)
+        runs = [(d, False) for d in args.device or []] + [(d, True) for d in args.second or []]
+        for device, second in runs or [("rk3588", False), ("sim-edge-npu", False), ("host-lowp", True)]:
+            lines = one(device, second, args.condition, args.frames, args.rounds, Path(tmp))
+            print("\n".join(lines), flush=True)
     return 0
 
 

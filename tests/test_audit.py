@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -163,17 +164,17 @@ def test_the_frames_audit_counts_the_fp32_boxes_a_degraded_accelerator_loses(  #
     """The frames' audit alone (no unit floors): each audited frame's detections against the FP32 chain's, judged
     against a proof of 990 of 1,000 boxes kept. Clean numerics: no event. Degraded ones: a ``precision`` event on
     ``frames``, the accelerator units on their twins (the frame's boxes are then the FP32 chain's), and back once
-    the probes' pooled losses are likely again."""
+    the probes' boxes bound the loss rate under the tolerance again."""
     from yolo_edge.audit import FRAMES
     from yolo_edge.pipeline.detector import Detector
     from yolo_edge.pipeline.preprocess import default_calib_dir, read_image
 
     images = [read_image(p) for p in sorted(default_calib_dir().glob("*.jpg"))[:16]]
     faults = Faults(burst_start=40, burst_len=40, burst_kind="degrade", degrade_noise=0.5)
-    ex, events, _ = _executor(demo_split, tensors, fast_cfg, faults, audit_window=4)
+    ex, events, _ = _executor(demo_split, tensors, fast_cfg, faults, audit_window=6)
     for unit in ex.units:
         unit.audit_floor = None
-    ex.auditor.prove(990, 1000)
+    ex.auditor.prove(990, 1000, None)
     devices, found = [], []
     with Detector(ex, demo_split.exported.meta, fast_cfg.nms) as detector:
         for i in range(140):
@@ -188,7 +189,7 @@ def test_the_frames_audit_counts_the_fp32_boxes_a_degraded_accelerator_loses(  #
         figures = ex.auditor.figures()[FRAMES]
     precision = [e for e in events.events if e.trigger == "precision"]
     assert precision and all(e.unit == FRAMES for e in precision) and precision[0].frame >= 40
-    assert precision[0].action == "move_to_cpu" and "boxes lost over the last" in precision[0].detail
+    assert precision[0].action == "move_to_cpu" and "boxes lost over recent audited frames" in precision[0].detail
     assert all(d == "npu" for d in devices[: precision[0].frame])  # clean until the degradation: no event
     assert devices[precision[0].frame + 2] == "cpu" and found and all(found)
     recovered = [e for e in events.events if e.trigger == "recovered" and e.unit == FRAMES]
@@ -209,6 +210,7 @@ def test_the_audit_keeps_within_its_budget(demo_split, tensors, fast_cfg) -> Non
         return now[0]
 
     ex, events, _ = _executor(demo_split, tensors, fast_cfg, Faults(), clock=clock, audit_budget=0.1)
+    ex.auditor.cpu_clock = ex.auditor.twins.clock = clock  # the worker's CPU seconds: the same 50 ms a job
     ex.auditor.twins.of(ex.units[0])  # compiled here: a twin's compile is not charged to the budget
     for i in range(200):
         now[0] = max(now[0], i * 0.01)
@@ -222,8 +224,6 @@ def test_the_audit_keeps_within_its_budget(demo_split, tensors, fast_cfg) -> Non
 def test_a_unit_proven_exact_is_not_failed_for_its_arithmetic() -> None:
     """A unit whose floor is 1 (an FP32 graph on the accelerator) differs from its twin by reassociation only: an
     error under NOISE passes, one over it fails (a precision event at audit_failures 1)."""
-    from types import SimpleNamespace
-
     from yolo_edge.audit import NOISE, Auditor, UnitAudit
     from yolo_edge.config import load_deploy_config
 
@@ -235,3 +235,62 @@ def test_a_unit_proven_exact_is_not_failed_for_its_arithmetic() -> None:
     assert not events.events and auditor.figures()["head"]["failed"] == 0
     auditor._judge(1, unit, 1 - 3 * NOISE, 0.0)  # type: ignore[arg-type]
     assert [e.trigger for e in events.events] == ["precision"] and unit.precision_parked
+
+
+def test_the_frames_audit_sees_a_run_of_losses_the_window_would_dilute() -> None:
+    """A proof of 990 of 1,000 boxes kept (loss bound ~1.8 %). Nine clean frames of ten boxes, then one that loses
+    all of its three: the window pooled (3 of 93 lost) is likely at the proven rate, the run of the newest audit
+    (3 of 3) is not, even counted as one test of each run tried: an event. Coming back needs boxes: ten audited
+    frames without a box say nothing, 70 kept bound the loss rate under 3x the proven bound."""
+    from yolo_edge.audit import EVENT_P, FrameAudit, binomial_tail
+
+    f = FrameAudit((990, 1000), 10)
+    for _ in range(9):
+        f.record(10, 10)
+    assert f.scan()[1] == 1.0  # nothing lost: nothing to see
+    f.record(0, 3)
+    assert binomial_tail(3, 93, f.rate) > 0.05  # pooled: diluted
+    p, corrected, shown = f.scan()
+    assert corrected < EVENT_P and p < corrected and "3 of the FP32 chain's 3 boxes lost" in shown
+    f.parked = True
+    for _ in range(10):
+        f.record(0, 0)
+    assert f.passing() is None and f.scan()[0] == 1.0  # parked: suspect until shown back
+    for _ in range(6):
+        f.record(10, 10)
+    assert f.passing() is None  # 60 of 60 kept bound the loss rate at 6.0 %, over 3x the proven bound (5.5 %)
+    f.record(10, 10)
+    assert f.passing() == "70 of the FP32 chain's 70 boxes kept over the last 10 audited frames"
+
+
+def test_frames_lit_unlike_the_proofs_are_audited_as_often_as_after_a_failed_audit(demo_split) -> None:  # type: ignore[no-untyped-def]
+    """The lighting the proof saw (the calibration images letterboxed): frames like them (x0.85 to x1.15) are not
+    unlike it, night (x0.1) is. An auditor whose frames keep every box audits every ``audit_every``-th frame of
+    those like the proof's and every ``audit_every_failed``-th of the night's, counting these as unseen."""
+    from yolo_edge.audit import FRAMES, Auditor, Lighting
+    from yolo_edge.config import load_deploy_config
+    from yolo_edge.pipeline.preprocess import default_calib_dir, letterbox, read_image
+    from yolo_edge.validate.conditions import CONDITIONS
+
+    imgsz = demo_split.exported.meta.imgsz
+    images = [read_image(p) for p in sorted(default_calib_dir().glob("*.jpg"))[:16]]
+    lighting = Lighting.of([letterbox(im, imgsz).inside for im in images])
+    day, night = [], []
+    for i, image in enumerate(images):
+        like = np.clip(image.astype(np.float32) * (0.85 if i % 2 else 1.15), 0, 255).astype(np.uint8)
+        day.append(letterbox(like, imgsz).inside)
+        night.append(letterbox(CONDITIONS["night"](image, i), imgsz).inside)
+    assert not any(lighting.unseen(x) for x in day) and all(lighting.unseen(x) for x in night)
+    cfg = replace(load_deploy_config().runtime, audit_every=12, audit_every_failed=3, audit_budget=1.0)
+    auditor = Auditor(cfg, EventLog(), [])
+    auditor.chain_units = [SimpleNamespace(npu=object())]  # type: ignore[list-item]  # one accelerator unit
+    auditor.prove(990, 1000, lighting)
+    seen = []
+    for frame in range(96):
+        image = (day if frame < 48 else night)[frame % 16]
+        auditor.offer_frame(frame, image, lambda _parked, f=frame: seen.append(f) or (8, 8))  # type: ignore[misc]
+        auditor.drain(10)
+    figures = auditor.figures()[FRAMES]
+    auditor.close()
+    assert seen[:4] == [11, 23, 35, 47] and seen[4:] == list(range(50, 96, 3)), seen
+    assert figures["unseen"] == 48 and figures["frames"] == 96 and figures["failed"] == 0

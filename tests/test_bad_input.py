@@ -188,6 +188,10 @@ def _json_edit(file: str, name: str, edit: Callable[[object], None]) -> Callable
     return make
 
 
+def _bright_lighting(meta: Any) -> None:
+    meta["lighting"] = {"mean": [10, 900], "std": [1, 2]}
+
+
 def _meta_imgsz(meta: Any) -> None:
     meta["model"]["imgsz"] = [16384, 16384]
 
@@ -877,6 +881,12 @@ CASES: list[Case] = [
         lambda e: ["bench", _json_edit("meta.json", "names", _more_names)(e)],
         2,
         "but meta.json names",
+    ),  # fmt: skip
+    (
+        "meta.json lighting out of range",  # the audit's: what the proof saw, untrusted as the rest
+        lambda e: ["bench", _json_edit("meta.json", "lighting", _bright_lighting)(e)],
+        2,
+        "lighting {'mean': [10, 900]",
     ),  # fmt: skip
     (
         "a unit graph out of place",

@@ -9,14 +9,20 @@ lag), two audits:
   of the last ``audit_window`` are a ``precision`` event of the unit.
 - **frames**: the frame's detections against the FP32 chain's on the same feeds, boxes kept as deploy counts them,
   judged against the loss rate the deploy proved (meta.json's ``boxes_kept``, its upper bound): the last
-  ``audit_window`` audited frames' losses pooled, improbable at that rate, are a ``precision`` event of ``frames``.
+  ``audit_window`` audited frames' losses (the most improbable run ending at the newest), improbable at that rate,
+  are a ``precision`` event of ``frames``.
   A unit's numerics can stay as close to FP32 as the proof saw while its boxes go (dark frames: scores near the
   threshold flip); this audit sees that.
+
+The proof saw frames of some brightness and contrast (meta.json's ``lighting``: the range of its calibration and
+judging images'); a frame far outside it (:class:`Lighting`) is where the proof did not look, and is audited as
+often, and with as large a budget, as after a failed audit.
 
 The event's action (``audit_action``): ``move_to_cpu`` runs the unit (a frames' event: every accelerator unit) on its
 FP32 twin from then on, while the audits keep running the accelerator on those frames (off the path) and move it
 back once they pass again (``recovered``); ``alert`` only says so. The audit's own FP32 sessions run on its one
-thread, at a lower priority (nice 10), so its cost goes where the CPU is idle where it can.
+thread, scheduled only where a CPU is idle (Linux SCHED_IDLE; elsewhere nice 10), its budget charged in the CPU
+seconds it used.
 """
 
 from __future__ import annotations
@@ -54,6 +60,43 @@ SLACK = 2.0
 # An error (1 - cosine) this small is arithmetic, not precision: a unit whose floor is 1 (an FP32 or FP16 graph on the
 # accelerator) differs from its twin by reassociation alone, which twice nothing would call a failure.
 NOISE = 1e-4
+
+
+LIGHT_FACTOR = 2.0  # a frame is unlike the proof's when its luma mean or spread is under half its lowest or over
+# twice its highest: night (x0.1 brightness) is, calibration-like frames (x0.85 to x1.15) are not (benchmarks/audit.py)
+
+
+def light(image: np.ndarray) -> tuple[float, float]:
+    """A BGR image's brightness and contrast: its luma's (BT.601) mean and standard deviation, every 4th pixel each
+    way."""
+    luma = image[::4, ::4].astype(np.float32) @ np.array([0.114, 0.587, 0.299], np.float32)
+    return float(luma.mean()), float(luma.std())
+
+
+@dataclass(frozen=True)
+class Lighting:
+    """The brightness and contrast ranges the proof saw (meta.json's ``lighting``), and whether a frame is far
+    outside them: the frames the audit looks at more often."""
+
+    mean: tuple[float, float]
+    std: tuple[float, float]
+
+    @classmethod
+    def of(cls, images: Sequence[np.ndarray]) -> Lighting:
+        seen = np.array([light(image) for image in images])
+        lo, hi = seen.min(0), seen.max(0)
+        return cls((float(lo[0]), float(hi[0])), (float(lo[1]), float(hi[1])))
+
+    def unseen(self, image: np.ndarray) -> bool:
+        """Whether ``image``'s brightness or contrast is under 1/:data:`LIGHT_FACTOR` of the lowest the proof saw
+        or over :data:`LIGHT_FACTOR` times the highest."""
+        m, s = light(image)
+        lo_m, hi_m = self.mean
+        lo_s, hi_s = self.std
+        return not (lo_m / LIGHT_FACTOR <= m <= hi_m * LIGHT_FACTOR and lo_s / LIGHT_FACTOR <= s <= hi_s * LIGHT_FACTOR)
+
+    def to_dict(self) -> dict[str, list[float]]:
+        return {"mean": list(self.mean), "std": list(self.std)}
 
 
 def outputs_cosine(got: Tensors, want: Tensors) -> tuple[float, float]:
@@ -107,19 +150,28 @@ class UnitAudit:
 
 
 def binomial_tail(k: int, n: int, p: float) -> float:
-    """P(X >= k) for X ~ Binomial(n, p), summed in logs (no scipy on a board)."""
+    """P(X >= k) for X ~ Binomial(n, p), in logs (no scipy on a board): above the mean, the terms from k on until
+    they no longer count; below it, one less the terms under k. A few terms either way where losses are few."""
     if k <= 0:
         return 1.0
     if k > n or p <= 0.0:
         return 0.0
     if p >= 1.0:
         return 1.0
-    terms = [
-        math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * math.log(p) + (n - i) * math.log1p(-p)
-        for i in range(k, n + 1)
-    ]
-    top = max(terms)
-    return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
+    log_p, log_q, head = math.log(p), math.log1p(-p), math.lgamma(n + 1)
+
+    def term(i: int) -> float:
+        return math.exp(head - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q)
+
+    if k <= n * p:
+        return max(0.0, 1.0 - sum(term(i) for i in range(k)))
+    total = 0.0
+    for i in range(k, n + 1):  # past the mode: each term smaller than the one before
+        t = term(i)
+        total += t
+        if t <= total * 1e-17:
+            break
+    return min(1.0, total)
 
 
 def loss_bound(lost: int, of: int, level: float = 0.975) -> float:
@@ -136,19 +188,20 @@ def loss_bound(lost: int, of: int, level: float = 0.975) -> float:
 class FrameAudit:
     """The frames' audits: each audited frame's detections against the FP32 chain's (boxes kept), judged against
     the loss rate the deploy proved (its upper bound: ``rate``). A frame whose losses are improbable at that rate
-    (p < :data:`FRAME_P`) has failed; the last ``window`` frames' losses pooled, improbable at p < :data:`EVENT_P`,
-    are a ``precision`` event."""
+    (p < :data:`FRAME_P`) has failed; the most improbable run of the last ``window`` audited frames' losses (one
+    test per run ending at the newest, :meth:`scan`), improbable at p < :data:`EVENT_P`, is a ``precision`` event."""
 
     proven: tuple[int, int]  # the deploy's boxes kept, of the FP32 reference's, on its judging images
     window: int
     rate: float = 0.0
+    frames: int = 0  # frames offered
+    unseen: int = 0  # of them, unlike the frames the proof saw (Lighting)
     audits: int = 0
     failed: int = 0
     skipped: int = 0
     kept: int = 0
     of: int = 0
     parked: bool = False  # the accelerator units moved to their twins by a frames' event
-    last_failed: bool = False
     recent: deque[tuple[int, int]] = field(default_factory=deque)  # (kept, of) of the last ``window`` audits
 
     def __post_init__(self) -> None:
@@ -162,6 +215,8 @@ class FrameAudit:
                 "audits": self.audits,
                 "failed": self.failed,
                 "skipped": self.skipped,
+                "frames": self.frames,
+                "unseen": self.unseen,
                 "boxes_kept": {"kept": self.kept, "of": self.of, "share": share},
                 "proven": {"kept": self.proven[0], "of": self.proven[1], "loss_bound": self.rate},
                 "on_cpu": self.parked,
@@ -171,30 +226,60 @@ class FrameAudit:
     def record(self, kept: int, of: int) -> bool:
         """One audited frame's boxes: counted, in the window; whether it failed (its losses improbable)."""
         self.audits, self.kept, self.of = self.audits + 1, self.kept + kept, self.of + of
-        failed = self.last_failed = binomial_tail(of - kept, of, self.rate) < FRAME_P
+        failed = binomial_tail(of - kept, of, self.rate) < FRAME_P
         self.failed += failed
         self.recent.append((kept, of))
-        while len(self.recent) > self.window:
+        while len(self.recent) > (PARKED_KEEP if self.parked else self.window):
             self.recent.popleft()
         return failed
 
-    def pooled(self) -> tuple[float, str]:
-        """The window's pooled losses: how probable at the proven rate, and what to say of them."""
-        kept, of = sum(k for k, _ in self.recent), sum(n for _, n in self.recent)
-        p = binomial_tail(of - kept, of, self.rate)
-        return p, (
-            f"{of - kept} of the FP32 chain's {of} boxes lost over the last {len(self.recent)} audited frames "
-            f"(p = {p:.2g} at the proven loss rate's bound {self.rate:.2%})"
+    def scan(self) -> tuple[float, float, str]:
+        """The window's most improbable run of losses ending at the newest audit, at the proven rate: its p, that
+        p times the runs tried (each a test), and what to say of it. A run, not the whole window: losses that began
+        a few audits ago are not diluted by the frames before them."""
+        best, lost, of, runs = 1.0, 0, 0, 0
+        k = n = 0
+        for kept_i, of_i in reversed(self.recent) if not self.parked else ():  # parked: suspect until passing
+            k, n = k + of_i - kept_i, n + of_i
+            if of_i:
+                runs += 1
+                p = binomial_tail(k, n, self.rate)
+                if p < best:
+                    best, lost, of = p, k, n
+        return (
+            best,
+            min(1.0, best * max(runs, 1)),
+            (
+                f"{lost} of the FP32 chain's {of} boxes lost over recent audited frames "
+                f"(p = {best:.2g} at the proven loss rate's bound {self.rate:.2%}, {runs} runs tried)"
+            ),
         )
 
+    def passing(self) -> str | None:
+        """What says the accelerator is back, if anything does: the newest audits (while parked, more than a
+        window's, up to :data:`PARKED_KEEP`) whose boxes bound the loss rate (at 97.5 %) under :meth:`tolerance`:
+        enough boxes kept to say so, not just too few boxes to say it is not."""
+        tol, kept, of = self.tolerance(), 0, 0
+        for i, (kept_i, of_i) in enumerate(reversed(self.recent)):
+            kept, of = kept + kept_i, of + of_i
+            # the loss rate's upper bound under tol: at tol, losing this few is improbable (p <= 2.5 %)
+            if i + 1 >= self.window and of and 1.0 - binomial_tail(of - kept + 1, of, tol) <= 0.025:
+                return f"{kept} of the FP32 chain's {of} boxes kept over the last {i + 1} audited frames"
+        return None
 
+    def tolerance(self) -> float:
+        """The loss rate a parked accelerator must be shown under to come back: 3x the proven bound, at least 5 %."""
+        return max(3 * self.rate, 0.05)
+
+
+PARKED_KEEP = 1000  # audits a parked accelerator's recovery may look back over (a sparse scene needs many)
 FRAME_P = 0.05  # a frame's losses this improbable at the proven rate: failed, audited more often
-EVENT_P = 1e-3  # the window's pooled losses this improbable: a precision event
+EVENT_P = 1e-3  # the window's most improbable run of losses this improbable (times the runs tried): an event
 
 
 class Twins:
     """The audit's own FP32 sessions of the units, compiled on first use on the worker's one thread; the seconds
-    spent compiling them (which the budget does not charge)."""
+    of the worker's CPU spent compiling them (``clock``; the budget does not charge them)."""
 
     def __init__(self, units: Sequence[Unit], clock: Callable[[], float]) -> None:
         self.units, self.clock = list(units), clock
@@ -228,30 +313,41 @@ def _close_at_exit(ref: weakref.ref[Auditor]) -> None:
 class Auditor:
     """The audit worker of one executor: ``offer`` after a unit's run, ``offer_frame`` after a frame's
     detections; ``close`` with the executor. Its twins are FP32 sessions of its own, on one thread (the worker's,
-    at nice 10): the frames' sessions and their thread pools are not shared with the audit."""
+    idle-scheduled): the frames' sessions and their thread pools are not shared with the audit."""
 
     def __init__(
-        self, cfg: RuntimeConfig, events: EventLog, units: Sequence[Unit], clock: Callable[[], float] = time.monotonic
+        self,
+        cfg: RuntimeConfig,
+        events: EventLog,
+        units: Sequence[Unit],
+        clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.thread_time,
     ) -> None:
         self.cfg = cfg
         self.clock = clock
+        self.cpu_clock = cpu_clock  # the worker's own CPU seconds: what the budget charges
         self._free_at = 0.0  # the budget's: no audit is started before
-        self._failing = False  # the last audit failed (or a unit is moved): a larger budget
+        self._failing = False  # the last unit audit failed (or a unit is moved): a larger budget
+        self._suspect = False  # the frames' audits: a run of losses improbable at p < FRAME_P, or parked
+        self._shifted = False  # the last frame offered was unlike the proof's (Lighting)
+        self.lighting: Lighting | None = None  # set by ``prove``: what the proof saw
         self._owed: dict[str, bool] = {}
         self.events = events
         self.chain_units = list(units)
         self.units: dict[str, UnitAudit] = {}
         self.frames: FrameAudit | None = None  # set by ``prove``: a bundle that stores what its deploy proved
-        self.twins = Twins(units, clock)
+        self.twins = Twins(units, cpu_clock)
         self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=QUEUE)
         self._thread: threading.Thread | None = None
         self._closing = False
         self._lock = threading.Lock()
 
-    def prove(self, kept: int, of: int) -> None:
-        """The deploy's boxes kept of the FP32 reference's (what the frames' audits judge against)."""
+    def prove(self, kept: int, of: int, lighting: Lighting | None) -> None:
+        """The deploy's boxes kept of the FP32 reference's (what the frames' audits judge against) and the lighting
+        of the frames it saw (a bundle older than it stores none: no frame is then unlike the proof's)."""
         if of > 0 and any(u.npu is not None for u in self.chain_units):
             self.frames = FrameAudit((kept, of), self.cfg.audit_window)
+            self.lighting = lighting
 
     def figures(self, wait_s: float = 0.0) -> dict[str, dict[str, Any]]:
         """Each audited unit's figures and the frames' (after waiting up to ``wait_s`` for the audits offered)."""
@@ -269,21 +365,24 @@ class Auditor:
             return
         with self._lock:
             a = self.units.setdefault(unit.name, UnitAudit(unit.audit_floor, self.cfg.audit_window))
-            failing = a.on_cpu or bool(a.recent and not a.recent[-1])
+            failing = a.on_cpu or bool(a.recent and not a.recent[-1]) or self._shifted
             if not self._due(unit.name, frame, failing):
                 return
             if not self._put(lambda: self._unit_job(frame, unit, feeds, outs, npu)):
                 a.skipped += 1
 
-    def offer_frame(self, frame: int, boxes: Callable[[bool], tuple[int, int]]) -> None:
-        """A frame's detections, audited if due: ``boxes(parked)`` runs the other chain (the FP32 twins', or the
+    def offer_frame(self, frame: int, image: np.ndarray, boxes: Callable[[bool], tuple[int, int]]) -> None:
+        """A frame's detections, audited if due (more often where ``image``, the frame as the network sees it
+        without padding, is unlike the proof's): ``boxes(parked)`` runs the other chain (the FP32 twins', or the
         accelerator's while a frames' event has parked it) and returns the reference's boxes kept and their
         number."""
         f = self.frames
         if f is None or not self.cfg.audit_every:
             return
+        unseen = self.lighting is not None and self.lighting.unseen(image)
         with self._lock:
-            if not self._due(FRAMES, frame, f.parked or f.last_failed):
+            f.frames, f.unseen, self._shifted = f.frames + 1, f.unseen + unseen, unseen
+            if not self._due(FRAMES, frame, self._suspect or self._shifted):
                 return
             if not self._put(lambda: self._frame_job(frame, boxes)):
                 f.skipped += 1
@@ -331,17 +430,22 @@ class Auditor:
         """The worker's share of the time: ``audit_budget``, and as many times more after a failed audit as audits
         are then more frequent (``audit_every / audit_every_failed``)."""
         cfg = self.cfg
-        return min(1.0, cfg.audit_budget * (cfg.audit_every / cfg.audit_every_failed if self._failing else 1.0))
+        more = self._failing or self._suspect or self._shifted
+        return min(1.0, cfg.audit_budget * (cfg.audit_every / cfg.audit_every_failed if more else 1.0))
 
     def _work(self) -> None:
-        with contextlib.suppress(OSError, AttributeError):  # a lower priority where the OS has one per thread
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        try:  # Linux: this thread runs only on a CPU nothing else wants (pid 0: the calling thread)
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        except (OSError, AttributeError):  # elsewhere: a lower priority, where the OS has one per thread
+            with contextlib.suppress(OSError, AttributeError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         while (job := self._jobs.get()) is not None:
             if not self._closing:
-                t0, compiled = self.clock(), self.twins.compile_s
+                t0, c0, compiled = self.clock(), self.cpu_clock(), self.twins.compile_s
                 job()
-                # the worker may be busy for audit_budget of the time: rest in proportion (a twin's compile is once)
-                spent = self.clock() - t0 - (self.twins.compile_s - compiled)
+                # the worker may use audit_budget of a core: rest in proportion to the CPU it used, not to the time
+                # it waited for one at its lower priority (a twin's compile is once, not charged)
+                spent = self.cpu_clock() - c0 - (self.twins.compile_s - compiled)
                 with self._lock:
                     self._free_at = max(self._free_at, t0) + spent / self._budget()
             self._jobs.task_done()
@@ -366,23 +470,25 @@ class Auditor:
         except NpuError:  # the accelerator failing its probe: a frame lost
             kept, of = 0, 1
         with self._lock:
-            self._failing = f.record(kept, of) or f.parked
-            p, shown = f.pooled()
+            f.record(kept, of)
+            p, corrected, shown = f.scan()
+            self._suspect = f.parked or p < FRAME_P  # parked: probed as often as a suspect accelerator is
             if f.parked:
-                if len(f.recent) >= f.window and p >= FRAME_P:
+                back = f.passing()
+                if back is not None:
                     f.parked = False
                     f.recent.clear()
                     for unit in self.chain_units:  # but those a units' event moved
                         own = self.units.get(unit.name)
                         unit.precision_parked = own is not None and own.on_cpu
-                    self.events.add(frame, FRAMES, "recovered", "move_to_npu", f"frames' audits pass again: {shown}")
+                    self.events.add(frame, FRAMES, "recovered", "move_to_npu", f"frames' audits pass again: {back}")
                 return
-            if p >= EVENT_P:
+            if corrected >= EVENT_P:
                 return
             moved = self.cfg.audit_action == "move_to_cpu"
             f.recent.clear()
             if moved:
-                f.parked = True
+                f.parked = self._suspect = True
                 for unit in self.chain_units:
                     unit.precision_parked = unit.precision_parked or unit.npu is not None
             self.events.add(frame, FRAMES, "precision", "move_to_cpu" if moved else "alert", shown)

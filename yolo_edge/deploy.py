@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from yolo_edge.audit import audit_floors
+from yolo_edge.audit import Lighting, audit_floors
 from yolo_edge.backends import require_usable, resolve_device
 from yolo_edge.backends.base import NpuCompileError
 from yolo_edge.backends.builder import Builder
@@ -47,7 +47,14 @@ from yolo_edge.export import ExportedModel, ImgSize, demo_model_path, export_mod
 from yolo_edge.graph import GraphInfo
 from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.detector import Detector
-from yolo_edge.pipeline.preprocess import default_calib_dir, letterbox, load_calibration, load_images, read_image
+from yolo_edge.pipeline.preprocess import (
+    Letterboxed,
+    default_calib_dir,
+    letterbox,
+    load_calibration,
+    load_images,
+    read_image,
+)
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace, boundary_tensors
 from yolo_edge.plan.planner import plan_space
 from yolo_edge.plan.results import Memory
@@ -337,10 +344,11 @@ def _bundle_files(
     units = plans.split_units if on_split else []
     events = plans.events if on_split else EventLog()
     planned = plan_units(found.split, chosen_plan, cfg.runtime.fuse_units)
-    if units:  # the runtime audit's floors: each accelerator unit's worst agreement with its twin on these images
-        images = _floor_images(found, exported.meta.imgsz)
-        floors = audit_floors(units, [{found.split.input.name: x} for x in images])
+    if units:  # the runtime audit's floors (each accelerator unit's worst agreement with its twin) and lighting
+        images = _proof_images(found, exported.meta.imgsz)
+        floors = audit_floors(units, [{found.split.input.name: lb.tensor} for lb in images])
         planned = [replace(u, audit_floor=floors.get(u.name)) for u in planned]
+        meta = replace(meta, lighting=Lighting.of([lb.inside for lb in images]))
     sample = unit_sample(planned, found.calib_tensors[0], found.builder)
     contents = Contents(
         meta=meta,
@@ -361,11 +369,11 @@ def _bundle_files(
 FLOOR_JUDGING = 64  # judging images the audit floors are measured on, beside the calibration source's
 
 
-def _floor_images(found: Searched, imgsz: ImgSize) -> list[np.ndarray]:
-    """The images the audit's floors come from: the calibration source's (calibration and precision check) and the
-    first judging images, letterboxed."""
+def _proof_images(found: Searched, imgsz: ImgSize) -> list[Letterboxed]:
+    """The images the audit's floors and lighting come from: the calibration source's (calibration and precision
+    check) and the first judging images, letterboxed."""
     paths = [*found.calibration.files, *(r.path for r in found.evaldata.dataset.records[:FLOOR_JUDGING])]
-    return load_images(paths, imgsz)
+    return [letterbox(read_image(p), imgsz) for p in paths]
 
 
 def deploy_settings(config: str | Path | DeployConfig | None, sla_ms: float | None) -> DeployConfig:

@@ -4,6 +4,7 @@ bytes deploy writes for a proven plan (:func:`bundle_files`)."""
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from yolo_edge.audit import Lighting
 from yolo_edge.backends.base import io_infos
 from yolo_edge.build import UnitPlan, unit_name
 from yolo_edge.codec import dumps, exact, plain
@@ -55,6 +57,7 @@ class BundleMeta:
     fuse_units: bool
     calib: tuple[str, ...]  # the calibration sample's file names, in calib/
     kept: tuple[int, int] | None = None  # the plan's boxes kept of the FP32 reference's, as deploy judged (audit.py)
+    lighting: Lighting | None = None  # the brightness and contrast of the images it was proven on (audit.py)
 
     def to_dict(self) -> dict[str, Any]:
         return plain(
@@ -69,6 +72,7 @@ class BundleMeta:
                 "fuse_units": self.fuse_units,
                 "calib": list(self.calib),
                 "boxes_kept": None if self.kept is None else list(self.kept),
+                "lighting": None if self.lighting is None else self.lighting.to_dict(),
             }
         )
 
@@ -89,6 +93,7 @@ class BundleMeta:
             bool(d["fuse_units"]),
             tuple(d["calib"]),
             _kept(d.get("boxes_kept")),
+            _lighting(d.get("lighting")),
         )
 
 
@@ -104,6 +109,24 @@ def _kept(value: object) -> tuple[int, int] | None:
     ):
         raise ValueError(f"boxes_kept {str(value)[:60]} is not [kept, of] with 0 <= kept <= of")
     return value[0], value[1]
+
+
+def _lighting(value: object) -> Lighting | None:
+    """meta.json's ``lighting``: ``{"mean": [lo, hi], "std": [lo, hi]}``, finite with 0 <= lo <= hi <= 255
+    (untrusted input)."""
+    if value is None:
+        return None
+    ranges = [value.get(k) for k in ("mean", "std")] if isinstance(value, dict) and len(value) == 2 else []
+    if len(ranges) != 2 or not all(
+        isinstance(r, list)
+        and len(r) == 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in r)
+        and 0 <= r[0] <= r[1] <= 255
+        for r in ranges
+    ):
+        raise ValueError(f"lighting {str(value)[:60]} is not {{mean: [lo, hi], std: [lo, hi]}} within 0 to 255")
+    (m0, m1), (s0, s1) = ranges  # type: ignore[misc]
+    return Lighting((float(m0), float(m1)), (float(s0), float(s1)))
 
 
 @dataclass(frozen=True)

@@ -100,7 +100,8 @@ def read_bundle(path: Path) -> Stored:
     except KeyError as exc:
         raise damaged(path, f"meta.json has no {exc.args[0]}") from None
     except (json.JSONDecodeError, UnicodeDecodeError, TypeError, ValueError) as exc:
-        raise damaged(path, f"meta.json: {type(exc).__name__}") from None
+        said = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise damaged(path, f"meta.json: {type(exc).__name__}: {said}") from None
     for rel in ("profile.yaml", "deploy.yaml", MODEL, CALIB, UNITS, SAMPLE):
         if not (path / rel).exists():
             raise damaged(path, f"no {rel}")

@@ -116,7 +116,7 @@ class Detector:
             ref, got = (dets, other) if parked else (other, dets)
             return boxes_kept([(ref.xyxy, ref.class_id)], [(got.xyxy, got.class_id)]), len(ref)
 
-        self.executor.auditor.offer_frame(frame, boxes)
+        self.executor.auditor.offer_frame(frame, lb.inside, boxes)
 
     def postprocess(self, outputs: dict[str, np.ndarray], lb: Letterboxed, nms: NmsConfig | None = None) -> Detections:
         """The executor's outputs for ``lb`` (the head's, or ``output0``) decoded, NMS'd and mapped to the image."""

@@ -84,6 +84,9 @@ class _RunCollector:
         ):
             yield family(GaugeMetricFamily, name, help_,
                          [({"unit": u}, float(a[key])) for u, a in audits if a.get(key) is not None])  # fmt: skip
+        yield family(CounterMetricFamily, "yolo_edge_audit_unseen_frames",
+                     "Frames lit unlike any the deploy proved (audited as often as after a failed audit).",
+                     [({"unit": u}, float(a["unseen"])) for u, a in audits if "unseen" in a])  # fmt: skip
         shares = [(u, a["boxes_kept"]["share"]) for u, a in audits if "boxes_kept" in a]
         yield family(GaugeMetricFamily, "yolo_edge_audit_boxes_kept",
                      "Share of the FP32 chain's boxes the audited frames kept (the frames' audit).",

@@ -39,6 +39,12 @@ class Letterboxed:
         the pixels)."""
         return to_tensor(self.pixels)
 
+    @property
+    def inside(self) -> np.ndarray:
+        """(h, w, 3) uint8 BGR: the resized image without its padding (a view of ``pixels``)."""
+        h, w = round(self.orig_shape[0] * self.gain[0]), round(self.orig_shape[1] * self.gain[1])
+        return self.pixels[0, self.pad[1] : self.pad[1] + h, self.pad[0] : self.pad[0] + w]
+
 
 def letterbox(image: np.ndarray, imgsz: tuple[int, int]) -> Letterboxed:
     """Resize ``image`` (HxWx3 BGR uint8) keeping its aspect ratio and pad it to ``imgsz`` (height, width)."""
