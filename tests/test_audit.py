@@ -294,3 +294,26 @@ def test_frames_lit_unlike_the_proofs_are_audited_as_often_as_after_a_failed_aud
     auditor.close()
     assert seen[:4] == [11, 23, 35, 47] and seen[4:] == list(range(50, 96, 3)), seen
     assert figures["unseen"] == 48 and figures["frames"] == 96 and figures["failed"] == 0
+
+
+def test_a_frames_unit_audit_and_its_frames_audit_share_the_twins_run() -> None:
+    """The unit audit of a frame's first accelerator unit and the frame's FP32 chain run its twin on the very same
+    arrays: once, not twice (on rk3588 the one unit is the whole network). Other arrays, equal or not, run again."""
+    from yolo_edge.audit import Twins
+
+    calls: list[object] = []
+
+    class Fp32:
+        def run(self, ins: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            calls.append(ins)
+            return {"y": ins["x"] * 2}
+
+    unit = SimpleNamespace(name="u", npu=object(), input_names=("x",))
+    twins = Twins([unit], time.thread_time)  # type: ignore[list-item]
+    twins._built["u"] = Fp32()  # type: ignore[assignment]
+    x = np.ones(3, np.float32)
+    audited = twins.run(unit, {"x": x}, accelerator=False)  # type: ignore[arg-type]
+    chained = twins.chain({"x": x}, accelerator=False)
+    assert len(calls) == 1 and chained["y"] is audited["y"]
+    twins.chain({"x": x.copy()}, accelerator=False)
+    assert len(calls) == 2
