@@ -210,7 +210,7 @@ def test_the_audit_keeps_within_its_budget(demo_split, tensors, fast_cfg) -> Non
         return now[0]
 
     ex, events, _ = _executor(demo_split, tensors, fast_cfg, Faults(), clock=clock, audit_budget=0.1)
-    ex.auditor.cpu_clock = ex.auditor.twins.clock = clock  # the worker's CPU seconds: the same 50 ms a job
+    ex.auditor.worker.cpu_clock = ex.auditor.twins.clock = clock  # the worker's CPU seconds: the same 50 ms a job
     ex.auditor.twins.of(ex.units[0])  # compiled here: a twin's compile is not charged to the budget
     for i in range(200):
         now[0] = max(now[0], i * 0.01)
@@ -263,10 +263,13 @@ def test_the_frames_audit_sees_a_run_of_losses_the_window_would_dilute() -> None
     assert f.passing() == "70 of the FP32 chain's 70 boxes kept over the last 10 audited frames"
 
 
-def test_frames_lit_unlike_the_proofs_are_audited_as_often_as_after_a_failed_audit(demo_split) -> None:  # type: ignore[no-untyped-def]
+def test_frames_lit_unlike_the_proofs_are_audited_as_often_as_after_a_failed_audit(  # type: ignore[no-untyped-def]
+    demo_split, tmp_path: Path, capsys
+) -> None:
     """The lighting the proof saw (the calibration images letterboxed): frames like them (x0.85 to x1.15) are not
     unlike it, night (x0.1) is. An auditor whose frames keep every box audits every ``audit_every``-th frame of
-    those like the proof's and every ``audit_every_failed``-th of the night's, counting these as unseen."""
+    those like the proof's and every ``audit_every_failed``-th of the night's, counting these as unseen; the fallback
+    log read back says so."""
     from yolo_edge.audit import FRAMES, Auditor, Lighting
     from yolo_edge.config import load_deploy_config
     from yolo_edge.pipeline.preprocess import default_calib_dir, letterbox, read_image
@@ -282,7 +285,8 @@ def test_frames_lit_unlike_the_proofs_are_audited_as_often_as_after_a_failed_aud
         night.append(letterbox(CONDITIONS["night"](image, i), imgsz).inside)
     assert not any(lighting.unseen(x) for x in day) and all(lighting.unseen(x) for x in night)
     cfg = replace(load_deploy_config().runtime, audit_every=12, audit_every_failed=3, audit_budget=1.0)
-    auditor = Auditor(cfg, EventLog(), [])
+    log = tmp_path / "events.jsonl"
+    auditor = Auditor(cfg, EventLog(log), [])
     auditor.chain_units = [SimpleNamespace(npu=object())]  # type: ignore[list-item]  # one accelerator unit
     auditor.prove(990, 1000, lighting)
     seen = []
@@ -290,10 +294,13 @@ def test_frames_lit_unlike_the_proofs_are_audited_as_often_as_after_a_failed_aud
         image = (day if frame < 48 else night)[frame % 16]
         auditor.offer_frame(frame, image, lambda _parked, f=frame: seen.append(f) or (8, 8))  # type: ignore[misc]
         auditor.drain(10)
-    figures = auditor.figures()[FRAMES]
+    figures = auditor.figures()
     auditor.close()
     assert seen[:4] == [11, 23, 35, 47] and seen[4:] == list(range(50, 96, 3)), seen
-    assert figures["unseen"] == 48 and figures["frames"] == 96 and figures["failed"] == 0
+    assert figures[FRAMES]["unseen"] == 48 and figures[FRAMES]["frames"] == 96 and figures[FRAMES]["failed"] == 0
+    auditor.events.finish(96, 1.0, figures)
+    assert main(["events", str(log)]) == 0
+    assert "FP32 boxes kept 160/160, 48 of 96 frames lit unlike the proof's" in capsys.readouterr().out
 
 
 def test_a_frames_unit_audit_and_its_frames_audit_share_the_twins_run() -> None:

@@ -67,9 +67,9 @@ LIGHT_FACTOR = 2.0  # a frame is unlike the proof's when its luma mean or spread
 
 
 def light(image: np.ndarray) -> tuple[float, float]:
-    """A BGR image's brightness and contrast: its luma's (BT.601) mean and standard deviation, every 4th pixel each
+    """A BGR image's brightness and contrast: its luma's (BT.601) mean and standard deviation, every 8th pixel each
     way."""
-    luma = image[::4, ::4].astype(np.float32) @ np.array([0.114, 0.587, 0.299], np.float32)
+    luma = image[::8, ::8].astype(np.float32) @ np.array([0.114, 0.587, 0.299], np.float32)
     return float(luma.mean()), float(luma.std())
 
 
@@ -316,10 +316,98 @@ class Twins:
         return tensors
 
 
-def _close_at_exit(ref: weakref.ref[Auditor]) -> None:
-    auditor = ref()
-    if auditor is not None:
-        auditor.close()
+def _close_at_exit(ref: weakref.ref[Worker]) -> None:
+    worker = ref()
+    if worker is not None:
+        worker.close()
+
+
+class Worker:
+    """The audits' one thread, scheduled only where a CPU is idle (Linux SCHED_IDLE; elsewhere nice 10), within a
+    share of a core (``budget()``, read at each use: it grows the moment frames turn suspect) charged in the CPU
+    seconds its jobs used (``cpu_clock``, less ``uncharged()``'s growth: a twin's compile is once). A job that finds
+    the queue full is skipped (the caller counts it); one put off by the budget is owed, and due on the next frame."""
+
+    def __init__(
+        self,
+        budget: Callable[[], float],
+        clock: Callable[[], float],
+        cpu_clock: Callable[[], float],
+        uncharged: Callable[[], float],
+    ) -> None:
+        self.budget, self.clock, self.cpu_clock, self.uncharged = budget, clock, cpu_clock, uncharged
+        self._rest = (0.0, 0.0)  # when the jobs since the worker last rested began, their CPU seconds
+        self._owed: dict[str, bool] = {}
+        self._queued = -1  # the frame of the last job queued
+        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=QUEUE)
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._lock = threading.Lock()
+
+    def due(self, key: str, frame: int, every: int) -> bool:
+        """``key``'s audit on every ``every``-th frame from the ``every``-th on (not the first: a one-image predict
+        exits without waiting on one), while the worker is within its budget and has no job of an earlier frame left
+        (its cost is not known before it ran; one frame's audits share work); one put off is owed, and taken on the
+        first frame after."""
+        with self._lock:
+            owed = self._owed.pop(key, False) or (frame + 1) % every == 0
+            busy = self._jobs.unfinished_tasks > 0 and self._queued != frame
+            if owed and (busy or self.clock() < self._free_at()):
+                self._owed[key] = True
+                return False
+            return owed
+
+    def put(self, frame: int, job: Callable[[], None]) -> bool:
+        """Queue ``frame``'s ``job`` (the thread started on the first), or say it was skipped (never wait)."""
+        try:
+            self._jobs.put_nowait(job)
+        except queue.Full:
+            return False
+        with self._lock:
+            self._queued = frame
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name="yolo-edge-audit", daemon=True)
+                self._thread.start()
+                # an interpreter that exits under a running audit aborts in the runtime's native code: stop it first
+                atexit.register(_close_at_exit, weakref.ref(self))
+        return True
+
+    def drain(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for the jobs queued so far."""
+        deadline = time.monotonic() + timeout_s
+        while self._jobs.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        """Drop the jobs not started, wait for the one running (native code cannot be interrupted)."""
+        if self._thread is not None:
+            self._closing = True
+            with contextlib.suppress(queue.Full):
+                self._jobs.put(None, timeout=1.0)
+            self._thread.join(timeout=30.0)
+
+    def _free_at(self) -> float:
+        """When the next job may start: the CPU seconds of the jobs since the worker last rested, over the budget
+        now, after they began."""
+        start, spent = self._rest
+        return start + spent / self.budget()
+
+    def _work(self) -> None:
+        try:  # Linux: this thread runs only on a CPU nothing else wants (pid 0: the calling thread)
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        except (OSError, AttributeError):  # elsewhere: a lower priority, where the OS has one per thread
+            with contextlib.suppress(OSError, AttributeError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        while (job := self._jobs.get()) is not None:
+            if not self._closing:
+                t0, c0, once = self.clock(), self.cpu_clock(), self.uncharged()
+                job()
+                # rest in proportion to the CPU the job used, not to the time it waited for one at its priority
+                spent = self.cpu_clock() - c0 - (self.uncharged() - once)
+                with self._lock:
+                    start, used = self._rest
+                    self._rest = (t0, spent) if t0 >= self._free_at() else (start, used + spent)
+            self._jobs.task_done()
 
 
 class Auditor:
@@ -336,22 +424,16 @@ class Auditor:
         cpu_clock: Callable[[], float] = time.thread_time,
     ) -> None:
         self.cfg = cfg
-        self.clock = clock
-        self.cpu_clock = cpu_clock  # the worker's own CPU seconds: what the budget charges
-        self._rest = (0.0, 0.0)  # the budget's: the last audit's start and CPU seconds (_free_at)
         self._failing = False  # the last unit audit failed (or a unit is moved): a larger budget
         self._suspect = False  # the frames' audits: a run of losses improbable at p < FRAME_P, or parked
         self._shifted = False  # the last frame offered was unlike the proof's (Lighting)
         self.lighting: Lighting | None = None  # set by ``prove``: what the proof saw
-        self._owed: dict[str, bool] = {}
         self.events = events
         self.chain_units = list(units)
         self.units: dict[str, UnitAudit] = {}
         self.frames: FrameAudit | None = None  # set by ``prove``: a bundle that stores what its deploy proved
         self.twins = Twins(units, cpu_clock)
-        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=QUEUE)
-        self._thread: threading.Thread | None = None
-        self._closing = False
+        self.worker = Worker(self._budget, clock, cpu_clock, lambda: self.twins.compile_s)
         self._lock = threading.Lock()
 
     def prove(self, kept: int, of: int, lighting: Lighting | None) -> None:
@@ -363,7 +445,7 @@ class Auditor:
 
     def figures(self, wait_s: float = 0.0) -> dict[str, dict[str, Any]]:
         """Each audited unit's figures and the frames' (after waiting up to ``wait_s`` for the audits offered)."""
-        self.drain(wait_s)
+        self.worker.drain(wait_s)
         with self._lock:
             found = {name: a.to_dict() for name, a in self.units.items()}
             return found if self.frames is None else {**found, FRAMES: self.frames.to_dict()}
@@ -378,9 +460,9 @@ class Auditor:
         with self._lock:
             a = self.units.setdefault(unit.name, UnitAudit(unit.audit_floor, self.cfg.audit_window))
             failing = a.on_cpu or bool(a.recent and not a.recent[-1]) or self._shifted
-            if not self._due(unit.name, frame, failing):
+            if not self.worker.due(unit.name, frame, self._every(failing)):
                 return
-            if not self._put(lambda: self._unit_job(frame, unit, feeds, outs, npu)):
+            if not self.worker.put(frame, lambda: self._unit_job(frame, unit, feeds, outs, npu)):
                 a.skipped += 1
 
     def offer_frame(self, frame: int, image: np.ndarray, boxes: Callable[[bool], tuple[int, int]]) -> None:
@@ -394,79 +476,28 @@ class Auditor:
         unseen = self.lighting is not None and self.lighting.unseen(image)
         with self._lock:
             f.frames, f.unseen, self._shifted = f.frames + 1, f.unseen + unseen, unseen
-            if not self._due(FRAMES, frame, self._suspect or self._shifted):
+            if not self.worker.due(FRAMES, frame, self._every(self._suspect or self._shifted)):
                 return
-            if not self._put(lambda: self._frame_job(frame, boxes)):
+            if not self.worker.put(frame, lambda: self._frame_job(frame, boxes)):
                 f.skipped += 1
 
     def drain(self, timeout_s: float) -> None:
         """Wait up to ``timeout_s`` for the audits offered so far (a run's end, before its figures are read)."""
-        deadline = time.monotonic() + timeout_s
-        while self._jobs.unfinished_tasks and time.monotonic() < deadline:
-            time.sleep(0.01)
+        self.worker.drain(timeout_s)
 
     def close(self) -> None:
-        """Drop the audits not started, wait for the one running (native code cannot be interrupted)."""
-        if self._thread is not None:
-            self._closing = True
-            with contextlib.suppress(queue.Full):
-                self._jobs.put(None, timeout=1.0)
-            self._thread.join(timeout=30.0)
+        """Drop the audits not started, wait for the one running."""
+        self.worker.close()
 
-    def _due(self, key: str, frame: int, failing: bool) -> bool:
-        """Every n-th frame from the n-th on (not the first: a one-image predict exits without waiting on one), while
-        the worker is within its budget; an audit the budget put off is owed, and taken on the first frame after."""
-        owed = (
-            self._owed.pop(key, False)
-            or (frame + 1) % (self.cfg.audit_every_failed if failing else self.cfg.audit_every) == 0
-        )
-        if owed and self.clock() < self._free_at():
-            self._owed[key] = True
-            return False
-        return owed
-
-    def _put(self, job: Callable[[], None]) -> bool:
-        """Queue ``job`` for the worker (started on the first), or say it was skipped (never wait: under the lock)."""
-        try:
-            self._jobs.put_nowait(job)
-        except queue.Full:
-            return False
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._work, name="yolo-edge-audit", daemon=True)
-            self._thread.start()
-            # an interpreter that exits under a running audit aborts in the runtime's native code: stop it first
-            atexit.register(_close_at_exit, weakref.ref(self))
-        return True
-
-    def _free_at(self) -> float:
-        """When the next audit may start: the last one's start and its CPU seconds over the budget now (grown the
-        moment the frames turn suspect or unlike the proof's, not after a rest set at the smaller one)."""
-        start, spent = self._rest
-        return start + spent / self._budget()
+    def _every(self, failing: bool) -> int:
+        return self.cfg.audit_every_failed if failing else self.cfg.audit_every
 
     def _budget(self) -> float:
-        """The worker's share of the time: ``audit_budget``, and as many times more after a failed audit as audits
+        """The worker's share of a core: ``audit_budget``, and as many times more while frames are suspect as audits
         are then more frequent (``audit_every / audit_every_failed``)."""
         cfg = self.cfg
         more = self._failing or self._suspect or self._shifted
         return min(1.0, cfg.audit_budget * (cfg.audit_every / cfg.audit_every_failed if more else 1.0))
-
-    def _work(self) -> None:
-        try:  # Linux: this thread runs only on a CPU nothing else wants (pid 0: the calling thread)
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        except (OSError, AttributeError):  # elsewhere: a lower priority, where the OS has one per thread
-            with contextlib.suppress(OSError, AttributeError):
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-        while (job := self._jobs.get()) is not None:
-            if not self._closing:
-                t0, c0, compiled = self.clock(), self.cpu_clock(), self.twins.compile_s
-                job()
-                # the worker may use audit_budget of a core: rest in proportion to the CPU it used, not to the time
-                # it waited for one at its lower priority (a twin's compile is once, not charged)
-                spent = self.cpu_clock() - c0 - (self.twins.compile_s - compiled)
-                with self._lock:
-                    self._rest = (max(self._free_at(), t0), spent)
-            self._jobs.task_done()
 
     def _unit_job(
         self, frame: int, unit: Unit, feeds: dict[str, np.ndarray], outs: dict[str, np.ndarray], npu: bool
@@ -489,7 +520,7 @@ class Auditor:
         with self._lock:
             f.record(kept, of)
             p, corrected, shown = f.scan()
-            self._suspect = f.parked or p < FRAME_P  # parked: probed as often as a suspect accelerator is
+            self._suspect = f.parked or corrected < FRAME_P  # parked: probed as often as a suspect accelerator is
             if f.parked:
                 back = f.passing()
                 if back is not None:

@@ -188,7 +188,7 @@ class RuntimeConfig:
     audit_window: Annotated[int, Range(1, 1000)] = 10
     audit_failures: Annotated[int, Range(1, 1000)] = 3
     audit_action: AuditAction = "move_to_cpu"
-    audit_budget: Annotated[float, Range(0, 1, lo_open=True)] = 0.02  # the audit worker's share of a core, at most
+    audit_budget: Annotated[float, Range(0, 1, lo_open=True)] = 0.01  # the audit worker's share of a core, at most
 
     def __post_init__(self) -> None:
         if self.audit_action not in typing.get_args(AuditAction):

@@ -123,6 +123,22 @@ class EventsReport:
         return plain(self)
 
 
+def _add_audits(into: dict[str, dict[str, Any]], run: dict[str, Any]) -> None:
+    """One run's audit figures (its end line's ``audits``) added to those of the runs before it."""
+    for unit, a in run.items():
+        acc = into.setdefault(unit, {"audits": 0, "failed": 0, "min_cosine": None, "floor": a.get("floor")})
+        acc["audits"] += int(a.get("audits", 0))
+        acc["failed"] += int(a.get("failed", 0))
+        if isinstance(a.get("boxes_kept"), dict):  # the frames' audit: FP32 boxes kept, frames lit unlike the proof's
+            acc["kept"] = acc.get("kept", 0) + int(a["boxes_kept"].get("kept", 0))
+            acc["of"] = acc.get("of", 0) + int(a["boxes_kept"].get("of", 0))
+            acc["unseen"] = acc.get("unseen", 0) + int(a.get("unseen", 0))
+            acc["frames"] = acc.get("frames", 0) + int(a.get("frames", 0))
+        low = a.get("min_cosine")
+        if low is not None and (acc["min_cosine"] is None or low < acc["min_cosine"]):
+            acc["min_cosine"] = low
+
+
 def analyse(runs: Sequence[LogRun]) -> EventsReport:
     finished = [r for r in runs if r.end is not None]
     frames = sum(int(r.end["frames"]) for r in finished if r.end is not None)
@@ -146,16 +162,7 @@ def analyse(runs: Sequence[LogRun]) -> EventsReport:
             for device in ("npu", "cpu"):
                 acc[f"{device}_runs"] += float(by.get(device, {}).get("runs", 0))
                 acc[f"{device}_ms"] += float(by.get(device, {}).get("ms", 0.0))
-        for unit, a in r.end.get("audits", {}).items():
-            acc2 = audits.setdefault(unit, {"audits": 0, "failed": 0, "min_cosine": None, "floor": a.get("floor")})
-            acc2["audits"] += int(a.get("audits", 0))
-            acc2["failed"] += int(a.get("failed", 0))
-            if isinstance(a.get("boxes_kept"), dict):  # the frames' audit: FP32 boxes kept
-                acc2["kept"] = acc2.get("kept", 0) + int(a["boxes_kept"].get("kept", 0))
-                acc2["of"] = acc2.get("of", 0) + int(a["boxes_kept"].get("of", 0))
-            low = a.get("min_cosine")
-            if low is not None and (acc2["min_cosine"] is None or low < acc2["min_cosine"]):
-                acc2["min_cosine"] = low
+        _add_audits(audits, r.end.get("audits", {}))
     shares = {
         unit: {
             "npu_runs": a["npu_runs"],
@@ -195,6 +202,11 @@ def _advice(causes: dict[str, dict[str, int]], audits: dict[str, dict[str, Any]]
                 + (f", {a['failed']} of {a['audits']} audits failed" if a else "")
                 + "): deploy again with calibration images like the frames it sees (the conditions where it failed), "
                 "or a wider precision for it"
+                + (
+                    f"; {a['unseen']} of its {a['frames']} frames were lit unlike any the deploy proved"
+                    if a.get("unseen")
+                    else ""
+                )
             )
         if by.get("performance"):
             out.append(
@@ -246,6 +258,7 @@ def lines(report: EventsReport) -> list[str]:
         low = "" if a["min_cosine"] is None else f", lowest cosine {a['min_cosine']:.4f}"
         floor = "" if a["floor"] is None else f" (floor {a['floor']:.5f})"
         kept = f", FP32 boxes kept {a['kept']}/{a['of']}" if "of" in a else ""
+        kept += f", {a['unseen']} of {a['frames']} frames lit unlike the proof's" if a.get("unseen") else ""
         out.append(f"precision audit of {u}: {a['audits']} audits, {a['failed']} failed{floor}{low}{kept}")
     if report.advice:
         out.append("what to recompile:")
