@@ -46,7 +46,7 @@ from tests.second_model import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
 from yolo_edge.audit import FRAMES  # noqa: E402
 from yolo_edge.bundle import load_bundle  # noqa: E402
 from yolo_edge.demo.shapes import write_dataset  # noqa: E402
-from yolo_edge.deploy import deploy  # noqa: E402
+from yolo_edge.deploy import DeployRequest, deploy  # noqa: E402
 from yolo_edge.host import cpu_name  # noqa: E402
 from yolo_edge.pipeline.detector import Detector  # noqa: E402
 from yolo_edge.pipeline.postprocess import (
@@ -95,10 +95,12 @@ def one(device: str, second: bool, condition: str, frames: int, rounds: int, tmp
     out = Path(tmp) / f"{device}-{second}"
     if second:
         data = write_dataset(Path(tmp) / "photos", seed=11, sizes={"val": 160}, classes=SECOND_CLASSES)
-        result = deploy(model=str(SECOND_MODEL), device=device, data=data, config=quick_config(), out=out, quiet=True)
+        result = deploy(
+            DeployRequest(model=str(SECOND_MODEL), device=device, data=data, config=quick_config()), out=out, quiet=True
+        )
         paths = sorted((data.parent / "images" / "val").glob("*.jpg"))[:64]
     else:
-        result = deploy(device=device, config=quick_config(), out=out, quiet=True)
+        result = deploy(DeployRequest(device=device, config=quick_config()), out=out, quiet=True)
         paths = sorted(default_calib_dir().glob("*.jpg"))
     bundle = load_bundle(result.bundle)
     images = [read_image(p) for p in paths]

@@ -45,7 +45,7 @@ import numpy as np
 import onnx
 from scipy.optimize import nnls
 
-from yolo_edge.config import CpuModel, load_profile
+from yolo_edge.config import CpuModel, NmsConfig, load_profile
 from yolo_edge.decode import HeadOutputs
 from yolo_edge.devices.board import BoardCpu
 from yolo_edge.devices.cost import cpu_time
@@ -251,7 +251,7 @@ def host_decode_ms(candidates: int, runs: int = 200) -> float:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        postprocess(tensors, lb, names, 0.25, 0.7, 300, False, head)
+        postprocess(tensors, lb, names, NmsConfig(0.25, 0.7, 300, False), head)
         times.append(time.perf_counter() - start)
     return float(np.median(times[runs // 10 :])) * 1e3
 

@@ -28,7 +28,7 @@ import yaml
 
 from yolo_edge.backends.base import Backend
 from yolo_edge.config import configs_dir
-from yolo_edge.deploy import deploy
+from yolo_edge.deploy import DeployRequest, deploy
 from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.preprocess import default_calib_dir
 
@@ -63,7 +63,9 @@ def main() -> None:
         for path in sorted(default_calib_dir().glob("*.jpg"))[40:46]:
             shutil.copy(path, images)
         t0 = time.perf_counter()
-        deploy(device=args.device, config=work / "small.yaml", data=images, quiet=True, out=work / "bundle")
+        deploy(
+            DeployRequest(device=args.device, config=work / "small.yaml", data=images), quiet=True, out=work / "bundle"
+        )
         wall = time.perf_counter() - t0
     finally:
         shutil.rmtree(work, ignore_errors=True)

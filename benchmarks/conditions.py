@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.second_model import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
 from yolo_edge.config import load_deploy_config  # noqa: E402
 from yolo_edge.demo.shapes import write_dataset  # noqa: E402
-from yolo_edge.deploy import deploy  # noqa: E402
+from yolo_edge.deploy import DeployRequest, deploy  # noqa: E402
 from yolo_edge.host import cpu_name  # noqa: E402
 from yolo_edge.report import DeployReport  # noqa: E402
 
@@ -64,7 +64,9 @@ def main() -> int:
                     validate=replace(base.validate, conditions_images=args.images, calibrate_conditions=calibrated),
                 )
                 out = Path(tmp) / f"{label}-{calibrated}"
-                result = deploy(model=model, device=args.device, data=data, config=cfg, out=out, quiet=True)
+                result = deploy(
+                    DeployRequest(model=model, device=args.device, data=data, config=cfg), out=out, quiet=True
+                )
                 r = result.report
                 how = f"calibrated with {', '.join(r.calibrated_conditions)}" if calibrated else "calibrated as given"
                 drift = 0.0 if r.chosen.drift is None else r.chosen.drift.map50

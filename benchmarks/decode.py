@@ -22,10 +22,12 @@ import numpy as np
 from side_by_side import interleave
 
 from yolo_edge.backends import cpu_backend
+from yolo_edge.config import NmsConfig
 from yolo_edge.decode import HeadOutputs
 from yolo_edge.demo.shapes import demo_val_data
-from yolo_edge.export import demo_model_path, export_model
+from yolo_edge.export import export_model
 from yolo_edge.host import cpu_name
+from yolo_edge.model import demo_model_path
 from yolo_edge.pipeline.postprocess import postprocess
 from yolo_edge.pipeline.preprocess import letterbox, read_image
 from yolo_edge.split import split_model
@@ -70,10 +72,10 @@ def _paths(model: str, imgsz: int, image: np.ndarray, tmp: Path) -> tuple[dict[s
 
     def onnx_decode(conf: float, multi: bool) -> int:
         out = decode.run({t.name: raw[t.name] for t in decode.inputs})
-        return len(postprocess(out, lb, names, conf, 0.7, 300, multi))
+        return len(postprocess(out, lb, names, NmsConfig(conf, 0.7, 300, multi)))
 
     def candidates_first(conf: float, multi: bool) -> int:
-        return len(postprocess(raw, lb, names, conf, 0.7, 300, multi, head))
+        return len(postprocess(raw, lb, names, NmsConfig(conf, 0.7, 300, multi), head))
 
     anchors = sum(raw[c][0, 0].size for c in head.classes)
     return {"ultralytics": ultralytics_, "onnx decode": onnx_decode, "candidates first": candidates_first}, anchors

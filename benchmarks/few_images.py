@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from yolo_edge.demo.shapes import write_dataset
-from yolo_edge.deploy import deploy
+from yolo_edge.deploy import DeployRequest, deploy
 from yolo_edge.host import cpu_name
 from yolo_edge.report import SEARCH_HEADER, search_rows
 
@@ -32,7 +32,9 @@ def main() -> None:
             write_dataset(root / "ds", seed=9, sizes={"val": n}, classes={0: "coin", 3: "spark"})
             photos = root / "photos"
             shutil.copytree(root / "ds" / "images" / "val", photos)
-            result = deploy(model=str(SECOND_MODEL), device="host-lowp", data=photos, quiet=True, out=root / "bundle")
+            result = deploy(
+                DeployRequest(model=str(SECOND_MODEL), device="host-lowp", data=photos), quiet=True, out=root / "bundle"
+            )
             r = result.report
             print(
                 f"\n{n} photos: {len(r.calibration.files)} calibrate, {len(r.data.dataset)} judge by agreement; "

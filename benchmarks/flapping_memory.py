@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stream_soak import quick_config, rss_mb  # noqa: E402
 
 from yolo_edge.bundle import load_bundle  # noqa: E402
-from yolo_edge.deploy import deploy  # noqa: E402
+from yolo_edge.deploy import DeployRequest, deploy  # noqa: E402
 from yolo_edge.host import cpu_name  # noqa: E402
 from yolo_edge.pipeline.engine import StreamOptions, StreamRunner  # noqa: E402
 from yolo_edge.pipeline.preprocess import default_calib_dir  # noqa: E402
@@ -71,7 +71,9 @@ def main() -> int:
     args = ap.parse_args()
     print(f"CPU: {cpu_name()}")
     with tempfile.TemporaryDirectory(prefix="yolo-edge-flap-") as tmp:
-        bundle = load_bundle(deploy(device="cpu", config=quick_config(), quiet=True, out=Path(tmp) / "b").bundle)
+        bundle = load_bundle(
+            deploy(DeployRequest(device="cpu", config=quick_config()), quiet=True, out=Path(tmp) / "b").bundle
+        )
         url, httpd, served = serve(args.fps, args.burst)
         options = StreamOptions(SourceOptions(backoff_s=0.5, backoff_cap_s=2.0))
         with bundle.detector() as detector:

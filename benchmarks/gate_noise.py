@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stream_soak import quick_config  # noqa: E402
 
-from yolo_edge.check import GateResult, check_bundle  # noqa: E402
-from yolo_edge.deploy import deploy  # noqa: E402
+from yolo_edge.check import GateRequest, GateResult, check_bundle  # noqa: E402
+from yolo_edge.deploy import DeployRequest, deploy  # noqa: E402
 from yolo_edge.host import cpu_name  # noqa: E402
 
 
@@ -42,8 +42,10 @@ def main() -> int:
     args = ap.parse_args()
     print(f"CPU: {cpu_name()}, {len(os.sched_getaffinity(0))} cores")
     with tempfile.TemporaryDirectory() as tmp:
-        bundle = deploy(device="host-lowp", config=quick_config(), out=Path(tmp) / "bundle", quiet=True).bundle
-        first = check_bundle(bundle, runs=args.runs)
+        bundle = deploy(
+            DeployRequest(device="host-lowp", config=quick_config()), out=Path(tmp) / "bundle", quiet=True
+        ).bundle
+        first = check_bundle(bundle, GateRequest(runs=args.runs))
         fastest = min(first.latency.samples_ms)
         slas = {"meets (2x fastest)": 2 * fastest, "misses (0.5x fastest)": 0.5 * fastest}
         print(f"fastest quiet frame {fastest:.2f} ms; SLAs: " + ", ".join(f"{k} {v:.2f} ms" for k, v in slas.items()))
@@ -54,7 +56,7 @@ def main() -> int:
                 for name, sla in slas.items():
                     loops = busy_loops() if loaded else []
                     try:
-                        r = check_bundle(bundle, sla_ms=sla, runs=args.runs)
+                        r = check_bundle(bundle, GateRequest(sla_ms=sla, runs=args.runs))
                     finally:
                         for p in loops:
                             p.kill()

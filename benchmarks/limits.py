@@ -29,7 +29,7 @@ from yolo_edge.build import build_units
 from yolo_edge.bundle import Bundle, load_bundle
 from yolo_edge.config import load_deploy_config, load_profile
 from yolo_edge.demo.shapes import demo_val_data
-from yolo_edge.deploy import deploy
+from yolo_edge.deploy import DeployRequest, deploy
 from yolo_edge.export import export_model
 from yolo_edge.graph import GraphInfo
 from yolo_edge.pipeline.detector import Detector
@@ -157,7 +157,7 @@ def deploy_demo(out: Path) -> tuple[Bundle, dict[str, object]]:
     the accelerator when they pass the precision check; decode stays FP32 on the CPU)."""
     cfg = load_deploy_config()
     cfg = replace(cfg, plan=replace(cfg.plan, head_on_npu="auto"))
-    result = deploy(device=ACCELERATOR, config=cfg, out=out, quiet=True)
+    result = deploy(DeployRequest(device=ACCELERATOR, config=cfg), out=out, quiet=True)
     split = next(p for p in result.report.plans if p.name == "split")
     bundle = load_bundle(result.bundle)
     info = {
@@ -239,7 +239,7 @@ def growth_child(onnx_path: str, npu: dict[str, str], budget_s: float = 2.0) -> 
     """One configuration in a fresh process, the all-CPU plan (``npu`` empty) or a split: end-to-end median on
     bus.jpg, the process's memory peak while building (calibration, quantization, compilation) and while
     running frames (the peak reset in between), and the resident memory over the imports' while running."""
-    from yolo_edge.export import load_onnx
+    from yolo_edge.model import load_onnx
 
     base = _status_mb("VmRSS")
     split = split_model(load_onnx(onnx_path))

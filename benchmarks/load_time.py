@@ -129,7 +129,7 @@ def measure(bundle: Path, rounds: int) -> dict[str, float]:
 
 
 def deploy_defaults(tmp: Path) -> list[Path]:
-    from yolo_edge.deploy import deploy
+    from yolo_edge.deploy import DeployRequest, deploy
     from yolo_edge.pipeline.preprocess import default_calib_dir
 
     images = tmp / "images"  # agreement data for the second model: images the calibration does not use
@@ -144,7 +144,7 @@ def deploy_defaults(tmp: Path) -> list[Path]:
         ("second-640-host-lowp", {"device": "host-lowp", "model": second, "imgsz": 640, "data": images}),
     ):
         out = tmp / name
-        made.append(out if (out / "units.json").is_file() else deploy(out=out, quiet=True, **kwargs).bundle)  # type: ignore[arg-type]
+        made.append(out if (out / "units.json").is_file() else deploy(DeployRequest(**kwargs), out, quiet=True).bundle)  # type: ignore[arg-type]
     return made
 
 

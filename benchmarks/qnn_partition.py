@@ -25,11 +25,11 @@ import onnx
 from yolo_edge.backends.builder import Builder  # noqa: E402
 from yolo_edge.backends.qnn import QnnExecutable, backend_for, htp_session
 from yolo_edge.backends.quantize import quantize_qnn
-from yolo_edge.build import UnitFeeds, UnitPlan, compile_units
+from yolo_edge.build import UnitFeeds, UnitPlan, UnitSources, compile_units
 from yolo_edge.bundle import load_bundle
 from yolo_edge.config import DeviceProfile, Variant, load_deploy_config, load_profile
 from yolo_edge.data.resolve import resolve_eval_data
-from yolo_edge.deploy import deploy
+from yolo_edge.deploy import DeployRequest, deploy
 from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
 from yolo_edge.graph import SUBGRAPHS, GraphInfo
 from yolo_edge.host import cpu_name
@@ -99,7 +99,10 @@ def main() -> None:
         for p in sorted(default_calib_dir().glob("*.jpg"))[40 : 40 + args.images]:
             shutil.copy(p, photos)
         made = (
-            args.bundle or deploy(device=profile.name, data=photos, config=cfg, out=Path(tmp, "b"), quiet=True).bundle
+            args.bundle
+            or deploy(
+                DeployRequest(device=profile.name, data=photos, config=cfg), out=Path(tmp, "b"), quiet=True
+            ).bundle
         )
         bundle = load_bundle(made)
         split = split_model(bundle.exported)
@@ -112,7 +115,9 @@ def main() -> None:
         ort_ms, ort_boundaries = modelled(model, on_cpu, profile)
         variant = Variant("int8", "w8a8", "qnn")
         whole = UnitPlan(SUBGRAPHS, model, "cpu", Variant("fp32"))  # its CPU twin; the HTP session set below
-        units = compile_units([whole], UnitFeeds([]), dict(calib[0]), EventLog(), Builder(None), lambda _n: model)
+        units = compile_units(
+            [whole], UnitSources(UnitFeeds([]), dict(calib[0]), lambda _n: model), Builder(None), EventLog()
+        )
         units[0].npu = QnnExecutable(session, model, variant, b"")
         ev = resolve_eval_data(photos, bundle.meta.model.names)
         with bundle.reference_detector() as reference, bundle.detector() as deployed:

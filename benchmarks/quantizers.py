@@ -39,8 +39,9 @@ from yolo_edge.build import build_units  # noqa: E402
 from yolo_edge.config import load_deploy_config, load_profile  # noqa: E402
 from yolo_edge.data.resolve import EvalData, resolve_data, resolve_eval_data  # noqa: E402
 from yolo_edge.demo import CLASS_NAMES, write_dataset  # noqa: E402
-from yolo_edge.export import demo_model_path, export_model  # noqa: E402
+from yolo_edge.export import export_model
 from yolo_edge.host import cpu_name  # noqa: E402
+from yolo_edge.model import demo_model_path  # noqa: E402
 from yolo_edge.pipeline.detector import Detector  # noqa: E402
 from yolo_edge.pipeline.preprocess import load_images  # noqa: E402
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors  # noqa: E402

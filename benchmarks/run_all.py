@@ -55,7 +55,8 @@ def _demo_tensor() -> tuple[Any, Any]:
     """The demo model's real decode output on one of its validation images (a trained model's scores)."""
     from yolo_edge.backends import cpu_backend
     from yolo_edge.demo.shapes import demo_val_data
-    from yolo_edge.export import demo_model_path, export_model
+    from yolo_edge.export import export_model
+    from yolo_edge.model import demo_model_path
 
     with tempfile.TemporaryDirectory() as tmp:
         exported = export_model(demo_model_path(), imgsz=320, out_dir=tmp)

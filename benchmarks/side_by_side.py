@@ -21,8 +21,9 @@ import onnxruntime as ort
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.builder import Builder  # noqa: E402
 from yolo_edge.build import build_units
-from yolo_edge.config import DeployConfig, load_deploy_config, load_profile
-from yolo_edge.export import ExportedModel, export_model
+from yolo_edge.config import DeployConfig, NmsConfig, load_deploy_config, load_profile
+from yolo_edge.export import export_model
+from yolo_edge.model import ExportedModel
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import postprocess
 from yolo_edge.pipeline.preprocess import Letterboxed, letterbox
@@ -126,7 +127,7 @@ def _bare_onnxruntime(exported: ExportedModel, image: np.ndarray, phases: list[d
         t1 = time.perf_counter()
         out = session.run(None, {"images": lb.tensor})[0]
         t2 = time.perf_counter()
-        n = len(postprocess({"output0": out}, lb, meta.names, 0.25, 0.7))
+        n = len(postprocess({"output0": out}, lb, meta.names, NmsConfig(0.25, 0.7, 300)))
         t3 = time.perf_counter()
         phases.append({"preprocess": (t1 - t0) * 1e3, "inference": (t2 - t1) * 1e3, "postprocess": (t3 - t2) * 1e3})
         return n
@@ -229,7 +230,7 @@ def postprocessing(label: str, output: np.ndarray, lb: Letterboxed, rounds: int)
             return len(det)
 
         def ours(conf: float = conf, multi: bool = multi) -> int:
-            return len(postprocess({"output0": output}, lb, names, conf, 0.7, 300, multi))
+            return len(postprocess({"output0": output}, lb, names, NmsConfig(conf, 0.7, 300, multi)))
 
         timed = interleave({"ultralytics": ultralytics_post, "yolo-edge": ours}, rounds if conf > 0.01 else rounds // 4)
         detections = {"ultralytics": ultralytics_post(), "yolo-edge": ours()}

@@ -26,7 +26,7 @@ import cv2
 
 from yolo_edge.bundle import load_bundle
 from yolo_edge.config import DeployConfig, Faults, load_deploy_config
-from yolo_edge.deploy import deploy
+from yolo_edge.deploy import DeployRequest, deploy
 from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
 from yolo_edge.pipeline.preprocess import default_calib_dir
@@ -91,7 +91,9 @@ def main() -> int:
     print(f"CPU: {cpu_name()}")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "b"
-        bundle = load_bundle(deploy(device="sim-edge-npu", config=quick_config(), quiet=True, out=out).bundle)
+        bundle = load_bundle(
+            deploy(DeployRequest(device="sim-edge-npu", config=quick_config()), quiet=True, out=out).bundle
+        )
         bundle.profile = replace(bundle.profile, faults=Faults(error_rate=0.05, nan_rate=0.01, seed=1))
         servers = [serve(args.frames, args.fps, args.reconnect_every) for _ in range(args.streams)]
         detector = bundle.detector()

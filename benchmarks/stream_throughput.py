@@ -27,7 +27,7 @@ import cv2
 import numpy as np
 
 from yolo_edge.bundle import load_bundle
-from yolo_edge.deploy import deploy
+from yolo_edge.deploy import DeployRequest, deploy
 from yolo_edge.host import cpu_name
 from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
 from yolo_edge.pipeline.preprocess import default_calib_dir
@@ -116,7 +116,8 @@ def main() -> None:
         root = Path(tmp)
         video = write_video(root / "clip.avi", args.frames)
         bundles = {
-            d: deploy(device=d, config=cfg, quiet=True, out=root / d).bundle for d in ("host-lowp", "sim-edge-npu")
+            d: deploy(DeployRequest(device=d, config=cfg), quiet=True, out=root / d).bundle
+            for d in ("host-lowp", "sim-edge-npu")
         }
         print(f"demo model 320, {args.frames}-frame video per stream, {args.rounds} interleaved rounds, median fps")
         for streams in (1, 2, 4):

@@ -21,10 +21,10 @@ import yaml
 
 from yolo_edge.cluster import ray_session
 from yolo_edge.config import configs_dir
-from yolo_edge.export import demo_model_path
 from yolo_edge.host import cpu_name
+from yolo_edge.model import demo_model_path
 from yolo_edge.pipeline.preprocess import default_calib_dir
-from yolo_edge.sweep import sweep
+from yolo_edge.sweep import SweepRequest, sweep
 
 
 def small_settings(folder: Path) -> tuple[Path, Path]:
@@ -56,16 +56,8 @@ def main() -> None:
         walls = {}
         for workers in (1, 2):
             t = time.perf_counter()
-            result = sweep(
-                [str(demo_model_path())],
-                args.imgsz,
-                args.device,
-                data=images,
-                config=cfg,
-                cache="",
-                workers=workers,
-                log=lambda _m: None,
-            )
+            grid = SweepRequest([str(demo_model_path())], args.imgsz, args.device, data=images, config=cfg, cache="")
+            result = sweep(grid, workers=workers, log=lambda _m: None)
             walls[workers] = time.perf_counter() - t
             print(
                 f"{workers} worker(s): {walls[workers]:.1f} s for {len(result.outcomes)} configurations, "

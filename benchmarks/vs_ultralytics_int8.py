@@ -54,7 +54,7 @@ from yolo_edge.build import build_units  # noqa: E402
 from yolo_edge.bundle import load_bundle  # noqa: E402
 from yolo_edge.config import DeployConfig, load_deploy_config, load_profile  # noqa: E402
 from yolo_edge.demo.shapes import write_dataset  # noqa: E402
-from yolo_edge.deploy import deploy  # noqa: E402
+from yolo_edge.deploy import DeployRequest, deploy  # noqa: E402
 from yolo_edge.export import export_model  # noqa: E402
 from yolo_edge.host import cpu_name  # noqa: E402
 from yolo_edge.pipeline.detector import Detector  # noqa: E402
@@ -119,7 +119,9 @@ def trained(rounds: int, work: Path, ov: Any, head: str) -> None:
 
     folder, out = work / "photos" / "images" / "val", work / f"bundle-{head}"
     result = deploy(
-        model=SECOND_MODEL, device="host-lowp", imgsz=IMGSZ, data=folder, config=_config(head), out=out, quiet=True
+        DeployRequest(model=SECOND_MODEL, device="host-lowp", imgsz=IMGSZ, data=folder, config=_config(head)),
+        out=out,
+        quiet=True,
     )
     report = result.report
     judged = [image for image in (cv2.imread(str(r.path)) for r in report.data.dataset.records) if image is not None]

@@ -26,7 +26,8 @@ import onnx  # noqa: E402
 import pytest  # noqa: E402
 
 from yolo_edge.backends.base import Executable  # noqa: E402
-from yolo_edge.export import ExportedModel, export_model  # noqa: E402
+from yolo_edge.export import export_model  # noqa: E402
+from yolo_edge.model import ExportedModel  # noqa: E402
 from yolo_edge.split import SplitModel  # noqa: E402
 
 ExportFn = Callable[..., ExportedModel]
@@ -214,7 +215,7 @@ def yaml_nc3(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="session")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> ExportedModel:
     """The shipped demo model (trained YOLOv8n, 6 shape classes) exported at 320."""
-    from yolo_edge.export import demo_model_path
+    from yolo_edge.model import demo_model_path
 
     return export_model(demo_model_path(), imgsz=320, out_dir=tmp_path_factory.mktemp("demo"))
 
@@ -354,13 +355,21 @@ def tiny_images(few_images: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 @pytest.fixture(scope="session")
 def small_deploy(tiny_cfg: Path, tiny_images: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """``small_deploy(device)``: the demo deployed to ``device`` with the tiny config on ``tiny_images``, once per
-    device and test run (the tests that use it only read the bundle)."""
-    from yolo_edge.deploy import DeployResult, deploy
+    device and test run (the tests that use it only read the bundle); beside the bundle, ``workers_started``: the
+    toolchain worker processes the deploy started."""
+    from yolo_edge.deploy import DeployRequest, DeployResult, deploy
 
     done: dict[str, DeployResult] = {}
 
     def build(device: str, folder: Path) -> DeployResult:
-        return deploy(device=device, config=tiny_cfg, data=tiny_images, quiet=True, out=folder / "bundle")
+        from yolo_edge.toolchains.worker import Worker
+
+        before = Worker.started
+        result = deploy(
+            DeployRequest(device=device, config=tiny_cfg, data=tiny_images), quiet=True, out=folder / "bundle"
+        )
+        (folder / "workers_started").write_text(str(Worker.started - before))  # a vendor's toolchain: once a deploy
+        return result
 
     def get(device: str) -> DeployResult:
         if device not in done:
@@ -374,10 +383,12 @@ def small_deploy(tiny_cfg: Path, tiny_images: Path, tmp_path_factory: pytest.Tem
 def deployed(small_val: Path, small_cfg: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """The demo deployed to host-lowp with the small config on ``small_val``: one deploy shared by the tests
     that need a bundle or a report (none of them changes it)."""
-    from yolo_edge.deploy import deploy
+    from yolo_edge.deploy import DeployRequest, deploy
 
     def build(folder: Path):  # type: ignore[no-untyped-def]
-        return deploy(device="host-lowp", data=small_val, config=small_cfg, out=folder / "bundle", quiet=True)
+        return deploy(
+            DeployRequest(device="host-lowp", data=small_val, config=small_cfg), out=folder / "bundle", quiet=True
+        )
 
     return _once(tmp_path_factory, "deployed", build)
 
@@ -385,10 +396,10 @@ def deployed(small_val: Path, small_cfg: Path, tmp_path_factory: pytest.TempPath
 @pytest.fixture(scope="session")
 def deployed_cpu(tiny_cfg: Path, tiny_images: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo deployed to the ``cpu`` profile (onnxruntime only: what a board install runs), its bundle."""
-    from yolo_edge.deploy import deploy
+    from yolo_edge.deploy import DeployRequest, deploy
 
     def build(folder: Path):  # type: ignore[no-untyped-def]
-        return deploy(device="cpu", data=tiny_images, config=tiny_cfg, out=folder / "bundle", quiet=True)
+        return deploy(DeployRequest(device="cpu", data=tiny_images, config=tiny_cfg), out=folder / "bundle", quiet=True)
 
     return Path(_once(tmp_path_factory, "deployed-cpu", build).bundle)
 

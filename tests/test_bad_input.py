@@ -38,7 +38,7 @@ from yolo_edge.config import DeployConfig, configs_dir
 from yolo_edge.demo import CLASS_NAMES
 from yolo_edge.deploy import DeployResult
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import demo_model_path
+from yolo_edge.model import demo_model_path
 from yolo_edge.pipeline.preprocess import default_calib_dir
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.split import SplitModel

@@ -38,6 +38,7 @@ def test_synthetic_output_is_like_a_trained_detectors() -> None:
     import torch
     from ultralytics.utils.nms import non_max_suppression
 
+    from yolo_edge.config import NmsConfig
     from yolo_edge.pipeline.postprocess import postprocess
     from yolo_edge.pipeline.preprocess import Letterboxed
 
@@ -49,7 +50,7 @@ def test_synthetic_output_is_like_a_trained_detectors() -> None:
     identity = Letterboxed(np.zeros((1, 3, 640, 640), np.float32), (640, 640), (1.0, 1.0), (0, 0))
     names = tuple(str(i) for i in range(80))
     for conf, multi in ((0.25, False), (0.001, True)):
-        ours = postprocess({"output0": out}, identity, names, conf, 0.7, 300, multi)
+        ours = postprocess({"output0": out}, identity, names, NmsConfig(conf, 0.7, 300, multi))
         ref = non_max_suppression(torch.from_numpy(out), conf, 0.7, multi_label=multi, max_det=300)[0].numpy()
         assert len(ours) == len(ref) > 10
         assert np.abs(np.sort(ours.confidence) - np.sort(ref[:, 4])).max() < 1e-6

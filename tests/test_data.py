@@ -13,11 +13,12 @@ import yaml
 
 from tests.conftest import ExportFn
 from yolo_edge.backends import cpu_backend
+from yolo_edge.config import NmsConfig
 from yolo_edge.data.dataset import load_dataset
 from yolo_edge.demo import CLASS_NAMES
 from yolo_edge.demo.shapes import demo_val_data, encode_jpeg, make_image, write_dataset
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import ExportedModel
+from yolo_edge.model import ExportedModel
 from yolo_edge.pipeline.postprocess import postprocess
 from yolo_edge.pipeline.preprocess import default_calib_dir, letterbox, list_images, read_image
 from yolo_edge.validate.accuracy import coco_map
@@ -115,9 +116,7 @@ def _map(model: ExportedModel, n: int = 100) -> float:
     dets = []
     for r in ds.records:
         lb = letterbox(read_image(r.path), model.meta.imgsz)
-        dets.append(
-            postprocess(exe.run({"images": lb.tensor}), lb, model.meta.names, conf=0.001, iou=0.7, multi_label=True)
-        )
+        dets.append(postprocess(exe.run({"images": lb.tensor}), lb, model.meta.names, NmsConfig(0.001, 0.7, 300, True)))
     return coco_map(ds, dets).map50
 
 

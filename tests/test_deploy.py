@@ -14,7 +14,7 @@ from tests.test_torch_free import BLOCKER
 from yolo_edge.backends.base import ARTIFACT_SUFFIXES
 from yolo_edge.build import plan_units
 from yolo_edge.bundle import load_bundle
-from yolo_edge.check import GateResult, check_bundle
+from yolo_edge.check import GateRequest, GateResult, check_bundle
 from yolo_edge.cli.main import main
 from yolo_edge.config import load_deploy_config
 from yolo_edge.deploy import DeployResult
@@ -132,7 +132,7 @@ def test_check_passes_then_fails_on_sla_and_regression(
             else:
                 doc[part] = value
         base.write_text(json.dumps(doc))
-        return check_bundle(deployed.bundle, baseline=base, data=data, runs=8)
+        return check_bundle(deployed.bundle, GateRequest(baseline=base, data=data, runs=8))
 
     result = against(p95_ms=0.01)
     assert not result.passed and result.status in ("fails regression", "undecided regression"), result.failures
@@ -230,7 +230,7 @@ def test_conditions_in_the_calibration_and_in_the_verdict(tiny_cfg: Path, few_im
     the split's verdict, as its row in report.md says."""
     import yaml
 
-    from yolo_edge.deploy import deploy
+    from yolo_edge.deploy import DeployRequest, deploy
     from yolo_edge.report import markdown
 
     cfg = yaml.safe_load(tiny_cfg.read_text())
@@ -238,7 +238,9 @@ def test_conditions_in_the_calibration_and_in_the_verdict(tiny_cfg: Path, few_im
     cfg["validate"].update(conditions_verdict=True, calibrate_conditions=True)
     path = tmp_path / "cfg.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    result = deploy(device="host-lowp", data=few_images, config=path, out=tmp_path / "bundle", quiet=True)
+    result = deploy(
+        DeployRequest(device="host-lowp", data=few_images, config=path), out=tmp_path / "bundle", quiet=True
+    )
     report, md = result.report, markdown(result.report)
     assert report.calibrated_conditions == ("night",) and "Calibrated with images changed by night." in md
     split = next(p for p in report.plans if p.name == "split")
@@ -327,13 +329,13 @@ def test_a_busy_machine_gets_the_plan_a_quiet_one_gets(
     get one thread each, the loop the other core: a neighbour's noise, which must not pick the plan. (With a thread
     per core the loop preempts one of each session's two threads, and on an AVX2-only CPU that slows onnxruntime's
     FP32 more than OpenVINO's INT8: a real change of which plan is faster under that load, not noise.)"""
-    from yolo_edge.deploy import deploy
+    from yolo_edge.deploy import DeployRequest, deploy
     from yolo_edge.host import THREADS_ENV
 
     monkeypatch.setenv(THREADS_ENV, "1")
 
     def run(out: Path) -> DeployResult:
-        return deploy(device="host-lowp", config=tiny_cfg, data=tiny_images, quiet=True, out=out)
+        return deploy(DeployRequest(device="host-lowp", config=tiny_cfg, data=tiny_images), quiet=True, out=out)
 
     quiet = run(tmp_path / "quiet")
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -389,7 +391,7 @@ def test_a_deploy_compiles_each_graph_once_and_closes_everything_it_compiled(
 
     import yolo_edge.backends.builder as builder_module
     from yolo_edge.backends.base import Backend, Executable
-    from yolo_edge.deploy import deploy
+    from yolo_edge.deploy import DeployRequest, deploy
 
     seen: dict[tuple[str, ...], int] = {}
     opened: list[Executable] = []
@@ -427,7 +429,9 @@ def test_a_deploy_compiles_each_graph_once_and_closes_everything_it_compiled(
 
     for factory in ("cpu_backend", "create_backend"):  # what the deploy's builder makes its backends with
         monkeypatch.setattr(builder_module, factory, tracked(getattr(builder_module, factory)))
-    result = deploy(device="host-lowp", config=tiny_cfg, data=tiny_images, quiet=True, out=tmp_path / "bundle")
+    result = deploy(
+        DeployRequest(device="host-lowp", config=tiny_cfg, data=tiny_images), quiet=True, out=tmp_path / "bundle"
+    )
     assert result.exit_code in (0, 1) and (tmp_path / "bundle" / "meta.json").is_file()
     assert sum(seen.values()) >= 4  # the subgraphs' FP32 references at least, and what the checks compiled
     assert {k: n for k, n in seen.items() if n > 1} == {}

@@ -159,6 +159,7 @@ def test_deploy_to_ethos_u55_gives_the_seeds_three_plans(small_deploy) -> None: 
     INT8 and passes; the design card's layout (head FP32 on the Cortex-M) is judged beside it; the bundle stores
     each NPU unit's .tflite, its Vela build and its tensor map."""
     result = small_deploy("ethos-u55")
+    assert (result.bundle.parent / "workers_started").read_text() == "1"  # the one backend it checked, compiled with
     report = result.report.to_dict()
     rows = {p["name"]: p for p in report["plans"]}
     split = PlacementPlan.from_dict(report["split_plan"])

@@ -12,7 +12,8 @@ from onnx import TensorProto, helper
 from tests.conftest import ExportFn
 from yolo_edge.cli.main import main
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import demo_model_path, export_model, load_onnx, parse_imgsz
+from yolo_edge.export import export_model
+from yolo_edge.model import demo_model_path, load_onnx, parse_imgsz
 
 
 def test_metadata_of_exported_model(exported: ExportFn) -> None:

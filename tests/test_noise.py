@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from yolo_edge.check import check_bundle
+from yolo_edge.check import GateRequest, check_bundle
 from yolo_edge.cli.main import main
 from yolo_edge.deploy import DeployResult
 from yolo_edge.pipeline.detector import FrameTiming
@@ -80,7 +80,7 @@ def test_the_gate_beside_a_busy_loop_on_every_core_never_fails_what_a_quiet_mach
 ) -> None:
     data = str(small_val)
     base = tmp_path / "base.json"
-    quiet = check_bundle(deployed.bundle, data=data, runs=20)
+    quiet = check_bundle(deployed.bundle, GateRequest(data=data, runs=20))
     # an SLA this plan meets on a quiet machine: twice its fastest frame (the suite's other worker may load this one)
     sla = 2 * min(quiet.latency.samples_ms)
     assert main(["check", str(deployed.bundle), "--data", data, "--runs", "20", "--write-baseline", str(base)]) in (

@@ -10,9 +10,10 @@ import pytest
 
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.builder import Builder
+from yolo_edge.config import NmsConfig
 from yolo_edge.decode import HeadOutputs
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import ExportedModel
+from yolo_edge.model import ExportedModel
 from yolo_edge.pipeline.postprocess import Detections, nms, postprocess
 from yolo_edge.pipeline.preprocess import letterbox, list_images, load_calibration, read_image
 
@@ -76,7 +77,7 @@ def test_detections_match_ultralytics_predict(demo: ExportedModel) -> None:
     for path in _images():
         image = read_image(path)
         lb = letterbox(image, demo.meta.imgsz)
-        ours = postprocess(exe.run({"images": lb.tensor}), lb, demo.meta.names, conf=0.25, iou=0.7)
+        ours = postprocess(exe.run({"images": lb.tensor}), lb, demo.meta.names, NmsConfig(0.25, 0.7, 300))
         ref = yolo.predict(image, imgsz=list(demo.meta.imgsz), conf=0.25, iou=0.7, verbose=False)[0].boxes
         assert len(ours) == len(ref), path
         order = np.lexsort((ours.xyxy[:, 0], -ours.confidence))
@@ -124,7 +125,7 @@ def test_nms_matches_ultralytics_non_max_suppression(demo: ExportedModel, multi_
     identity = Letterboxed(np.zeros((1, 3, 320, 320), np.float32), (320, 320), (1.0, 1.0), (0, 0))
     for path in _images()[2:6]:
         out = exe.run({"images": letterbox(read_image(path), demo.meta.imgsz).tensor})["output0"]
-        ours = postprocess({"output0": out}, identity, demo.meta.names, conf=0.001, iou=0.7, multi_label=multi_label)
+        ours = postprocess({"output0": out}, identity, demo.meta.names, NmsConfig(0.001, 0.7, 300, multi_label))
         ref = non_max_suppression(torch.from_numpy(out), 0.001, 0.7, multi_label=multi_label, max_det=300)[0].numpy()
         assert len(ours) == len(ref)
         assert np.abs(ours.xyxy - np.clip(ref[:, :4], 0, 320)).max() <= 1e-3
@@ -241,8 +242,8 @@ def test_candidate_first_decode_gives_the_onnx_decodes_detections(
         raw = {t.name: tensors[t.name] for t in units[-1].outputs}
         output0 = whole.run({"images": lb.tensor})
         for conf, multi_label, max_det in ((0.25, False, 300), (0.001, True, 300), (0.001, False, 20)):
-            ref = postprocess(output0, lb, model.meta.names, conf, 0.7, max_det, multi_label)
-            ours = postprocess(raw, lb, model.meta.names, conf, 0.7, max_det, multi_label, head)
+            ref = postprocess(output0, lb, model.meta.names, NmsConfig(conf, 0.7, max_det, multi_label))
+            ours = postprocess(raw, lb, model.meta.names, NmsConfig(conf, 0.7, max_det, multi_label), head)
             _same_detections(ref, ours, 1 / min(lb.gain))
             compared[conf < 0.01] += len(ref)
     assert compared[False] >= 5 and compared[True] >= 500  # neither comparison is vacuous

@@ -14,7 +14,7 @@ from yolo_edge.backends.builder import Builder
 from yolo_edge.backends.openvino import OpenVinoBackend
 from yolo_edge.cli.main import main
 from yolo_edge.config import DeployConfig, DeviceProfile, Link, OpSupport, Variant, load_profile
-from yolo_edge.export import ExportedModel
+from yolo_edge.model import ExportedModel
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.checks import Checker, first_failure
 from yolo_edge.plan.placement import PlacementPlan

@@ -167,7 +167,7 @@ def test_K_code_written_for_ultralytics_results_runs_unchanged_and_agrees(deploy
     bundle fixed are one line each."""
     from ultralytics import YOLO
 
-    from yolo_edge.export import demo_model_path
+    from yolo_edge.model import demo_model_path
 
     images = [str(p) for p in sorted(photos.iterdir())[:3]]
     theirs = _snippet(YOLO(str(demo_model_path()))(images, imgsz=320, conf=0.5, verbose=False, device="cpu"))

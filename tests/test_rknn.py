@@ -29,7 +29,7 @@ from yolo_edge.backends.rknn import RknnBackend, RknnExecutable, parse_error_ana
 from yolo_edge.bundle import StoredUnit, load_bundle
 from yolo_edge.config import DeployConfig, Variant, load_profile
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import ExportedModel, load_onnx
+from yolo_edge.model import ExportedModel, load_onnx
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.plan.planner import plan_model
 from yolo_edge.plan.results import Precision
@@ -237,6 +237,8 @@ def test_a_killed_worker_costs_one_frame_on_the_cpu(
 
 def test_deploy_to_rk3588_writes_the_rknn_units(small_deploy) -> None:  # type: ignore[no-untyped-def]
     result = small_deploy("rk3588")
+    # the backend that told the deploy rk3588 is usable here is the one it compiled with: one toolchain worker
+    assert (result.bundle.parent / "workers_started").read_text() == "1"
     report = result.report.to_dict()
     rows = {p["name"]: p for p in report["plans"]}
     assert "precision" in rows["whole-npu"]["fails"]

@@ -23,7 +23,7 @@ from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
 from yolo_edge.backends.simulated import SimulatedNpu
 from yolo_edge.build import build_units, plan_units
 from yolo_edge.config import DeployConfig, Faults, Variant, load_deploy_config, load_profile
-from yolo_edge.export import ExportedModel
+from yolo_edge.model import ExportedModel
 from yolo_edge.plan.checks import cosine
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
 from yolo_edge.runtime import CircuitBreaker, EventLog, SplitExecutor, Unit
@@ -104,7 +104,8 @@ from yolo_edge.backends.nncf_int8 import overflow_fix
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import cosine
 from yolo_edge.config import load_deploy_config, load_profile
-from yolo_edge.export import demo_model_path, export_model
+from yolo_edge.export import export_model
+from yolo_edge.model import demo_model_path
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
 from yolo_edge.runtime import EventLog, SplitExecutor

@@ -21,8 +21,8 @@ from onnx import helper, numpy_helper
 
 from yolo_edge.backends import cpu_backend
 from yolo_edge.config import DeployConfig, Variant, configs_dir, load_profile
-from yolo_edge.deploy import deploy
-from yolo_edge.export import ExportedModel, load_onnx
+from yolo_edge.deploy import DeployRequest, deploy
+from yolo_edge.model import ExportedModel, load_onnx
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.planner import plan_space
 from yolo_edge.search import Trial, fastest_passing
@@ -122,7 +122,9 @@ def _deploy(model: ExportedModel, profile: Path, small_cfg: Path, data: Path, tm
     cfg["plan"].update(plan)
     path = tmp_path / "lenient.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    return deploy(model=model.path, device=str(profile), data=data, config=path, out=tmp_path / "b", quiet=True)
+    return deploy(
+        DeployRequest(model=model.path, device=str(profile), data=data, config=path), out=tmp_path / "b", quiet=True
+    )
 
 
 def test_a_candidate_failing_drift_is_followed_by_the_next_fastest_which_is_chosen(
@@ -178,7 +180,9 @@ def test_the_search_stops_at_its_budget(
     path = tmp_path / "one.yaml"
     path.write_text(yaml.safe_dump(cfg))
     result = deploy(
-        model=sensitive.path, device=str(int8_npu), data=small_val, config=path, out=tmp_path / "b", quiet=True
+        DeployRequest(model=sensitive.path, device=str(int8_npu), data=small_val, config=path),
+        out=tmp_path / "b",
+        quiet=True,
     )
     search = result.report.search
     assert len(search.trials) == 1 and search.chosen is None and "budget: 1 candidates" in search.stopped

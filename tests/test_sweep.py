@@ -24,9 +24,9 @@ from tests.second_model import SECOND_MODEL
 from tests.test_torch_free import BLOCKER
 from yolo_edge.config import configs_dir
 from yolo_edge.deploy import DeployResult
-from yolo_edge.export import demo_model_path
-from yolo_edge.sweep import FAILED, sweep, sweep_plot
-from yolo_edge.validate.bundle import val_bundle
+from yolo_edge.model import demo_model_path
+from yolo_edge.sweep import FAILED, SweepRequest, sweep, sweep_plot
+from yolo_edge.val import ValRequest, val_bundle
 
 pytestmark = pytest.mark.slow  # each test deploys several configurations or starts Ray
 # ``alone`` marks the tests that start Ray: its health checks call a raylet starved by the other worker's deploys dead
@@ -45,8 +45,8 @@ def _dominated(o, others) -> bool:  # type: ignore[no-untyped-def]
 def test_a_sweep_on_the_local_ray_ranks_plots_and_caches(tiny_cfg: Path, tiny_images: Path, tmp_path: Path) -> None:
     models = [str(demo_model_path()), str(SECOND_MODEL)]
     cache = tmp_path / "cache"
-    args = dict(data=tiny_images, config=tiny_cfg, cache=cache, workers=2, keep=tmp_path / "bundles")
-    result = sweep(models, [320], ["cpu", "sim-edge-npu"], **args)  # type: ignore[arg-type]
+    args = dict(data=tiny_images, config=tiny_cfg, cache=cache, keep=tmp_path / "bundles")
+    result = sweep(SweepRequest(models, [320], ["cpu", "sim-edge-npu"], **args), workers=2)  # type: ignore[arg-type]
     assert len(result.outcomes) == 4 and not [o.error for o in result.outcomes if o.status == FAILED]
     for o in result.outcomes:
         assert o.p95_ms is not None and o.drift_map50_95 is not None and o.node is not None and not o.cached
@@ -68,7 +68,7 @@ def test_a_sweep_on_the_local_ray_ranks_plots_and_caches(tiny_cfg: Path, tiny_im
     assert doc["best"] == result.best.point.label and len(doc["outcomes"]) == 4
 
     # a rerun computes only what changed: a new size, the rest read back (no Ray started for them)
-    again = sweep(models[:1], [320, 352], ["cpu"], **{**args, "keep": None})  # type: ignore[arg-type]
+    again = sweep(SweepRequest(models[:1], [320, 352], ["cpu"], **{**args, "keep": None}), workers=2)  # type: ignore[arg-type]
     assert [o.cached for o in again.outcomes] == [True, False]
     same = {o.point: o for o in result.outcomes}
     for o in again.outcomes:
@@ -171,7 +171,8 @@ def test_a_killed_worker_is_retried_and_the_sweep_completes(tiny_cfg: Path, tiny
 
     watcher = threading.Thread(target=kill_the_first_task, daemon=True)
     watcher.start()
-    result = sweep([str(demo_model_path())], [320], ["cpu"], data=tiny_images, config=tiny_cfg, cache="", workers=1)
+    grid = SweepRequest([str(demo_model_path())], [320], ["cpu"], data=tiny_images, config=tiny_cfg, cache="")
+    result = sweep(grid, workers=1)
     watcher.join(timeout=5)
     assert killed, "the task's worker was never seen"
     (o,) = result.outcomes
@@ -216,8 +217,8 @@ def test_sharded_validation_gives_the_unsharded_map(deployed: DeployResult, smal
     from yolo_edge.bundle import load_bundle
 
     bundle = load_bundle(deployed.bundle)
-    whole = val_bundle(bundle, small_val)
-    sharded = val_bundle(bundle, small_val, shards=3)
+    whole = val_bundle(bundle, ValRequest(small_val))
+    sharded = val_bundle(bundle, ValRequest(small_val, shards=3))
     for a, b in ((whole.reference, sharded.reference), (whole.deployed, sharded.deployed)):
         assert abs(a.map50 - b.map50) <= 1e-6 and abs(a.map50_95 - b.map50_95) <= 1e-6
     assert sharded.images == whole.images == 40

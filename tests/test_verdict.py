@@ -33,9 +33,10 @@ from yolo_edge.data.dataset import Dataset, load_dataset
 from yolo_edge.data.resolve import EvalData, apply_class_map, parse_class_map, resolve_data, resolve_eval_data
 from yolo_edge.demo import CLASS_NAMES
 from yolo_edge.demo.shapes import write_dataset
-from yolo_edge.deploy import DeployResult, deploy
+from yolo_edge.deploy import DeployRequest, DeployResult, deploy
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import ExportedModel, export_model
+from yolo_edge.export import export_model
+from yolo_edge.model import ExportedModel
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import PAD_VALUE, default_calib_dir, load_calibration
@@ -46,6 +47,7 @@ from yolo_edge.plan.results import Precision
 from yolo_edge.progress import progress_bar
 from yolo_edge.runtime import EventLog, SplitExecutor
 from yolo_edge.split import SplitModel, split_model
+from yolo_edge.stats import Percentiles
 from yolo_edge.validate.accuracy import (
     Accuracy,
     Interval,
@@ -60,7 +62,6 @@ from yolo_edge.validate.accuracy import (
 )
 from yolo_edge.validate.bootstrap import Evaluation, Resamples
 from yolo_edge.validate.latency import LatencyResult
-from yolo_edge.validate.stats import Percentiles
 from yolo_edge.validate.verdict import Limits, PlanRun, choose, explain, failures, kept_text, more_images, status
 
 NO_BAR = progress_bar(False)
@@ -436,7 +437,7 @@ def test_int8_scheme_falls_back_when_the_first_fails_its_numerics(demo: Exported
     images = load_calibration(
         default_calib_dir(), demo.meta.imgsz, fast_cfg.calib_images + fast_cfg.checks.precision.images
     )
-    space, planner = plan_space(split_model(demo), profile, fast_cfg, images, builder=Builder(profile, npu))
+    space, planner = plan_space(split_model(demo), Builder(profile, npu), fast_cfg, images)
     planner.close()
     neck = space.candidates()[0]["neck"]
     assert (neck.device, neck.variant) == ("npu", Variant("int8", "u8", "qdq"))
@@ -482,11 +483,7 @@ def foreign(
     second_model: Path, photos: Path, small_cfg: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> DeployResult:
     return deploy(
-        model=second_model,
-        device="host-lowp",
-        imgsz=256,
-        data=photos,
-        config=small_cfg,
+        DeployRequest(model=second_model, device="host-lowp", imgsz=256, data=photos, config=small_cfg),
         quiet=True,
         out=tmp_path_factory.mktemp("foreign") / "bundle",
     )
@@ -605,7 +602,7 @@ def test_check_fails_a_bundle_whose_accelerator_fails_every_call(
     from tests.conftest import plan_bundle
     from yolo_edge.backends.base import NpuError
     from yolo_edge.backends.openvino import OpenVinoExecutable
-    from yolo_edge.check import check_bundle
+    from yolo_edge.check import GateRequest, check_bundle
     from yolo_edge.plan.placement import PlacementPlan
 
     plan = PlacementPlan.manual(demo_split, {"backbone": "int8", "neck": "int8"}, "host-lowp")
@@ -617,7 +614,7 @@ def test_check_fails_a_bundle_whose_accelerator_fails_every_call(
     assert [u.device for u in load_bundle(bundle).units].count("npu") >= 1
     monkeypatch.setattr(OpenVinoExecutable, "_run", lost)
     monkeypatch.setattr(OpenVinoExecutable, "_run_within", lost)  # the executor's call, bounded by OpenVINO
-    result = check_bundle(bundle, runs=5, data=tiny_images)
+    result = check_bundle(bundle, GateRequest(runs=5, data=tiny_images))
     assert not result.passed and result.status.startswith("fails accelerator"), result.status
     assert "runtime_error" in result.failures[0] and "CPU fallback" in result.failures[0]
 
@@ -630,7 +627,7 @@ def test_val_gives_the_same_figures_when_the_accelerator_runs_slow(
     import time
 
     from yolo_edge.backends.openvino import OpenVinoExecutable
-    from yolo_edge.validate.bundle import val_bundle
+    from yolo_edge.val import val_bundle
 
     bundle = load_bundle(deployed.bundle)
     quiet = val_bundle(bundle)

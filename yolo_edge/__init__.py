@@ -11,9 +11,9 @@ A walk through all of it on the shipped demo model (it runs as a test, in ``test
     >>> from dataclasses import replace
     >>> from pathlib import Path
     >>> import cv2
-    >>> from yolo_edge import (BoxAnnotator, Detections, YoloEdgeError, check_bundle, default_calib_dir,
-    ...     demo_model_path, deploy, export_model, load, load_bundle, load_calibration, load_deploy_config,
-    ...     load_profile, plan_model, split_model, stream, sweep)
+    >>> from yolo_edge import (BoxAnnotator, DeployRequest, Detections, GateRequest, SweepRequest, YoloEdgeError,
+    ...     check_bundle, default_calib_dir, demo_model_path, deploy, export_model, load, load_bundle,
+    ...     load_calibration, load_deploy_config, load_profile, plan_model, split_model, stream, sweep)
     >>> work = Path(tempfile.mkdtemp())
     >>> exported = export_model(demo_model_path(), imgsz=320, out_dir=work)
     >>> exported.meta.names
@@ -33,7 +33,8 @@ A walk through all of it on the shipped demo model (it runs as a test, in ``test
     >>> photos.mkdir()
     >>> for p in sorted(default_calib_dir().glob("*.jpg"))[40:48]:
     ...     _ = shutil.copy(p, photos)
-    >>> result = deploy(device="sim-edge-npu", data=photos, config=quick, out=work / "bundle", quiet=True)
+    >>> request = DeployRequest(device="sim-edge-npu", data=photos, config=quick)
+    >>> result = deploy(request, out=work / "bundle", quiet=True)
     >>> result.report.data.kind, [p.name for p in result.report.plans], result.report.passed, result.exit_code
     ('agreement', ['whole-npu', 'whole-cpu', 'split'], True, 0)
     >>> bundle = load_bundle(result.bundle)
@@ -52,10 +53,10 @@ A walk through all of it on the shipped demo model (it runs as a test, in ``test
     True
     >>> r.names[int(r.boxes.cls[0])] in exported.meta.names and r.plot().shape == (240, 320, 3)
     True
-    >>> check_bundle(result.bundle, runs=5).status
+    >>> check_bundle(result.bundle, GateRequest(runs=5)).status
     'ok'
-    >>> swept = sweep([demo_model_path()], [320], ["sim-edge-npu", "cpu"], data=photos, config=quick, cache="",
-    ...     use_ray=False, log=lambda _m: None)  # on Ray (local by default) without use_ray=False
+    >>> grid = SweepRequest([demo_model_path()], [320], ["sim-edge-npu", "cpu"], data=photos, config=quick, cache="")
+    >>> swept = sweep(grid, use_ray=False, log=lambda _m: None)  # on Ray (local by default) without use_ray=False
     >>> sorted((o.point.device, o.latency_kind) for o in swept.outcomes)
     [('cpu', 'measured'), ('sim-edge-npu', 'modelled (board)')]
     >>> swept.best is swept.ranked[0] and swept.best.passed
@@ -91,19 +92,21 @@ _EXPORTS = {
     "Bundle": "yolo_edge.bundle",
     "load_bundle": "yolo_edge.bundle",
     "stream": "yolo_edge.bundle",
+    "GateRequest": "yolo_edge.check",
     "GateResult": "yolo_edge.check",
     "check_bundle": "yolo_edge.check",
     "DeployConfig": "yolo_edge.config",
     "DeviceProfile": "yolo_edge.config",
     "load_deploy_config": "yolo_edge.config",
     "load_profile": "yolo_edge.config",
+    "DeployRequest": "yolo_edge.deploy",
     "DeployResult": "yolo_edge.deploy",
     "PlanResult": "yolo_edge.deploy",
     "deploy": "yolo_edge.deploy",
     "search_plan": "yolo_edge.deploy",
     "YoloEdgeError": "yolo_edge.errors",
-    "ExportedModel": "yolo_edge.export",
-    "demo_model_path": "yolo_edge.export",
+    "ExportedModel": "yolo_edge.model",
+    "demo_model_path": "yolo_edge.model",
     "export_model": "yolo_edge.export",
     "BoxAnnotator": "yolo_edge.pipeline.annotate",
     "Detector": "yolo_edge.pipeline.detector",
@@ -122,6 +125,7 @@ _EXPORTS = {
     "DeployReport": "yolo_edge.report",
     "SplitModel": "yolo_edge.split",
     "split_model": "yolo_edge.split",
+    "SweepRequest": "yolo_edge.sweep",
     "SweepResult": "yolo_edge.sweep",
     "sweep": "yolo_edge.sweep",
 }
@@ -132,11 +136,13 @@ __all__ = [
     "Bundle",
     "DeployConfig",
     "DeployReport",
+    "DeployRequest",
     "DeployResult",
     "Detections",
     "Detector",
     "DeviceProfile",
     "ExportedModel",
+    "GateRequest",
     "GateResult",
     "Model",
     "PlacementPlan",
@@ -147,6 +153,7 @@ __all__ = [
     "StreamOptions",
     "StreamResult",
     "StreamRunner",
+    "SweepRequest",
     "SweepResult",
     "YoloEdgeError",
     "check_bundle",
@@ -199,11 +206,12 @@ sys.modules[__name__].__class__ = _Package
 
 if TYPE_CHECKING:
     from yolo_edge.bundle import Bundle, load_bundle, stream
-    from yolo_edge.check import GateResult, check_bundle
+    from yolo_edge.check import GateRequest, GateResult, check_bundle
     from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config, load_profile
-    from yolo_edge.deploy import DeployResult, PlanResult, deploy, search_plan
+    from yolo_edge.deploy import DeployRequest, DeployResult, PlanResult, deploy, search_plan
     from yolo_edge.errors import YoloEdgeError
-    from yolo_edge.export import ExportedModel, demo_model_path, export_model
+    from yolo_edge.export import export_model
+    from yolo_edge.model import ExportedModel, demo_model_path
     from yolo_edge.pipeline.annotate import BoxAnnotator
     from yolo_edge.pipeline.detector import Detector
     from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner
@@ -215,5 +223,5 @@ if TYPE_CHECKING:
     from yolo_edge.predict import Model, Results, load
     from yolo_edge.report import DeployReport
     from yolo_edge.split import SplitModel, split_model
-    from yolo_edge.sweep import SweepResult, sweep
+    from yolo_edge.sweep import SweepRequest, SweepResult, sweep
     from yolo_edge.version import __version__

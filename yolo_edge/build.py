@@ -192,27 +192,38 @@ def unit_sample(planned: Sequence[UnitPlan], first: Tensors, builder: Builder) -
     return sample
 
 
+@dataclass
+class UnitSources:
+    """What units compile from: ``calib``, the accelerator's calibration feeds; ``sample``, one frame's tensors at
+    every unit's inputs (grown with a piece's intermediate ones); ``subgraph(name)``, a subgraph's FP32 graph (a
+    fused unit the compiler refuses is tried again as its subgraphs); ``artifacts``, each unit's stored files (a
+    loaded bundle's)."""
+
+    calib: UnitFeeds
+    sample: dict[str, np.ndarray]
+    subgraph: Callable[[str], onnx.ModelProto]
+    artifacts: Mapping[str, Artifact] = field(default_factory=dict)
+
+
 def compile_units(
     planned: Sequence[UnitPlan],
-    calib: UnitFeeds,
-    sample: Tensors,
-    events: EventLog,
+    sources: UnitSources,
     builder: Builder,
-    subgraph: Callable[[str], onnx.ModelProto],
-    artifacts: Mapping[str, Artifact] | None = None,
+    events: EventLog,
     estimate_cpu: bool = True,
     loaded: bool = False,
 ) -> list[Unit]:
     """Compile ``planned`` through ``builder``: each unit's FP32 CPU twin, and an accelerator unit at its variant (its
-    stored ``artifacts`` run as they are where the backend can; else it calibrates on ``calib``). A unit the
-    compiler refuses runs on the CPU (an event); a fused unit it refuses is first tried again as its separate
-    subgraphs (``subgraph(name)``: the FP32 graph). ``sample`` (grown with the pieces' intermediate tensors) warms
-    each accelerator executable up and times its CPU twin, the hysteresis' estimate (``estimate_cpu``).
+    stored artifacts run as they are where the backend can; else it calibrates on the sources' ``calib``). A unit
+    the compiler refuses runs on the CPU (an event); a fused unit it refuses is first tried again as its separate
+    subgraphs. The ``sample`` warms each accelerator executable up and times its CPU twin, the hysteresis'
+    estimate (``estimate_cpu``).
 
     ``loaded`` (a bundle loaded: a service's restart): an accelerator unit's CPU twin (its fallback) is compiled and
     timed on a thread of its own once the first frame is out, or at once if a fallback needs it first, and the first
     frame is the warm-up (``bench`` and ``check`` warm up before they time). The builder's board (a simulated
     board's CPU) prices each unit's CPU runs (``Unit.board_cpu_s``)."""
+    calib, sample, subgraph, artifacts = sources.calib, sources.sample, sources.subgraph, sources.artifacts
     units: list[Unit] = []
     twins: list[Twin] = []  # every unit's so far, in order: what the sample grows through
 
@@ -234,7 +245,7 @@ def compile_units(
             npu_exe = twin = _ready(twin)  # the accelerator is the reference itself: one session, not two
         elif unit.device == "npu":
             try:
-                stored = {**own, **(artifacts or {}).get(unit.name, {})}
+                stored = {**own, **artifacts.get(unit.name, {})}
                 npu_exe = builder.compile(unit.model, unit.variant, feeds, stored)
                 npu_exe.warm_up(ins, 0 if loaded else WARM_UP_RUNS)
             except NpuCompileError as exc:
@@ -290,14 +301,9 @@ def build_units(
     """Compile ``plan`` through ``builder`` (for its profile), calibrated on ``calib`` (boundary tensors of FP32
     runs; the first is the sample): :func:`plan_units`, then :func:`compile_units`."""
     planned = plan_units(split, plan, fuse)
+    sources = UnitSources(UnitFeeds(calib), dict(calib[0]), lambda name: split[name].model)
     return compile_units(
-        planned,
-        UnitFeeds(calib),
-        dict(calib[0]),
-        events,
-        builder,
-        lambda name: split[name].model,
-        estimate_cpu=builder.profile is not None and builder.profile.kind != "cpu",
+        planned, sources, builder, events, builder.profile is not None and builder.profile.kind != "cpu"
     )
 
 

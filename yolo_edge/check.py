@@ -1,10 +1,10 @@
-"""Gate on a bundle: ``check_bundle`` re-measures it (``validate.bundle``: mAP drift and latency) against
+"""Gate on a bundle: ``check_bundle`` re-measures it (``val``: mAP drift and latency) against
 limits and an optional baseline, usable from pytest:
 
     from yolo_edge import check_bundle
 
     def test_deployed_model_still_good():
-        result = check_bundle("out/bundle", baseline="perf/baseline.json", max_drift=0.01)
+        result = check_bundle("out/bundle", GateRequest(baseline="perf/baseline.json", max_drift=0.01))
         assert result.passed, result.failures
 """
 
@@ -22,11 +22,11 @@ from yolo_edge.bundle.layout import MODEL
 from yolo_edge.codec import dumps, plain
 from yolo_edge.data.resolve import EvalData
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import sha256_file
 from yolo_edge.files import atomic_write, json_loads, printable, read_regular
+from yolo_edge.model import sha256_file
 from yolo_edge.progress import progress_bar
 from yolo_edge.runtime import EventLog
-from yolo_edge.validate.bundle import ValResult, bench_spread, bundle_eval_data, val_bundle
+from yolo_edge.val import ValRequest, ValResult, bench_spread, bundle_eval_data, val_bundle
 from yolo_edge.validate.latency import LatencyResult
 from yolo_edge.validate.noise import FAILS, UNDECIDED, Spread, judge, undecided_line
 from yolo_edge.validate.verdict import (
@@ -85,31 +85,37 @@ class GateResult:
         )
 
 
-def check_bundle(
-    bundle: str | Path | Bundle,
-    baseline: str | Path | None = None,
-    max_drift: float | None = None,
-    sla_ms: float | None = None,
-    max_regression: float | None = None,
-    data: str | Path | None = None,
-    runs: int | None = None,
-    quiet: bool = True,
-    class_map: str | None = None,
-    shards: int | None = None,
-    ray_address: str | None = None,
-) -> GateResult:
-    """Re-measure drift and latency; one failure line per broken limit (drift, SLA, regression vs baseline).
-    Limits default to the ones the bundle was deployed with; ``shards`` / ``ray_address``: drift scored in shards
-    on Ray (``val_bundle``)."""
+@dataclass(frozen=True)
+class GateRequest:
+    """What the gate judges a bundle by: limits (each default: the one the bundle was deployed with), a
+    ``baseline`` (``yolo-edge check --save-baseline``'s file), the images (default: what deploy judged on) with their
+    ``class_map``, ``runs`` timed frames (default: the config's), and where drift is scored (``shards`` /
+    ``ray_address``: on Ray, as ``val_bundle``)."""
+
+    baseline: str | Path | None = None
+    max_drift: float | None = None
+    sla_ms: float | None = None
+    max_regression: float | None = None
+    data: str | Path | None = None
+    class_map: str | None = None
+    runs: int | None = None
+    shards: int | None = None
+    ray_address: str | None = None
+
+
+def check_bundle(bundle: str | Path | Bundle, request: GateRequest | None = None, quiet: bool = True) -> GateResult:
+    """Re-measure drift and latency; one failure line per broken limit (drift, SLA, regression vs baseline), as
+    the ``request`` asks (:class:`GateRequest`)."""
+    r = request or GateRequest()
     b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle)
-    limits, max_regression = _limits(b, max_drift, sla_ms, max_regression)
-    base = read_baseline(baseline) if baseline else None
+    limits, max_regression = _limits(b, r.max_drift, r.sla_ms, r.max_regression)
+    base = read_baseline(r.baseline) if r.baseline else None
     events = EventLog()
     with b.detector(events=events, as_placed=True) as detector:  # the plan as proved, however busy the machine
-        ev = bundle_eval_data(b, data, class_map)  # read once: val and bench use the same images
-        val = val_bundle(b, ev, quiet, detector=detector, shards=shards, ray_address=ray_address)
+        ev = bundle_eval_data(b, r.data, r.class_map)  # read once: val and bench use the same images
+        val = val_bundle(b, ValRequest(ev, shards=r.shards, ray_address=r.ray_address), quiet, detector)
         gate = LatencyGate(limits.sla_ms, base, max_regression)
-        lat, spread = bench_spread(b, ev, runs, detector, gate.decided, progress_bar(not quiet))
+        lat, spread = bench_spread(b, ev, r.runs, detector, gate.decided, progress_bar(not quiet))
     ident, acc = identity(b), accuracy_record(val, ev)
     p95 = lat.end_to_end.p95
     fails = failures(val.drift, p95, limits, interval=val.drift_interval, spread=spread)
@@ -119,7 +125,7 @@ def check_bundle(
     first += [("accelerator", faulted)] if faulted else []
     if base is not None:
         exact = p95 if spread is None else None  # measured: judged with its spread
-        found += against_baseline(base, ident, acc, lat.kind, exact, limits.max_drift, max_regression)
+        found += _against_baseline(base, ident, acc, lat.kind, exact, limits.max_drift, max_regression)
         comparable = spread is not None and not _not_comparable(base, ident, lat.kind)
         found += gate.regression(spread) if comparable and spread is not None else []
     fails, lines = [f for f, _ in first + found], [line for _, line in first + found]
@@ -209,7 +215,7 @@ def accuracy_record(val: ValResult, ev: EvalData) -> dict[str, Any]:
     }
 
 
-def against_baseline(
+def _against_baseline(
     base: Baseline,
     ident: dict[str, Any],
     acc: dict[str, Any],

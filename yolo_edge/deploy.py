@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from yolo_edge.audit import Lighting, audit_floors
-from yolo_edge.backends import require_usable, resolve_device
-from yolo_edge.backends.base import NpuCompileError
+from yolo_edge.backends import open_backend, resolve_device
+from yolo_edge.backends.base import Backend, NpuCompileError
 from yolo_edge.backends.builder import Builder
 from yolo_edge.build import build_units, plan_units, unit_sample, whole_graph_unit
 from yolo_edge.bundle.layout import BundleMeta, Contents, DataRecord, bundle_files
@@ -43,9 +43,10 @@ from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config
 from yolo_edge.data.resolve import Calibration, DataSource, EvalData, read_data, resolve_data
 from yolo_edge.demo import CLASS_NAMES
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import ExportedModel, ImgSize, demo_model_path, export_model
+from yolo_edge.export import export_model
 from yolo_edge.graph import GraphInfo
 from yolo_edge.host import cpu_name
+from yolo_edge.model import ExportedModel, ImgSize, demo_model_path
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import (
     Letterboxed,
@@ -61,12 +62,12 @@ from yolo_edge.plan.results import Memory
 from yolo_edge.progress import Bar, progress_bar
 from yolo_edge.report import DeployReport, report_files
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit
-from yolo_edge.search import SearchRecord, SearchResult, plan_detector, search_plans, with_reason
+from yolo_edge.search import SearchRecord, SearchResult, Session, plan_detector, search_plans, with_reason
 from yolo_edge.split import SplitModel, split_model
 from yolo_edge.validate.accuracy import detect_all
 from yolo_edge.validate.conditions import CONDITIONS, Judged, first_images, judge_under
 from yolo_edge.validate.latency import LATENCY_IMAGES
-from yolo_edge.validate.noise import time_in_rounds
+from yolo_edge.validate.noise import Frames, time_in_rounds
 from yolo_edge.validate.verdict import Limits, PlanRun, choose, explain
 from yolo_edge.version import __version__
 
@@ -137,16 +138,14 @@ class _Plans:
         return [self.whole, self.reference, self.split]
 
 
-@dataclass(frozen=True)
-class Session:
-    """One deploy's (or plan's) profile and settings, where what it opens is closed (``stack``: the builder last),
-    and how it talks (``say``, ``bar``): what every step of it shares."""
-
-    profile: DeviceProfile
-    cfg: DeployConfig
-    stack: ExitStack
-    say: Log
-    bar: Bar
+def open_device(stack: ExitStack, device: str) -> tuple[DeviceProfile, Backend]:
+    """``device``'s profile and its accelerator backend, open in ``stack`` (the one a deploy checks is the one it
+    compiles with: a vendor's toolchain worker starts once), after a one-line error where it cannot run here or the
+    planner is not installed."""
+    profile = resolve_device(device)
+    npu = stack.enter_context(open_backend(profile))
+    require_planner()
+    return profile, npu
 
 
 @dataclass
@@ -165,19 +164,15 @@ class Searched:
 
 
 def plan_deployment(
-    session: Session,
-    exported: ExportedModel,
-    data: str | Path | DataSource | None,
-    calib: str | Path | None,
-    strict: bool = False,
-    class_map: str | None = None,
+    session: Session, exported: ExportedModel, source: DataSource | None, request: DeployRequest
 ) -> Searched:
-    """Resolve the data (evaluation and disjoint calibration images), plan ``exported`` on the session's profile
-    and search the plan space with the verdict. What it opens (the builder, the reference's and the chosen plan's
-    detectors) is closed with the session's stack, the builder last."""
+    """Resolve the data (``source``, read from the request's; evaluation and disjoint calibration images), plan
+    ``exported`` on the session's profile and search the plan space with the verdict. What it opens (the builder,
+    the reference's and the chosen plan's detectors) is closed with the session's stack, the builder last."""
     profile, cfg, stack, say = session.profile, session.cfg, session.stack, session.say
     n_calib = cfg.calib_images + cfg.checks.precision.images
-    evaldata, calibration = resolve_data(data, calib, exported.meta.names, n_calib, class_map)
+    names = exported.meta.names
+    evaldata, calibration = resolve_data(source, request.calib, names, n_calib, request.class_map)
     for warning in (evaldata.warning, calibration.warning):
         if warning:
             say(f"warning: {warning}")
@@ -195,8 +190,8 @@ def plan_deployment(
     if changed:
         say(f"calibrating with every other image changed by {', '.join(changed)} (validate.calibrate_conditions)")
     say(f"planning on {profile.name} ({profile.kind}, latency {profile.latency})")
-    builder = stack.enter_context(Builder(profile))
-    space, planner = plan_space(split, profile, cfg, images, strict=strict, log=say, builder=builder)
+    builder = stack.enter_context(Builder(profile, session.npu))
+    space, planner = plan_space(split, builder, cfg, images, request.strict, say)
     calib_tensors = boundary_tensors(split, images[: cfg.calib_images], planner.fp32)
     say("whole-cpu: the FP32 reference")
     all_cpu = space.placement(space.cpu_plans()).all_cpu()
@@ -204,7 +199,7 @@ def plan_deployment(
     executor = SplitExecutor(units, cfg.runtime, profile, borrowed=True)
     reference = stack.enter_context(Detector(executor, exported.meta, cfg.nms))
     reference.remember(LATENCY_IMAGES)
-    found = search_plans(space, planner, profile, cfg, calib_tensors, evaldata, reference, session.bar, say)
+    found = search_plans(space, planner, session, calib_tensors, evaldata, reference)
     if found.detector is not None:
         stack.enter_context(found.detector)
     shown = found.record.shown
@@ -232,83 +227,88 @@ class PlanResult:
     search: SearchRecord | None
 
 
-def search_plan(
-    model: str | Path | None = None,
-    device: str = "auto",
-    imgsz: int | str | None = None,
-    data: str | Path | None = None,
-    calib: str | Path | None = None,
-    config: str | Path | DeployConfig | None = None,
-    strict: bool = False,
-    class_map: str | None = None,
-    log: Log | None = None,
-    bar: Bar | None = None,
-) -> PlanResult:
-    """Plan ``model`` on ``device`` and, with images to judge on (``data``, or the demo's own for the demo's
-    classes), search the candidates with the verdict: deploy without the bundle. Without them only the four
+@dataclass(frozen=True)
+class DeployRequest:
+    """What a deploy (or a plan) is asked: the model and its input size, the device, the images it is judged and
+    calibrated on, and the settings. The CLI's argument groups build one (``yolo_edge.cli.common.deploy_request``),
+    and so does the sweep for each point of its grid."""
+
+    model: str | Path | None = None  # .pt, .yaml or .onnx; default: the shipped demo
+    device: str = "auto"  # a profile's name or YAML; auto: the best real accelerator present
+    imgsz: int | str | None = None  # default: the demo's 320, else the model's own
+    data: str | Path | None = None  # judging images (labelled, or a folder: agreement); default: the demo's
+    calib: str | Path | None = None  # calibration images; default: the demo's, else some of ``data``'s
+    class_map: str | None = None  # the data set's classes to the model's: DATA=MODEL,...
+    config: str | Path | DeployConfig | None = None  # a deploy config (YAML or loaded); default: the shipped one
+    sla_ms: float | None = None  # overrides the config's validate.sla_ms
+    strict: bool = False  # fail instead of falling back to the CPU
+
+
+@dataclass
+class _Opened:
+    """A request's device and data opened, its model exported (in ``stack``): what deploy and plan start from."""
+
+    session: Session
+    source: DataSource | None
+    exported: ExportedModel
+
+
+def _open(request: DeployRequest, stack: ExitStack, say: Log, bar: Bar) -> _Opened:
+    """The request's settings, device (its backend open: a one-line error where it cannot run here), data (a bad
+    one fails before the export) and its model exported into a folder of ``stack``'s."""
+    cfg = deploy_settings(request.config, request.sla_ms)
+    profile, npu = open_device(stack, request.device)
+    source = None if request.data is None else read_data(request.data)
+    model = request.model or demo_model_path()
+    imgsz = request.imgsz if request.imgsz is not None else demo_imgsz(model)
+    tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="yolo-edge-deploy-"))
+    say(f"exporting {model}")
+    exported = export_model(model, imgsz=imgsz, out_dir=tmp)
+    return _Opened(Session(profile, cfg, stack, say, bar, npu), source, exported)
+
+
+def search_plan(request: DeployRequest, log: Log | None = None, bar: Bar | None = None) -> PlanResult:
+    """Plan the request's model on its device and, with images to judge on (``data``, or the demo's own for the
+    demo's classes), search the candidates with the verdict: deploy without the bundle. Without them only the four
     checks run and the candidates are listed by estimate (``search`` is None)."""
-    say: Log = log or (lambda _m: None)
-    cfg = deploy_settings(config, None)
-    profile = resolve_device(device)
-    require_usable(profile)
-    require_planner()
-    source = None if data is None else read_data(data)  # a bad --data fails before the export
-    model = model or demo_model_path()
-    imgsz = imgsz if imgsz is not None else demo_imgsz(model)
-    with tempfile.TemporaryDirectory(prefix="yolo-edge-plan-") as tmp, ExitStack() as stack:
-        exported = export_model(model, imgsz=imgsz, out_dir=tmp)
-        if source is not None or exported.meta.names == CLASS_NAMES:
-            session = Session(profile, cfg, stack, say, bar or progress_bar(False))
-            found = plan_deployment(session, exported, source, calib, strict, class_map)
+    with ExitStack() as stack:
+        opened = _open(request, stack, log or (lambda _m: None), bar or progress_bar(False))
+        session, exported = opened.session, opened.exported
+        if opened.source is not None or exported.meta.names == CLASS_NAMES:
+            found = plan_deployment(session, exported, opened.source, request)
             return PlanResult(found.plan, found.space, found.search.record)
-        say("no --data: the candidates are not judged (pass --data with the model's own images to search them)")
+        session.say("no --data: the candidates are not judged (pass --data with the model's own images to search them)")
+        cfg = session.cfg
         n = cfg.calib_images + cfg.checks.precision.images
-        images = load_calibration(calib or default_calib_dir(), exported.meta.imgsz, n)
-        space, planner = plan_space(split_model(exported), profile, cfg, images, strict, say)
-        planner.close()
+        images = load_calibration(request.calib or default_calib_dir(), exported.meta.imgsz, n)
+        builder = stack.enter_context(Builder(session.profile, session.npu))
+        split = split_model(exported)
+        space, _ = plan_space(split, builder, cfg, images, request.strict, session.say)
         return PlanResult(space.candidates()[0], space, None)
 
 
 def deploy(
-    model: str | Path | None = None,
-    device: str = "auto",
-    imgsz: int | str | None = None,
-    sla_ms: float | None = None,
-    data: str | Path | None = None,
-    calib: str | Path | None = None,
-    out: str | Path = "out/bundle",
-    strict: bool = False,
-    config: str | Path | DeployConfig | None = None,
-    quiet: bool = False,
-    log: Log | None = None,
-    class_map: str | None = None,
+    request: DeployRequest | None = None, out: str | Path = "out/bundle", quiet: bool = False, log: Log | None = None
 ) -> DeployResult:
-    """Deploy ``model`` (default: the shipped demo) to ``device`` and prove it; see the module docstring.
-    ``config`` is a deploy config (a YAML path or a :class:`DeployConfig`; default: the shipped one)."""
+    """Deploy the ``request``'s model (default: the shipped demo on ``auto``) and prove it, the bundle written to
+    ``out``; see the module docstring."""
     say: Log = log or ((lambda _m: None) if quiet else (lambda m: print(m, file=sys.stderr)))
-    bar = progress_bar(not quiet)
+    request = request or DeployRequest()
     out = Path(out)
-    cfg = deploy_settings(config, sla_ms)
     check_writable(out)
-    profile = resolve_device(device)
-    require_usable(profile)
-    require_planner()
-    source = None if data is None else read_data(data)  # a bad --data fails before the export
-    model = model or demo_model_path()
-    imgsz = imgsz if imgsz is not None else demo_imgsz(model)
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="yolo-edge-deploy-") as tmp, ExitStack() as stack:
-        say(f"exporting {model}")
-        exported = export_model(model, imgsz=imgsz, out_dir=tmp)
-        session = Session(profile, cfg, stack, say, bar)
-        found = plan_deployment(session, exported, source, calib, strict, class_map)
+    with ExitStack() as stack:
+        opened = _open(request, stack, say, progress_bar(not quiet))
+        session, exported = opened.session, opened.exported
+        cfg = session.cfg
+        found = plan_deployment(session, exported, opened.source, request)
         plans = _compare(session, found)
         under = _conditions(session, found, plans)
         # whole-npu is a comparison row, never the deployment: decode must stay FP32 on the CPU
         chosen, none_ok = choose([plans.reference, plans.split], cfg.plan.tie_margin)  # FP32 first: wins a tie
         chosen_plan = found.plan if chosen.name == "split" else found.plan.all_cpu()
         report = replace(
-            _report(session, str(model), found, chosen_plan, plans, (chosen, none_ok), t0),
+            _report(session, str(request.model or demo_model_path()), found, chosen_plan, plans, (chosen, none_ok), t0),
             conditions=under,
             calibrated_conditions=found.calibrated_conditions,
         )
@@ -407,9 +407,8 @@ def _compare(session: Session, found: Searched) -> _Plans:
         whole.accuracy_drift = whole.accuracy.minus(reference.accuracy)
     say(f"latency: {', '.join(detectors)}, frame by frame in turn")
     bench_images = [read_image(r.path) for r in found.evaldata.dataset.records[:LATENCY_IMAGES]]
-    latencies, spreads = time_in_rounds(
-        detectors, "whole-cpu", bench_images, cfg.validate.latency_warmup, cfg.validate.latency_runs, bar=bar
-    )
+    frames = Frames(bench_images, cfg.validate.latency_warmup, cfg.validate.latency_runs)
+    latencies, spreads = time_in_rounds(detectors, "whole-cpu", frames, bar=bar)
     limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
     for run in (whole, reference, split_run):
         run.latency, run.spread = latencies.get(run.name), spreads.get(run.name)
@@ -427,9 +426,7 @@ def _conditions(session: Session, found: Searched, plans: _Plans) -> dict[str, d
     detectors = {"split": plans.detectors["split"]}
     card = found.search.record.card
     if card is not None and card.plan != found.plan:
-        built, _ = plan_detector(
-            found.split, card.plan, session.profile, cfg, found.builder, found.calib_tensors, EventLog()
-        )
+        built, _ = plan_detector(found.split, card.plan, found.builder, cfg, found.calib_tensors, EventLog())
         detectors["design card"] = session.stack.enter_context(built)
     ev = first_images(found.evaldata, v.conditions_images)
     session.say(f"conditions: {', '.join(v.conditions)} on {len(ev.dataset)} judging images, {', '.join(detectors)}")

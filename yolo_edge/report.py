@@ -15,7 +15,7 @@ from typing import Any
 from yolo_edge.codec import dumps, plain
 from yolo_edge.config import BOARD, DeviceProfile
 from yolo_edge.data.resolve import Calibration, EvalData
-from yolo_edge.export import DEMO_WEIGHTS, demo_model_path
+from yolo_edge.model import DEMO_WEIGHTS, demo_model_path
 from yolo_edge.pipeline.postprocess import KEPT_IOU
 from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
 from yolo_edge.plots import cdf_figure, phases_figure, png, search_figure

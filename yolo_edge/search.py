@@ -29,7 +29,7 @@ judged is reported, with why it was tried and its placement, estimated and measu
 status.
 
 Example:
-    >>> result = search_plans(space, planner, ...)  # doctest: +SKIP
+    >>> result = search_plans(space, planner, session, ...)  # doctest: +SKIP
     >>> [(t.plan.label, t.run.status) for t in result.trials]  # doctest: +SKIP
 """
 
@@ -37,10 +37,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence, Set
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from yolo_edge.backends.base import Backend
 from yolo_edge.backends.builder import Builder
 from yolo_edge.build import build_units
 from yolo_edge.config import DeployConfig, DeviceProfile, Variant
@@ -53,13 +55,28 @@ from yolo_edge.plan.planner import Planner, option_at
 from yolo_edge.progress import Bar
 from yolo_edge.runtime import EventLog, SplitExecutor, Unit
 from yolo_edge.split import SplitModel
+from yolo_edge.stats import Percentiles, median_ratio_se
 from yolo_edge.validate.accuracy import Scorer, detect_all
 from yolo_edge.validate.latency import LATENCY_IMAGES, LatencyResult, measure_latencies
-from yolo_edge.validate.stats import Percentiles, median_ratio_se
 from yolo_edge.validate.verdict import UNDECIDED, Limits, PlanRun, explain
 
 Log = Callable[[str], None]
 Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class Session:
+    """One deploy's (or plan's) profile and settings, where what it opens is closed (``stack``: the builder last),
+    how it talks (``say``, ``bar``) and tells the time (``clock``: the search's budget): what every step of it
+    shares."""
+
+    profile: DeviceProfile
+    cfg: DeployConfig
+    stack: ExitStack
+    say: Log
+    bar: Bar
+    npu: Backend  # the profile's accelerator backend, opened once (``deploy.open_device``): every compile for it
+    clock: Clock = time.monotonic
 
 
 @dataclass
@@ -150,16 +167,15 @@ class SearchResult:
 def plan_detector(
     split: SplitModel,
     plan: PlacementPlan,
-    profile: DeviceProfile,
-    cfg: DeployConfig,
     builder: Builder,
+    cfg: DeployConfig,
     calib: Sequence[dict[str, np.ndarray]],
     events: EventLog,
 ) -> tuple[Detector, list[Unit]]:
-    """``plan``'s detector as a trial judges it: its units compiled through the deploy's ``builder`` (which keeps
-    their executables: a later trial, or the bundle, may run them again), run as placed."""
+    """``plan``'s detector as a trial judges it: its units compiled through the deploy's ``builder`` (for its
+    profile; it keeps their executables: a later trial, or the bundle, may run them again), run as placed."""
     units = build_units(split, plan, builder, calib, events, cfg.runtime.fuse_units)
-    executor = SplitExecutor(units, cfg.runtime, profile, events, as_placed=True, borrowed=True)
+    executor = SplitExecutor(units, cfg.runtime, builder.profile, events, as_placed=True, borrowed=True)
     detector = Detector(executor, split.exported.meta, cfg.nms)
     detector.remember(LATENCY_IMAGES)  # its latency frames are evaluation images: simulated once
     return detector, units
@@ -194,7 +210,7 @@ class _Judge:
         self.limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
 
     def detector(self, plan: PlacementPlan, events: EventLog) -> tuple[Detector, list[Unit]]:
-        return plan_detector(self.split, plan, self.profile, self.cfg, self.builder, self.calib, events)
+        return plan_detector(self.split, plan, self.builder, self.cfg, self.calib, events)
 
     def judge(self, name: str, plan: PlacementPlan, detector: Detector) -> tuple[PlanRun, LatencyResult]:
         """``plan`` (run by ``detector``) judged; and the reference's latency in the same loop."""
@@ -468,19 +484,16 @@ def unchecked(
 def search_plans(
     space: PlanSpace,
     planner: Planner,
-    profile: DeviceProfile,
-    cfg: DeployConfig,
+    session: Session,
     calib: Sequence[dict[str, np.ndarray]],
     evaldata: EvalData,
     reference: Detector,
-    bar: Bar,
-    say: Log,
-    clock: Clock = time.monotonic,
 ) -> SearchResult:
     """Judge ``space``'s candidates, fastest estimate first, until one passes or the budget ends (module
     docstring). ``reference`` is the whole-cpu detector; ``calib`` the boundary tensors units calibrate on.
     The result holds the best trial's detector open: close it (``result.detector``) when done."""
-    judge = _Judge(space.split, profile, cfg, calib, evaldata, reference, bar, planner.builder)
+    cfg, say, clock = session.cfg, session.say, session.clock
+    judge = _Judge(space.split, session.profile, cfg, calib, evaldata, reference, session.bar, planner.builder)
     search = _Search(space, planner, judge, cfg, say, clock)
     stopped = search.run()
     search.fused()

@@ -24,8 +24,8 @@ from onnx.utils import Extractor
 
 from yolo_edge.codec import dumps
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import ExportedModel
 from yolo_edge.graph import SUBGRAPHS, GraphInfo, TensorInfo
+from yolo_edge.model import ExportedModel
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ Pareto front of latency against drift; the best configuration (the first that pa
   only what changed. ``keep``: each configuration's bundle is kept in a folder of its own there.
 
 Example:
-    >>> result = sweep(["a.pt", "b.pt"], [320, 640], ["rk3588", "host-lowp"], data="val/", sla_ms=50)  # doctest: +SKIP
+    >>> grid = SweepRequest(["a.pt", "b.pt"], [320, 640], ["rk3588", "host-lowp"], data="val/", sla_ms=50)
+    >>> result = sweep(grid)  # doctest: +SKIP
     >>> result.best.point.label  # doctest: +SKIP
     'a.pt@320 on rk3588'
 """
@@ -39,10 +40,11 @@ from yolo_edge.backends import device_status
 from yolo_edge.cluster import has_resource, node_cpus, ray_session
 from yolo_edge.codec import dumps, plain
 from yolo_edge.config import DeployConfig, FrameKind, load_profile
-from yolo_edge.deploy import deploy, deploy_settings
+from yolo_edge.deploy import DeployRequest, deploy, deploy_settings
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import check_model, parse_imgsz, sha256_file
+from yolo_edge.export import check_model
 from yolo_edge.files import cache_root, json_loads, read_cached, write_cached
+from yolo_edge.model import parse_imgsz, sha256_file
 from yolo_edge.plots import limit_line, png, pyplot, unclutter
 from yolo_edge.version import __version__
 
@@ -158,30 +160,41 @@ class SweepResult:
         )
 
 
+@dataclass(frozen=True)
+class SweepRequest:
+    """The grid and what judges it: every (model, imgsz, device) deployed on ``data`` with the deploy settings
+    ``config`` (and ``sla_ms``), ranked by ``objective``; ``cache``: the folder of stored outcomes (default: the user
+    cache; ``""``: none); ``keep``: a folder for each configuration's bundle."""
+
+    models: Sequence[str | Path]
+    imgsz: Sequence[int]
+    devices: Sequence[str]
+    data: str | Path | None = None
+    config: str | Path | DeployConfig | None = None
+    sla_ms: float | None = None
+    objective: Objective = "latency"
+    cache: str | Path | None = None
+    keep: str | Path | None = None
+
+
 def sweep(
-    models: Sequence[str | Path],
-    imgsz: Sequence[int],
-    devices: Sequence[str],
-    data: str | Path | None = None,
-    config: str | Path | DeployConfig | None = None,
-    sla_ms: float | None = None,
-    keep: str | Path | None = None,
-    cache: str | Path | None = None,
+    request: SweepRequest,
     ray_address: str | None = None,
     workers: int | None = None,
     use_ray: bool = True,
     retries: int = 2,
     log: Log | None = None,
-    objective: Objective = "latency",
 ) -> SweepResult:
-    """Deploy every (model, imgsz, device) of the grid and rank them (see the module docstring). ``cache``: the
-    folder of stored outcomes (default: the user cache; ``""``: none); ``keep``: a folder for each configuration's
-    bundle; ``ray_address``: an existing Ray cluster (default: a local Ray with ``workers`` CPUs); ``use_ray``
-    False: one configuration after the other in this process; ``objective``: what ranks those that pass."""
+    """Deploy every configuration of the ``request``'s grid and rank them (see the module docstring).
+    ``ray_address``: an existing Ray cluster (default: a local Ray with ``workers`` CPUs); ``use_ray`` False: one
+    configuration after the other in this process; ``retries``: of a task whose worker died or that failed on a
+    bug."""
+    r = request
+    models, imgsz, devices, data, cache, objective = r.models, r.imgsz, r.devices, r.data, r.cache, r.objective
     if objective not in OBJECTIVES:
         raise YoloEdgeError(f"unknown sweep objective '{objective}'; choose one of {', '.join(OBJECTIVES)}")
     say: Log = log or (lambda m: print(f"yolo-edge: {m}", file=sys.stderr))
-    cfg = deploy_settings(config, sla_ms)  # what every configuration's deploy runs with, checked once here
+    cfg = deploy_settings(r.config, r.sla_ms)  # what every configuration's deploy runs with, checked once here
     # each axis once (a duplicated --device is deployed once and listed once); bad input one line now, not a failed
     # configuration each and "nothing meets the SLA"
     names, sizes, devices = (
@@ -204,7 +217,7 @@ def sweep(
     if done:
         say(f"{len(done)} of {len(points)} configurations unchanged since they were swept: read from {store}")
     todo = [p for p in points if p not in done]
-    specs = {p: _spec(p, cfg, data, keep) for p in todo}
+    specs = {p: _spec(p, cfg, data, r.keep) for p in todo}
     run = _ray_run if use_ray else _in_turn
     for point, outcome in run(specs, ray_address, workers, retries, say) if specs else []:
         if outcome.status != FAILED and store is not None:
@@ -220,9 +233,8 @@ def run_point(spec: dict[str, Any]) -> dict[str, Any]:
     keep = spec["keep"]
     out = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="yolo-edge-sweep-")) / "bundle"
     try:
-        result = deploy(
-            point.model, point.device, point.imgsz, data=spec["data"], config=spec["config"], out=out, quiet=True
-        )
+        request = DeployRequest(point.model, point.device, point.imgsz, data=spec["data"], config=spec["config"])
+        result = deploy(request, out=out, quiet=True)
         outcome = _outcome(point, result.report, str(out) if keep else None)
     except YoloEdgeError as exc:
         outcome = Outcome(point, FAILED, False, error=str(exc))

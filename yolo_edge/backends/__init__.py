@@ -36,17 +36,19 @@ def create_backend(profile: DeviceProfile) -> Backend:
     return backend
 
 
-def board_model(profile: DeviceProfile) -> BoardCpu | None:
+def board_model(profile: DeviceProfile, backend: Backend | None = None) -> BoardCpu | None:
     """The board's CPU where ``profile``'s board is simulated on this host: every CPU phase of a frame (its CPU
     units, letterbox, NMS) is then modelled for the board, as its accelerator is. None where latency is measured:
-    a real device, or the board itself (its accelerator present: ``yolo-edge bench`` there measures)."""
+    a real device, or the board itself (its accelerator present: ``yolo-edge bench`` there measures). ``backend``:
+    the profile's, where one is open (it says); else its runtime module's ``present(profile)`` tells, starting
+    nothing (a module without one has no accelerator of its own to find)."""
     if profile.kind != "simulated" or profile.cpu is None:
         return None
-    try:
-        with runtime_backend(profile) as backend:
-            present = backend.on_accelerator
-    except YoloEdgeError:  # its runtime is not installed here: this is not the board
-        present = False
+    if backend is not None:
+        present = backend.on_accelerator
+    else:
+        module = importlib.import_module(spec(profile.runtime).module)
+        present = bool(getattr(module, "present", lambda _p: False)(profile))
     return None if present else BoardCpu(profile.cpu)
 
 
@@ -62,9 +64,13 @@ def device_status(profile: DeviceProfile) -> tuple[bool, str, tuple[str, ...]]:
     """Whether ``profile`` can run on this machine, why (not), and which of its precisions this host computes."""
     try:
         with create_backend(profile) as backend:
-            name, precisions, where = backend.name, backend.precisions, backend.describe()
+            return _status(profile, backend)
     except YoloEdgeError as exc:
         return False, str(exc), ()
+
+
+def _status(profile: DeviceProfile, backend: Backend) -> tuple[bool, str, tuple[str, ...]]:
+    name, precisions, where = backend.name, backend.precisions, backend.describe()
     usable = tuple(p for p in profile.precisions if p in precisions)
     missing = [p for p in profile.precisions if p not in usable]
     lacks = f"; {', '.join(missing)}: not computed by {name} on this host, skipped" if missing else ""
@@ -75,11 +81,19 @@ def device_status(profile: DeviceProfile) -> tuple[bool, str, tuple[str, ...]]:
     return True, f"{profile.runtime} {where} present, latency measured{lacks}", usable
 
 
-def require_usable(profile: DeviceProfile) -> None:
-    """A one-line error now, before minutes of work, when ``profile`` cannot run on this machine."""
-    ok, why, _ = device_status(profile)
+def open_backend(profile: DeviceProfile) -> Backend:
+    """``profile``'s accelerator backend, open (the caller closes it), or a one-line error now, before minutes of
+    work, when ``profile`` cannot run on this machine: the one a deploy checks is the one it compiles with (a
+    vendor's toolchain worker starts once)."""
+    try:
+        backend = create_backend(profile)
+    except YoloEdgeError as exc:
+        raise YoloEdgeError(f"device {profile.name} is not usable here: {exc}") from None
+    ok, why, _ = _status(profile, backend)
     if not ok:
+        backend.close()
         raise YoloEdgeError(f"device {profile.name} is not usable here: {why}")
+    return backend
 
 
 def resolve_device(name: str) -> DeviceProfile:

@@ -74,7 +74,7 @@ class Builder:
     @cached_property
     def board(self) -> BoardCpu | None:
         """The simulated board's CPU (None where latency is measured), found once."""
-        return board_model(self.profile) if self.profile is not None else None
+        return board_model(self.profile, self._npu) if self.profile is not None else None
 
     def fp32(self, model: onnx.ModelProto, artifact: Artifact | None = None) -> Executable:
         """``model`` compiled for the CPU in FP32 (``artifact``: its stored FP32 graph)."""

@@ -368,6 +368,12 @@ class EthosUBoardBackend(Backend):
         return TfliteExecutable(stored, io, model, v, "ethos-u-npu", delegate)
 
 
+def present(profile: DeviceProfile) -> bool:
+    """Whether this is the board (its NPU's device node there): asked without starting the toolchain's worker."""
+    options = profile.runtime_options
+    return isinstance(options, EthosUOptions) and Path(options.device).exists()
+
+
 def backend_for(profile: DeviceProfile) -> Backend:
     """The board's delegate where the profile's NPU device exists, else the toolchain on this host, else a one-line
     error; both need LiteRT."""
@@ -377,7 +383,7 @@ def backend_for(profile: DeviceProfile) -> Backend:
         import ai_edge_litert.interpreter  # noqa: F401  (what runs every .tflite unit)
     except ImportError:
         raise YoloEdgeError(f"{profile.name} needs LiteRT: {INSTALL}") from None
-    if Path(options.device).exists():
+    if present(profile):
         return EthosUBoardBackend(options)
     worker = Worker(ETHOS_U)  # the backend's own: asked first whether it starts
     status = toolchain_status(ETHOS_U, worker=worker)

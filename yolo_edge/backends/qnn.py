@@ -223,6 +223,11 @@ class QnnBackend(Backend):
         return QnnExecutable(session, model, v, path.read_bytes())
 
 
+def present(profile: DeviceProfile) -> bool:
+    """Whether this is a Snapdragon board (the HTP itself, not its simulator)."""
+    return QnnBackend.on_accelerator
+
+
 def backend_for(profile: DeviceProfile) -> Backend:
     """The QNN backend of ``profile``: its HTP architecture and VTCM size; w8a8 and w8a16 unless one is chosen."""
     options = profile.runtime_options

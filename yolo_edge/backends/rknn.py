@@ -341,11 +341,16 @@ class RknnLiteBackend(Backend):
         return RknnLiteExecutable(runtimes, model, v, ",".join(m.removeprefix("NPU_CORE_") for m in masks))
 
 
+def present(profile: DeviceProfile) -> bool:
+    """Whether this is the board (its lite runtime installed): asked without starting the toolchain's worker."""
+    return importlib.util.find_spec("rknnlite") is not None
+
+
 def backend_for(profile: DeviceProfile) -> Backend:
     """The board's lite runtime where it is installed, else the toolchain on this host, else a one-line error."""
     options = profile.runtime_options
     assert isinstance(options, RknnOptions)  # config builds a profile's options as its runtime's
-    if importlib.util.find_spec("rknnlite") is not None:
+    if present(profile):
         return RknnLiteBackend(options.core_mask, profile.npu_cores)
     worker = Worker(RKNN)  # the backend's own: asked first whether it starts (an environment that does not is no use)
     status = toolchain_status(RKNN, worker=worker)

@@ -18,7 +18,7 @@ from yolo_edge.backends.base import io_infos
 from yolo_edge.build import UnitPlan, unit_name
 from yolo_edge.codec import dumps, exact, plain
 from yolo_edge.config import DeployConfig, Device, DeviceProfile, Variant
-from yolo_edge.export import ExportedModel, ModelMeta
+from yolo_edge.model import ExportedModel, ModelMeta
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.runtime import EventLog, Unit
 from yolo_edge.split import SplitModel

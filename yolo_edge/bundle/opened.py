@@ -12,13 +12,13 @@ import numpy as np
 import onnx
 
 from yolo_edge.backends.builder import Builder
-from yolo_edge.build import UnitFeeds, UnitPlan, compile_units, plan_units
+from yolo_edge.build import UnitFeeds, UnitPlan, UnitSources, compile_units, plan_units
 from yolo_edge.bundle.layout import CALIB, MODEL, BundleMeta
 from yolo_edge.bundle.read import bundle_file, damaged, read_bundle, read_graph, read_unit_artifacts
 from yolo_edge.config import DeployConfig, DeviceProfile, Variant
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import ExportedModel, load_onnx
 from yolo_edge.graph import SUBGRAPHS
+from yolo_edge.model import ExportedModel, load_onnx
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
 from yolo_edge.pipeline.preprocess import load_calibration
@@ -75,17 +75,10 @@ class Bundle:
         with ExitStack() as stack:  # closed here if a compile raises; else handed to the executor
             builder = stack.enter_context(Builder(self.profile))
             try:
-                units = compile_units(
-                    planned,
-                    feeds,
-                    dict(self.sample),
-                    events,
-                    builder,
-                    self._subgraph,
-                    read_unit_artifacts(self.path / "units"),
-                    estimate_cpu=self.profile.kind != "cpu",
-                    loaded=True,
+                sources = UnitSources(
+                    feeds, dict(self.sample), self._subgraph, read_unit_artifacts(self.path / "units")
                 )
+                units = compile_units(planned, sources, builder, events, self.profile.kind != "cpu", loaded=True)
             except (YoloEdgeError, MemoryError):
                 raise
             except Exception as exc:  # a runtime refusing a stored graph or compiled file (an op of a custom
@@ -138,7 +131,9 @@ class Bundle:
         whole = UnitPlan(SUBGRAPHS, self.exported.load(), "cpu", Variant("fp32"))
         with ExitStack() as stack:  # closed here if the compile raises; else handed to the executor
             builder = stack.enter_context(Builder(self.profile))
-            units = compile_units([whole], UnitFeeds([]), dict(self.sample), EventLog(), builder, self._subgraph)
+            units = compile_units(
+                [whole], UnitSources(UnitFeeds([]), dict(self.sample), self._subgraph), builder, EventLog()
+            )
             executor = SplitExecutor(units, self.config.runtime, self.profile, owns=stack.pop_all())
         return Detector(executor, self.meta.model, self.config.nms)
 

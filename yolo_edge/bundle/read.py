@@ -19,9 +19,9 @@ from yolo_edge.bundle.layout import CALIB, FORMAT, MODEL, SAMPLE, UNITS, BundleM
 from yolo_edge.config import DeployConfig, DeviceProfile, build_profile, load_deploy_config, read_yaml
 from yolo_edge.decode import HeadOutputs
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import ModelMeta
 from yolo_edge.files import json_loads, read_regular
 from yolo_edge.graph import PARTS, SUBGRAPHS
+from yolo_edge.model import ModelMeta
 from yolo_edge.plan.placement import PlacementPlan
 
 MAX_DOC_BYTES = 1 << 26  # meta.json, plan.json, report.json

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from yolo_edge.check import check_bundle, write_baseline
+from yolo_edge.check import GateRequest, check_bundle, write_baseline
 from yolo_edge.cli.common import add_bundle_data, add_runs, add_shards, fraction, positive_float, print_json
 from yolo_edge.files import check_can_write
 from yolo_edge.validate.verdict import interval_text, kept_text
@@ -37,19 +37,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.write_baseline:
         check_can_write(args.write_baseline, "--write-baseline")
-    result = check_bundle(
-        args.bundle,
-        args.baseline,
-        args.max_drift,
-        args.sla_ms,
-        args.max_regression,
-        args.data,
-        args.runs,
-        quiet=args.quiet or args.json,
+    request = GateRequest(
+        baseline=args.baseline,
+        max_drift=args.max_drift,
+        sla_ms=args.sla_ms,
+        max_regression=args.max_regression,
+        data=args.data,
         class_map=args.class_map,
+        runs=args.runs,
         shards=args.shards,
         ray_address=args.ray_address,
     )
+    result = check_bundle(args.bundle, request, quiet=args.quiet or args.json)
     if args.write_baseline:
         write_baseline(result, args.write_baseline)
         if result.spread is not None and not result.spread.quiet:

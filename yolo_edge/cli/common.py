@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from yolo_edge.cluster import gcs_endpoint
 from yolo_edge.codec import dumps
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import ImgSize, parse_imgsz
 from yolo_edge.files import printable
+from yolo_edge.model import ImgSize, parse_imgsz
 from yolo_edge.plan.placement import PlacementPlan
 
 

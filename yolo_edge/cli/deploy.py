@@ -6,11 +6,20 @@ Exit code 0 when the chosen plan meets the SLA and the drift limit, 1 when it do
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
-from yolo_edge.cli.common import add_device, add_imgsz, add_model, placement_line, positive_float, table
+from yolo_edge.cli.common import (
+    add_device,
+    add_imgsz,
+    add_model,
+    placement_line,
+    positive_float,
+    table,
+)
 from yolo_edge.codec import dumps
-from yolo_edge.deploy import deploy
+from yolo_edge.config import DeployConfig
+from yolo_edge.deploy import DeployRequest, deploy
 from yolo_edge.report import SEARCH_HEADER, DeployReport, search_rows
 from yolo_edge.search import SearchRecord
 from yolo_edge.validate.noise import Spread
@@ -109,20 +118,24 @@ def _p95(s: Spread) -> str:
     return f"{s.p95:.2f} [{s.lo:.2f}, {s.hi:.2f}]"
 
 
-def run(args: argparse.Namespace) -> int:
-    result = deploy(
+def deploy_request(args: argparse.Namespace, config: DeployConfig | None = None) -> DeployRequest:
+    """The deploy request of ``deploy``'s and ``plan``'s common arguments (``config``: loaded and changed by the
+    command; else ``--config``'s path)."""
+    return DeployRequest(
         model=args.model,
         device=args.device,
         imgsz=args.imgsz,
-        sla_ms=args.sla_ms,
         data=args.data,
         calib=args.calib,
-        out=args.out,
-        strict=args.strict,
-        config=args.config,
-        quiet=args.quiet or args.json,
         class_map=args.class_map,
+        config=config or args.config,
+        strict=args.strict,
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    request = replace(deploy_request(args), sla_ms=args.sla_ms)
+    result = deploy(request, out=args.out, quiet=args.quiet or args.json)
     r = result.report
     if args.json:
         print(dumps(r.to_dict()))

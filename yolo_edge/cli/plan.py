@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from yolo_edge.cli.common import add_device, add_imgsz, add_model, positive_int, print_json, table
-from yolo_edge.cli.deploy import search_table
+from yolo_edge.cli.deploy import deploy_request, search_table
 from yolo_edge.config import load_deploy_config, load_profile
 from yolo_edge.deploy import search_plan
 from yolo_edge.errors import YoloEdgeError
@@ -52,10 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if args.calib_images:
         cfg = replace(cfg, calib_images=args.calib_images)
     say = (lambda _m: None) if args.json else (lambda msg: print(f"  .. {msg}", file=sys.stderr))
-    found = search_plan(
-        args.model, args.device, args.imgsz, args.data, args.calib, cfg, args.strict, args.class_map, say,
-        progress_bar(not args.json),
-    )  # fmt: skip
+    found = search_plan(deploy_request(args, cfg), say, progress_bar(not args.json))
     plan, space, search = found.plan, found.space, found.search
     limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
     if args.plot is not None and search is not None:

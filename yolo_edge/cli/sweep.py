@@ -12,9 +12,9 @@ import argparse
 from pathlib import Path
 
 from yolo_edge.cli.common import positive_float, positive_int, print_json, ray_address, table
-from yolo_edge.export import demo_model_path
 from yolo_edge.files import atomic_write, check_can_write
-from yolo_edge.sweep import FAILED, OBJECTIVES, SweepResult, sweep, sweep_plot
+from yolo_edge.model import demo_model_path
+from yolo_edge.sweep import FAILED, OBJECTIVES, SweepRequest, SweepResult, sweep, sweep_plot
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -46,21 +46,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.plot:
         check_can_write(args.plot, "--plot")
-    result = sweep(
+    request = SweepRequest(
         args.model or [str(demo_model_path())],
         args.imgsz,
         args.device,
         data=args.data,
         config=args.config,
         sla_ms=args.sla_ms,
-        keep=args.keep,
-        cache=args.cache,
-        ray_address=args.ray_address,
-        workers=args.workers,
-        use_ray=not args.no_ray,
-        retries=max(0, args.retries),
         objective=args.objective,
+        cache=args.cache,
+        keep=args.keep,
     )
+    result = sweep(request, args.ray_address, args.workers, use_ray=not args.no_ray, retries=max(0, args.retries))
     if args.plot:
         atomic_write(args.plot, sweep_plot(result))
     if args.json:

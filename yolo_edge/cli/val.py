@@ -9,8 +9,8 @@ from pathlib import Path
 
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import add_bundle_data, add_shards, print_json, table
+from yolo_edge.val import ValRequest, val_bundle
 from yolo_edge.validate.accuracy import Interval, Kept, MapResult
-from yolo_edge.validate.bundle import val_bundle
 from yolo_edge.validate.conditions import CONDITIONS, parse_conditions
 from yolo_edge.validate.verdict import interval_text, kept_text
 
@@ -33,15 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     conditions = parse_conditions(args.conditions) if args.conditions else []  # before minutes of compiling
     bundle = load_bundle(args.bundle)
-    v = val_bundle(
-        bundle,
-        args.data,
-        args.json or args.quiet,
-        args.class_map,
-        shards=args.shards,
-        ray_address=args.ray_address,
-        conditions=conditions,
-    )
+    request = ValRequest(args.data, args.class_map, conditions, args.shards, args.ray_address)
+    v = val_bundle(bundle, request, quiet=args.json or args.quiet)
     if args.json:
         print_json(v.to_dict())
         return 0

@@ -16,7 +16,7 @@ import numpy as np
 from yolo_edge.config import NmsConfig
 from yolo_edge.decode import HeadOutputs, count_candidates
 from yolo_edge.devices.board import BoardCpu
-from yolo_edge.export import ModelMeta
+from yolo_edge.model import ModelMeta
 from yolo_edge.pipeline.postprocess import Detections, boxes_kept, postprocess
 from yolo_edge.pipeline.preprocess import Letterboxed, letterbox
 from yolo_edge.runtime import FrameResult, SplitExecutor
@@ -120,10 +120,7 @@ class Detector:
 
     def postprocess(self, outputs: dict[str, np.ndarray], lb: Letterboxed, nms: NmsConfig | None = None) -> Detections:
         """The executor's outputs for ``lb`` (the head's, or ``output0``) decoded, NMS'd and mapped to the image."""
-        cfg = nms or self.nms
-        return postprocess(
-            outputs, lb, self.meta.names, cfg.conf, cfg.iou, cfg.max_det, cfg.multi_label, self.head, cfg.classes
-        )
+        return postprocess(outputs, lb, self.meta.names, nms or self.nms, self.head)
 
     def _board_postprocess_s(self, board: BoardCpu, outputs: dict[str, np.ndarray], conf: float) -> float:
         """The board CPU's decode (where the units end at the head) and NMS of one frame, priced by their work."""

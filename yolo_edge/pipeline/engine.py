@@ -34,7 +34,7 @@ from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import Letterboxed
 from yolo_edge.pipeline.sources import Captured, DropCause, FrameQueue, Reader, Source, SourceOptions, StreamStats
 from yolo_edge.runtime import SplitExecutor, Unit, UnitRun
-from yolo_edge.validate.stats import Percentiles, percentiles
+from yolo_edge.stats import Percentiles, percentiles
 
 
 @dataclass(frozen=True)

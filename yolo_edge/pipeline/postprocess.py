@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from yolo_edge.codec import plain
+from yolo_edge.config import NmsConfig
 from yolo_edge.decode import HeadOutputs, classes_over, head_candidates, head_xywh
 from yolo_edge.pipeline.preprocess import Letterboxed
 
@@ -174,26 +175,26 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou: float, classes: np.ndarray |
     return kept[np.argsort(-scores[kept], kind="stable")]
 
 
+PREDICT_NMS = NmsConfig(conf=0.25, iou=0.7, max_det=300)  # ultralytics' predictor's defaults
+
+
 def postprocess(
     tensors: dict[str, np.ndarray],
     lb: Letterboxed,
     names: tuple[str, ...],
-    conf: float = 0.25,
-    iou: float = 0.7,
-    max_det: int = 300,
-    multi_label: bool = False,
+    settings: NmsConfig = PREDICT_NMS,
     head: HeadOutputs | None = None,
-    classes: Sequence[int] | None = None,
 ) -> Detections:
     """Turn one image's final tensors into Detections in original-image pixels: ``output0`` (1, 4+nc, anchors),
     its only tensor, or with ``head`` the head's raw outputs, decoded candidates first (only the anchors over
     ``conf`` get a DFL decode; ultralytics decodes every anchor before NMS). Both give the same detections
     (``tests/test_pipeline.py``; ``benchmarks/decode.py`` times them).
 
-    ``multi_label`` keeps every class above ``conf`` for a box (as ultralytics' validator does), instead of
-    only the best one (as its predictor does). ``benchmarks/run_all.py`` times it against ultralytics'.
+    ``settings``' ``multi_label`` keeps every class above ``conf`` for a box (as ultralytics' validator does),
+    instead of only the best one (as its predictor does). ``benchmarks/run_all.py`` times it against ultralytics'.
     ``classes``: only candidates of these class ids go on to NMS (ultralytics' ``classes=``).
     """
+    conf, multi_label, classes = settings.conf, settings.multi_label, settings.classes
     if head is None:
         (output0,) = tensors.values()
         # anchors in order (as ultralytics), read in output0's own (4+nc, anchors) layout: no transposed copy
@@ -210,7 +211,7 @@ def postprocess(
         idx, cls, score = idx[top], cls[top], score[top]
     xywh = output0[0, :4, idx] if head is None else head_xywh(tensors, head, idx)  # (candidates, 4)
     xyxy = np.concatenate([xywh[:, :2] - xywh[:, 2:] / 2, xywh[:, :2] + xywh[:, 2:] / 2], axis=1)
-    kept = nms(xyxy, score, iou, cls)[:max_det]
+    kept = nms(xyxy, score, settings.iou, cls)[: settings.max_det]
     xyxy, score, cls = xyxy[kept], score[kept], cls[kept]
     xyxy = xyxy - np.array([lb.pad[0], lb.pad[1], lb.pad[0], lb.pad[1]], np.float32)
     xyxy = xyxy / np.array([lb.gain[1], lb.gain[0], lb.gain[1], lb.gain[0]], np.float32)

@@ -423,15 +423,18 @@ def _op_level_plan(
 
 def plan_space(
     split: SplitModel,
-    profile: DeviceProfile,
+    target: DeviceProfile | Builder,
     cfg: DeployConfig,
     images: Sequence[np.ndarray],
     strict: bool = False,
     log: Log | None = None,
-    builder: Builder | None = None,
 ) -> tuple[PlanSpace, Planner]:
-    """The placements of ``split`` on ``profile`` the four checks leave (letterboxed calibration ``images``),
-    and the planner that made them (for :meth:`Planner.relax`; close it when done)."""
+    """The placements of ``split`` the four checks leave on ``target`` (a profile, compiled for by a builder of the
+    planner's own; or a deploy's builder, for its profile) with letterboxed calibration ``images``, and the planner
+    that made them (for :meth:`Planner.relax`; close it when done)."""
+    builder = target if isinstance(target, Builder) else None
+    profile = target.profile if isinstance(target, Builder) else target
+    assert profile is not None, "the planner needs a builder with a profile"
     planner = Planner(split, profile, cfg, images, log, builder)
     try:
         return plan_options(planner, strict), planner
@@ -445,15 +448,14 @@ def plan_space(
 
 def plan_model(
     split: SplitModel,
-    profile: DeviceProfile,
+    target: DeviceProfile | Builder,
     cfg: DeployConfig,
     images: Sequence[np.ndarray],
     strict: bool = False,
     log: Log | None = None,
-    builder: Builder | None = None,
 ) -> PlacementPlan:
-    """The fastest placement (by estimate) that passes the four checks; see the module docstring. ``builder``:
-    what compiles (default: the planner's own)."""
-    space, planner = plan_space(split, profile, cfg, images, strict, log, builder)
+    """The fastest placement (by estimate) that passes the four checks on ``target`` (as :func:`plan_space`); see
+    the module docstring."""
+    space, planner = plan_space(split, target, cfg, images, strict, log)
     planner.close()
     return space.candidates()[0]

@@ -14,7 +14,7 @@ import selectors
 import subprocess
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -45,6 +45,8 @@ class Reply:
 
 
 class Worker:
+    started: ClassVar[int] = 0  # worker processes this interpreter started (what a deploy's worker-count test reads)
+
     def __init__(self, toolchain: Toolchain) -> None:
         self.toolchain = toolchain
         self.generation = 0  # incremented at every start
@@ -86,6 +88,7 @@ class Worker:
                 env=env,
             )
         self.generation += 1
+        Worker.started += 1
         return self._proc
 
     def call(

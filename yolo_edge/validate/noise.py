@@ -125,36 +125,42 @@ def p95_interval(values: Sequence[float]) -> tuple[float, float]:
 Round = tuple[dict[str, list[FrameTiming]], float | None]  # each detector's frames of one round, how busy it was
 
 
+@dataclass(frozen=True)
+class Frames:
+    """What a latency is timed on: ``runs`` frames of ``images`` (in turn, from the first again) after ``warmup``
+    untimed ones."""
+
+    images: Sequence[np.ndarray]
+    warmup: int
+    runs: int
+
+
 def time_beside_reference(
     plan: Detector,
     reference: Detector,
-    images: Sequence[np.ndarray],
-    warmup: int,
-    runs: int,
+    frames: Frames,
     decided: Callable[[Spread], bool] = lambda _s: True,
     bar: Bar = lambda items, _desc: items,
 ) -> tuple[LatencyResult, Spread]:
-    """``runs`` frames of the plan and its reference, in turn, in rounds of :data:`ROUND` (``bar`` shows them);
-    timed again (once) when ``decided`` says the first pass did not decide, the second pass's rounds joining the
-    first's."""
-    lat, spreads = time_in_rounds(
-        {"plan": plan, "reference": reference}, "reference", images, warmup, runs, lambda s: decided(s["plan"]), bar
-    )
+    """``frames.runs`` frames of the plan and its reference, in turn, in rounds of :data:`ROUND` (``bar`` shows
+    them); timed again (once) when ``decided`` says the first pass did not decide, the second pass's rounds joining
+    the first's."""
+    pair = {"plan": plan, "reference": reference}
+    lat, spreads = time_in_rounds(pair, "reference", frames, lambda s: decided(s["plan"]), bar)
     return lat["plan"], spreads["plan"]
 
 
 def time_in_rounds(
     detectors: Mapping[str, Detector],
     reference: str,
-    images: Sequence[np.ndarray],
-    warmup: int,
-    runs: int,
+    frames: Frames,
     decided: Callable[[dict[str, Spread]], bool] = lambda _s: True,
     bar: Bar = lambda items, _desc: items,
 ) -> tuple[dict[str, LatencyResult], dict[str, Spread]]:
     """Several detectors timed frame by frame in turn, in rounds of :data:`ROUND`, each round's load read; the
     spread of each measured one against ``reference`` (a measured detector). A simulated board's detectors are
     exact: timed once, no spread. Timed again (once) when ``decided`` says the first pass did not decide."""
+    images, warmup, runs = frames.images, frames.warmup, frames.runs
     exact = {n: d for n, d in detectors.items() if d.frame_determined}
     measured = {n: d for n, d in detectors.items() if n not in exact}
     out = {n: summarise(t) for n, t in time_frames(exact, images, 0, runs).items()} if exact else {}

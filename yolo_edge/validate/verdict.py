@@ -28,11 +28,11 @@ import numpy as np
 
 from yolo_edge.codec import plain
 from yolo_edge.pipeline.postprocess import Detections
+from yolo_edge.stats import median_ratio_se
 from yolo_edge.validate.accuracy import Accuracy, Interval, Kept, MapResult
 from yolo_edge.validate.latency import LatencyResult
 from yolo_edge.validate.noise import FAILS, Spread, judge, undecided_line
 from yolo_edge.validate.noise import UNDECIDED as UNDECIDED_LATENCY
-from yolo_edge.validate.stats import median_ratio_se
 
 OK = "ok"
 

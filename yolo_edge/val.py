@@ -23,7 +23,7 @@ from yolo_edge.progress import Bar, progress_bar, ticks
 from yolo_edge.validate.accuracy import Scorer, detect_all
 from yolo_edge.validate.conditions import Judged, judge_under
 from yolo_edge.validate.latency import LATENCY_IMAGES, LatencyResult, measure_latency
-from yolo_edge.validate.noise import Spread, time_beside_reference
+from yolo_edge.validate.noise import Frames, Spread, time_beside_reference
 
 
 def bundle_eval_data(
@@ -72,24 +72,30 @@ class ValResult(Judged):
         )
 
 
+@dataclass(frozen=True)
+class ValRequest:
+    """What ``val`` measures a bundle on: ``data`` (default: what deploy used) with its ``class_map``, and under each
+    of ``conditions`` (names in :data:`~yolo_edge.validate.conditions.CONDITIONS`: the plan and its reference both
+    see the changed images). ``shards`` (or ``ray_address``, then one shard per CPU of the cluster): the images
+    detected in that many shards on Ray, one compiled detector per Ray actor, their detections merged in order and
+    scored once: the same mAP as unsharded."""
+
+    data: str | Path | EvalData | None = None
+    class_map: str | None = None
+    conditions: Sequence[str] = ()
+    shards: int | None = None
+    ray_address: str | None = None
+
+
 def val_bundle(
-    bundle: Bundle,
-    data: str | Path | EvalData | None = None,
-    quiet: bool = True,
-    class_map: str | None = None,
-    detector: Detector | None = None,
-    shards: int | None = None,
-    ray_address: str | None = None,
-    conditions: Sequence[str] = (),
+    bundle: Bundle, request: ValRequest | None = None, quiet: bool = True, detector: Detector | None = None
 ) -> ValResult:
     """mAP (or agreement) of the bundle's plan (``detector``, default: built from the bundle) and of the FP32
-    reference on ``data`` (default: what deploy used), and under each of ``conditions`` (names in
-    :data:`~yolo_edge.validate.conditions.CONDITIONS`: both see the changed images). ``shards`` (or
-    ``ray_address``, then one shard per CPU of the cluster): the images detected in that many shards on Ray, one
-    compiled detector per Ray actor, their detections merged in order and scored once: the same mAP as
-    unsharded."""
+    reference, as the ``request`` asks (:class:`ValRequest`)."""
+    r = request or ValRequest()
+    conditions, shards, ray_address = r.conditions, r.shards, r.ray_address
     cfg = bundle.config
-    ev = bundle_eval_data(bundle, data, class_map)
+    ev = bundle_eval_data(bundle, r.data, r.class_map)
     if conditions and (shards is not None or ray_address is not None):
         raise YoloEdgeError("--conditions runs on this machine only: drop --shards / --ray-address, or --conditions")
     under: dict[str, dict[str, Judged]] = {}
@@ -131,7 +137,7 @@ def bench_spread(
     if detector.frame_determined:
         return measure_latency(detector, images, cfg.validate.latency_warmup, n, ticks(bar, n, "latency")), None
     with bundle.reference_detector() as reference:
-        return time_beside_reference(detector, reference, images, cfg.validate.latency_warmup, n, decided, bar)
+        return time_beside_reference(detector, reference, Frames(images, cfg.validate.latency_warmup, n), decided, bar)
 
 
 class ShardWorker:
