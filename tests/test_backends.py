@@ -19,7 +19,7 @@ from yolo_edge.backends.quantize import cache_dir, quantize_int8
 from yolo_edge.config import DeviceProfile, Variant, build, load_profile, profile_names
 from yolo_edge.errors import InternalError, YoloEdgeError
 from yolo_edge.plan.checks import cosine
-from yolo_edge.registry import BACKENDS, QDQ_SUFFIX
+from yolo_edge.registry import BUILTIN, ENTRY_POINTS, QDQ_SUFFIX, BackendSpec, backends
 from yolo_edge.split import SplitModel
 
 
@@ -33,7 +33,7 @@ def test_missing_execution_provider_is_an_error_not_a_silent_cpu_run() -> None:
 def test_unknown_runtime_lists_the_registered_ones() -> None:
     profile = load_profile("cpu")
     object.__setattr__(profile, "runtime", "tflite")  # bypass the profile's own validation to reach the registry
-    with pytest.raises(YoloEdgeError, match=f"must be one of {', '.join(BACKENDS)}, got 'tflite'"):
+    with pytest.raises(YoloEdgeError, match=f"must be one of {', '.join(backends())}, got 'tflite'"):
         runtime_backend(profile)
 
 
@@ -55,14 +55,23 @@ def _count_lowering(backend: Backend) -> list[str]:
     return lowered
 
 
-@pytest.mark.parametrize("runtime", list(BACKENDS))
+@pytest.mark.parametrize("runtime", list(BUILTIN))
 def test_every_registered_backend_keeps_the_contract(runtime: str, demo_split: SplitModel, tensors: list) -> None:  # type: ignore[type-arg]
-    """The same cases for every registered backend: its options parse from YAML with the strict checks (an
-    unknown key is one line), its module builds it for a profile, and on each shipped profile of it that runs here
-    it offers only what its spec registers, compiles the demo's head at each precision the profile asks for
-    (calibrated where it quantizes), agrees with the FP32 CPU reference, stores only registered suffixes and runs
-    from what it stored as it ran when compiled, loading it without lowering the graph again where it can."""
-    spec = BACKENDS[runtime]
+    """The same cases for every built-in backend, on each shipped profile of it that runs here (a plug-in's: the
+    toy's test below)."""
+    profiles = _usable_profiles(runtime)
+    assert profiles, f"no shipped profile of {runtime} runs here (the test install has every runtime and toolchain)"
+    _keeps_the_contract(backends()[runtime], profiles, demo_split, tensors)
+
+
+def _keeps_the_contract(
+    spec: BackendSpec, profiles: list[DeviceProfile], demo_split: SplitModel, tensors: list
+) -> None:  # type: ignore[type-arg]
+    """Its options parse from YAML with the strict checks (an unknown key is one line), its module builds it for a
+    profile, and on each of ``profiles`` it offers only what its spec registers, compiles the demo's head at each
+    precision the profile asks for (calibrated where it quantizes), agrees with the FP32 CPU reference, stores only
+    registered suffixes and runs from what it stored as it ran when compiled, loading it without lowering the graph
+    again where it can."""
     assert callable(importlib.import_module(spec.module).backend_for)
     assert isinstance(build(spec.options, {}, "runtime_options"), spec.options)
     with pytest.raises(YoloEdgeError, match="unknown key 'colour'"):
@@ -71,8 +80,6 @@ def test_every_registered_backend_keeps_the_contract(runtime: str, demo_split: S
     names = [t.name for t in io_infos(head)[0]]
     calib, sample = [{n: t[n] for n in names} for t in tensors[:4]], {n: tensors[4][n] for n in names}
     reference = cpu_backend().compile(head, "fp32").run(sample)
-    profiles = _usable_profiles(runtime)
-    assert profiles, f"no shipped profile of {runtime} runs here (the test install has every runtime and toolchain)"
     for profile in profiles:
         with create_backend(profile) as backend:
             assert set(backend.int8_schemes) <= set(spec.schemes) and set(backend.quantizers) <= set(spec.quantizers)
@@ -92,6 +99,87 @@ def test_every_registered_backend_keeps_the_contract(runtime: str, demo_split: S
                     loads = backend._load(head, backend.resolve(precision), stored) is not None
                     assert loads != bool(lowered), (profile.name, precision, loads, lowered)
                 exe.close()
+
+
+PLUGINS = Path(__file__).parent / "plugins"
+
+
+@pytest.fixture
+def toy_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """The toy backend package (tests/plugins/toy_npu) installed as pip leaves a package: its code and a dist-info
+    naming its entry point, in a folder on the path for this test only."""
+    import shutil
+    import sys
+
+    site = tmp_path / "site"
+    shutil.copytree(PLUGINS / "toy_npu", site / "toy_npu")
+    info = site / "toy_npu-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-npu\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINTS}]\ntoy-npu = toy_npu.spec:SPEC\n")
+    monkeypatch.syspath_prepend(str(site))
+    backends.cache_clear()
+    yield site
+    backends.cache_clear()
+    for name in [m for m in sys.modules if m == "toy_npu" or m.startswith("toy_npu.")]:
+        del sys.modules[name]
+
+
+def test_a_backend_from_another_package_keeps_the_contract_and_deploys(  # type: ignore[no-untyped-def]
+    toy_site: Path, demo_split: SplitModel, tensors: list, tiny_cfg: Path, tiny_images: Path, tmp_path: Path
+) -> None:
+    """A vendor's backend as a package of its own (tests/plugins/toy_npu), registered by its entry point: it passes
+    the contract cases of the built-in ones, the demo deploys to its profile, the bundle loads and detects; nothing
+    under yolo_edge/ names it. Uninstalled, its profile is one line naming the registered runtimes."""
+    import sys
+
+    from yolo_edge.bundle import load_bundle
+    from yolo_edge.deploy import DeployRequest, deploy
+    from yolo_edge.pipeline.preprocess import read_image
+
+    profile_path = str(PLUGINS / "toy-npu.yaml")
+    spec = backends()["toy-npu"]
+    assert spec.module == "toy_npu.backend" and "toy-npu" not in BUILTIN
+    package = Path(importlib.import_module("yolo_edge").__file__ or "").parent
+    assert [p for p in package.rglob("*.py") if "toy_npu" in p.read_text() or "toy-npu" in p.read_text()] == []
+    _keeps_the_contract(spec, [load_profile(profile_path)], demo_split, tensors)
+    request = DeployRequest(device=profile_path, config=tiny_cfg, data=tiny_images)
+    result = deploy(request, out=tmp_path / "bundle", quiet=True)
+    rows = {p.name: p for p in result.report.plans}
+    assert result.report.profile.name == "toy-npu" and rows["split"].latency is not None
+    assert rows["split"].latency.kind == "modelled (board)"
+    with load_bundle(result.bundle).detector() as detector:
+        _, timing = detector.detect(read_image(sorted(tiny_images.glob("*.jpg"))[0]))
+    assert timing.end_to_end_ms > 0
+    sys.path.remove(str(toy_site))  # uninstalled
+    backends.cache_clear()
+    with pytest.raises(YoloEdgeError, match="runtime: must be one of onnxruntime, .*got 'toy-npu'"):
+        load_profile(profile_path)
+
+
+def test_a_broken_plug_in_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry point whose object is not a BackendSpec, or that takes a built-in's name, says which it is."""
+    site = tmp_path / "site"
+    (site / "bad_npu").mkdir(parents=True)
+    (site / "bad_npu" / "__init__.py").write_text(
+        "from yolo_edge.registry import BUILTIN\nSPEC = 'not a spec'\nTWIN = BUILTIN['onnxruntime']\n"
+    )
+    info = site / "bad_npu-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bad-npu\nVersion: 0.1\n")
+    monkeypatch.syspath_prepend(str(site))
+    try:
+        for value, said in (
+            ("bad_npu:SPEC", "is a str, not a yolo_edge.registry.BackendSpec"),
+            ("bad_npu:TWIN", "registers 'onnxruntime', which is registered already"),
+            ("bad_npu:NONE", "does not load: AttributeError"),
+        ):
+            (info / "entry_points.txt").write_text(f"[{ENTRY_POINTS}]\nbad = {value}\n")
+            backends.cache_clear()
+            with pytest.raises(YoloEdgeError, match=f"entry point 'bad' \\({value}\\) {said}"):
+                backends()
+    finally:
+        backends.cache_clear()
 
 
 def test_yolo_edge_threads_caps_every_runtimes_pool_and_a_bad_value_says_how_to_fix_it(

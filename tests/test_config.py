@@ -11,7 +11,7 @@ from yolo_edge.backends import create_backend, device_status, resolve_device
 from yolo_edge.cli.main import main
 from yolo_edge.config import configs_dir, load_deploy_config, load_profile, profile_names
 from yolo_edge.errors import YoloEdgeError
-from yolo_edge.registry import BACKENDS
+from yolo_edge.registry import backends
 
 
 def test_shipped_profiles_load() -> None:
@@ -42,7 +42,7 @@ PROFILE_ERRORS = [
     ({"precisions": "int8"}, "precisions: expected a list"),
     ({"precisions": ["int4"]}, r"precisions\[0\]: must be one of fp32, fp16, bf16, int8, got 'int4'"),
     ({"precisions": []}, "precisions must be a non-empty list"),
-    ({"runtime": "tflite"}, f"runtime: must be one of {', '.join(BACKENDS)}, got 'tflite'"),
+    ({"runtime": "tflite"}, f"runtime: must be one of {', '.join(backends())}, got 'tflite'"),
     ({"latency": "guessed"}, "latency: must be one of measured, modelled"),
     ({"kind": 3}, "kind: must be one of real, simulated, cpu, got 3"),
     ({"link": {"gbps": 1}}, "link: missing key 'latency_us'"),

@@ -389,6 +389,7 @@ def test_a_deploy_compiles_each_graph_once_and_closes_everything_it_compiled(
 
     import numpy as np
 
+    import yolo_edge.backends as backends_module
     import yolo_edge.backends.builder as builder_module
     from yolo_edge.backends.base import Backend, Executable
     from yolo_edge.deploy import DeployRequest, deploy
@@ -427,8 +428,9 @@ def test_a_deploy_compiles_each_graph_once_and_closes_everything_it_compiled(
     def tracked(make: Callable[..., Backend]) -> Callable[..., Backend]:
         return lambda *args: watched(make(*args), made)
 
-    for factory in ("cpu_backend", "create_backend"):  # what the deploy's builder makes its backends with
-        monkeypatch.setattr(builder_module, factory, tracked(getattr(builder_module, factory)))
+    # what the deploy makes its backends with: its one accelerator backend (open_backend), the builder's CPU one
+    monkeypatch.setattr(backends_module, "create_backend", tracked(backends_module.create_backend))
+    monkeypatch.setattr(builder_module, "cpu_backend", tracked(builder_module.cpu_backend))
     result = deploy(
         DeployRequest(device="host-lowp", config=tiny_cfg, data=tiny_images), quiet=True, out=tmp_path / "bundle"
     )

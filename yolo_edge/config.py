@@ -537,9 +537,10 @@ def build_profile(data: Any, where: str) -> DeviceProfile:
     dataclass (``registry``), with the same strict checks as every other section."""
     runtime = data.get("runtime") if isinstance(data, dict) else None
     if isinstance(runtime, str):
-        spec = registry.BACKENDS.get(runtime)
+        registered = registry.backends()
+        spec = registered.get(runtime)
         if spec is None:
-            _fail(f"{where}.runtime", f"must be one of {', '.join(registry.BACKENDS)}, got {_shown(runtime)}")
+            _fail(f"{where}.runtime", f"must be one of {', '.join(registered)}, got {_shown(runtime)}")
         options = build(spec.options, data.get("runtime_options") or {}, f"{where}.runtime_options")
         data = {**data, "runtime_options": options}
     return build(DeviceProfile, data, where)

@@ -4,14 +4,20 @@ it), the artifact suffixes its executables store in a bundle, the INT8 activatio
 variants may name, and its own ``runtime_options`` dataclass, which ``config`` builds from a profile's YAML with the
 same strict checks as every other section.
 
-A new backend is its module and one entry here (its spec and its options). Nothing else names a runtime, a scheme
-or a quantizer: a profile's ``runtime:``, a variant's scheme and quantizer and a bundle's unit files are checked
-against what is registered. Standard library only (and ``bounds``): ``config`` reads it, every layer may. A
-contract test runs every registered backend through the same cases (``tests/test_backends.py``).
+A backend is its module and one spec: built in, an entry here (:data:`BUILTIN`); or from **another installed
+package**, an entry point in the group ``yolo_edge.backends`` whose object is its :class:`BackendSpec` (as pytest
+plugins and ExecuTorch's backends register), with no edit to yolo-edge: ``pyproject.toml``'s
+``[project.entry-points."yolo_edge.backends"]`` ``my-npu = "my_npu.spec:SPEC"``, and a profile whose ``runtime:`` is
+its name. Nothing else names a runtime, a scheme or a quantizer: a profile's ``runtime:``, a variant's scheme and
+quantizer and a bundle's unit files are checked against what is registered (:func:`backends`). Standard library
+only (and ``bounds``): ``config`` reads it, every layer may. A contract test runs every registered backend through
+the same cases, and a toy backend from a package of its own through them and a deploy (``tests/test_backends.py``).
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -160,7 +166,9 @@ class BackendSpec:
     quantizers: tuple[str, ...] = ()  # INT8 quantizers its variants may name
 
 
-BACKENDS: dict[str, BackendSpec] = {
+ENTRY_POINTS = "yolo_edge.backends"  # the group another installed package registers its backends' specs in
+
+BUILTIN: dict[str, BackendSpec] = {
     s.name: s
     for s in (
         BackendSpec(
@@ -188,24 +196,44 @@ BACKENDS: dict[str, BackendSpec] = {
 }
 
 
+@functools.cache
+def backends() -> dict[str, BackendSpec]:
+    """Every registered backend by name: the built-in ones, then each installed package's (read once; an entry
+    point that does not load, is not a spec or takes a registered name is a one-line error naming it)."""
+    found = dict(BUILTIN)
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINTS):
+        where = f"the {ENTRY_POINTS} entry point '{ep.name}' ({ep.value})"
+        try:
+            loaded = ep.load()
+        except Exception as exc:  # a plug-in's own bug: said in one line, not a traceback
+            raise YoloEdgeError(f"{where} does not load: {type(exc).__name__}: {exc}") from None
+        if not isinstance(loaded, BackendSpec):
+            raise YoloEdgeError(f"{where} is a {type(loaded).__name__}, not a yolo_edge.registry.BackendSpec")
+        if loaded.name in found:
+            raise YoloEdgeError(f"{where} registers '{loaded.name}', which is registered already")
+        found[loaded.name] = loaded
+    return found
+
+
 def spec(runtime: str) -> BackendSpec:
     """The registered backend of a profile's ``runtime:``; a one-line error naming the registered ones."""
+    registered = backends()
     try:
-        return BACKENDS[runtime]
+        return registered[runtime]
     except KeyError:
-        raise YoloEdgeError(f"runtime: must be one of {', '.join(BACKENDS)}, got '{runtime}'") from None
+        raise YoloEdgeError(f"runtime: must be one of {', '.join(registered)}, got '{runtime}'") from None
 
 
 def artifact_suffixes() -> tuple[str, ...]:
     """Every suffix a bundle's unit files may have besides ``.onnx``: what some registered backend stores."""
-    return tuple(dict.fromkeys(s for b in BACKENDS.values() for s in b.suffixes))
+    return tuple(dict.fromkeys(s for b in backends().values() for s in b.suffixes))
 
 
 def schemes() -> tuple[str, ...]:
     """Every INT8 activation scheme some registered backend compiles."""
-    return tuple(dict.fromkeys(s for b in BACKENDS.values() for s in b.schemes))
+    return tuple(dict.fromkeys(s for b in backends().values() for s in b.schemes))
 
 
 def quantizers() -> tuple[str, ...]:
     """Every INT8 quantizer some registered backend runs."""
-    return tuple(dict.fromkeys(q for b in BACKENDS.values() for q in b.quantizers))
+    return tuple(dict.fromkeys(q for b in backends().values() for q in b.quantizers))
