@@ -43,18 +43,18 @@ from stream_soak import quick_config  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.second_model import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
-from yolo_edge.audit import FRAMES  # noqa: E402
 from yolo_edge.bundle import load_bundle  # noqa: E402
+from yolo_edge.core.host import cpu_name  # noqa: E402
 from yolo_edge.demo.shapes import write_dataset  # noqa: E402
-from yolo_edge.deploy import DeployRequest, deploy  # noqa: E402
-from yolo_edge.host import cpu_name  # noqa: E402
+from yolo_edge.flows.deploy import DeployRequest, deploy  # noqa: E402
 from yolo_edge.pipeline.detector import Detector  # noqa: E402
 from yolo_edge.pipeline.postprocess import (
     Detections,  # noqa: E402
     boxes_kept,  # noqa: E402
 )
 from yolo_edge.pipeline.preprocess import default_calib_dir, read_image  # noqa: E402
-from yolo_edge.runtime import EventLog  # noqa: E402
+from yolo_edge.runtime.audit import FRAMES  # noqa: E402
+from yolo_edge.runtime.executor import EventLog  # noqa: E402
 from yolo_edge.validate.conditions import CONDITIONS  # noqa: E402
 
 CONF = 0.25

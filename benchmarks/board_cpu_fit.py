@@ -45,12 +45,12 @@ import numpy as np
 import onnx
 from scipy.optimize import nnls
 
-from yolo_edge.config import CpuModel, NmsConfig, load_profile
-from yolo_edge.decode import HeadOutputs
+from yolo_edge.core.config import CpuModel, NmsConfig, load_profile
+from yolo_edge.core.host import cpu_name
 from yolo_edge.devices.board import BoardCpu
 from yolo_edge.devices.cost import cpu_time
-from yolo_edge.graph import GraphInfo
-from yolo_edge.host import cpu_name
+from yolo_edge.model.decode import HeadOutputs
+from yolo_edge.model.graph import GraphInfo
 from yolo_edge.pipeline.postprocess import postprocess
 from yolo_edge.pipeline.preprocess import letterbox
 

@@ -27,9 +27,9 @@ from typing import Any
 import yaml
 
 from yolo_edge.backends.base import Backend
-from yolo_edge.config import configs_dir
-from yolo_edge.deploy import DeployRequest, deploy
-from yolo_edge.host import cpu_name
+from yolo_edge.core.config import configs_dir
+from yolo_edge.core.host import cpu_name
+from yolo_edge.flows.deploy import DeployRequest, deploy
 from yolo_edge.pipeline.preprocess import default_calib_dir
 
 

@@ -21,11 +21,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.second_model import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
-from yolo_edge.config import load_deploy_config  # noqa: E402
+from yolo_edge.core.config import load_deploy_config  # noqa: E402
+from yolo_edge.core.host import cpu_name  # noqa: E402
 from yolo_edge.demo.shapes import write_dataset  # noqa: E402
-from yolo_edge.deploy import DeployRequest, deploy  # noqa: E402
-from yolo_edge.host import cpu_name  # noqa: E402
-from yolo_edge.report import DeployReport  # noqa: E402
+from yolo_edge.flows.deploy import DeployRequest, deploy  # noqa: E402
+from yolo_edge.flows.report import DeployReport  # noqa: E402
 
 
 def rows(report: DeployReport) -> list[str]:

@@ -22,15 +22,15 @@ import numpy as np
 from side_by_side import interleave
 
 from yolo_edge.backends import cpu_backend
-from yolo_edge.config import NmsConfig
-from yolo_edge.decode import HeadOutputs
+from yolo_edge.core.config import NmsConfig
+from yolo_edge.core.host import cpu_name
 from yolo_edge.demo.shapes import demo_val_data
-from yolo_edge.export import export_model
-from yolo_edge.host import cpu_name
-from yolo_edge.model import demo_model_path
+from yolo_edge.model.decode import HeadOutputs
+from yolo_edge.model.export import export_model
+from yolo_edge.model.meta import demo_model_path
+from yolo_edge.model.split import split_model
 from yolo_edge.pipeline.postprocess import postprocess
 from yolo_edge.pipeline.preprocess import letterbox, read_image
-from yolo_edge.split import split_model
 
 SECOND_MODEL = Path(__file__).resolve().parents[1] / "tests" / "data" / "coins_sparks_yolov8n.pt"
 

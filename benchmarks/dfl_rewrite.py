@@ -1,4 +1,4 @@
-"""The decode subgraph before and after the DFL-softmax rewrite (``yolo_edge/rewrite.py``), onnxruntime on
+"""The decode subgraph before and after the DFL-softmax rewrite (``yolo_edge/model/rewrite.py``), onnxruntime on
 the CPU, frames interleaved; prints the CPU, both medians, the ratio and the largest output difference.
 
     YOLO_OFFLINE=1 python benchmarks/dfl_rewrite.py [--imgsz 320 640] [--runs 200]
@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 
 from yolo_edge.backends import cpu_backend
-from yolo_edge.export import export_model
-from yolo_edge.host import cpu_name
-from yolo_edge.model import demo_model_path
+from yolo_edge.core.host import cpu_name
+from yolo_edge.model.export import export_model
+from yolo_edge.model.meta import demo_model_path
+from yolo_edge.model.split import split_model
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.placement import boundary_tensors
-from yolo_edge.split import split_model
 
 
 def measure(imgsz: int, runs: int) -> None:

@@ -13,10 +13,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from yolo_edge.core.host import cpu_name
 from yolo_edge.demo.shapes import write_dataset
-from yolo_edge.deploy import DeployRequest, deploy
-from yolo_edge.host import cpu_name
-from yolo_edge.report import SEARCH_HEADER, search_rows
+from yolo_edge.flows.deploy import DeployRequest, deploy
+from yolo_edge.flows.report import SEARCH_HEADER, search_rows
 
 SECOND_MODEL = Path(__file__).resolve().parents[1] / "tests" / "data" / "coins_sparks_yolov8n.pt"
 

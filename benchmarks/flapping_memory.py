@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stream_soak import quick_config, rss_mb  # noqa: E402
 
 from yolo_edge.bundle import load_bundle  # noqa: E402
-from yolo_edge.deploy import DeployRequest, deploy  # noqa: E402
-from yolo_edge.host import cpu_name  # noqa: E402
+from yolo_edge.core.host import cpu_name  # noqa: E402
+from yolo_edge.flows.deploy import DeployRequest, deploy  # noqa: E402
 from yolo_edge.pipeline.engine import StreamOptions, StreamRunner  # noqa: E402
 from yolo_edge.pipeline.preprocess import default_calib_dir  # noqa: E402
 from yolo_edge.pipeline.sources import SourceOptions, parse_source  # noqa: E402

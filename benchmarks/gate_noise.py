@@ -24,9 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stream_soak import quick_config  # noqa: E402
 
-from yolo_edge.check import GateRequest, GateResult, check_bundle  # noqa: E402
-from yolo_edge.deploy import DeployRequest, deploy  # noqa: E402
-from yolo_edge.host import cpu_name  # noqa: E402
+from yolo_edge.core.host import cpu_name  # noqa: E402
+from yolo_edge.flows.deploy import DeployRequest, deploy  # noqa: E402
+from yolo_edge.flows.gate import GateRequest, GateResult, check_bundle  # noqa: E402
 
 
 def busy_loops() -> list[subprocess.Popen[bytes]]:

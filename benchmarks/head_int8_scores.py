@@ -36,13 +36,13 @@ from tests.second_model import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
 from yolo_edge.backends import cpu_backend  # noqa: E402
 from yolo_edge.backends.base import Executable  # noqa: E402
 from yolo_edge.backends.openvino import OpenVinoBackend  # noqa: E402
-from yolo_edge.config import Variant  # noqa: E402
+from yolo_edge.core.config import Variant  # noqa: E402
+from yolo_edge.core.host import cpu_name  # noqa: E402
 from yolo_edge.demo.shapes import write_dataset  # noqa: E402
-from yolo_edge.export import export_model  # noqa: E402
-from yolo_edge.host import cpu_name  # noqa: E402
+from yolo_edge.model.export import export_model  # noqa: E402
+from yolo_edge.model.split import SplitModel, split_model  # noqa: E402
 from yolo_edge.pipeline.preprocess import load_calibration  # noqa: E402
 from yolo_edge.plan.placement import boundary_tensors  # noqa: E402
-from yolo_edge.split import SplitModel, split_model  # noqa: E402
 
 VARIANTS = ("int8/u8/nncf", "int8/s8/nncf", "int8/u8/nncf-minmax", "int8/s8/nncf-minmax", "int8/u8/qdq")
 

@@ -31,16 +31,16 @@ from vs_ultralytics_int8 import IMGSZ, ultralytics_int8  # noqa: E402
 
 from tests.second_model import SECOND_CLASSES  # noqa: E402
 from yolo_edge.backends.builder import Builder  # noqa: E402
-from yolo_edge.build import build_units  # noqa: E402
-from yolo_edge.config import load_deploy_config, load_profile  # noqa: E402
+from yolo_edge.core.config import load_deploy_config, load_profile  # noqa: E402
+from yolo_edge.core.host import cpu_name  # noqa: E402
 from yolo_edge.demo.shapes import write_dataset  # noqa: E402
-from yolo_edge.export import export_model  # noqa: E402
-from yolo_edge.host import cpu_name  # noqa: E402
+from yolo_edge.model.export import export_model  # noqa: E402
+from yolo_edge.model.split import split_model  # noqa: E402
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration  # noqa: E402
 from yolo_edge.plan.placement import boundary_tensors  # noqa: E402
 from yolo_edge.plan.planner import plan_space  # noqa: E402
-from yolo_edge.runtime import EventLog  # noqa: E402
-from yolo_edge.split import split_model  # noqa: E402
+from yolo_edge.runtime.build import build_units  # noqa: E402
+from yolo_edge.runtime.executor import EventLog  # noqa: E402
 
 
 def our_int8_units(model: str, work: Path) -> dict[str, Path]:

@@ -25,18 +25,18 @@ from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Executable
 from yolo_edge.backends.builder import Builder  # noqa: E402
 from yolo_edge.backends.openvino import OpenVinoBackend
-from yolo_edge.build import build_units
 from yolo_edge.bundle import Bundle, load_bundle
-from yolo_edge.config import load_deploy_config, load_profile
+from yolo_edge.core.config import load_deploy_config, load_profile
 from yolo_edge.demo.shapes import demo_val_data
-from yolo_edge.deploy import DeployRequest, deploy
-from yolo_edge.export import export_model
-from yolo_edge.graph import GraphInfo
+from yolo_edge.flows.deploy import DeployRequest, deploy
+from yolo_edge.model.export import export_model
+from yolo_edge.model.graph import GraphInfo
+from yolo_edge.model.split import SplitModel, split_model
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import default_calib_dir, letterbox, load_calibration, read_image
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
-from yolo_edge.runtime import EventLog, SplitExecutor
-from yolo_edge.split import SplitModel, split_model
+from yolo_edge.runtime.build import build_units
+from yolo_edge.runtime.executor import EventLog, SplitExecutor
 
 GEMM_N = 2048
 GEMM_OPS = ("Conv", "MatMul", "Gemm")
@@ -239,7 +239,7 @@ def growth_child(onnx_path: str, npu: dict[str, str], budget_s: float = 2.0) -> 
     """One configuration in a fresh process, the all-CPU plan (``npu`` empty) or a split: end-to-end median on
     bus.jpg, the process's memory peak while building (calibration, quantization, compilation) and while
     running frames (the peak reset in between), and the resident memory over the imports' while running."""
-    from yolo_edge.model import load_onnx
+    from yolo_edge.model.meta import load_onnx
 
     base = _status_mb("VmRSS")
     split = split_model(load_onnx(onnx_path))

@@ -129,7 +129,7 @@ def measure(bundle: Path, rounds: int) -> dict[str, float]:
 
 
 def deploy_defaults(tmp: Path) -> list[Path]:
-    from yolo_edge.deploy import DeployRequest, deploy
+    from yolo_edge.flows.deploy import DeployRequest, deploy
     from yolo_edge.pipeline.preprocess import default_calib_dir
 
     images = tmp / "images"  # agreement data for the second model: images the calibration does not use
@@ -161,7 +161,7 @@ def main() -> None:
     import compileall
 
     import yolo_edge
-    from yolo_edge.host import cpu_name
+    from yolo_edge.core.host import cpu_name
 
     compileall.compile_dir(Path(yolo_edge.__file__).parent, quiet=1)  # as pip install does
     print(f"host_cpu: {cpu_name()}")

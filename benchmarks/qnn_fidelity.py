@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from yolo_edge.config import load_profile
+from yolo_edge.core.config import load_profile
 from yolo_edge.devices.cost import npu_time
-from yolo_edge.export import export_model
-from yolo_edge.graph import GraphInfo
+from yolo_edge.model.export import export_model
+from yolo_edge.model.graph import GraphInfo
 
 PUBLISHED_MS = {("qcs8550", "w8a8"): 1.573, ("qcs6490", "w8a8"): 5.430, ("qcs6490", "w8a16"): 8.82}
 CHECKS = {  # (chip, scheme): {model: published ms}

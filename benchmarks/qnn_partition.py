@@ -25,19 +25,19 @@ import onnx
 from yolo_edge.backends.builder import Builder  # noqa: E402
 from yolo_edge.backends.qnn import QnnExecutable, backend_for, htp_session
 from yolo_edge.backends.quantize import quantize_qnn
-from yolo_edge.build import UnitFeeds, UnitPlan, UnitSources, compile_units
 from yolo_edge.bundle import load_bundle
-from yolo_edge.config import DeviceProfile, Variant, load_deploy_config, load_profile
+from yolo_edge.core.config import DeviceProfile, Variant, load_deploy_config, load_profile
+from yolo_edge.core.host import cpu_name
+from yolo_edge.core.progress import progress_bar
 from yolo_edge.data.resolve import resolve_eval_data
-from yolo_edge.deploy import DeployRequest, deploy
 from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
-from yolo_edge.graph import SUBGRAPHS, GraphInfo
-from yolo_edge.host import cpu_name
+from yolo_edge.flows.deploy import DeployRequest, deploy
+from yolo_edge.model.graph import SUBGRAPHS, GraphInfo
+from yolo_edge.model.split import cut, split_model
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import default_calib_dir
-from yolo_edge.progress import progress_bar
-from yolo_edge.runtime import EventLog, SplitExecutor
-from yolo_edge.split import cut, split_model
+from yolo_edge.runtime.build import UnitFeeds, UnitPlan, UnitSources, compile_units
+from yolo_edge.runtime.executor import EventLog, SplitExecutor
 from yolo_edge.validate.accuracy import Scorer, detect_all
 
 

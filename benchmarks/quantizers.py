@@ -35,19 +35,19 @@ from tests.second_model import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
 from yolo_edge.backends.base import cosine  # noqa: E402
 from yolo_edge.backends.builder import Builder  # noqa: E402
 from yolo_edge.backends.nncf_int8 import overflow_fix  # noqa: E402
-from yolo_edge.build import build_units  # noqa: E402
-from yolo_edge.config import load_deploy_config, load_profile  # noqa: E402
+from yolo_edge.core.config import load_deploy_config, load_profile  # noqa: E402
+from yolo_edge.core.host import cpu_name  # noqa: E402
+from yolo_edge.core.progress import progress_bar  # noqa: E402
 from yolo_edge.data.resolve import EvalData, resolve_data, resolve_eval_data  # noqa: E402
 from yolo_edge.demo import CLASS_NAMES, write_dataset  # noqa: E402
-from yolo_edge.export import export_model
-from yolo_edge.host import cpu_name  # noqa: E402
-from yolo_edge.model import demo_model_path  # noqa: E402
+from yolo_edge.model.export import export_model
+from yolo_edge.model.meta import demo_model_path  # noqa: E402
+from yolo_edge.model.split import SplitModel, split_model  # noqa: E402
 from yolo_edge.pipeline.detector import Detector  # noqa: E402
 from yolo_edge.pipeline.preprocess import load_images  # noqa: E402
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors  # noqa: E402
-from yolo_edge.progress import progress_bar  # noqa: E402
-from yolo_edge.runtime import EventLog, SplitExecutor  # noqa: E402
-from yolo_edge.split import SplitModel, split_model  # noqa: E402
+from yolo_edge.runtime.build import build_units  # noqa: E402
+from yolo_edge.runtime.executor import EventLog, SplitExecutor  # noqa: E402
 from yolo_edge.validate.accuracy import Scorer, detect_all  # noqa: E402
 
 RECIPES = ("int8/u8/nncf", "int8/s8/nncf", "int8/u8/qdq", "int8/s8/qdq")

@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.test_readme import readme_commands, readme_python  # noqa: E402
-from yolo_edge.host import cpu_name  # noqa: E402
+from yolo_edge.core.host import cpu_name  # noqa: E402
 
 CANNOT_RUN_HERE = ("usage", "stream", "toolchain install")
 

@@ -27,9 +27,9 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.second_model import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
-from yolo_edge.config import configs_dir  # noqa: E402
+from yolo_edge.core.config import configs_dir  # noqa: E402
 from yolo_edge.demo.shapes import demo_val_data, write_dataset  # noqa: E402
-from yolo_edge.model import demo_model_path  # noqa: E402
+from yolo_edge.model.meta import demo_model_path  # noqa: E402
 from yolo_edge.pipeline.preprocess import default_calib_dir  # noqa: E402
 
 

@@ -16,10 +16,10 @@ import itertools
 import math
 import tempfile
 
-from yolo_edge.config import load_profile
+from yolo_edge.core.config import load_profile
 from yolo_edge.devices.cost import estimate, npu_time
-from yolo_edge.export import export_model
-from yolo_edge.graph import GraphInfo
+from yolo_edge.model.export import export_model
+from yolo_edge.model.graph import GraphInfo
 
 PUBLISHED_MS = {"yolov8n": 1000 / 73.5, "yolov8s": 1000 / 38.0, "yolov8m": 1000 / 16.2}
 

@@ -25,13 +25,13 @@ import onnx
 
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.rknn import RknnBackend, RknnExecutable
-from yolo_edge.export import export_model
-from yolo_edge.graph import SUBGRAPHS
-from yolo_edge.host import cpu_name
-from yolo_edge.model import demo_model_path
+from yolo_edge.core.host import cpu_name
+from yolo_edge.model.export import export_model
+from yolo_edge.model.graph import SUBGRAPHS
+from yolo_edge.model.meta import demo_model_path
+from yolo_edge.model.split import SplitModel, cut, split_model
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.placement import boundary_tensors
-from yolo_edge.split import SplitModel, cut, split_model
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

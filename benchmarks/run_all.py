@@ -25,7 +25,7 @@ import limits
 import side_by_side as sbs
 from render import render
 
-from yolo_edge.host import cpu_name
+from yolo_edge.core.host import cpu_name
 from yolo_edge.pipeline.preprocess import letterbox, read_image
 
 HERE = Path(__file__).parent
@@ -55,8 +55,8 @@ def _demo_tensor() -> tuple[Any, Any]:
     """The demo model's real decode output on one of its validation images (a trained model's scores)."""
     from yolo_edge.backends import cpu_backend
     from yolo_edge.demo.shapes import demo_val_data
-    from yolo_edge.export import export_model
-    from yolo_edge.model import demo_model_path
+    from yolo_edge.model.export import export_model
+    from yolo_edge.model.meta import demo_model_path
 
     with tempfile.TemporaryDirectory() as tmp:
         exported = export_model(demo_model_path(), imgsz=320, out_dir=tmp)

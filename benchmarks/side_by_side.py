@@ -20,16 +20,16 @@ import onnxruntime as ort
 
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.builder import Builder  # noqa: E402
-from yolo_edge.build import build_units
-from yolo_edge.config import DeployConfig, NmsConfig, load_deploy_config, load_profile
-from yolo_edge.export import export_model
-from yolo_edge.model import ExportedModel
+from yolo_edge.core.config import DeployConfig, NmsConfig, load_deploy_config, load_profile
+from yolo_edge.model.export import export_model
+from yolo_edge.model.meta import ExportedModel
+from yolo_edge.model.split import SplitModel, split_model
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import postprocess
 from yolo_edge.pipeline.preprocess import Letterboxed, letterbox
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.runtime import EventLog, SplitExecutor
-from yolo_edge.split import SplitModel, split_model
+from yolo_edge.runtime.build import build_units
+from yolo_edge.runtime.executor import EventLog, SplitExecutor
 
 BLOCK = 4  # timed calls in a row per path and round
 

@@ -27,17 +27,17 @@ import numpy as np
 
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.builder import Builder  # noqa: E402
-from yolo_edge.build import build_units
-from yolo_edge.config import DeviceProfile, Variant, load_deploy_config, load_profile
-from yolo_edge.decode import HeadOutputs, head_candidates, head_xywh
-from yolo_edge.export import export_model
-from yolo_edge.host import cpu_name
-from yolo_edge.model import demo_model_path
+from yolo_edge.core.config import DeviceProfile, Variant, load_deploy_config, load_profile
+from yolo_edge.core.host import cpu_name
+from yolo_edge.model.decode import HeadOutputs, head_candidates, head_xywh
+from yolo_edge.model.export import export_model
+from yolo_edge.model.meta import demo_model_path
+from yolo_edge.model.split import split_model
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.checks import cosine
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
-from yolo_edge.runtime import EventLog, SplitExecutor
-from yolo_edge.split import split_model
+from yolo_edge.runtime.build import build_units
+from yolo_edge.runtime.executor import EventLog, SplitExecutor
 
 
 def measure(imgsz: int, precisions: list[str], profile: DeviceProfile, frames: int, fuse: bool) -> None:

@@ -25,9 +25,9 @@ from pathlib import Path
 import cv2
 
 from yolo_edge.bundle import load_bundle
-from yolo_edge.config import DeployConfig, Faults, load_deploy_config
-from yolo_edge.deploy import DeployRequest, deploy
-from yolo_edge.host import cpu_name
+from yolo_edge.core.config import DeployConfig, Faults, load_deploy_config
+from yolo_edge.core.host import cpu_name
+from yolo_edge.flows.deploy import DeployRequest, deploy
 from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
 from yolo_edge.pipeline.preprocess import default_calib_dir
 from yolo_edge.pipeline.sources import parse_source

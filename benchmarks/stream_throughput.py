@@ -27,8 +27,8 @@ import cv2
 import numpy as np
 
 from yolo_edge.bundle import load_bundle
-from yolo_edge.deploy import DeployRequest, deploy
-from yolo_edge.host import cpu_name
+from yolo_edge.core.host import cpu_name
+from yolo_edge.flows.deploy import DeployRequest, deploy
 from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
 from yolo_edge.pipeline.preprocess import default_calib_dir
 from yolo_edge.pipeline.sources import parse_source

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import yaml
 
-from yolo_edge.cluster import ray_session
-from yolo_edge.config import configs_dir
-from yolo_edge.host import cpu_name
-from yolo_edge.model import demo_model_path
+from yolo_edge.core.cluster import ray_session
+from yolo_edge.core.config import configs_dir
+from yolo_edge.core.host import cpu_name
+from yolo_edge.flows.sweep import SweepRequest, sweep
+from yolo_edge.model.meta import demo_model_path
 from yolo_edge.pipeline.preprocess import default_calib_dir
-from yolo_edge.sweep import SweepRequest, sweep
 
 
 def small_settings(folder: Path) -> tuple[Path, Path]:

@@ -19,7 +19,7 @@ of the per-round ratios, printed with their quartiles: the goal reads as met or 
 the rounds agrees, else as within the run's noise of it. Beside each ratio,
 ultralytics' inference time over its end to end (its own ``speed`` split): the ratio of ultralytics' network call with
 free pre- and post-processing. It bounded yolo-edge while both networks took the float tensor; since yolo-edge's
-OpenVINO unit takes the letterbox's uint8 pixels and normalises them in its graph (``yolo_edge.pixels``), its call
+OpenVINO unit takes the letterbox's uint8 pixels and normalises them in its graph (``yolo_edge.core.pixels``), its call
 does part of what ultralytics' preprocess does, faster, and can go under it. ``benchmarks/int8_layers.py`` shows
 whether the two INT8 networks are equal (OpenVINO's per-layer profile of each).
 
@@ -50,20 +50,20 @@ from side_by_side import interleave  # noqa: E402
 
 from tests.second_model import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
 from yolo_edge.backends.builder import Builder  # noqa: E402
-from yolo_edge.build import build_units  # noqa: E402
 from yolo_edge.bundle import load_bundle  # noqa: E402
-from yolo_edge.config import DeployConfig, load_deploy_config, load_profile  # noqa: E402
+from yolo_edge.core.config import DeployConfig, load_deploy_config, load_profile  # noqa: E402
+from yolo_edge.core.host import cpu_name  # noqa: E402
 from yolo_edge.demo.shapes import write_dataset  # noqa: E402
-from yolo_edge.deploy import DeployRequest, deploy  # noqa: E402
-from yolo_edge.export import export_model  # noqa: E402
-from yolo_edge.host import cpu_name  # noqa: E402
+from yolo_edge.flows.deploy import DeployRequest, deploy  # noqa: E402
+from yolo_edge.model.export import export_model  # noqa: E402
+from yolo_edge.model.split import split_model  # noqa: E402
 from yolo_edge.pipeline.detector import Detector  # noqa: E402
 from yolo_edge.pipeline.postprocess import boxes_kept  # noqa: E402
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration  # noqa: E402
 from yolo_edge.plan.placement import boundary_tensors  # noqa: E402
 from yolo_edge.plan.planner import plan_model  # noqa: E402
-from yolo_edge.runtime import EventLog, SplitExecutor  # noqa: E402
-from yolo_edge.split import split_model  # noqa: E402
+from yolo_edge.runtime.build import build_units  # noqa: E402
+from yolo_edge.runtime.executor import EventLog, SplitExecutor  # noqa: E402
 from yolo_edge.validate.latency import measure_latencies  # noqa: E402
 
 IMGSZ = 640

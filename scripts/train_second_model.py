@@ -24,7 +24,7 @@ os.environ.setdefault("YOLO_OFFLINE", "1")
 from ultralytics import YOLO  # noqa: E402
 
 from yolo_edge.demo.shapes import write_dataset  # noqa: E402
-from yolo_edge.model import demo_model_path  # noqa: E402
+from yolo_edge.model.meta import demo_model_path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSET = ROOT / "tests" / "data" / "coins_sparks_yolov8n.pt"

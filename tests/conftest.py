@@ -8,7 +8,7 @@ os.environ.setdefault("YOLO_OFFLINE", "1")
 # The toolchain environments stay where `yolo-edge toolchain install` put them, though the tests keep every
 # other cache (quantized graphs) in their session (_quant_cache below changes YOLO_EDGE_CACHE).
 from tests.second_model import SECOND_MODEL
-from yolo_edge.host import THREADS_ENV  # noqa: E402
+from yolo_edge.core.host import THREADS_ENV  # noqa: E402
 from yolo_edge.toolchains import toolchains_root  # noqa: E402
 
 os.environ.setdefault("YOLO_EDGE_TOOLCHAINS", str(toolchains_root()))
@@ -26,9 +26,9 @@ import onnx  # noqa: E402
 import pytest  # noqa: E402
 
 from yolo_edge.backends.base import Executable  # noqa: E402
-from yolo_edge.export import export_model  # noqa: E402
-from yolo_edge.model import ExportedModel  # noqa: E402
-from yolo_edge.split import SplitModel  # noqa: E402
+from yolo_edge.model.export import export_model  # noqa: E402
+from yolo_edge.model.meta import ExportedModel  # noqa: E402
+from yolo_edge.model.split import SplitModel  # noqa: E402
 
 ExportFn = Callable[..., ExportedModel]
 T = TypeVar("T")
@@ -215,7 +215,7 @@ def yaml_nc3(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="session")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> ExportedModel:
     """The shipped demo model (trained YOLOv8n, 6 shape classes) exported at 320."""
-    from yolo_edge.model import demo_model_path
+    from yolo_edge.model.meta import demo_model_path
 
     return export_model(demo_model_path(), imgsz=320, out_dir=tmp_path_factory.mktemp("demo"))
 
@@ -230,7 +230,7 @@ def fast_cfg():  # type: ignore[no-untyped-def]
     """The shipped deploy config with fewer calibration images and timing runs, for tests."""
     from dataclasses import replace
 
-    from yolo_edge.config import load_deploy_config
+    from yolo_edge.core.config import load_deploy_config
 
     cfg = load_deploy_config()
     checks = replace(
@@ -275,7 +275,7 @@ def small_cfg(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The shipped deploy config as a file, with fewer calibration images and timing runs and a generous SLA."""
     import yaml
 
-    from yolo_edge.config import configs_dir
+    from yolo_edge.core.config import configs_dir
 
     cfg = yaml.safe_load((configs_dir() / "default.yaml").read_text())
     cfg["calib_images"] = CALIB_IMAGES
@@ -306,7 +306,7 @@ def few_images(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def demo_split(demo: ExportedModel):  # type: ignore[no-untyped-def]
     """The demo model split into its four subgraphs."""
-    from yolo_edge.split import split_model
+    from yolo_edge.model.split import split_model
 
     return split_model(demo)
 
@@ -357,7 +357,7 @@ def small_deploy(tiny_cfg: Path, tiny_images: Path, tmp_path_factory: pytest.Tem
     """``small_deploy(device)``: the demo deployed to ``device`` with the tiny config on ``tiny_images``, once per
     device and test run (the tests that use it only read the bundle); beside the bundle, ``workers_started``: the
     toolchain worker processes the deploy started."""
-    from yolo_edge.deploy import DeployRequest, DeployResult, deploy
+    from yolo_edge.flows.deploy import DeployRequest, DeployResult, deploy
 
     done: dict[str, DeployResult] = {}
 
@@ -383,7 +383,7 @@ def small_deploy(tiny_cfg: Path, tiny_images: Path, tmp_path_factory: pytest.Tem
 def deployed(small_val: Path, small_cfg: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """The demo deployed to host-lowp with the small config on ``small_val``: one deploy shared by the tests
     that need a bundle or a report (none of them changes it)."""
-    from yolo_edge.deploy import DeployRequest, deploy
+    from yolo_edge.flows.deploy import DeployRequest, deploy
 
     def build(folder: Path):  # type: ignore[no-untyped-def]
         return deploy(
@@ -396,7 +396,7 @@ def deployed(small_val: Path, small_cfg: Path, tmp_path_factory: pytest.TempPath
 @pytest.fixture(scope="session")
 def deployed_cpu(tiny_cfg: Path, tiny_images: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo deployed to the ``cpu`` profile (onnxruntime only: what a board install runs), its bundle."""
-    from yolo_edge.deploy import DeployRequest, deploy
+    from yolo_edge.flows.deploy import DeployRequest, deploy
 
     def build(folder: Path):  # type: ignore[no-untyped-def]
         return deploy(DeployRequest(device="cpu", data=tiny_images, config=tiny_cfg), out=folder / "bundle", quiet=True)
@@ -408,12 +408,12 @@ def plan_bundle(out: Path, split, plan, tensors: list, cfg) -> Path:  # type: ig
     """``plan`` (no proof run) built and written as a bundle, as deploy writes one: its units' compiled files, their
     FP32 graphs, the boundary sample and the calibration images it was built with."""
     from yolo_edge.backends.builder import Builder
-    from yolo_edge.build import build_units, plan_units, unit_sample
     from yolo_edge.bundle import BundleMeta, Contents, DataRecord, bundle_files, write_bundle
-    from yolo_edge.config import load_profile
+    from yolo_edge.core.config import load_profile
+    from yolo_edge.core.version import __version__
     from yolo_edge.pipeline.preprocess import default_calib_dir
-    from yolo_edge.runtime import EventLog
-    from yolo_edge.version import __version__
+    from yolo_edge.runtime.build import build_units, plan_units, unit_sample
+    from yolo_edge.runtime.executor import EventLog
 
     profile = load_profile(plan.device)
     calib_files = sorted(default_calib_dir().glob("*.jpg"))[: cfg.calib_images]

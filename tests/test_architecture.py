@@ -85,7 +85,7 @@ def test_no_module_imports_a_private_name_of_another() -> None:
 def test_the_rule_catches_a_wrong_import() -> None:
     """The check itself can fail: a backend importing the deploy step is caught."""
     layers = _layers()
-    assert _layer_of("yolo_edge.deploy", layers) > _layer_of("yolo_edge.backends.openvino", layers)
+    assert _layer_of("yolo_edge.flows.deploy", layers) > _layer_of("yolo_edge.backends.openvino", layers)
     assert _layer_of("yolo_edge.validate.verdict", layers) == _layer_of("yolo_edge.validate.accuracy", layers)
 
 
@@ -137,8 +137,8 @@ def test_no_public_function_takes_more_than_six_parameters() -> None:
 def test_a_process_that_loads_a_bundle_imports_no_planner() -> None:
     """``import yolo_edge`` then ``yolo_edge.load`` / ``load_bundle`` (a service restarting) imports the bundle reader,
     the runtimes and the pipeline; the planner, the search, deploy, the report, the sweep, the checks, the exporter
-    (the model's metadata is ``yolo_edge.model``'s) and the quantizers' libraries stay out (the public names load on
-    first use)."""
+    (the model's metadata is ``yolo_edge.model.meta``'s) and the quantizers' libraries stay out (the public names
+    load on first use)."""
     import subprocess
     import sys
 
@@ -148,11 +148,17 @@ def test_a_process_that_loads_a_bundle_imports_no_planner() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(done.stdout.split())
-    heavy = {"yolo_edge.deploy", "yolo_edge.sweep", "yolo_edge.search", "yolo_edge.report", "yolo_edge.plan.planner"}
-    heavy |= {"yolo_edge.export"}
+    heavy = {
+        "yolo_edge.flows.deploy",
+        "yolo_edge.flows.sweep",
+        "yolo_edge.flows.search",
+        "yolo_edge.flows.report",
+        "yolo_edge.plan.planner",
+    }
+    heavy |= {"yolo_edge.model.export"}
     heavy |= {"yolo_edge.plan.checks", "ray", "nncf", "matplotlib", "torch", "ultralytics", "onnxruntime.quantization"}
     assert "yolo_edge.bundle" in loaded and "yolo_edge.pipeline.detector" in loaded
     assert sorted(heavy & loaded) == []
     code = "import yolo_edge\nprint(yolo_edge.deploy.__module__, yolo_edge.sweep.__module__)"  # functions, as before
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert shown == ["yolo_edge.deploy", "yolo_edge.sweep"]
+    assert shown == ["yolo_edge.flows.deploy", "yolo_edge.flows.sweep"]

@@ -1,4 +1,4 @@
-"""The precision audit (yolo_edge/audit.py), driven deterministically by a simulated accelerator whose numerics
+"""The precision audit (yolo_edge/runtime/audit.py), driven deterministically by a simulated accelerator whose numerics
 silently degrade from a given call on (the ``degrade`` fault: outputs noised, finite, nothing the NaN check sees):
 no event while the numerics are those the floors were measured on, a ``precision`` event soon after they degrade,
 the unit's frames on the FP32 twin from then on (exactly the CPU's outputs), back on the accelerator once the audits
@@ -18,15 +18,15 @@ import numpy as np
 import pytest
 
 from tests.test_runtime import hand_plan
-from yolo_edge.audit import audit_floors, outputs_cosine
 from yolo_edge.backends.builder import Builder
 from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
 from yolo_edge.backends.simulated import SimulatedNpu
-from yolo_edge.build import build_units
 from yolo_edge.cli.main import main
-from yolo_edge.config import DeployConfig, Faults, load_profile
-from yolo_edge.runtime import EventLog, SplitExecutor
-from yolo_edge.split import SplitModel
+from yolo_edge.core.config import DeployConfig, Faults, load_profile
+from yolo_edge.model.split import SplitModel
+from yolo_edge.runtime.audit import audit_floors, outputs_cosine
+from yolo_edge.runtime.build import build_units
+from yolo_edge.runtime.executor import EventLog, SplitExecutor
 
 AUDITED = {
     "audit_every": 2,
@@ -165,9 +165,9 @@ def test_the_frames_audit_counts_the_fp32_boxes_a_degraded_accelerator_loses(  #
     against a proof of 990 of 1,000 boxes kept. Clean numerics: no event. Degraded ones: a ``precision`` event on
     ``frames``, the accelerator units on their twins (the frame's boxes are then the FP32 chain's), and back once
     the probes' boxes bound the loss rate under the tolerance again."""
-    from yolo_edge.audit import FRAMES
     from yolo_edge.pipeline.detector import Detector
     from yolo_edge.pipeline.preprocess import default_calib_dir, read_image
+    from yolo_edge.runtime.audit import FRAMES
 
     images = [read_image(p) for p in sorted(default_calib_dir().glob("*.jpg"))[:16]]
     faults = Faults(burst_start=40, burst_len=40, burst_kind="degrade", degrade_noise=0.5)
@@ -224,8 +224,8 @@ def test_the_audit_keeps_within_its_budget(demo_split, tensors, fast_cfg) -> Non
 def test_a_unit_proven_exact_is_not_failed_for_its_arithmetic() -> None:
     """A unit whose floor is 1 (an FP32 graph on the accelerator) differs from its twin by reassociation only: an
     error under NOISE passes, one over it fails (a precision event at audit_failures 1)."""
-    from yolo_edge.audit import NOISE, Auditor, UnitAudit
-    from yolo_edge.config import load_deploy_config
+    from yolo_edge.core.config import load_deploy_config
+    from yolo_edge.runtime.audit import NOISE, Auditor, UnitAudit
 
     events = EventLog()
     auditor = Auditor(replace(load_deploy_config().runtime, audit_window=3, audit_failures=1), events, [])
@@ -242,7 +242,7 @@ def test_the_frames_audit_sees_a_run_of_losses_the_window_would_dilute() -> None
     all of its three: the window pooled (3 of 93 lost) is likely at the proven rate, the run of the newest audit
     (3 of 3) is not, even counted as one test of each run tried: an event. Coming back needs boxes: ten audited
     frames without a box say nothing, 70 kept bound the loss rate under 3x the proven bound."""
-    from yolo_edge.audit import EVENT_P, FrameAudit, binomial_tail
+    from yolo_edge.runtime.audit import EVENT_P, FrameAudit, binomial_tail
 
     f = FrameAudit((990, 1000), 10)
     for _ in range(9):
@@ -270,9 +270,9 @@ def test_frames_lit_unlike_the_proofs_are_audited_as_often_as_after_a_failed_aud
     unlike it, night (x0.1) is. An auditor whose frames keep every box audits every ``audit_every``-th frame of
     those like the proof's and every ``audit_every_failed``-th of the night's, counting these as unseen; the fallback
     log read back says so."""
-    from yolo_edge.audit import FRAMES, Auditor, Lighting
-    from yolo_edge.config import load_deploy_config
+    from yolo_edge.core.config import load_deploy_config
     from yolo_edge.pipeline.preprocess import default_calib_dir, letterbox, read_image
+    from yolo_edge.runtime.audit import FRAMES, Auditor, Lighting
     from yolo_edge.validate.conditions import CONDITIONS
 
     imgsz = demo_split.exported.meta.imgsz
@@ -306,7 +306,7 @@ def test_frames_lit_unlike_the_proofs_are_audited_as_often_as_after_a_failed_aud
 def test_a_frames_unit_audit_and_its_frames_audit_share_the_twins_run() -> None:
     """The unit audit of a frame's first accelerator unit and the frame's FP32 chain run its twin on the very same
     arrays: once, not twice (on rk3588 the one unit is the whole network). Other arrays, equal or not, run again."""
-    from yolo_edge.audit import Twins
+    from yolo_edge.runtime.audit import Twins
 
     calls: list[object] = []
 

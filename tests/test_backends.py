@@ -16,11 +16,11 @@ from yolo_edge.backends import cpu_backend, create_backend, device_status, runti
 from yolo_edge.backends.base import Backend, CalibSet, io_infos
 from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
 from yolo_edge.backends.quantize import cache_dir, quantize_int8
-from yolo_edge.config import DeviceProfile, Variant, build, load_profile, profile_names
-from yolo_edge.errors import InternalError, YoloEdgeError
+from yolo_edge.core.config import DeviceProfile, Variant, build, load_profile, profile_names
+from yolo_edge.core.errors import InternalError, YoloEdgeError
+from yolo_edge.core.registry import BUILTIN, ENTRY_POINTS, QDQ_SUFFIX, BackendSpec, backends
+from yolo_edge.model.split import SplitModel
 from yolo_edge.plan.checks import cosine
-from yolo_edge.registry import BUILTIN, ENTRY_POINTS, QDQ_SUFFIX, BackendSpec, backends
-from yolo_edge.split import SplitModel
 
 
 def test_missing_execution_provider_is_an_error_not_a_silent_cpu_run() -> None:
@@ -134,7 +134,7 @@ def test_a_backend_from_another_package_keeps_the_contract_and_deploys(  # type:
     import sys
 
     from yolo_edge.bundle import load_bundle
-    from yolo_edge.deploy import DeployRequest, deploy
+    from yolo_edge.flows.deploy import DeployRequest, deploy
     from yolo_edge.pipeline.preprocess import read_image
 
     profile_path = str(PLUGINS / "toy-npu.yaml")
@@ -162,7 +162,7 @@ def test_a_broken_plug_in_is_one_line(tmp_path: Path, monkeypatch: pytest.Monkey
     site = tmp_path / "site"
     (site / "bad_npu").mkdir(parents=True)
     (site / "bad_npu" / "__init__.py").write_text(
-        "from yolo_edge.registry import BUILTIN\nSPEC = 'not a spec'\nTWIN = BUILTIN['onnxruntime']\n"
+        "from yolo_edge.core.registry import BUILTIN\nSPEC = 'not a spec'\nTWIN = BUILTIN['onnxruntime']\n"
     )
     info = site / "bad_npu-0.1.dist-info"
     info.mkdir()
@@ -170,7 +170,7 @@ def test_a_broken_plug_in_is_one_line(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.syspath_prepend(str(site))
     try:
         for value, said in (
-            ("bad_npu:SPEC", "is a str, not a yolo_edge.registry.BackendSpec"),
+            ("bad_npu:SPEC", "is a str, not a yolo_edge.core.registry.BackendSpec"),
             ("bad_npu:TWIN", "registers 'onnxruntime', which is registered already"),
             ("bad_npu:NONE", "does not load: AttributeError"),
         ):
@@ -237,14 +237,14 @@ def test_openvino_on_the_cpu_takes_the_letterbox_pixels_and_every_other_graph_th
     tensors: list,  # type: ignore[type-arg]
 ) -> None:
     """Where latency is measured on OpenVINO's CPU plugin, a unit reading the image takes the letterbox's uint8 BGR
-    pixels and normalises them in its own graph (yolo_edge.pixels), FP32 or INT8, with outputs bit-identical to the
+    pixels and normalises them in its own graph (yolo_edge.core.pixels), FP32 or INT8, with outputs bit-identical to the
     tensor's, and a unit ending at the head gives its box and class maps as the convolutions write them ((1, H, W, C),
     handed over as (1, C, H, W) views), which the decode reads to the same candidates, classes, scores and boxes as
     the same maps laid out per channel; a unit reading no image, a
     simulated board's numerics and the onnxruntime CPU twin take the tensor, the twin converting a frame's pixels
     itself, to the same outputs."""
-    from yolo_edge.decode import HeadOutputs, head_candidates, head_xywh
-    from yolo_edge.pixels import to_pixels
+    from yolo_edge.core.pixels import to_pixels
+    from yolo_edge.model.decode import HeadOutputs, head_candidates, head_xywh
 
     backbone, neck = demo_split["backbone"].model, demo_split["neck"].model
     image = tensors[4]["images"]

@@ -34,14 +34,14 @@ import yaml
 
 from tests.conftest import plan_bundle
 from yolo_edge.cli.main import main
-from yolo_edge.config import DeployConfig, configs_dir
+from yolo_edge.core.config import DeployConfig, configs_dir
+from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.demo import CLASS_NAMES
-from yolo_edge.deploy import DeployResult
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.model import demo_model_path
+from yolo_edge.flows.deploy import DeployResult
+from yolo_edge.model.meta import demo_model_path
+from yolo_edge.model.split import SplitModel
 from yolo_edge.pipeline.preprocess import default_calib_dir
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.split import SplitModel
 
 
 @dataclass

@@ -38,7 +38,7 @@ def test_synthetic_output_is_like_a_trained_detectors() -> None:
     import torch
     from ultralytics.utils.nms import non_max_suppression
 
-    from yolo_edge.config import NmsConfig
+    from yolo_edge.core.config import NmsConfig
     from yolo_edge.pipeline.postprocess import postprocess
     from yolo_edge.pipeline.preprocess import Letterboxed
 

@@ -14,14 +14,14 @@ import pytest
 from yolo_edge.backends import board_model
 from yolo_edge.backends.builder import Builder
 from yolo_edge.backends.onnxruntime import OrtExecutable
-from yolo_edge.build import build_units, plan_units
-from yolo_edge.config import BOARD, Faults, load_deploy_config, load_profile
+from yolo_edge.core.config import BOARD, Faults, load_deploy_config, load_profile
 from yolo_edge.devices.board import BoardCpu
-from yolo_edge.graph import GraphInfo
+from yolo_edge.model.graph import GraphInfo
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import default_calib_dir, read_image
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.runtime import EventLog, SplitExecutor
+from yolo_edge.runtime.build import build_units, plan_units
+from yolo_edge.runtime.executor import EventLog, SplitExecutor
 from yolo_edge.validate.latency import LatencyResult, measure_latency
 from yolo_edge.validate.verdict import Limits, failures
 

@@ -25,12 +25,12 @@ from yolo_edge.bundle import (
     write_bundle,
 )
 from yolo_edge.bundle import opened as bundle_module
-from yolo_edge.config import DeployConfig
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import is_mount_point
+from yolo_edge.core.config import DeployConfig
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import is_mount_point
+from yolo_edge.model.split import SplitModel
 from yolo_edge.pipeline.preprocess import default_calib_dir
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.split import SplitModel
 
 
 def test_bundle_write_is_atomic(tmp_path: Path) -> None:

@@ -9,9 +9,9 @@ import yaml
 
 from yolo_edge.backends import create_backend, device_status, resolve_device
 from yolo_edge.cli.main import main
-from yolo_edge.config import configs_dir, load_deploy_config, load_profile, profile_names
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.registry import backends
+from yolo_edge.core.config import configs_dir, load_deploy_config, load_profile, profile_names
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.registry import backends
 
 
 def test_shipped_profiles_load() -> None:

@@ -13,12 +13,12 @@ import yaml
 
 from tests.conftest import ExportFn
 from yolo_edge.backends import cpu_backend
-from yolo_edge.config import NmsConfig
+from yolo_edge.core.config import NmsConfig
+from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.data.dataset import load_dataset
 from yolo_edge.demo import CLASS_NAMES
 from yolo_edge.demo.shapes import demo_val_data, encode_jpeg, make_image, write_dataset
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.model import ExportedModel
+from yolo_edge.model.meta import ExportedModel
 from yolo_edge.pipeline.postprocess import postprocess
 from yolo_edge.pipeline.preprocess import default_calib_dir, letterbox, list_images, read_image
 from yolo_edge.validate.accuracy import coco_map
@@ -178,7 +178,7 @@ def test_an_image_over_opencvs_pixel_limit_is_a_one_line_error(tmp_path: Path) -
 
     image = sorted(default_calib_dir().glob("*.jpg"))[0]
     code = (
-        "from yolo_edge.errors import YoloEdgeError\nfrom yolo_edge.pipeline.preprocess import read_image\n"
+        "from yolo_edge.core.errors import YoloEdgeError\nfrom yolo_edge.pipeline.preprocess import read_image\n"
         f"try:\n    read_image({str(image)!r})\nexcept YoloEdgeError as e:\n    print('refused:', e)\n"
     )
     env = {**os.environ, "OPENCV_IO_MAX_IMAGE_PIXELS": "1000"}

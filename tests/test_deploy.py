@@ -12,13 +12,13 @@ import pytest
 
 from tests.test_torch_free import BLOCKER
 from yolo_edge.backends.base import ARTIFACT_SUFFIXES
-from yolo_edge.build import plan_units
 from yolo_edge.bundle import load_bundle
-from yolo_edge.check import GateRequest, GateResult, check_bundle
 from yolo_edge.cli.main import main
-from yolo_edge.config import load_deploy_config
-from yolo_edge.deploy import DeployResult
+from yolo_edge.core.config import load_deploy_config
+from yolo_edge.flows.deploy import DeployResult
+from yolo_edge.flows.gate import GateRequest, GateResult, check_bundle
 from yolo_edge.plan.placement import PlacementPlan
+from yolo_edge.runtime.build import plan_units
 
 
 @pytest.fixture(scope="module")
@@ -230,8 +230,8 @@ def test_conditions_in_the_calibration_and_in_the_verdict(tiny_cfg: Path, few_im
     the split's verdict, as its row in report.md says."""
     import yaml
 
-    from yolo_edge.deploy import DeployRequest, deploy
-    from yolo_edge.report import markdown
+    from yolo_edge.flows.deploy import DeployRequest, deploy
+    from yolo_edge.flows.report import markdown
 
     cfg = yaml.safe_load(tiny_cfg.read_text())
     cfg["validate"].update(conditions=["night"], conditions_images=16)
@@ -329,8 +329,8 @@ def test_a_busy_machine_gets_the_plan_a_quiet_one_gets(
     get one thread each, the loop the other core: a neighbour's noise, which must not pick the plan. (With a thread
     per core the loop preempts one of each session's two threads, and on an AVX2-only CPU that slows onnxruntime's
     FP32 more than OpenVINO's INT8: a real change of which plan is faster under that load, not noise.)"""
-    from yolo_edge.deploy import DeployRequest, deploy
-    from yolo_edge.host import THREADS_ENV
+    from yolo_edge.core.host import THREADS_ENV
+    from yolo_edge.flows.deploy import DeployRequest, deploy
 
     monkeypatch.setenv(THREADS_ENV, "1")
 
@@ -392,7 +392,7 @@ def test_a_deploy_compiles_each_graph_once_and_closes_everything_it_compiled(
     import yolo_edge.backends as backends_module
     import yolo_edge.backends.builder as builder_module
     from yolo_edge.backends.base import Backend, Executable
-    from yolo_edge.deploy import DeployRequest, deploy
+    from yolo_edge.flows.deploy import DeployRequest, deploy
 
     seen: dict[tuple[str, ...], int] = {}
     opened: list[Executable] = []

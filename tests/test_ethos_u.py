@@ -16,12 +16,12 @@ import pytest
 from yolo_edge.backends import create_backend, runtime_backend
 from yolo_edge.backends.base import NpuCompileError, NpuError, NpuOutOfMemory, io_infos
 from yolo_edge.backends.ethos_u import EthosUBackend, EthosUBoardBackend, EthosUExecutable
-from yolo_edge.config import load_profile
-from yolo_edge.errors import YoloEdgeError
+from yolo_edge.core.config import load_profile
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.registry import TFLITE_IO_SUFFIX, TFLITE_SUFFIX, VELA_SUFFIX
+from yolo_edge.model.split import SplitModel
 from yolo_edge.plan.checks import cosine
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.registry import TFLITE_IO_SUFFIX, TFLITE_SUFFIX, VELA_SUFFIX
-from yolo_edge.split import SplitModel
 
 
 def _feeds(split: SplitModel, part: str, tensors: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:

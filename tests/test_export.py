@@ -11,9 +11,9 @@ from onnx import TensorProto, helper
 
 from tests.conftest import ExportFn
 from yolo_edge.cli.main import main
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import export_model
-from yolo_edge.model import demo_model_path, load_onnx, parse_imgsz
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.model.export import export_model
+from yolo_edge.model.meta import demo_model_path, load_onnx, parse_imgsz
 
 
 def test_metadata_of_exported_model(exported: ExportFn) -> None:
@@ -44,7 +44,7 @@ def test_a_checkpoint_exported_again_is_read_from_the_cache(tmp_path: Path, monk
     size, changed weights or a damaged entry export anew; a model .yaml is never cached (new random weights)."""
     from ultralytics import YOLO
 
-    import yolo_edge.export as export
+    import yolo_edge.model.export as export
 
     monkeypatch.setenv("YOLO_EDGE_CACHE", str(tmp_path / "cache"))
     pt = tmp_path / "tiny.pt"
@@ -216,7 +216,7 @@ def test_ultralytics_first_run_on_a_machine_keeps_stdout_json(tmp_path: Path) ->
 def test_the_demo_model_defaults_to_its_320_however_it_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from yolo_edge.deploy import DEMO_IMGSZ, demo_imgsz
+    from yolo_edge.flows.deploy import DEMO_IMGSZ, demo_imgsz
 
     demo = demo_model_path()
     monkeypatch.chdir(demo.parent.parent)

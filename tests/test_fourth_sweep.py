@@ -17,14 +17,14 @@ import yaml
 
 from tests.test_stream import MjpegServer
 from yolo_edge.bundle.write import temp_prefix, write_bundle
-from yolo_edge.config import MAX_NPU_CORES, configs_dir, load_profile
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import JsonArrayWriter, atomic_write
+from yolo_edge.core.config import MAX_NPU_CORES, configs_dir, load_profile
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import JsonArrayWriter, atomic_write
+from yolo_edge.flows.predict import Results
 from yolo_edge.pipeline.engine import WINDOW, Recent
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.sources import KEPT, FrameQueue, Reader, SourceOptions, StreamStats, parse_source
-from yolo_edge.predict import Results
-from yolo_edge.runtime import KEPT_EVENTS, EventLog
+from yolo_edge.runtime.executor import KEPT_EVENTS, EventLog
 
 
 def test_A_a_device_node_or_fifo_at_an_output_path_is_refused_never_replaced(tmp_path: Path) -> None:
@@ -180,7 +180,7 @@ def test_J_odd_profile_figures_names_and_options_are_one_line_errors(
 
     from yolo_edge.cli.common import warn_placement
     from yolo_edge.data.resolve import resolve_eval_data
-    from yolo_edge.export import check_checkpoint
+    from yolo_edge.model.export import check_checkpoint
 
     base = yaml.safe_load((configs_dir() / "devices" / "sim-edge-npu.yaml").read_text())
     rows = [

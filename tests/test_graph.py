@@ -7,8 +7,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.graph import GraphInfo
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.model.graph import GraphInfo
 
 
 def _tiny() -> onnx.ModelProto:

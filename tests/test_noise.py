@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from yolo_edge.check import GateRequest, check_bundle
 from yolo_edge.cli.main import main
-from yolo_edge.deploy import DeployResult
+from yolo_edge.flows.deploy import DeployResult
+from yolo_edge.flows.gate import GateRequest, check_bundle
 from yolo_edge.pipeline.detector import FrameTiming
 from yolo_edge.validate.noise import BUSY, FAILS, OK, UNDECIDED, busy_share, judge, p95_interval, probe, spread_of
 

@@ -10,10 +10,10 @@ import pytest
 
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.builder import Builder
-from yolo_edge.config import NmsConfig
-from yolo_edge.decode import HeadOutputs
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.model import ExportedModel
+from yolo_edge.core.config import NmsConfig
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.model.decode import HeadOutputs
+from yolo_edge.model.meta import ExportedModel
 from yolo_edge.pipeline.postprocess import Detections, nms, postprocess
 from yolo_edge.pipeline.preprocess import letterbox, list_images, load_calibration, read_image
 
@@ -134,12 +134,12 @@ def test_nms_matches_ultralytics_non_max_suppression(demo: ExportedModel, multi_
 
 def test_plans_are_timed_frame_by_frame_in_turn(demo: ExportedModel, calib_images: list) -> None:  # type: ignore[type-arg]
     """measure_latencies interleaves the detectors (rotating the order), so machine noise hits all alike."""
-    from yolo_edge.build import build_units
-    from yolo_edge.config import load_deploy_config, load_profile
+    from yolo_edge.core.config import load_deploy_config, load_profile
+    from yolo_edge.model.split import split_model
     from yolo_edge.pipeline.detector import Detector
     from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
-    from yolo_edge.runtime import EventLog, SplitExecutor
-    from yolo_edge.split import split_model
+    from yolo_edge.runtime.build import build_units
+    from yolo_edge.runtime.executor import EventLog, SplitExecutor
     from yolo_edge.validate.latency import measure_latencies
 
     cfg = load_deploy_config()
@@ -197,7 +197,7 @@ def test_the_decode_reads_class_maps_in_either_layout_for_any_class_count() -> N
     """The candidates (anchor, class, score) are the same from class maps laid out channel-minor (as OpenVINO writes a
     head's maps, handed over as (1, C, H, W) views) as from maps laid out per channel plane, for 1, 2 and 80 classes,
     multi-label and best-class (random logits: no model's class count or scores assumed)."""
-    from yolo_edge.decode import head_candidates
+    from yolo_edge.model.decode import head_candidates
 
     rng = np.random.default_rng(0)
     for nc in (1, 2, 80):
@@ -223,8 +223,8 @@ def test_candidate_first_decode_gives_the_onnx_decodes_detections(
     """The head's raw outputs decoded candidates first (logits against logit(conf), DFL for the candidates only)
     give the detections of the ONNX decode subgraph + NMS, on the demo and on a model that is not the demo, at
     predict's and val's settings (conf 0.001 keeps thousands of candidates)."""
-    from yolo_edge.export import export_model
-    from yolo_edge.split import split_model
+    from yolo_edge.model.export import export_model
+    from yolo_edge.model.split import split_model
 
     model = demo if which == "demo" else export_model(second_model, imgsz=(256, 320), out_dir=tmp_path)
     split = split_model(model)

@@ -13,14 +13,14 @@ from tests.conftest import ExportFn
 from yolo_edge.backends.builder import Builder
 from yolo_edge.backends.openvino import OpenVinoBackend
 from yolo_edge.cli.main import main
-from yolo_edge.config import DeployConfig, DeviceProfile, Link, OpSupport, Variant, load_profile
-from yolo_edge.model import ExportedModel
+from yolo_edge.core.config import DeployConfig, DeviceProfile, Link, OpSupport, Variant, load_profile
+from yolo_edge.model.meta import ExportedModel
+from yolo_edge.model.split import split_model
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.checks import Checker, first_failure
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.plan.planner import Planner, PlanRefused, option_at, plan_model, plan_space
 from yolo_edge.plan.results import CheckResult, Memory, Performance, Precision
-from yolo_edge.split import split_model
 
 SIM = load_profile("sim-edge-npu")
 
@@ -263,7 +263,7 @@ def test_case_study_yolov8s_1280_on_sim_edge_npu(exported: ExportFn, fast_cfg: D
 def test_rk3588_cost_model_fidelity(exported: ExportFn) -> None:
     """Modelled INT8 latency within +-25 % of Rockchip's model zoo (one NPU core, 640x640)."""
     from yolo_edge.devices.cost import npu_time
-    from yolo_edge.graph import GraphInfo
+    from yolo_edge.model.graph import GraphInfo
 
     profile = load_profile("rk3588")
     for cfg, published_ms in (("yolov8n.yaml", 13.6), ("yolov8s.yaml", 26.3), ("yolov8m.yaml", 61.7)):

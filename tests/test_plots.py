@@ -12,9 +12,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
-from yolo_edge.deploy import DeployResult  # noqa: E402
-from yolo_edge.plots import CPU_COLOURS, NPU_COLOURS, cdf_figure, phases_figure, search_figure, unclutter  # noqa: E402
-from yolo_edge.report import frame_order  # noqa: E402
+from yolo_edge.flows.deploy import DeployResult  # noqa: E402
+from yolo_edge.flows.plots import CPU_COLOURS, NPU_COLOURS, cdf_figure, phases_figure, search_figure, unclutter  # noqa: E402
+from yolo_edge.flows.report import frame_order  # noqa: E402
 from yolo_edge.validate.verdict import Limits  # noqa: E402
 
 
@@ -99,7 +99,7 @@ def test_phases_tell_npu_and_cpu_units_apart_by_colour(deployed: DeployResult) -
 
 
 def test_the_sweep_plot_moves_close_labels_apart_and_names_a_far_sla() -> None:
-    from yolo_edge.sweep import Outcome, Point, SweepResult, sweep_figure
+    from yolo_edge.flows.sweep import Outcome, Point, SweepResult, sweep_figure
 
     close = [
         Outcome(

@@ -13,8 +13,8 @@ import pytest
 
 from yolo_edge import load
 from yolo_edge.cli.main import main
-from yolo_edge.deploy import DeployResult
-from yolo_edge.errors import YoloEdgeError
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.flows.deploy import DeployResult
 from yolo_edge.pipeline.annotate import class_color
 from yolo_edge.pipeline.preprocess import default_calib_dir
 
@@ -131,12 +131,12 @@ def test_K_the_python_apis_bad_inputs_are_one_line_errors(
         (tmp_path / "dir").mkdir()
         saved = r.save(f"{tmp_path / 'dir'}/")
         assert Path(saved).parent == tmp_path / "dir" and Path(saved).is_file()
-        import yolo_edge.predict
+        import yolo_edge.flows.predict
         from yolo_edge.pipeline.engine import StreamOptions
         from yolo_edge.pipeline.sources import SourceOptions
 
         soon = StreamOptions(SourceOptions(open_timeout_s=2))  # the default gives a camera 30 s
-        monkeypatch.setattr(yolo_edge.predict, "StreamOptions", lambda: soon)
+        monkeypatch.setattr(yolo_edge.flows.predict, "StreamOptions", lambda: soon)
         with pytest.raises(YoloEdgeError, match="could not open it"):
             list(model("http://127.0.0.1:9/none.mjpg", stream=True))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir"]
@@ -167,7 +167,7 @@ def test_K_code_written_for_ultralytics_results_runs_unchanged_and_agrees(deploy
     bundle fixed are one line each."""
     from ultralytics import YOLO
 
-    from yolo_edge.model import demo_model_path
+    from yolo_edge.model.meta import demo_model_path
 
     images = [str(p) for p in sorted(photos.iterdir())[:3]]
     theirs = _snippet(YOLO(str(demo_model_path()))(images, imgsz=320, conf=0.5, verbose=False, device="cpu"))

@@ -1,4 +1,4 @@
-"""Nothing leaves the machine (``yolo_edge/privacy.py``), seen where native code acts: each command runs in a
+"""Nothing leaves the machine (``yolo_edge/core/privacy.py``), seen where native code acts: each command runs in a
 network namespace of its own under ``strace`` (``tests/netwatch.py``), and any DNS lookup or connection beyond
 loopback, from Python or from a runtime's C++ core (onnxruntime's 1DS telemetry), fails the test."""
 

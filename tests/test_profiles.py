@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from yolo_edge.backends import device_status
-from yolo_edge.build import plan_units
 from yolo_edge.bundle import load_bundle
-from yolo_edge.config import load_profile, profile_names
+from yolo_edge.core.config import load_profile, profile_names
 from yolo_edge.plan.placement import PlacementPlan
+from yolo_edge.runtime.build import plan_units
 
 USABLE = [name for name in profile_names() if device_status(load_profile(name))[0]]
 

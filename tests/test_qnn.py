@@ -18,12 +18,12 @@ from yolo_edge.backends import qnn as qnn_module
 from yolo_edge.backends.base import NpuOutOfMemory, OpQuery, UnsupportedOperator, cosine
 from yolo_edge.backends.qnn import CONTEXT_SUFFIX, QnnBackend, backend_for, htp_session
 from yolo_edge.backends.simulated import SimulatedNpu
-from yolo_edge.config import DeployConfig, Variant, load_profile
+from yolo_edge.core.config import DeployConfig, Variant, load_profile
+from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.devices.cost import npu_time
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.graph import GraphInfo
+from yolo_edge.model.graph import GraphInfo
+from yolo_edge.model.split import SplitModel
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.split import SplitModel
 
 
 @pytest.fixture(scope="module")

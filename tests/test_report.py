@@ -8,8 +8,8 @@ from dataclasses import replace
 import cv2
 import numpy as np
 
-from yolo_edge.deploy import DeployResult
-from yolo_edge.report import markdown, plots
+from yolo_edge.flows.deploy import DeployResult
+from yolo_edge.flows.report import markdown, plots
 
 
 def test_markdown_says_what_the_json_says(deployed: DeployResult) -> None:
@@ -67,7 +67,7 @@ def test_agreement_and_a_warning_change_the_words(deployed: DeployResult) -> Non
 def test_phases_stack_in_every_plans_frame_order_without_parsing_unit_names() -> None:
     """phases.png stacks each plan's phases in one order that keeps every plan's own: a fused unit, an op-level
     piece and a name with neither ``+`` nor a subgraph's name (a finer cut's part) land where the frames put them."""
-    from yolo_edge.report import frame_order
+    from yolo_edge.flows.report import frame_order
 
     whole_cpu = ["preprocess", "backbone+neck+head", "transfers", "decode+nms"]
     split = ["preprocess", "backbone+neck", "head.box", "head.cls", "transfers", "decode+nms"]
@@ -89,7 +89,7 @@ def test_the_sweeps_best_is_the_fastest_that_passes_unless_asked_otherwise() -> 
     """The question a sweep answers: the fastest configuration within the SLA and the drift limit, not the one
     with the least drift (FP32 on the CPU would win every sweep); ``drift`` and ``memory`` rank by those."""
     from yolo_edge.cli.sweep import render
-    from yolo_edge.sweep import Outcome, Point, SweepResult, sweep_plot
+    from yolo_edge.flows.sweep import Outcome, Point, SweepResult, sweep_plot
 
     cpu = Outcome(Point("m.pt", 320, "cpu"), "ok", True, drift_map50=0.0, drift_map50_95=0.0, p50_ms=34.0,
                   p95_ms=40.0, p99_ms=41.0, memory_peak_bytes=50_000_000, placement="all on cpu")  # fmt: skip
@@ -117,8 +117,8 @@ def test_every_document_of_a_bundle_rounds_by_the_one_rule(deployed: DeployResul
     from pathlib import Path
 
     from yolo_edge.bundle import load_bundle
-    from yolo_edge.codec import ROUND, dumps, exact, plain
-    from yolo_edge.config import load_profile
+    from yolo_edge.core.codec import ROUND, dumps, exact, plain
+    from yolo_edge.core.config import load_profile
 
     def floats(doc: object) -> list[float]:
         if isinstance(doc, float):

@@ -10,10 +10,10 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from yolo_edge.export import export_model
-from yolo_edge.model import ExportedModel
-from yolo_edge.rewrite import REWRITES_KEY, apply_rewrites, dfl_softmax_last_axis
-from yolo_edge.split import split_model
+from yolo_edge.model.export import export_model
+from yolo_edge.model.meta import ExportedModel
+from yolo_edge.model.rewrite import REWRITES_KEY, apply_rewrites, dfl_softmax_last_axis
+from yolo_edge.model.split import split_model
 
 
 def _ultralytics_onnx(source: str, imgsz: int, workdir: Path) -> onnx.ModelProto:
@@ -40,7 +40,7 @@ def _dfl_softmax_axes(model: onnx.ModelProto) -> list[int]:
 
 @pytest.mark.parametrize("imgsz", [320, 640])
 def test_rewritten_demo_model_equals_ultralytics_onnx(demo: ExportedModel, tmp_path: Path, imgsz: int) -> None:
-    from yolo_edge.model import demo_model_path
+    from yolo_edge.model.meta import demo_model_path
     from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 
     src = tmp_path / "demo.pt"

@@ -27,14 +27,14 @@ from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import OpQuery, UnsupportedOperator
 from yolo_edge.backends.rknn import RknnBackend, RknnExecutable, parse_error_analysis
 from yolo_edge.bundle import StoredUnit, load_bundle
-from yolo_edge.config import DeployConfig, Variant, load_profile
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.model import ExportedModel, load_onnx
+from yolo_edge.core.config import DeployConfig, Variant, load_profile
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.model.meta import ExportedModel, load_onnx
+from yolo_edge.model.split import SplitModel, split_model
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.plan.planner import plan_model
 from yolo_edge.plan.results import Precision
-from yolo_edge.runtime import EventLog, SplitExecutor, Unit
-from yolo_edge.split import SplitModel, split_model
+from yolo_edge.runtime.executor import EventLog, SplitExecutor, Unit
 from yolo_edge.toolchains import RKNN, install_toolchain, toolchain_status
 from yolo_edge.toolchains.wire import receive, send
 

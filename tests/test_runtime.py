@@ -21,13 +21,13 @@ from yolo_edge.backends.base import Executable, NpuError
 from yolo_edge.backends.builder import Builder
 from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
 from yolo_edge.backends.simulated import SimulatedNpu
-from yolo_edge.build import build_units, plan_units
-from yolo_edge.config import DeployConfig, Faults, Variant, load_deploy_config, load_profile
-from yolo_edge.model import ExportedModel
+from yolo_edge.core.config import DeployConfig, Faults, Variant, load_deploy_config, load_profile
+from yolo_edge.model.meta import ExportedModel
+from yolo_edge.model.split import SplitModel
 from yolo_edge.plan.checks import cosine
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
-from yolo_edge.runtime import CircuitBreaker, EventLog, SplitExecutor, Unit
-from yolo_edge.split import SplitModel
+from yolo_edge.runtime.build import build_units, plan_units
+from yolo_edge.runtime.executor import CircuitBreaker, EventLog, SplitExecutor, Unit
 
 
 def hand_plan(split: SplitModel, npu: dict[str, str], device: str = "hand") -> PlacementPlan:
@@ -103,15 +103,15 @@ import json, sys
 from yolo_edge.backends.nncf_int8 import overflow_fix
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import cosine
-from yolo_edge.config import load_deploy_config, load_profile
-from yolo_edge.export import export_model
-from yolo_edge.model import demo_model_path
+from yolo_edge.core.config import load_deploy_config, load_profile
+from yolo_edge.model.export import export_model
+from yolo_edge.model.meta import demo_model_path
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
-from yolo_edge.runtime import EventLog, SplitExecutor
+from yolo_edge.runtime.executor import EventLog, SplitExecutor
 from yolo_edge.backends.builder import Builder
-from yolo_edge.build import build_units
-from yolo_edge.split import split_model
+from yolo_edge.runtime.build import build_units
+from yolo_edge.model.split import split_model
 split = split_model(export_model(demo_model_path(), imgsz=320, out_dir=sys.argv[1]))
 tensors = boundary_tensors(split, load_calibration(default_calib_dir(), (320, 320), 16))
 profile = load_profile("host-lowp")
@@ -150,7 +150,7 @@ def test_fused_units_and_the_unfused_retry_when_the_npu_refuses_one_graph(
     demo_split: SplitModel, tensors: list
 ) -> None:  # type: ignore[type-arg]
     from yolo_edge.devices.limits import memory_use
-    from yolo_edge.graph import GraphInfo
+    from yolo_edge.model.graph import GraphInfo
 
     plan = hand_plan(demo_split, {"backbone": "int8", "neck": "int8"}, "rk3588")
     units = plan_units(demo_split, plan)
@@ -442,7 +442,7 @@ def test_an_accelerator_call_that_never_returns_does_not_keep_the_process_from_e
     import time
 
     code = (
-        "import time\nfrom concurrent.futures import TimeoutError\nfrom yolo_edge.runtime import DaemonPool\n"
+        "import time\nfrom concurrent.futures import TimeoutError\nfrom yolo_edge.runtime.executor import DaemonPool\n"
         "pool = DaemonPool(2, 'npu')\nhung = pool.submit(time.sleep, 120)\n"
         "try:\n    hung.result(timeout=0.2)\nexcept TimeoutError:\n    print('timed out')\n"
         "print(pool.submit(sum, [1, 2]).result(timeout=5))\npool.shutdown()\n"
@@ -482,7 +482,7 @@ def test_a_unit_failing_on_the_cpu_is_one_line_not_a_bug(
 ) -> None:  # type: ignore[type-arg]
     """The CPU is the last resort: its runtime failing (a damaged graph that allocates what no machine has) ends the
     frame with a user-facing error (exit 2), not an NpuError traceback (exit 3)."""
-    from yolo_edge.errors import YoloEdgeError
+    from yolo_edge.core.errors import YoloEdgeError
 
     cpu = cpu_backend().compile(demo_split["backbone"].model, "fp32")
     failing = _FailingNpu(cpu, NpuError("Failed to allocate memory for requested buffer of size 4398046511104"))

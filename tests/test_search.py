@@ -20,13 +20,13 @@ import yaml
 from onnx import helper, numpy_helper
 
 from yolo_edge.backends import cpu_backend
-from yolo_edge.config import DeployConfig, Variant, configs_dir, load_profile
-from yolo_edge.deploy import DeployRequest, deploy
-from yolo_edge.model import ExportedModel, load_onnx
+from yolo_edge.core.config import DeployConfig, Variant, configs_dir, load_profile
+from yolo_edge.flows.deploy import DeployRequest, deploy
+from yolo_edge.flows.search import Trial, fastest_passing
+from yolo_edge.model.meta import ExportedModel, load_onnx
+from yolo_edge.model.split import split_model
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.planner import plan_space
-from yolo_edge.search import Trial, fastest_passing
-from yolo_edge.split import split_model
 
 SENSITIVE = "/model.16/conv/Conv"
 
@@ -236,7 +236,7 @@ def test_the_best_plan_is_judged_again_with_its_accelerator_subgraphs_at_one_var
     estimate sees) is judged too; not where that option was blamed for drift, nor with the CPU between them."""
     from types import SimpleNamespace
 
-    from yolo_edge.search import one_unit
+    from yolo_edge.flows.search import one_unit
 
     s8, u8, bf16, fp32 = Variant("int8", "s8", "nncf"), Variant("int8", "u8", "nncf"), Variant("bf16"), Variant("fp32")
 
@@ -278,7 +278,7 @@ def test_a_run_with_a_fallback_quantizer_asks_for_its_neighbours_at_it_to_make_o
     already holding the variant, a CPU subgraph and a first-quantizer variant ask for nothing)."""
     from types import SimpleNamespace
 
-    from yolo_edge.search import one_unit, unchecked
+    from yolo_edge.flows.search import one_unit, unchecked
 
     s8, qdq, fp32 = Variant("int8", "s8", "nncf"), Variant("int8", "u8", "qdq"), Variant("fp32")
 

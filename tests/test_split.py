@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import ExportFn
 from yolo_edge.cli.main import main
-from yolo_edge.split import SplitModel, split_model
+from yolo_edge.model.split import SplitModel, split_model
 
 
 def _session(model: onnx.ModelProto | str) -> ort.InferenceSession:
@@ -129,7 +129,7 @@ def test_a_wide_table_fits_100_columns_with_every_cell_whole() -> None:
     cell reads back whole from its column."""
     from yolo_edge.cli.common import table
     from yolo_edge.cli.deploy import SEARCH_COLUMNS
-    from yolo_edge.report import SEARCH_HEADER
+    from yolo_edge.flows.report import SEARCH_HEADER
 
     full = (
         "3 *",

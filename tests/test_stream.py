@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from yolo_edge.bundle import load_bundle
-from yolo_edge.deploy import DeployResult
-from yolo_edge.errors import YoloEdgeError
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.flows.deploy import DeployResult
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner
 from yolo_edge.pipeline.sources import SourceOptions, parse_source

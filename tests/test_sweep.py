@@ -1,4 +1,4 @@
-"""The deployment sweep on Ray (``yolo_edge/sweep.py``) and sharded validation: a real local Ray, a real
+"""The deployment sweep on Ray (``yolo_edge/flows/sweep.py``) and sharded validation: a real local Ray, a real
 two-node cluster started on 127.0.0.1 with ``ray start``, a worker really killed mid-task."""
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import yaml
 
 from tests.second_model import SECOND_MODEL
 from tests.test_torch_free import BLOCKER
-from yolo_edge.config import configs_dir
-from yolo_edge.deploy import DeployResult
-from yolo_edge.model import demo_model_path
-from yolo_edge.sweep import FAILED, SweepRequest, sweep, sweep_plot
-from yolo_edge.val import ValRequest, val_bundle
+from yolo_edge.core.config import configs_dir
+from yolo_edge.flows.deploy import DeployResult
+from yolo_edge.flows.sweep import FAILED, SweepRequest, sweep, sweep_plot
+from yolo_edge.flows.val import ValRequest, val_bundle
+from yolo_edge.model.meta import demo_model_path
 
 pytestmark = pytest.mark.slow  # each test deploys several configurations or starts Ray
 # ``alone`` marks the tests that start Ray: its health checks call a raylet starved by the other worker's deploys dead

@@ -1,4 +1,4 @@
-"""A bundle must run on a board without torch/ultralytics: only yolo_edge.export may import them, lazily."""
+"""A bundle must run on a board without torch/ultralytics: only yolo_edge.model.export may import them, lazily."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_every_module_imports_without_torch() -> None:
     modules = [m.name for m in pkgutil.walk_packages(yolo_edge.__path__, "yolo_edge.")]
-    assert "yolo_edge.split" in modules and "yolo_edge.cli.main" in modules
+    assert "yolo_edge.model.split" in modules and "yolo_edge.cli.main" in modules
     proc = _run(f"import importlib\nfor m in {modules!r}:\n    importlib.import_module(m)\nprint('ok')")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"

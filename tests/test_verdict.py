@@ -25,18 +25,20 @@ from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import CalibSet, Executable
 from yolo_edge.backends.builder import Builder
 from yolo_edge.backends.openvino import OpenVinoBackend
-from yolo_edge.build import build_units, whole_graph_unit
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.main import main
-from yolo_edge.config import DeployConfig, Variant, load_deploy_config, load_profile
+from yolo_edge.core.config import DeployConfig, Variant, load_deploy_config, load_profile
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.progress import progress_bar
+from yolo_edge.core.stats import Percentiles
 from yolo_edge.data.dataset import Dataset, load_dataset
 from yolo_edge.data.resolve import EvalData, apply_class_map, parse_class_map, resolve_data, resolve_eval_data
 from yolo_edge.demo import CLASS_NAMES
 from yolo_edge.demo.shapes import write_dataset
-from yolo_edge.deploy import DeployRequest, DeployResult, deploy
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import export_model
-from yolo_edge.model import ExportedModel
+from yolo_edge.flows.deploy import DeployRequest, DeployResult, deploy
+from yolo_edge.model.export import export_model
+from yolo_edge.model.meta import ExportedModel
+from yolo_edge.model.split import SplitModel, split_model
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import PAD_VALUE, default_calib_dir, load_calibration
@@ -44,10 +46,8 @@ from yolo_edge.plan.checks import Checker, int8_variants
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
 from yolo_edge.plan.planner import Planner, plan_space
 from yolo_edge.plan.results import Precision
-from yolo_edge.progress import progress_bar
-from yolo_edge.runtime import EventLog, SplitExecutor
-from yolo_edge.split import SplitModel, split_model
-from yolo_edge.stats import Percentiles
+from yolo_edge.runtime.build import build_units, whole_graph_unit
+from yolo_edge.runtime.executor import EventLog, SplitExecutor
 from yolo_edge.validate.accuracy import (
     Accuracy,
     Interval,
@@ -602,7 +602,7 @@ def test_check_fails_a_bundle_whose_accelerator_fails_every_call(
     from tests.conftest import plan_bundle
     from yolo_edge.backends.base import NpuError
     from yolo_edge.backends.openvino import OpenVinoExecutable
-    from yolo_edge.check import GateRequest, check_bundle
+    from yolo_edge.flows.gate import GateRequest, check_bundle
     from yolo_edge.plan.placement import PlacementPlan
 
     plan = PlacementPlan.manual(demo_split, {"backbone": "int8", "neck": "int8"}, "host-lowp")
@@ -627,7 +627,7 @@ def test_val_gives_the_same_figures_when_the_accelerator_runs_slow(
     import time
 
     from yolo_edge.backends.openvino import OpenVinoExecutable
-    from yolo_edge.val import val_bundle
+    from yolo_edge.flows.val import val_bundle
 
     bundle = load_bundle(deployed.bundle)
     quiet = val_bundle(bundle)

@@ -76,11 +76,9 @@ A walk through all of it on the shipped demo model (it runs as a test, in ``test
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
-from yolo_edge.privacy import switch_off_telemetry
+from yolo_edge.core.privacy import switch_off_telemetry
 
 switch_off_telemetry()  # before any runtime initialises, in this process and every one it starts (privacy.py)
 
@@ -88,26 +86,26 @@ switch_off_telemetry()  # before any runtime initialises, in this process and ev
 # bundle and detects pays for the bundle reader, the runtimes and the pipeline, not for the planner, deploy, the
 # reports or Ray (``benchmarks/load_time.py`` times the imports as a restart pays them).
 _EXPORTS = {
-    "__version__": "yolo_edge.version",
+    "__version__": "yolo_edge.core.version",
     "Bundle": "yolo_edge.bundle",
     "load_bundle": "yolo_edge.bundle",
     "stream": "yolo_edge.bundle",
-    "GateRequest": "yolo_edge.check",
-    "GateResult": "yolo_edge.check",
-    "check_bundle": "yolo_edge.check",
-    "DeployConfig": "yolo_edge.config",
-    "DeviceProfile": "yolo_edge.config",
-    "load_deploy_config": "yolo_edge.config",
-    "load_profile": "yolo_edge.config",
-    "DeployRequest": "yolo_edge.deploy",
-    "DeployResult": "yolo_edge.deploy",
-    "PlanResult": "yolo_edge.deploy",
-    "deploy": "yolo_edge.deploy",
-    "search_plan": "yolo_edge.deploy",
-    "YoloEdgeError": "yolo_edge.errors",
-    "ExportedModel": "yolo_edge.model",
-    "demo_model_path": "yolo_edge.model",
-    "export_model": "yolo_edge.export",
+    "GateRequest": "yolo_edge.flows.gate",
+    "GateResult": "yolo_edge.flows.gate",
+    "check_bundle": "yolo_edge.flows.gate",
+    "DeployConfig": "yolo_edge.core.config",
+    "DeviceProfile": "yolo_edge.core.config",
+    "load_deploy_config": "yolo_edge.core.config",
+    "load_profile": "yolo_edge.core.config",
+    "DeployRequest": "yolo_edge.flows.deploy",
+    "DeployResult": "yolo_edge.flows.deploy",
+    "PlanResult": "yolo_edge.flows.deploy",
+    "deploy": "yolo_edge.flows.deploy",
+    "search_plan": "yolo_edge.flows.deploy",
+    "YoloEdgeError": "yolo_edge.core.errors",
+    "ExportedModel": "yolo_edge.model.meta",
+    "demo_model_path": "yolo_edge.model.meta",
+    "export_model": "yolo_edge.model.export",
     "BoxAnnotator": "yolo_edge.pipeline.annotate",
     "Detector": "yolo_edge.pipeline.detector",
     "StreamOptions": "yolo_edge.pipeline.engine",
@@ -119,15 +117,15 @@ _EXPORTS = {
     "SourceOptions": "yolo_edge.pipeline.sources",
     "PlacementPlan": "yolo_edge.plan.placement",
     "plan_model": "yolo_edge.plan.planner",
-    "Model": "yolo_edge.predict",
-    "Results": "yolo_edge.predict",
-    "load": "yolo_edge.predict",
-    "DeployReport": "yolo_edge.report",
-    "SplitModel": "yolo_edge.split",
-    "split_model": "yolo_edge.split",
-    "SweepRequest": "yolo_edge.sweep",
-    "SweepResult": "yolo_edge.sweep",
-    "sweep": "yolo_edge.sweep",
+    "Model": "yolo_edge.flows.predict",
+    "Results": "yolo_edge.flows.predict",
+    "load": "yolo_edge.flows.predict",
+    "DeployReport": "yolo_edge.flows.report",
+    "SplitModel": "yolo_edge.model.split",
+    "split_model": "yolo_edge.model.split",
+    "SweepRequest": "yolo_edge.flows.sweep",
+    "SweepResult": "yolo_edge.flows.sweep",
+    "sweep": "yolo_edge.flows.sweep",
 }
 
 __all__ = [
@@ -188,30 +186,19 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_EXPORTS})
 
 
-# ``deploy`` and ``sweep`` are both a function and the module that defines it: importing the module binds it on the
-# package, which would hide the function. The package answers with the function, as an eager import did.
-_SHADOWED = frozenset(name for name, module in _EXPORTS.items() if module == f"{__name__}.{name}")
-
-
-class _Package(types.ModuleType):
-    def __getattribute__(self, name: str) -> Any:
-        value = super().__getattribute__(name)
-        if name in _SHADOWED and isinstance(value, types.ModuleType):
-            return getattr(value, name)
-        return value
-
-
-sys.modules[__name__].__class__ = _Package
-
-
 if TYPE_CHECKING:
     from yolo_edge.bundle import Bundle, load_bundle, stream
-    from yolo_edge.check import GateRequest, GateResult, check_bundle
-    from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config, load_profile
-    from yolo_edge.deploy import DeployRequest, DeployResult, PlanResult, deploy, search_plan
-    from yolo_edge.errors import YoloEdgeError
-    from yolo_edge.export import export_model
-    from yolo_edge.model import ExportedModel, demo_model_path
+    from yolo_edge.core.config import DeployConfig, DeviceProfile, load_deploy_config, load_profile
+    from yolo_edge.core.errors import YoloEdgeError
+    from yolo_edge.core.version import __version__
+    from yolo_edge.flows.deploy import DeployRequest, DeployResult, PlanResult, deploy, search_plan
+    from yolo_edge.flows.gate import GateRequest, GateResult, check_bundle
+    from yolo_edge.flows.predict import Model, Results, load
+    from yolo_edge.flows.report import DeployReport
+    from yolo_edge.flows.sweep import SweepRequest, SweepResult, sweep
+    from yolo_edge.model.export import export_model
+    from yolo_edge.model.meta import ExportedModel, demo_model_path
+    from yolo_edge.model.split import SplitModel, split_model
     from yolo_edge.pipeline.annotate import BoxAnnotator
     from yolo_edge.pipeline.detector import Detector
     from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner
@@ -220,8 +207,3 @@ if TYPE_CHECKING:
     from yolo_edge.pipeline.sources import SourceOptions
     from yolo_edge.plan.placement import PlacementPlan
     from yolo_edge.plan.planner import plan_model
-    from yolo_edge.predict import Model, Results, load
-    from yolo_edge.report import DeployReport
-    from yolo_edge.split import SplitModel, split_model
-    from yolo_edge.sweep import SweepRequest, SweepResult, sweep
-    from yolo_edge.version import __version__

@@ -12,15 +12,15 @@ import importlib
 
 from yolo_edge.backends.base import Backend
 from yolo_edge.backends.onnxruntime import CPU_EP, OnnxRuntimeBackend
-from yolo_edge.config import DeviceProfile
+from yolo_edge.core.config import DeviceProfile
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.registry import spec
 from yolo_edge.devices.board import BoardCpu
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.registry import spec
 
 
 def runtime_backend(profile: DeviceProfile) -> Backend:
     """The backend of ``profile``'s runtime, built by its registered module's ``backend_for(profile)`` (imported
-    when first used: a vendor SDK is loaded only by the profiles that need it; ``yolo_edge.registry``)."""
+    when first used: a vendor SDK is loaded only by the profiles that need it; ``yolo_edge.core.registry``)."""
     backend: Backend = importlib.import_module(spec(profile.runtime).module).backend_for(profile)
     return backend
 
@@ -98,7 +98,7 @@ def open_backend(profile: DeviceProfile) -> Backend:
 
 def resolve_device(name: str) -> DeviceProfile:
     """A profile by name or path; ``auto`` is the best real accelerator present (see AUTO_ORDER)."""
-    from yolo_edge.config import load_profile
+    from yolo_edge.core.config import load_profile
 
     if name != "auto":
         return load_profile(name)

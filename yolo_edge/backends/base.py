@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 import onnx
 
-from yolo_edge.config import PrecisionName, Quantizer, Scheme, Variant
-from yolo_edge.errors import InternalError, YoloEdgeError
-from yolo_edge.graph import TensorInfo, control_flow
-from yolo_edge.pixels import is_pixels, to_pixels, to_tensor
-from yolo_edge.registry import QDQ_SUFFIX, artifact_suffixes
+from yolo_edge.core.config import PrecisionName, Quantizer, Scheme, Variant
+from yolo_edge.core.errors import InternalError, YoloEdgeError
+from yolo_edge.core.pixels import is_pixels, to_pixels, to_tensor
+from yolo_edge.core.registry import QDQ_SUFFIX, artifact_suffixes
+from yolo_edge.model.graph import TensorInfo, control_flow
 
 Feeds = Mapping[str, np.ndarray]
 CalibSet = Sequence[dict[str, np.ndarray]]
@@ -65,7 +65,7 @@ def save_for_worker(folder: Path, model: onnx.ModelProto, calib: CalibSet | None
 
 
 Artifact = Mapping[str, bytes]  # a unit's compiled files as a bundle stores them, by suffix (ARTIFACT_SUFFIXES)
-ARTIFACT_SUFFIXES = artifact_suffixes()  # what a registered backend stores of a compiled unit (yolo_edge.registry)
+ARTIFACT_SUFFIXES = artifact_suffixes()  # what a registered backend stores of a compiled unit (yolo_edge.core.registry)
 FP32_SUFFIX = ".onnx"  # the unit's FP32 graph itself as stored: what a runtime reads, not the model serialized again
 
 
@@ -76,7 +76,7 @@ OP_DOMAINS = ("", "ai.onnx", "com.microsoft")
 def self_contained(model: onnx.ModelProto, what: str) -> onnx.ModelProto:
     """``model`` if it carries its weights and has no control flow: a stored graph whose tensors name external data
     would have the runtime open that file relative to the current folder (a bundle is untrusted input), and one with
-    a ``Loop`` may never finish a frame (:func:`~yolo_edge.graph.control_flow`), so both are refused."""
+    a ``Loop`` may never finish a frame (:func:`~yolo_edge.model.graph.control_flow`), so both are refused."""
     tensors = [*model.graph.initializer]
     tensors += [a.t for n in model.graph.node for a in n.attribute if a.type == onnx.AttributeProto.TENSOR]
     external = [t.name for t in tensors if t.data_location == onnx.TensorProto.EXTERNAL]
@@ -166,7 +166,7 @@ class Executable(ABC):
         self.concurrency = 1  # calls that may run at once, each on its own accelerator core (a stream's pool)
         self.modelled_s: float | None = None  # a simulated device's modelled seconds per call; None: measured
         self.memory_report: str | None = None  # what the compiler reports of the graph's memory use (Vela's SRAM)
-        # inputs taken as the letterbox's pixels, normalised in the runtime's own graph (yolo_edge.pixels)
+        # inputs taken as the letterbox's pixels, normalised in the runtime's own graph (yolo_edge.core.pixels)
         self.pixel_inputs: frozenset[str] = frozenset()
         self._local = threading.local()
 
@@ -201,7 +201,7 @@ class Executable(ABC):
 
     def run(self, feeds: Feeds, timeout_s: float | None = None) -> dict[str, np.ndarray]:
         """The outputs of one call on ``feeds`` (``timeout_s``: a :attr:`bounded` executable's deadline, else
-        None); the image may come in either form (:mod:`yolo_edge.pixels`). A tensor
+        None); the image may come in either form (:mod:`yolo_edge.core.pixels`). A tensor
         for an input taken as pixels (a caller holding calibration tensors) is converted before the call is timed: a
         frame's image comes as pixels. A frame's pixels for a graph taking the tensor (a CPU twin) are normalised
         within the call's time, as the pixel graphs normalise within theirs."""

@@ -34,7 +34,7 @@ from yolo_edge.backends.base import (
     NpuOutOfMemory,
     hash_feeds,
 )
-from yolo_edge.config import DeviceProfile, Variant
+from yolo_edge.core.config import DeviceProfile, Variant
 from yolo_edge.devices.board import BoardCpu
 
 UNQUANTIZED = ("fp32", "fp16", "bf16")  # precisions whose compile reads no calibration

@@ -51,11 +51,11 @@ from yolo_edge.backends.base import (
     io_infos,
     save_for_worker,
 )
-from yolo_edge.config import DeviceProfile, Variant, configs_dir
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import read_cached, write_cached
-from yolo_edge.registry import TFLITE_IO_SUFFIX as IO_SUFFIX
-from yolo_edge.registry import TFLITE_SUFFIX, VELA_SUFFIX, EthosUOptions
+from yolo_edge.core.config import DeviceProfile, Variant, configs_dir
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import read_cached, write_cached
+from yolo_edge.core.registry import TFLITE_IO_SUFFIX as IO_SUFFIX
+from yolo_edge.core.registry import TFLITE_SUFFIX, VELA_SUFFIX, EthosUOptions
 from yolo_edge.toolchains import ETHOS_U, Worker, WorkerCrashed, WorkerError, toolchain_status
 
 MAX_IO_BYTES = 1 << 16

@@ -26,12 +26,12 @@ import onnx
 
 from yolo_edge.backends.base import CalibSet
 from yolo_edge.backends.quantize import cache_dir, calib_key
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import read_cached, write_cached
-from yolo_edge.host import int8_products_saturate
-from yolo_edge.privacy import no_telemetry
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import read_cached, write_cached
+from yolo_edge.core.host import int8_products_saturate
+from yolo_edge.core.privacy import no_telemetry
 
-no_telemetry()  # before openvino or nncf is imported: nothing leaves the machine (yolo_edge/privacy.py)
+no_telemetry()  # before openvino or nncf is imported: nothing leaves the machine (yolo_edge/core/privacy.py)
 
 NNCF_VERSION = "nncf-ov-3"  # 3: entries verified by digest
 

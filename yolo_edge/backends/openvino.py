@@ -38,12 +38,12 @@ from yolo_edge.backends.base import (
     qdq_artifact,
 )
 from yolo_edge.backends.openvino_model import core, read_ir, read_onnx
-from yolo_edge.config import DeviceProfile, Quantizer, Scheme, Variant
-from yolo_edge.decode import head_maps
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.host import capped_kernels, runtime_threads
-from yolo_edge.pixels import IMAGE
-from yolo_edge.registry import OV_BIN_SUFFIX, OV_XML_SUFFIX, QDQ_SUFFIX, OpenVinoOptions
+from yolo_edge.core.config import DeviceProfile, Quantizer, Scheme, Variant
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.host import capped_kernels, runtime_threads
+from yolo_edge.core.pixels import IMAGE
+from yolo_edge.core.registry import OV_BIN_SUFFIX, OV_XML_SUFFIX, QDQ_SUFFIX, OpenVinoOptions
+from yolo_edge.model.decode import head_maps
 
 _HINT = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
 _CAPABILITY = {"bf16": "BF16", "fp16": "FP16", "int8": "INT8", "fp32": "FP32"}

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import onnx
 
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.privacy import no_telemetry
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.privacy import no_telemetry
 
-no_telemetry()  # before openvino is imported: nothing leaves the machine (yolo_edge/privacy.py)
+no_telemetry()  # before openvino is imported: nothing leaves the machine (yolo_edge/core/privacy.py)
 
 
 @cache

@@ -43,11 +43,11 @@ from yolo_edge.backends.base import (
 )
 from yolo_edge.backends.onnxruntime import RUN_FAILURES, OrtExecutable
 from yolo_edge.backends.quantize import quantize_qnn
-from yolo_edge.config import DeviceProfile, Scheme, Variant
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.host import runtime_threads
-from yolo_edge.native import native_output
-from yolo_edge.registry import QNN_SUFFIX, QnnOptions
+from yolo_edge.core.config import DeviceProfile, Scheme, Variant
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.host import runtime_threads
+from yolo_edge.core.native import native_output
+from yolo_edge.core.registry import QNN_SUFFIX, QnnOptions
 
 EP = "QNNExecutionProvider"
 CONTEXT_SUFFIX = QNN_SUFFIX  # an EPContext model, its context binary embedded

@@ -38,8 +38,8 @@ import onnx
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
 from yolo_edge.backends.base import CalibSet, hash_feeds
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import cache_root, package_versions, read_cached, write_cached
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import cache_root, package_versions, read_cached, write_cached
 
 QUANT_VERSION = "qdq-perchannel-minmax-5"  # 5: keyed on the graph only, entries verified by digest
 

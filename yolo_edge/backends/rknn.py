@@ -46,9 +46,9 @@ from yolo_edge.backends.base import (
     io_infos,
     save_for_worker,
 )
-from yolo_edge.config import DeviceProfile, Variant
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.registry import RKNN_SUFFIX, RknnOptions
+from yolo_edge.core.config import DeviceProfile, Variant
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.registry import RKNN_SUFFIX, RknnOptions
 from yolo_edge.toolchains import RKNN, Worker, WorkerCrashed, WorkerError, toolchain_status
 
 _NO_LOWERING = re.compile(r"No lowering found for: (?P<node>.+?), node type = (?P<op>\w+)")

@@ -27,10 +27,10 @@ from yolo_edge.backends.base import (
     OpQuery,
     UnsupportedOperator,
 )
-from yolo_edge.config import DeviceProfile, Faults, Variant
+from yolo_edge.core.config import DeviceProfile, Faults, Variant
 from yolo_edge.devices.cost import npu_time
 from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
-from yolo_edge.graph import GraphInfo
+from yolo_edge.model.graph import GraphInfo
 
 
 class FaultInjector:

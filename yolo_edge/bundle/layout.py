@@ -13,19 +13,19 @@ from typing import Any
 import numpy as np
 import yaml
 
-from yolo_edge.audit import Lighting
 from yolo_edge.backends.base import io_infos
-from yolo_edge.build import UnitPlan, unit_name
-from yolo_edge.codec import dumps, exact, plain
-from yolo_edge.config import DeployConfig, Device, DeviceProfile, Variant
-from yolo_edge.model import ExportedModel, ModelMeta
+from yolo_edge.core.codec import dumps, exact, plain
+from yolo_edge.core.config import DeployConfig, Device, DeviceProfile, Variant
+from yolo_edge.model.meta import ExportedModel, ModelMeta
+from yolo_edge.model.split import SplitModel
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.runtime import EventLog, Unit
-from yolo_edge.split import SplitModel
+from yolo_edge.runtime.audit import Lighting
+from yolo_edge.runtime.build import UnitPlan, unit_name
+from yolo_edge.runtime.executor import EventLog, Unit
 
 # 5: units.json, every unit's FP32 graph and one boundary sample stored; 6: the units end at the head (the decode
 # is the detector's candidate-first post-processing); 7: a profile's runtime_options are its backend's own
-# (yolo_edge.registry)
+# (yolo_edge.core.registry)
 FORMAT = 7
 MODEL = "model.onnx"
 CALIB = "calib"

@@ -12,20 +12,20 @@ import numpy as np
 import onnx
 
 from yolo_edge.backends.builder import Builder
-from yolo_edge.build import UnitFeeds, UnitPlan, UnitSources, compile_units, plan_units
 from yolo_edge.bundle.layout import CALIB, MODEL, BundleMeta
 from yolo_edge.bundle.read import bundle_file, damaged, read_bundle, read_graph, read_unit_artifacts
-from yolo_edge.config import DeployConfig, DeviceProfile, Variant
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.graph import SUBGRAPHS
-from yolo_edge.model import ExportedModel, load_onnx
+from yolo_edge.core.config import DeployConfig, DeviceProfile, Variant
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.model.graph import SUBGRAPHS
+from yolo_edge.model.meta import ExportedModel, load_onnx
+from yolo_edge.model.split import SplitModel, split_model
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
 from yolo_edge.pipeline.preprocess import load_calibration
 from yolo_edge.pipeline.sources import parse_source
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.runtime import EventLog, SplitExecutor
-from yolo_edge.split import SplitModel, split_model
+from yolo_edge.runtime.build import UnitFeeds, UnitPlan, UnitSources, compile_units, plan_units
+from yolo_edge.runtime.executor import EventLog, SplitExecutor
 
 
 @dataclass

@@ -14,15 +14,15 @@ import onnx
 import yaml
 
 from yolo_edge.backends.base import ARTIFACT_SUFFIXES, io_infos, self_contained
-from yolo_edge.build import EXECUTED, UnitPlan
 from yolo_edge.bundle.layout import CALIB, FORMAT, MODEL, SAMPLE, UNITS, BundleMeta, StoredUnit
-from yolo_edge.config import DeployConfig, DeviceProfile, build_profile, load_deploy_config, read_yaml
-from yolo_edge.decode import HeadOutputs
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import json_loads, read_regular
-from yolo_edge.graph import PARTS, SUBGRAPHS
-from yolo_edge.model import ModelMeta
+from yolo_edge.core.config import DeployConfig, DeviceProfile, build_profile, load_deploy_config, read_yaml
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import json_loads, read_regular
+from yolo_edge.model.decode import HeadOutputs
+from yolo_edge.model.graph import PARTS, SUBGRAPHS
+from yolo_edge.model.meta import ModelMeta
 from yolo_edge.plan.placement import PlacementPlan
+from yolo_edge.runtime.build import EXECUTED, UnitPlan
 
 MAX_DOC_BYTES = 1 << 26  # meta.json, plan.json, report.json
 MAX_UNIT_BYTES = 1 << 31  # a compiled unit (protobuf's own limit for an ONNX graph)

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from yolo_edge.bundle.layout import MANIFEST
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import is_mount_point, json_loads, read_regular
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import is_mount_point, json_loads, read_regular
 
 
 def is_bundle(path: Path) -> bool:

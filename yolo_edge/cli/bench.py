@@ -7,9 +7,9 @@ from pathlib import Path
 
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import add_bundle_data, add_runs, print_json, table, warn_placement
-from yolo_edge.progress import progress_bar
-from yolo_edge.runtime import EventLog
-from yolo_edge.val import bench_spread, bundle_eval_data
+from yolo_edge.core.progress import progress_bar
+from yolo_edge.flows.val import bench_spread, bundle_eval_data
+from yolo_edge.runtime.executor import EventLog
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

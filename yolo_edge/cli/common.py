@@ -13,11 +13,11 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
-from yolo_edge.cluster import gcs_endpoint
-from yolo_edge.codec import dumps
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import printable
-from yolo_edge.model import ImgSize, parse_imgsz
+from yolo_edge.core.cluster import gcs_endpoint
+from yolo_edge.core.codec import dumps
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import printable
+from yolo_edge.model.meta import ImgSize, parse_imgsz
 from yolo_edge.plan.placement import PlacementPlan
 
 

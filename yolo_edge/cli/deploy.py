@@ -17,11 +17,11 @@ from yolo_edge.cli.common import (
     positive_float,
     table,
 )
-from yolo_edge.codec import dumps
-from yolo_edge.config import DeployConfig
-from yolo_edge.deploy import DeployRequest, deploy
-from yolo_edge.report import SEARCH_HEADER, DeployReport, search_rows
-from yolo_edge.search import SearchRecord
+from yolo_edge.core.codec import dumps
+from yolo_edge.core.config import DeployConfig
+from yolo_edge.flows.deploy import DeployRequest, deploy
+from yolo_edge.flows.report import SEARCH_HEADER, DeployReport, search_rows
+from yolo_edge.flows.search import SearchRecord
 from yolo_edge.validate.noise import Spread
 from yolo_edge.validate.verdict import OK, status
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from yolo_edge.backends import AUTO_ORDER, device_status, resolve_device
 from yolo_edge.cli.common import print_json, table
-from yolo_edge.config import load_profile, profile_names
-from yolo_edge.errors import YoloEdgeError
+from yolo_edge.core.config import load_profile, profile_names
+from yolo_edge.core.errors import YoloEdgeError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -8,9 +8,9 @@ import argparse
 from pathlib import Path
 
 from yolo_edge.cli.common import print_json
-from yolo_edge.events import analyse, figure, lines, read_logs
-from yolo_edge.files import atomic_write, check_can_write
-from yolo_edge.plots import png
+from yolo_edge.core.files import atomic_write, check_can_write
+from yolo_edge.flows.events import analyse, figure, lines, read_logs
+from yolo_edge.flows.plots import png
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

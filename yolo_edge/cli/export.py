@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from yolo_edge.cli.common import add_imgsz, add_model, positive_int, print_json
-from yolo_edge.export import DEFAULT_OPSET, export_model
+from yolo_edge.model.export import DEFAULT_OPSET, export_model
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -26,9 +26,9 @@ from types import FrameType
 from typing import NoReturn
 
 from yolo_edge.cli import bench, check, deploy, devices, events, export, plan, run, split, sweep, toolchain, val
-from yolo_edge.errors import InternalError, YoloEdgeError
-from yolo_edge.files import printable
-from yolo_edge.version import __version__
+from yolo_edge.core.errors import InternalError, YoloEdgeError
+from yolo_edge.core.files import printable
+from yolo_edge.core.version import __version__
 
 SUBCOMMANDS = (export, split, plan, deploy, sweep, run, events, val, bench, check, devices, toolchain)
 

@@ -11,14 +11,14 @@ from pathlib import Path
 
 from yolo_edge.cli.common import add_device, add_imgsz, add_model, positive_int, print_json, table
 from yolo_edge.cli.deploy import deploy_request, search_table
-from yolo_edge.config import load_deploy_config, load_profile
-from yolo_edge.deploy import search_plan
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import printable
+from yolo_edge.core.config import load_deploy_config, load_profile
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import printable
+from yolo_edge.core.progress import progress_bar
+from yolo_edge.flows.deploy import search_plan
+from yolo_edge.flows.report import search_dict, search_plot
+from yolo_edge.flows.search import SearchRecord
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace
-from yolo_edge.progress import progress_bar
-from yolo_edge.report import search_dict, search_plot
-from yolo_edge.search import SearchRecord
 from yolo_edge.validate.verdict import Limits
 
 

@@ -23,18 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from yolo_edge.audit import FRAMES
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import positive_float, warn_placement
-from yolo_edge.codec import dumps
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import JsonArrayWriter, check_can_write, printable
+from yolo_edge.core.codec import dumps
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import JsonArrayWriter, check_can_write, printable
+from yolo_edge.flows.predict import Results, nms_settings
 from yolo_edge.pipeline.annotate import AnnotatedOutput, save_dirs
 from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner, summarize
 from yolo_edge.pipeline.metrics import MetricsServer
 from yolo_edge.pipeline.sources import DROP_POLICIES, SourceOptions, parse_source
-from yolo_edge.predict import Results, nms_settings
-from yolo_edge.runtime import EventLog
+from yolo_edge.runtime.audit import FRAMES
+from yolo_edge.runtime.executor import EventLog
 
 AUDIT_DRAIN_S = 10.0  # at a run's end, how long the audits still running may hold its summary
 

@@ -7,8 +7,8 @@ import tempfile
 from pathlib import Path
 
 from yolo_edge.cli.common import add_imgsz, add_model, mb, print_json, table
-from yolo_edge.export import export_model
-from yolo_edge.split import SplitModel, split_model
+from yolo_edge.model.export import export_model
+from yolo_edge.model.split import SplitModel, split_model
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -12,9 +12,9 @@ import argparse
 from pathlib import Path
 
 from yolo_edge.cli.common import positive_float, positive_int, print_json, ray_address, table
-from yolo_edge.files import atomic_write, check_can_write
-from yolo_edge.model import demo_model_path
-from yolo_edge.sweep import FAILED, OBJECTIVES, SweepRequest, SweepResult, sweep, sweep_plot
+from yolo_edge.core.files import atomic_write, check_can_write
+from yolo_edge.flows.sweep import FAILED, OBJECTIVES, SweepRequest, SweepResult, sweep, sweep_plot
+from yolo_edge.model.meta import demo_model_path
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import add_bundle_data, add_shards, print_json, table
-from yolo_edge.val import ValRequest, val_bundle
+from yolo_edge.flows.val import ValRequest, val_bundle
 from yolo_edge.validate.accuracy import Interval, Kept, MapResult
 from yolo_edge.validate.conditions import CONDITIONS, parse_conditions
 from yolo_edge.validate.verdict import interval_text, kept_text

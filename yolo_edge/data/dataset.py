@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from yolo_edge.config import read_yaml
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import json_loads, read_regular
+from yolo_edge.core.config import read_yaml
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import json_loads, read_regular
 from yolo_edge.pipeline.preprocess import IMAGE_SUFFIXES, read_image
 
 

@@ -37,9 +37,9 @@ from typing import Literal
 
 import numpy as np
 
+from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.data.dataset import Dataset, image_folder, load_dataset
 from yolo_edge.demo import CLASS_NAMES
-from yolo_edge.errors import YoloEdgeError
 
 EvalKind = Literal["labels", "agreement"]  # mAP against labels, or agreement with the FP32 reference
 

@@ -300,7 +300,7 @@ def demo_val_data(count: int = 300, seed: int = 0) -> Path:
     import shutil
     import tempfile
 
-    from yolo_edge.files import cache_root
+    from yolo_edge.core.files import cache_root
 
     root = cache_root() / "datasets" / f"shapes-seed{seed}-val{count}"
     if _complete(root, count):

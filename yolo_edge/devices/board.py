@@ -10,7 +10,7 @@ same percentiles).
   normalise arithmetic at the CPU model's rate), one launch per pass;
 - NMS over ``output0`` (a whole-model unit): reading the detector output once, the class maximum per anchor,
   sorting the candidates over the confidence threshold and the greedy IoU pass over them;
-- the candidate-first decode of the head's raw outputs (``yolo_edge.decode``) and its NMS: a scan of every
+- the candidate-first decode of the head's raw outputs (``yolo_edge.model.decode``) and its NMS: a scan of every
   anchor's class logits for its best, then the DFL softmax, expectation and dist2bbox of the candidates only
   (their box distributions read), then NMS over them. Priced by that work and one launch per pass, not by the
   ONNX decode's operator count (its 24 launches at an earlier two-point fit's 545 us were 14 ms at 320).
@@ -24,9 +24,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from yolo_edge.config import CpuModel
+from yolo_edge.core.config import CpuModel
 from yolo_edge.devices.cost import cpu_time
-from yolo_edge.graph import GraphInfo
+from yolo_edge.model.graph import GraphInfo
 
 RESIZE_OPS = 12  # bilinear resize: four taps, their weights and the sum, per output value
 NORMALISE_OPS = 2  # scale to [0, 1] and the channel swap, per value

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from yolo_edge.config import ACTIVATION_BYTES, PRECISION_BYTES, CpuModel, DeviceProfile, Link
-from yolo_edge.graph import GraphInfo
+from yolo_edge.core.config import ACTIVATION_BYTES, PRECISION_BYTES, CpuModel, DeviceProfile, Link
+from yolo_edge.model.graph import GraphInfo
 
 FUSABLE = {"Sigmoid", "Mul", "Add", "Relu", "Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "Tanh"}
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import onnx
 
-from yolo_edge.config import PRECISION_BYTES, DeviceProfile
-from yolo_edge.graph import GraphInfo
+from yolo_edge.core.config import PRECISION_BYTES, DeviceProfile
+from yolo_edge.model.graph import GraphInfo
 
 TILEABLE = {
     "Conv",

@@ -18,8 +18,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import atomic_write
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import atomic_write
 from yolo_edge.pipeline.engine import StreamResult
 from yolo_edge.pipeline.media import video_fps
 from yolo_edge.pipeline.postprocess import Detections

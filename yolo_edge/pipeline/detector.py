@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from yolo_edge.config import NmsConfig
-from yolo_edge.decode import HeadOutputs, count_candidates
+from yolo_edge.core.config import NmsConfig
 from yolo_edge.devices.board import BoardCpu
-from yolo_edge.model import ModelMeta
+from yolo_edge.model.decode import HeadOutputs, count_candidates
+from yolo_edge.model.meta import ModelMeta
 from yolo_edge.pipeline.postprocess import Detections, boxes_kept, postprocess
 from yolo_edge.pipeline.preprocess import Letterboxed, letterbox
-from yolo_edge.runtime import FrameResult, SplitExecutor
+from yolo_edge.runtime.executor import FrameResult, SplitExecutor
 
 
 @dataclass(frozen=True)
@@ -100,13 +100,13 @@ class Detector:
 
     def feeds(self, lb: Letterboxed) -> dict[str, np.ndarray]:
         """The executor's feeds for a letterboxed image, by the model's own input name: its pixels where the first
-        unit normalises them in its own graph, else the tensor (yolo_edge.pixels)."""
+        unit normalises them in its own graph, else the tensor (yolo_edge.core.pixels)."""
         return {self.executor.input_name: lb.pixels if self.executor.takes_pixels else lb.tensor}
 
     def audit_frame(
         self, frame: int, feeds: dict[str, np.ndarray], lb: Letterboxed, dets: Detections, nms: NmsConfig | None
     ) -> None:
-        """Offer a frame's detections to the precision audit (yolo_edge.audit), which compares them, off the
+        """Offer a frame's detections to the precision audit (yolo_edge.runtime.audit), which compares them, off the
         frame's path, with the FP32 chain's on the same feeds (or, while it has moved the accelerator units to their
         twins, with the accelerator's): the FP32 boxes kept, as deploy counts them."""
 

@@ -29,12 +29,12 @@ from typing import Any
 
 import numpy as np
 
+from yolo_edge.core.stats import Percentiles, percentiles
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import Letterboxed
 from yolo_edge.pipeline.sources import Captured, DropCause, FrameQueue, Reader, Source, SourceOptions, StreamStats
-from yolo_edge.runtime import SplitExecutor, Unit, UnitRun
-from yolo_edge.stats import Percentiles, percentiles
+from yolo_edge.runtime.executor import SplitExecutor, Unit, UnitRun
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from yolo_edge.errors import YoloEdgeError
+from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.pipeline.preprocess import IMAGE_SUFFIXES, list_images, opencv_path, read_image
 
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v")

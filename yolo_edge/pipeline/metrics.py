@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from yolo_edge.errors import YoloEdgeError
+from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.pipeline.engine import StreamRunner
 from yolo_edge.pipeline.sources import DROP_CAUSES
-from yolo_edge.runtime import EventLog
+from yolo_edge.runtime.executor import EventLog
 
 Rows = list[tuple[dict[str, str], float]]
 

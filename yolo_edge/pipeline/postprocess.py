@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from yolo_edge.codec import plain
-from yolo_edge.config import NmsConfig
-from yolo_edge.decode import HeadOutputs, classes_over, head_candidates, head_xywh
+from yolo_edge.core.codec import plain
+from yolo_edge.core.config import NmsConfig
+from yolo_edge.model.decode import HeadOutputs, classes_over, head_candidates, head_xywh
 from yolo_edge.pipeline.preprocess import Letterboxed
 
 MAX_NMS = 30000

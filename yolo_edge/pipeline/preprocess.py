@@ -16,9 +16,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import printable
-from yolo_edge.pixels import to_tensor
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import printable
+from yolo_edge.core.pixels import to_tensor
 
 PAD_VALUE = 114
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
@@ -28,7 +28,7 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 class Letterboxed:
     """The network input and what is needed to map boxes back to the original image."""
 
-    pixels: np.ndarray  # (1, H, W, 3) uint8 BGR: the image resized and padded (yolo_edge.pixels)
+    pixels: np.ndarray  # (1, H, W, 3) uint8 BGR: the image resized and padded (yolo_edge.core.pixels)
     orig_shape: tuple[int, int]  # (height, width) of the original image
     gain: tuple[float, float]  # (gain_y, gain_x) = resized / original
     pad: tuple[int, int]  # (pad_x, pad_y) added on the left and top

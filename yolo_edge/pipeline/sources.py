@@ -29,7 +29,7 @@ from typing import Literal, get_args
 import cv2
 import numpy as np
 
-from yolo_edge.errors import YoloEdgeError
+from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.pipeline.media import (
     VIDEO_SUFFIXES,
     SourceProblem,

@@ -33,7 +33,7 @@ from yolo_edge.backends.base import (
     run_chain,
 )
 from yolo_edge.backends.builder import Builder
-from yolo_edge.config import (
+from yolo_edge.core.config import (
     PRECISION_BYTES,
     DeployConfig,
     DeviceProfile,
@@ -41,11 +41,11 @@ from yolo_edge.config import (
     PrecisionCheckConfig,
     Variant,
 )
-from yolo_edge.decode import HeadOutputs, count_candidates, head_candidates, head_xywh
 from yolo_edge.devices.board import BoardCpu
 from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
 from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
-from yolo_edge.graph import GraphInfo, part
+from yolo_edge.model.decode import HeadOutputs, count_candidates, head_candidates, head_xywh
+from yolo_edge.model.graph import GraphInfo, part
 from yolo_edge.plan.results import CheckResult, Memory, OpSupport, Performance, Precision, skipped
 
 SENSITIVE_OPS = {"Softmax", "Exp", "Log", "LogSoftmax"}

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from yolo_edge.backends.base import NpuCompileError, run_chain
-from yolo_edge.config import PRECISION_BYTES, Variant
+from yolo_edge.core.config import PRECISION_BYTES, Variant
 from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
 from yolo_edge.devices.limits import memory_use, memory_violation
-from yolo_edge.graph import GraphInfo
+from yolo_edge.model.graph import GraphInfo
+from yolo_edge.model.split import Piece, cut, device_runs
 from yolo_edge.plan.checks import Candidate, Checker, judge
 from yolo_edge.plan.results import CheckResult, Performance
-from yolo_edge.split import Piece, cut, device_runs
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@
   and the whole-graph comparison row;
 * :class:`PlanSpace`: every placement the four checks leave: per subgraph its options (each precision
   variant that passes, or the CPU), and the variants they ruled out with why. Its :meth:`PlanSpace.candidates`
-  are the placements the search (``yolo_edge.search``) judges with the verdict, fastest estimate first.
+  are the placements the search (``yolo_edge.flows.search``) judges with the verdict, fastest estimate first.
 
 Example:
     >>> space = plan_space(split, load_profile("sim-edge-npu"), load_deploy_config(), images)  # doctest: +SKIP
@@ -25,11 +25,11 @@ import numpy as np
 
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Executable, run_chain
-from yolo_edge.codec import plain
-from yolo_edge.config import PRECISION_BYTES, Device, LatencyKind, Link, Variant, one_of
+from yolo_edge.core.codec import plain
+from yolo_edge.core.config import PRECISION_BYTES, Device, LatencyKind, Link, Variant, one_of
 from yolo_edge.devices.cost import transfer_time
+from yolo_edge.model.split import SplitModel
 from yolo_edge.plan.results import CheckResult, Memory
-from yolo_edge.split import SplitModel
 
 FP32 = Variant("fp32")
 PlanKind = Literal["real", "simulated", "cpu", "manual"]  # the profile's kind, or a hand-written plan

@@ -12,7 +12,7 @@
 Layer-level mixed precision: an INT8 variant that fails only the precision check is retried with its most
 sensitive layers (ranked by the backend's per-layer error) kept at higher precision, 1, 2, 4, ... up to
 ``plan.max_kept_layers``, until it passes; :meth:`Planner.relax` does the same for a variant the verdict
-blames for drift. The checks prune; the search (``yolo_edge.search``) decides among what is left.
+blames for drift. The checks prune; the search (``yolo_edge.flows.search``) decides among what is left.
 
 Example:
     >>> plan = plan_model(split, load_profile("sim-edge-npu"), load_deploy_config(), images)  # doctest: +SKIP
@@ -29,9 +29,10 @@ import onnx
 
 from yolo_edge.backends.base import LayerError, NpuCompileError
 from yolo_edge.backends.builder import Builder
-from yolo_edge.config import CHECKS, DeployConfig, DeviceProfile, LatencyKind, PrecisionName, Variant
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.graph import GraphInfo, part
+from yolo_edge.core.config import CHECKS, DeployConfig, DeviceProfile, LatencyKind, PrecisionName, Variant
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.model.graph import GraphInfo, part
+from yolo_edge.model.split import SplitModel
 from yolo_edge.plan.checks import (
     SENSITIVE_OPS,
     Candidate,
@@ -44,13 +45,12 @@ from yolo_edge.plan.checks import (
 from yolo_edge.plan.op_level import op_level_search
 from yolo_edge.plan.placement import FP32, PlacementPlan, PlanSpace, SubgraphPlan, WholeGraphVerdict, boundary_tensors
 from yolo_edge.plan.results import CheckResult, Performance, Precision, skipped
-from yolo_edge.split import SplitModel
 
 Log = Callable[[str], None]
 
 
 def _rule(name: str, cfg: DeployConfig) -> str | None:
-    """Why a design rule keeps subgraph ``name`` on the CPU in FP32, or None (:data:`yolo_edge.graph.PARTS`)."""
+    """Why a design rule keeps subgraph ``name`` on the CPU in FP32, or None (:data:`yolo_edge.model.graph.PARTS`)."""
     found = part(name)
     if found.rule is None and found.card_cpu and cfg.plan.head_on_npu == "never":
         return f"{name} on the CPU in FP32, the design card's layout (plan.head_on_npu: never)"

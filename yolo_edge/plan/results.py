@@ -9,8 +9,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from yolo_edge.codec import plain
-from yolo_edge.config import LatencyKind
+from yolo_edge.core.codec import plain
+from yolo_edge.core.config import LatencyKind
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from yolo_edge.codec import dumps
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import cache_root
+from yolo_edge.core.codec import dumps
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import cache_root
 from yolo_edge.toolchains.worker import Reply, Worker, WorkerCrashed, WorkerError
 
 __all__ = [

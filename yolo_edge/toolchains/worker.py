@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from yolo_edge.errors import YoloEdgeError
+from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.toolchains.wire import Arrays, WireClosed, receive, send
 
 if TYPE_CHECKING:

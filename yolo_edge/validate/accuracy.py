@@ -31,15 +31,15 @@ from dataclasses import dataclass, field
 import numpy as np
 from faster_coco_eval import COCO
 
-from yolo_edge.codec import plain
-from yolo_edge.config import NmsConfig, ValidateConfig
+from yolo_edge.core.codec import plain
+from yolo_edge.core.config import NmsConfig, ValidateConfig
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.progress import Bar
 from yolo_edge.data.dataset import Dataset
 from yolo_edge.data.resolve import EvalData
-from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import KEPT_IOU, Boxes, Detections, boxes_kept
 from yolo_edge.pipeline.preprocess import read_image
-from yolo_edge.progress import Bar
 from yolo_edge.validate.bootstrap import Evaluation, Resamples
 
 

@@ -18,12 +18,12 @@ from typing import Any
 import cv2
 import numpy as np
 
-from yolo_edge.codec import plain
-from yolo_edge.config import Condition, DeployConfig
+from yolo_edge.core.codec import plain
+from yolo_edge.core.config import Condition, DeployConfig
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.progress import Bar
 from yolo_edge.data.resolve import EvalData, EvalKind
-from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.detector import Detector
-from yolo_edge.progress import Bar
 from yolo_edge.validate.accuracy import Interval, Kept, MapResult, Scorer, detect_all
 from yolo_edge.validate.verdict import drift_failure
 

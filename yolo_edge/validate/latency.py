@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from yolo_edge.codec import plain
-from yolo_edge.config import BOARD, FrameKind
+from yolo_edge.core.codec import plain
+from yolo_edge.core.config import BOARD, FrameKind
+from yolo_edge.core.stats import Percentiles, percentiles
 from yolo_edge.pipeline.detector import Detector, FrameTiming
-from yolo_edge.stats import Percentiles, percentiles
 
 Progress = Callable[[int, int], None]
 # how a plan's frame times were obtained: on this host; a simulated accelerator's modelled, the rest measured here; or

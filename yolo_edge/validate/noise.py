@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from yolo_edge.codec import plain
+from yolo_edge.core.codec import plain
+from yolo_edge.core.progress import Bar
 from yolo_edge.pipeline.detector import Detector, FrameTiming
-from yolo_edge.progress import Bar
 from yolo_edge.validate.latency import LatencyResult, summarise, time_frames
 
 BUSY = 0.10  # a round in which others took more than this share of this process's CPUs was timed on a busy machine

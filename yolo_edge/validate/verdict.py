@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from yolo_edge.codec import plain
+from yolo_edge.core.codec import plain
+from yolo_edge.core.stats import median_ratio_se
 from yolo_edge.pipeline.postprocess import Detections
-from yolo_edge.stats import median_ratio_se
 from yolo_edge.validate.accuracy import Accuracy, Interval, Kept, MapResult
 from yolo_edge.validate.latency import LatencyResult
 from yolo_edge.validate.noise import FAILS, Spread, judge, undecided_line

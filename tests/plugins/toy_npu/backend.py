@@ -5,7 +5,7 @@ from __future__ import annotations
 from toy_npu.spec import ToyOptions
 from yolo_edge.backends.base import Backend
 from yolo_edge.backends.onnxruntime import CPU_EP, OnnxRuntimeBackend
-from yolo_edge.config import DeviceProfile
+from yolo_edge.core.config import DeviceProfile
 
 
 class ToyBackend(OnnxRuntimeBackend):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from yolo_edge.registry import QDQ_SUFFIX, BackendSpec, RuntimeOptions
+from yolo_edge.core.registry import QDQ_SUFFIX, BackendSpec, RuntimeOptions
 
 
 @dataclass(frozen=True)

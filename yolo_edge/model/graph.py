@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from yolo_edge.errors import YoloEdgeError
+from yolo_edge.core.errors import YoloEdgeError
 
 
 @dataclass(frozen=True)

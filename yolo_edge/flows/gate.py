@@ -19,14 +19,14 @@ from typing import Any
 
 from yolo_edge.bundle import Bundle, load_bundle
 from yolo_edge.bundle.layout import MODEL
-from yolo_edge.codec import dumps, plain
+from yolo_edge.core.codec import dumps, plain
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import atomic_write, json_loads, printable, read_regular
+from yolo_edge.core.progress import progress_bar
 from yolo_edge.data.resolve import EvalData
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import atomic_write, json_loads, printable, read_regular
-from yolo_edge.model import sha256_file
-from yolo_edge.progress import progress_bar
-from yolo_edge.runtime import EventLog
-from yolo_edge.val import ValRequest, ValResult, bench_spread, bundle_eval_data, val_bundle
+from yolo_edge.flows.val import ValRequest, ValResult, bench_spread, bundle_eval_data, val_bundle
+from yolo_edge.model.meta import sha256_file
+from yolo_edge.runtime.executor import EventLog
 from yolo_edge.validate.latency import LatencyResult
 from yolo_edge.validate.noise import FAILS, UNDECIDED, Spread, judge, undecided_line
 from yolo_edge.validate.verdict import (

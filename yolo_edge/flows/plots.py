@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from yolo_edge.config import BOARD
+from yolo_edge.core.config import BOARD
+from yolo_edge.flows.search import SearchRecord
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.search import SearchRecord
 from yolo_edge.validate.latency import POSTPROCESS
 from yolo_edge.validate.verdict import Limits, PlanRun
 

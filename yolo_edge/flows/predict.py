@@ -5,7 +5,7 @@ and returns one :class:`Results` per image or frame: ``.boxes`` (``xyxy``, ``con
 ``.save()``, ``.save_txt()`` (YOLO-format labels) and ``.to_json()``. A camera index or a stream URL never ends:
 call it with ``stream=True`` and iterate (it runs the pipelined stream engine, as ``yolo-edge run`` does).
 ``conf``, ``iou``, ``classes`` and ``max_det`` override the bundle's NMS settings for the call. Bad input is a
-one-line :class:`~yolo_edge.errors.YoloEdgeError`.
+one-line :class:`~yolo_edge.core.errors.YoloEdgeError`.
 
 Example:
     >>> model = load("out/bundle")  # doctest: +SKIP
@@ -28,10 +28,10 @@ import cv2
 import numpy as np
 
 from yolo_edge.bundle import Bundle, load_bundle
-from yolo_edge.codec import dumps
-from yolo_edge.config import NmsConfig
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import atomic_write, printable, refuse_special
+from yolo_edge.core.codec import dumps
+from yolo_edge.core.config import NmsConfig
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import atomic_write, printable, refuse_special
 from yolo_edge.pipeline.annotate import BoxAnnotator
 from yolo_edge.pipeline.detector import Detector, FrameTiming
 from yolo_edge.pipeline.engine import StreamOptions, StreamRunner

@@ -23,11 +23,11 @@ from typing import Annotated, Any, Final, Literal, TypeVar
 
 import yaml
 
-from yolo_edge import registry
-from yolo_edge.bounds import Range
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import read_regular
-from yolo_edge.registry import RuntimeOptions
+from yolo_edge.core import registry
+from yolo_edge.core.bounds import Range
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import read_regular
+from yolo_edge.core.registry import RuntimeOptions
 
 PrecisionName = Literal["fp32", "fp16", "bf16", "int8"]
 PRECISIONS: tuple[PrecisionName, ...] = typing.get_args(PrecisionName)
@@ -179,7 +179,7 @@ class RuntimeConfig:
     probe_every: Annotated[int, Range(1)]  # frames between probes of a unit parked on the CPU
     slow_ratio: Annotated[float, Range(1)]  # "slow" = unit time above this times its CPU estimate
     fuse_units: bool  # consecutive subgraphs on one device at one precision run as one compiled unit
-    # the precision audit (yolo_edge/audit.py): every audit_every-th frame (0: never; audit_every_failed after a
+    # the precision audit (yolo_edge/runtime/audit.py): every audit_every-th frame (0: never; audit_every_failed after a
     # failed audit) an accelerator unit's output is compared with its FP32 CPU twin's, off the frame's path; K failed
     # audits of the last W are a precision event, whose action moves the unit to the CPU (probed back by audits) or
     # only says so
@@ -322,7 +322,7 @@ class DeviceProfile:
     name: str
     description: str
     kind: ProfileKind
-    runtime: str  # a registered backend (yolo_edge.registry): rknn a toolchain worker, qnn onnxruntime-qnn, ...
+    runtime: str  # a registered backend (yolo_edge.core.registry): rknn a toolchain worker, qnn onnxruntime-qnn, ...
     runtime_options: RuntimeOptions  # that backend's own options dataclass
     precisions: tuple[PrecisionName, ...]  # in order of preference
     latency: LatencyKind

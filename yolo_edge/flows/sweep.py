@@ -37,16 +37,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from yolo_edge.backends import device_status
-from yolo_edge.cluster import has_resource, node_cpus, ray_session
-from yolo_edge.codec import dumps, plain
-from yolo_edge.config import DeployConfig, FrameKind, load_profile
-from yolo_edge.deploy import DeployRequest, deploy, deploy_settings
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import check_model
-from yolo_edge.files import cache_root, json_loads, read_cached, write_cached
-from yolo_edge.model import parse_imgsz, sha256_file
-from yolo_edge.plots import limit_line, png, pyplot, unclutter
-from yolo_edge.version import __version__
+from yolo_edge.core.cluster import has_resource, node_cpus, ray_session
+from yolo_edge.core.codec import dumps, plain
+from yolo_edge.core.config import DeployConfig, FrameKind, load_profile
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import cache_root, json_loads, read_cached, write_cached
+from yolo_edge.core.version import __version__
+from yolo_edge.flows.deploy import DeployRequest, deploy, deploy_settings
+from yolo_edge.flows.plots import limit_line, png, pyplot, unclutter
+from yolo_edge.model.export import check_model
+from yolo_edge.model.meta import parse_imgsz, sha256_file
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

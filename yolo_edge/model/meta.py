@@ -1,6 +1,7 @@
 """The model as yolo-edge reads it, without the exporter: its metadata (:class:`ModelMeta`: classes, strides, input
 size, where it came from), an ONNX file on disk validated as a YOLOv8 detector (:func:`load_onnx`), the input size
-parsed, the shipped demo. A board that runs a bundle imports this, never ``yolo_edge.export`` (torch, ultralytics).
+parsed, the shipped demo. A board that runs a bundle imports this, never ``yolo_edge.model.export`` (torch,
+ultralytics).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import Any
 
 import onnx
 
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import json_loads, printable
-from yolo_edge.graph import DetectLayout, GraphInfo, control_flow, yolov8_layout
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import json_loads, printable
+from yolo_edge.model.graph import DetectLayout, GraphInfo, control_flow, yolov8_layout
 
 ImgSize = tuple[int, int]  # (height, width)
 

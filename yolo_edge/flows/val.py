@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from yolo_edge.bundle import Bundle, load_bundle
-from yolo_edge.cluster import ray_session
-from yolo_edge.codec import plain
+from yolo_edge.core.cluster import ray_session
+from yolo_edge.core.codec import plain
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.progress import Bar, progress_bar, ticks
 from yolo_edge.data.resolve import DEMO, EvalData, resolve_eval_data
-from yolo_edge.errors import YoloEdgeError
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import read_image
-from yolo_edge.progress import Bar, progress_bar, ticks
 from yolo_edge.validate.accuracy import Scorer, detect_all
 from yolo_edge.validate.conditions import Judged, judge_under
 from yolo_edge.validate.latency import LATENCY_IMAGES, LatencyResult, measure_latency

@@ -1,7 +1,7 @@
 """The fallback log read back (``yolo-edge events LOG [LOG ...]``): the reference's "analyse the fallback log: how
 often each trigger fires, the causes, and performance after each fallback, to decide what to recompile".
 
-A log is the JSONL that ``yolo-edge run --events`` appends (:class:`yolo_edge.runtime.EventLog`): one line per
+A log is the JSONL that ``yolo-edge run --events`` appends (:class:`yolo_edge.runtime.executor.EventLog`): one line per
 event (with the run's id and the unit's median time before it), an ``after`` line with the unit's median time over
 the runs after a move, and a ``run`` line at the run's end (its frames, seconds, each unit's runs and time per
 device, the precision audit's figures). One file may hold many runs, and many files many devices; a run killed
@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from yolo_edge.codec import plain
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import printable
-from yolo_edge.runtime import MOVES, Trigger
+from yolo_edge.core.codec import plain
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import printable
+from yolo_edge.runtime.executor import MOVES, Trigger
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -268,7 +268,7 @@ def lines(report: EventsReport) -> list[str]:
 
 def figure(report: EventsReport) -> Figure:
     """Events per 1,000 frames by trigger, one bar segment per unit."""
-    from yolo_edge.plots import pyplot
+    from yolo_edge.flows.plots import pyplot
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.5), dpi=110)

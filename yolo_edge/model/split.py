@@ -1,6 +1,6 @@
 """Cut an exported YOLOv8 detector into backbone, neck, head and decode subgraphs.
 
-The cut points come from the graph: every node gets a subgraph from :func:`yolo_edge.graph.yolov8_layout`,
+The cut points come from the graph: every node gets a subgraph from :func:`yolo_edge.model.graph.yolov8_layout`,
 and a boundary tensor is one produced in an earlier subgraph and consumed in a later one. Each subgraph
 is extracted with ``onnx.utils.Extractor`` and checked with ``onnx.checker`` (full check); the
 extracted node set must equal the subgraph's own nodes, so a wrong cut fails loudly instead of silently
@@ -22,10 +22,10 @@ from pathlib import Path
 import onnx
 from onnx.utils import Extractor
 
-from yolo_edge.codec import dumps
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.graph import SUBGRAPHS, GraphInfo, TensorInfo
-from yolo_edge.model import ExportedModel
+from yolo_edge.core.codec import dumps
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.model.graph import SUBGRAPHS, GraphInfo, TensorInfo
+from yolo_edge.model.meta import ExportedModel
 
 
 @dataclass(frozen=True)

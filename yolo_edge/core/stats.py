@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from yolo_edge.codec import plain
+from yolo_edge.core.codec import plain
 
 
 @dataclass(frozen=True)

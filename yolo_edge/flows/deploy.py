@@ -1,7 +1,7 @@
 """``deploy``: export -> split -> plan -> search -> validate -> report -> bundle, in one call.
 
 The planner's four checks leave, per subgraph, the precision variants that pass them; the search
-(``yolo_edge.search``) judges the placements they combine into, fastest estimate first, with the verdict
+(``yolo_edge.flows.search``) judges the placements they combine into, fastest estimate first, with the verdict
 (drift against the FP32 reference, p95 against the SLA) until one passes. Three plans are then compared on
 the same images, as in the reference's case study: **whole-npu** (the whole graph on the accelerator at its
 first precision), **whole-cpu** (FP32 on the CPU, the reference) and **split** (the search's choice, or
@@ -32,21 +32,24 @@ from pathlib import Path
 
 import numpy as np
 
-from yolo_edge.audit import Lighting, audit_floors
 from yolo_edge.backends import open_backend, resolve_device
 from yolo_edge.backends.base import Backend, NpuCompileError
 from yolo_edge.backends.builder import Builder
-from yolo_edge.build import build_units, plan_units, unit_sample, whole_graph_unit
 from yolo_edge.bundle.layout import BundleMeta, Contents, DataRecord, bundle_files
 from yolo_edge.bundle.write import check_writable, write_bundle
-from yolo_edge.config import DeployConfig, DeviceProfile, load_deploy_config
+from yolo_edge.core.config import DeployConfig, DeviceProfile, load_deploy_config
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.host import cpu_name
+from yolo_edge.core.progress import Bar, progress_bar
+from yolo_edge.core.version import __version__
 from yolo_edge.data.resolve import Calibration, DataSource, EvalData, read_data, resolve_data
 from yolo_edge.demo import CLASS_NAMES
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.export import export_model
-from yolo_edge.graph import GraphInfo
-from yolo_edge.host import cpu_name
-from yolo_edge.model import ExportedModel, ImgSize, demo_model_path
+from yolo_edge.flows.report import DeployReport, report_files
+from yolo_edge.flows.search import SearchRecord, SearchResult, Session, plan_detector, search_plans, with_reason
+from yolo_edge.model.export import export_model
+from yolo_edge.model.graph import GraphInfo
+from yolo_edge.model.meta import ExportedModel, ImgSize, demo_model_path
+from yolo_edge.model.split import SplitModel, split_model
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import (
     Letterboxed,
@@ -59,17 +62,14 @@ from yolo_edge.pipeline.preprocess import (
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace, boundary_tensors
 from yolo_edge.plan.planner import plan_space
 from yolo_edge.plan.results import Memory
-from yolo_edge.progress import Bar, progress_bar
-from yolo_edge.report import DeployReport, report_files
-from yolo_edge.runtime import EventLog, SplitExecutor, Unit
-from yolo_edge.search import SearchRecord, SearchResult, Session, plan_detector, search_plans, with_reason
-from yolo_edge.split import SplitModel, split_model
+from yolo_edge.runtime.audit import Lighting, audit_floors
+from yolo_edge.runtime.build import build_units, plan_units, unit_sample, whole_graph_unit
+from yolo_edge.runtime.executor import EventLog, SplitExecutor, Unit
 from yolo_edge.validate.accuracy import detect_all
 from yolo_edge.validate.conditions import CONDITIONS, Judged, first_images, judge_under
 from yolo_edge.validate.latency import LATENCY_IMAGES
 from yolo_edge.validate.noise import Frames, time_in_rounds
 from yolo_edge.validate.verdict import Limits, PlanRun, choose, explain
-from yolo_edge.version import __version__
 
 Log = Callable[[str], None]
 DEMO_IMGSZ = 320

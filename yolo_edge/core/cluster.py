@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from yolo_edge.errors import YoloEdgeError
+from yolo_edge.core.errors import YoloEdgeError
 
 INSTALL = "pip install 'yolo-edge[ray]'"
 # Ray refuses a client without the cluster's token with only a log line ("InvalidAuthToken") and a

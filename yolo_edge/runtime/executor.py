@@ -32,14 +32,14 @@ from typing import Any, Literal
 import numpy as np
 import onnx
 
-from yolo_edge.audit import Auditor
 from yolo_edge.backends.base import Executable, NpuError, NpuTimeout, median_run_s
-from yolo_edge.codec import dumps, plain
-from yolo_edge.config import Device, DeviceProfile, RuntimeConfig
+from yolo_edge.core.codec import dumps, plain
+from yolo_edge.core.config import Device, DeviceProfile, RuntimeConfig
+from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.devices.board import BoardCpu
 from yolo_edge.devices.cost import transfer_time
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.graph import TensorInfo
+from yolo_edge.model.graph import TensorInfo
+from yolo_edge.runtime.audit import Auditor
 
 Trigger = Literal[
     "unsupported_op", "memory", "performance", "runtime_error", "timeout", "nan", "precision", "recovered"
@@ -438,8 +438,8 @@ class SplitExecutor:
 
     @property
     def takes_pixels(self) -> bool:
-        """The first unit's accelerator takes the image as the letterbox's pixels (yolo_edge.pixels): a frame is fed
-        them, and a CPU twin taking that unit over normalises them in its own call."""
+        """The first unit's accelerator takes the image as the letterbox's pixels (yolo_edge.core.pixels): a frame is
+        fed them, and a CPU twin taking that unit over normalises them in its own call."""
         npu = self.units[0].npu
         return npu is not None and self.input_name in npu.pixel_inputs
 

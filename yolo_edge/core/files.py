@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from yolo_edge.codec import dumps
-from yolo_edge.errors import YoloEdgeError
+from yolo_edge.core.codec import dumps
+from yolo_edge.core.errors import YoloEdgeError
 
 
 def cache_root() -> Path:

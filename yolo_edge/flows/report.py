@@ -1,4 +1,4 @@
-"""The deploy report: a typed :class:`DeployReport` built by :func:`yolo_edge.deploy.deploy` from its plan
+"""The deploy report: a typed :class:`DeployReport` built by :func:`yolo_edge.flows.deploy.deploy` from its plan
 runs and its search, rendered here as Markdown and PNG plots (latency CDF with the SLA line, per-phase
 bars, the search's candidates as latency against drift) and as report.json by ``to_dict()`` (the JSON
 boundary: nothing in the package reads the dict back by key).
@@ -12,20 +12,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from yolo_edge.codec import dumps, plain
-from yolo_edge.config import BOARD, DeviceProfile
+from yolo_edge.core.codec import dumps, plain
+from yolo_edge.core.config import BOARD, DeviceProfile
+from yolo_edge.core.version import __version__
 from yolo_edge.data.resolve import Calibration, EvalData
-from yolo_edge.model import DEMO_WEIGHTS, demo_model_path
+from yolo_edge.flows.plots import cdf_figure, phases_figure, png, search_figure
+from yolo_edge.flows.search import SearchRecord, Trial
+from yolo_edge.model.meta import DEMO_WEIGHTS, demo_model_path
 from yolo_edge.pipeline.postprocess import KEPT_IOU
 from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
-from yolo_edge.plots import cdf_figure, phases_figure, png, search_figure
-from yolo_edge.runtime import EventSummary, Trigger
-from yolo_edge.search import SearchRecord, Trial
+from yolo_edge.runtime.executor import EventSummary, Trigger
 from yolo_edge.validate.accuracy import Interval, MapResult
 from yolo_edge.validate.conditions import Judged
 from yolo_edge.validate.latency import LatencyResult
 from yolo_edge.validate.verdict import Limits, PlanRun, status
-from yolo_edge.version import __version__
 
 
 @dataclass(frozen=True)
@@ -397,7 +397,7 @@ def _conditions_section(report: DeployReport) -> list[str]:
 
 def plots(report: DeployReport) -> dict[str, bytes]:
     """PNG bytes: ``latency_cdf.png`` (each plan's end-to-end CDF and the SLA), ``phases.png`` (p50 per phase, NPU
-    and CPU units in their colours) and ``search.png`` (:mod:`yolo_edge.plots`)."""
+    and CPU units in their colours) and ``search.png`` (:mod:`yolo_edge.flows.plots`)."""
     timed = [p for p in report.plans if p.latency is not None]
     order = frame_order([list(p.latency.phases) for p in timed if p.latency is not None])
     return {

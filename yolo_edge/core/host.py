@@ -14,7 +14,7 @@ import platform
 from functools import cache
 from pathlib import Path
 
-from yolo_edge.errors import YoloEdgeError
+from yolo_edge.core.errors import YoloEdgeError
 
 ISA_FLAGS = (
     "avx2",

@@ -44,11 +44,11 @@ import numpy as np
 
 from yolo_edge.backends.base import Executable, NpuError
 from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
-from yolo_edge.codec import plain
-from yolo_edge.config import RuntimeConfig
+from yolo_edge.core.codec import plain
+from yolo_edge.core.config import RuntimeConfig
 
 if TYPE_CHECKING:
-    from yolo_edge.runtime import EventLog, Unit
+    from yolo_edge.runtime.executor import EventLog, Unit
 
 Tensors = Mapping[str, np.ndarray]
 QUEUE = 8  # audits waiting for the worker (an audited frame offers one per accelerator unit and one of its boxes);

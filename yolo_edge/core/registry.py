@@ -21,8 +21,8 @@ import importlib.metadata
 from dataclasses import dataclass
 from typing import Annotated
 
-from yolo_edge.bounds import Range
-from yolo_edge.errors import YoloEdgeError
+from yolo_edge.core.bounds import Range
+from yolo_edge.core.errors import YoloEdgeError
 
 # artifact suffixes: what a bundle stores of a compiled unit (``Executable.artifact_files``), beside its FP32 graph
 QDQ_SUFFIX = ".int8.onnx"  # the INT8 QDQ graph that onnxruntime and OpenVINO run
@@ -208,7 +208,7 @@ def backends() -> dict[str, BackendSpec]:
         except Exception as exc:  # a plug-in's own bug: said in one line, not a traceback
             raise YoloEdgeError(f"{where} does not load: {type(exc).__name__}: {exc}") from None
         if not isinstance(loaded, BackendSpec):
-            raise YoloEdgeError(f"{where} is a {type(loaded).__name__}, not a yolo_edge.registry.BackendSpec")
+            raise YoloEdgeError(f"{where} is a {type(loaded).__name__}, not a yolo_edge.core.registry.BackendSpec")
         if loaded.name in found:
             raise YoloEdgeError(f"{where} registers '{loaded.name}', which is registered already")
         found[loaded.name] = loaded

@@ -30,10 +30,12 @@ from pathlib import Path
 
 import onnx
 
-from yolo_edge.errors import YoloEdgeError
-from yolo_edge.files import atomic_write, cache_root, package_versions, printable, read_cached, write_cached
-from yolo_edge.graph import GraphInfo, yolov8_layout
-from yolo_edge.model import (
+from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import atomic_write, cache_root, package_versions, printable, read_cached, write_cached
+from yolo_edge.core.native import native_output
+from yolo_edge.core.privacy import no_telemetry
+from yolo_edge.model.graph import GraphInfo, yolov8_layout
+from yolo_edge.model.meta import (
     META_KEY,
     TASK_NAMES,
     ExportedModel,
@@ -43,9 +45,7 @@ from yolo_edge.model import (
     parse_imgsz,
     sha256_file,
 )
-from yolo_edge.native import native_output
-from yolo_edge.privacy import no_telemetry
-from yolo_edge.rewrite import apply_rewrites
+from yolo_edge.model.rewrite import apply_rewrites
 
 DEFAULT_OPSET = 17
 
@@ -59,7 +59,7 @@ def _ultralytics_export(source: str, shown: str, imgsz: ImgSize, opset: int, wor
     (the user's file, not the private copy ``source``)."""
     # Its first import on a machine announces the settings file it made: on stderr, as its other lines. The logger
     # that import makes keeps stderr for the process (ultralytics' lines are never on this package's stdout).
-    no_telemetry()  # before ultralytics imports torch (yolo_edge/privacy.py)
+    no_telemetry()  # before ultralytics imports torch (yolo_edge/core/privacy.py)
     try:
         with contextlib.redirect_stdout(sys.stderr):
             from ultralytics import YOLO
@@ -262,7 +262,7 @@ def export_model(
     A ``.pt``/``.yaml`` goes through ultralytics (static batch 1, onnxslim-simplified, ``imgsz`` default
     640); the metadata (class names, strides, imgsz, reg_max, sha256 of the source) is stored in the
     ONNX. An ``.onnx`` is validated; its imgsz is fixed by the graph. The exact rewrites of
-    :mod:`yolo_edge.rewrite` are applied to what is written to ``out_dir`` (an ``.onnx`` with no
+    :mod:`yolo_edge.model.rewrite` are applied to what is written to ``out_dir`` (an ``.onnx`` with no
     ``out_dir`` is used as is).
     """
     model_str = str(model)

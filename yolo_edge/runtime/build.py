@@ -1,6 +1,6 @@
 """Build: a placement plan into compiled units, compiled through a deploy's one
 :class:`~yolo_edge.backends.builder.Builder` (as Polygraphy's loaders; the checks share it, so a graph the checks
-compiled is not compiled again for a unit); the runtime (``yolo_edge.runtime``) only runs what it is given.
+compiled is not compiled again for a unit); the runtime (``yolo_edge.runtime.executor``) only runs what it is given.
 
 ``plan_units`` cuts the split model as the plan places it: consecutive whole subgraphs on one device at one
 variant fused into one unit, a subgraph with op-level CPU nodes cut into its same-device pieces.
@@ -29,12 +29,12 @@ from yolo_edge.backends.base import (
     io_infos,
 )
 from yolo_edge.backends.builder import Builder
-from yolo_edge.config import Device, Variant
+from yolo_edge.core.config import Device, Variant
 from yolo_edge.devices.board import BoardCpu
-from yolo_edge.graph import PARTS, SUBGRAPHS, GraphInfo, part
+from yolo_edge.model.graph import PARTS, SUBGRAPHS, GraphInfo, part
+from yolo_edge.model.split import SplitModel, cut, device_runs
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.runtime import DeferredTwin, EventLog, Trigger, Unit, median_run_s
-from yolo_edge.split import SplitModel, cut, device_runs
+from yolo_edge.runtime.executor import DeferredTwin, EventLog, Trigger, Unit, median_run_s
 
 EXECUTED = tuple(p.name for p in PARTS if p.unit)  # the subgraphs a plan's units run, in order (not the decode)
 Twin = Executable | DeferredTwin  # a CPU twin, or one compiled off the path to the first frame
@@ -63,7 +63,9 @@ class UnitPlan:
     variant: Variant
     piece: int | None = None
     stored: bytes | None = field(default=None, compare=False, repr=False)  # ``model`` as a bundle stores it
-    audit_floor: float | None = field(default=None, compare=False)  # the runtime audit's floor (yolo_edge.audit)
+    audit_floor: float | None = field(
+        default=None, compare=False
+    )  # the runtime audit's floor (yolo_edge.runtime.audit)
 
     @property
     def name(self) -> str:

@@ -44,18 +44,18 @@ import numpy as np
 
 from yolo_edge.backends.base import Backend
 from yolo_edge.backends.builder import Builder
-from yolo_edge.build import build_units
-from yolo_edge.config import DeployConfig, DeviceProfile, Variant
+from yolo_edge.core.config import DeployConfig, DeviceProfile, Variant
+from yolo_edge.core.progress import Bar
+from yolo_edge.core.stats import Percentiles, median_ratio_se
 from yolo_edge.data.resolve import EvalData
-from yolo_edge.graph import part
+from yolo_edge.model.graph import part
+from yolo_edge.model.split import SplitModel
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace, SubgraphPlan
 from yolo_edge.plan.planner import Planner, option_at
-from yolo_edge.progress import Bar
-from yolo_edge.runtime import EventLog, SplitExecutor, Unit
-from yolo_edge.split import SplitModel
-from yolo_edge.stats import Percentiles, median_ratio_se
+from yolo_edge.runtime.build import build_units
+from yolo_edge.runtime.executor import EventLog, SplitExecutor, Unit
 from yolo_edge.validate.accuracy import Scorer, detect_all
 from yolo_edge.validate.latency import LATENCY_IMAGES, LatencyResult, measure_latencies
 from yolo_edge.validate.verdict import UNDECIDED, Limits, PlanRun, explain
