@@ -52,7 +52,7 @@ def fps(bundle: Path, video: Path, streams: int, pipelined: bool, emulate: bool 
         unit_ms: dict[str, list[float]] = {}
         t0 = time.perf_counter()
         for r in runner:
-            for k, v in r.unit_ms.items():
+            for k, v in r.timing.unit_ms.items():
                 unit_ms.setdefault(k, []).append(v)
         wall = time.perf_counter() - t0
     assert all(st.accounted and not st.dropped for st in runner.stats), [st.dropped for st in runner.stats]

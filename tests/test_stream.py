@@ -456,6 +456,7 @@ def test_an_mp4_with_every_frame(deployed: DeployResult, tmp_path: Path) -> None
 
 def test_results_come_out_in_order_and_a_lost_frame_does_not_hold_the_rest() -> None:
     """Per stream in dispatch order; a gap older than the timeout (on an injected clock) is skipped, not waited on."""
+    from yolo_edge.pipeline.detector import FrameTiming
     from yolo_edge.pipeline.engine import Ordered, Reorder
     from yolo_edge.pipeline.postprocess import Detections
 
@@ -464,7 +465,8 @@ def test_results_come_out_in_order_and_a_lost_frame_does_not_hold_the_rest() -> 
 
     def item(stream: int, seq: int) -> Ordered:
         dets = Detections.empty(("a",))
-        return Ordered(StreamResult(stream, seq, f"{stream}#{seq}", np.zeros(1), dets, {}, {}, 0, 0, 0, 0), seq)
+        timing = FrameTiming(0.0, {}, {}, 0.0, 0.0, False)
+        return Ordered(StreamResult(stream, seq, f"{stream}#{seq}", np.zeros(1), dets, timing, 0, 0, 0, 0), seq)
 
     for stream, seq in ((0, 1), (1, 0), (0, 0), (0, 3)):
         order.add(item(stream, seq))
@@ -528,3 +530,25 @@ def test_a_live_source_that_never_opens_gives_up_with_one_line(deployed: DeployR
     for st in (dead, camera):
         assert st.read == 0 and len(st.problems) == 1 and "could not open it" in st.problems[0], st.problems
     assert f"127.0.0.1:{port}" in dead.problems[0] and alive.delivered == 5 and not alive.problems
+
+
+def test_a_streamed_frame_on_a_simulated_board_is_priced_as_bench_prices_it(small_deploy, tiny_images: Path) -> None:  # type: ignore[no-untyped-def]
+    """One frame path, one timing function: on a simulated board (every phase modelled from the frame itself) a frame
+    streamed through the pipelined stages is priced, phase by phase, exactly as ``detect`` (``bench``, deploy,
+    ``load(...)(...)``) prices the same image: the letterbox, each unit and where it ran, the hand-overs over the
+    board's link, the decode and NMS."""
+    from yolo_edge.pipeline.preprocess import read_image
+
+    bundle = load_bundle(small_deploy("sim-edge-npu").bundle)
+    images = sorted(tiny_images.glob("*.jpg"))
+    with bundle.detector() as detector:
+        benched = {p.name: detector.detect(read_image(p))[1] for p in images}
+    with bundle.detector() as detector, StreamRunner(detector, [parse_source(str(tiny_images))]) as runner:
+        streamed = {Path(r.name).name: r.timing for r in runner}
+    assert streamed.keys() == benched.keys() and len(streamed) >= 3
+    assert any(d == "npu" for d in next(iter(streamed.values())).unit_device.values())
+    for name, s in streamed.items():
+        b = benched[name]
+        assert s.board and b.board and s.transfer_ms > 0, s
+        phases = ("preprocess_ms", "unit_ms", "unit_device", "transfer_ms", "postprocess_ms")
+        assert [getattr(s, p) for p in phases] == [getattr(b, p) for p in phases], (name, s, b)

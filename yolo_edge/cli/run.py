@@ -28,7 +28,7 @@ from yolo_edge.cli.common import positive_float, warn_placement
 from yolo_edge.core.codec import dumps
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.files import JsonArrayWriter, check_can_write, printable
-from yolo_edge.flows.predict import Results, nms_settings
+from yolo_edge.flows.predict import Results, nms_settings, speed_of
 from yolo_edge.pipeline.annotate import AnnotatedOutput, save_dirs
 from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner, summarize
 from yolo_edge.pipeline.metrics import MetricsServer
@@ -111,7 +111,7 @@ class Sinks:
     def __call__(self, r: StreamResult) -> None:
         if self.output is not None:  # first: a printed line means the frame is in the video too
             self.output.write(r)
-        speed = {"preprocess": r.preprocess_ms, "inference": sum(r.unit_ms.values()), "postprocess": r.postprocess_ms}
+        speed = speed_of(r.timing)
         if self.labels is not None:
             base, _, frame = r.name.partition("#")  # a video's frame: "<video>#<index>", labelled <video>_<index>.txt
             stem = f"{r.stream}_" * self.many + re.sub(r"\W+", "_", Path(base).stem) + (f"_{frame}" if frame else "")
@@ -126,9 +126,10 @@ class Sinks:
             "speed_ms": speed,
             "ready_ms": r.ready_ms,
             "age_ms": r.age_ms,
-            "unit_ms": r.unit_ms,
+            "unit_ms": r.timing.unit_ms,
+            "transfer_ms": r.timing.transfer_ms,
             "modelled_units": list(r.modelled),  # their unit_ms is a simulated board's model
-            "devices": r.unit_device,
+            "devices": r.timing.unit_device,
         }
         if self.audits is not None and (audits := self.audits()):  # per audited unit: cosine so far, audits, failed
             record["audit"] = audits
@@ -159,11 +160,11 @@ class Sinks:
 
 
 def _how(r: StreamResult) -> str:
-    """How the inference time was obtained, where any of it was not measured here: on a simulated board the
-    units' times are the board model's (the letterbox and post-processing beside them are measured here)."""
-    if not r.modelled:
-        return ""
-    return " modelled (board)" if len(r.modelled) == len(r.unit_ms) else f" ({', '.join(r.modelled)} modelled (board))"
+    """How the inference time was obtained, where any of it was not measured here: on a simulated board every
+    phase is the board model's (a profile without a board CPU model: its accelerator units')."""
+    if r.timing.board or (r.modelled and len(r.modelled) == len(r.timing.unit_ms)):
+        return " modelled (board)"
+    return f" ({', '.join(r.modelled)} modelled (board))" if r.modelled else ""
 
 
 def _report(runner: StreamRunner, events: EventLog, audits: dict[str, dict[str, Any]], quiet_stdout: bool) -> list[str]:

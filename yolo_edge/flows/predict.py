@@ -350,8 +350,7 @@ class Model:
         with StreamRunner(detector, [parse_source(text)], StreamOptions(), close_detector=True) as runner:
             yielded = 0
             for r in runner:
-                inference = sum(r.unit_ms.values())
-                yield Results(f"frame{r.index}", r.image, r.detections, {"inference": inference, "ready": r.ready_ms})
+                yield Results(f"frame{r.index}", r.image, r.detections, {**speed_of(r.timing), "ready": r.ready_ms})
                 yielded += 1
             if not yielded and runner.stats[0].problems:  # it never opened: said, not an empty iterator
                 raise YoloEdgeError(printable(runner.stats[0].problems[-1], 400))

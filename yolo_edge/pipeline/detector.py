@@ -131,6 +131,30 @@ class Detector:
         anchors, classes = self.head.work(outputs)
         return board.decode_s(anchors, classes, self.head.reg_max, candidates) + board.suppress_s(candidates)
 
+    def timing(
+        self, shape: tuple[int, ...], result: FrameResult, measured_s: tuple[float, float], conf: float
+    ) -> FrameTiming:
+        """One frame's milliseconds by phase, as every driver prices them (``detect``, hence ``load(...)(...)``,
+        ``bench`` and deploy; the stream engine): ``measured_s``, the letterbox's and the decode and NMS's seconds on
+        this host, of an image of ``shape``. On a simulated board every phase is the board's: its units' and
+        hand-overs' (over its link), and the letterbox and NMS modelled from the frame's size and candidates over
+        ``conf``; elsewhere the units' times are measured and a hand-over costs nothing more (in place)."""
+        modelled = any(s.modelled_ms is not None for s in result.units)
+        pre_s, post_s = measured_s
+        board = self.executor.board
+        if board is not None:  # the board's CPU runs them: modelled, whatever this host's speed
+            pre_s = board.letterbox_s(shape[0], shape[1], self.meta.imgsz)
+            post_s = self._board_postprocess_s(board, result.outputs, conf)
+        return FrameTiming(
+            preprocess_ms=pre_s * 1e3,
+            unit_ms={s.unit: (s.modelled_ms if s.modelled_ms is not None else s.ms) for s in result.units},
+            unit_device={s.unit: s.device for s in result.units},
+            transfer_ms=result.transfer_modelled_ms if modelled else 0.0,
+            postprocess_ms=post_s * 1e3,
+            modelled=modelled or board is not None,
+            board=board is not None,
+        )
+
     def detect(self, image: np.ndarray, nms: NmsConfig | None = None) -> tuple[Detections, FrameTiming]:
         """Detect objects in one BGR image; no frame is lost: NPU failures are retried on the CPU."""
         t0 = time.perf_counter()
@@ -143,20 +167,5 @@ class Detector:
         dets = self.postprocess(result.outputs, lb, nms)
         t3 = time.perf_counter()
         self.audit_frame(self._frame - 1, feeds, lb, dets, nms)
-        modelled = any(s.modelled_ms is not None for s in result.units)
-        unit_ms = {s.unit: (s.modelled_ms if s.modelled_ms is not None else s.ms) for s in result.units}
-        pre_s, post_s = t1 - t0, t3 - t2
-        board = self.executor.board
-        if board is not None:  # the board's CPU runs them: modelled, whatever this host's speed
-            pre_s = board.letterbox_s(image.shape[0], image.shape[1], self.meta.imgsz)
-            post_s = self._board_postprocess_s(board, result.outputs, (nms or self.nms).conf)
-        timing = FrameTiming(
-            preprocess_ms=pre_s * 1e3,
-            unit_ms=unit_ms,
-            unit_device={s.unit: s.device for s in result.units},
-            transfer_ms=result.transfer_modelled_ms if modelled else 0.0,
-            postprocess_ms=post_s * 1e3,
-            modelled=modelled or board is not None,
-            board=board is not None,
-        )
+        timing = self.timing(image.shape, result, (t1 - t0, t3 - t2), (nms or self.nms).conf)
         return dets, timing

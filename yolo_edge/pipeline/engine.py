@@ -24,13 +24,13 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from yolo_edge.core.stats import Percentiles, percentiles
-from yolo_edge.pipeline.detector import Detector
+from yolo_edge.pipeline.detector import Detector, FrameTiming
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import Letterboxed
 from yolo_edge.pipeline.sources import Captured, DropCause, FrameQueue, Reader, Source, SourceOptions, StreamStats
@@ -53,14 +53,13 @@ class StreamResult:
     name: str
     image: np.ndarray
     detections: Detections
-    unit_ms: dict[str, float]  # modelled for a simulated accelerator unit, measured otherwise
-    unit_device: dict[str, str]
+    # by phase, priced as ``Detector.detect`` prices a frame (``Detector.timing``): on a simulated board every phase
+    # is the board's, modelled, hand-overs over its link included; elsewhere measured
+    timing: FrameTiming
     t_capture: float  # the runner's clock
     captured_at: float  # wall-clock seconds since the epoch
     age_ms: float  # how stale the frame was when inference started
     ready_ms: float  # capture -> result ready (before the sink)
-    preprocess_ms: float = 0.0  # the letterbox, measured
-    postprocess_ms: float = 0.0  # decode + NMS, measured
     modelled: tuple[str, ...] = ()  # the units whose time is a simulated board's model, not measured here
 
 
@@ -73,7 +72,7 @@ class _Job:
     t_start: float
     tensors: dict[str, np.ndarray]
     runs: list[UnitRun] = field(default_factory=list)
-    preprocess_ms: float = 0.0
+    preprocess_s: float = 0.0  # the letterbox's, measured here
 
 
 WINDOW = 10_000  # the frames whose latency a stream's percentiles are of: the most recent (all are counted)
@@ -144,9 +143,12 @@ class StreamRunner:
                 return
             t0 = time.perf_counter()
             dets = self.detector.postprocess({n: job.tensors[n] for n in outputs}, job.letterboxed)
-            post = (time.perf_counter() - t0) * 1e3
+            post = time.perf_counter() - t0
             self.detector.audit_frame(job.frame, {name: job.tensors[name]}, job.letterboxed, dets, None)
-            self._results.put(Ordered(replace(_result(job, dets, self.clock()), postprocess_ms=post), job.seq))
+            result = self.detector.executor.result(job.tensors, job.runs)
+            measured = (job.preprocess_s, post)
+            timing = self.detector.timing(job.captured.image.shape, result, measured, self.detector.nms.conf)
+            self._results.put(Ordered(_result(job, dets, timing, self.clock()), job.seq))
 
     def _start(self) -> None:
         for r in self._readers:
@@ -365,8 +367,8 @@ class _Scheduler:
             t0 = time.perf_counter()
             lb = self.detector.preprocess(item.image)
             feeds = self.detector.feeds(lb)
-            pre = (time.perf_counter() - t0) * 1e3
-            self.out.put(_Job(item, seq[item.stream], frame, lb, now, feeds, preprocess_ms=pre))
+            pre = time.perf_counter() - t0
+            self.out.put(_Job(item, seq[item.stream], frame, lb, now, feeds, preprocess_s=pre))
             seq[item.stream] += 1
             frame += 1
         self.out.put(None)
@@ -442,7 +444,7 @@ def summarize(runner: StreamRunner) -> list[StreamSummary]:
     ]
 
 
-def _result(job: _Job, dets: Detections, now: float) -> StreamResult:
+def _result(job: _Job, dets: Detections, timing: FrameTiming, now: float) -> StreamResult:
     c = job.captured
     return StreamResult(
         c.stream,
@@ -450,13 +452,11 @@ def _result(job: _Job, dets: Detections, now: float) -> StreamResult:
         c.name,
         c.image,
         dets,
-        {r.unit: r.modelled_ms if r.modelled_ms is not None else r.ms for r in job.runs},
-        {r.unit: r.device for r in job.runs},
+        timing,
         c.t_capture,
         c.captured_at,
         (job.t_start - c.t_capture) * 1e3,
         (now - c.t_capture) * 1e3,
-        job.preprocess_ms,
         modelled=tuple(r.unit for r in job.runs if r.modelled_ms is not None),
     )
 

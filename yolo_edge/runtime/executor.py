@@ -562,9 +562,22 @@ class SplitExecutor:
     # ---------------------------------------------------------------- one frame
     def run(self, feeds: dict[str, np.ndarray], frame: int = 0) -> FrameResult:
         tensors = dict(feeds)
-        where = {n: "cpu" for n in feeds}  # device holding each tensor
-        owner = {n: "input" for n in feeds}  # unit that produced it
         runs = []
+        for unit in self.units:
+            outs, run = self.run_unit(unit, tensors, frame)
+            tensors.update(outs)
+            runs.append(run)
+        for unit in self.units:  # the frame is out: build the deferred fallbacks now
+            if isinstance(unit.twin, DeferredTwin):
+                unit.twin.start()
+        return self.result(tensors, runs)
+
+    def result(self, tensors: dict[str, np.ndarray], runs: Sequence[UnitRun]) -> FrameResult:
+        """A frame's result from its units' ``runs`` (in the units' order, by this executor or a stream's stages)
+        and every tensor they saw: its outputs, and each hand-over, a tensor read by a unit on another device than
+        the one holding it (decode and NMS on the CPU), priced over the profile's link."""
+        where = {self.input_name: "cpu"}  # device holding each tensor
+        owner = {self.input_name: "input"}  # unit that produced it
         moved: dict[str, list[float]] = {}  # boundary -> [bytes, modelled seconds]
 
         def hand_over(name: str, boundary: str) -> None:
@@ -573,21 +586,16 @@ class SplitExecutor:
             acc[0] += n_bytes
             acc[1] += transfer_time(n_bytes, self.profile.link) if self.profile is not None else 0.0
 
-        for unit in self.units:
-            outs, run = self.run_unit(unit, tensors, frame)
+        assert [r.unit for r in runs] == [u.name for u in self.units], "a run per unit, in order"
+        for unit, run in zip(self.units, runs):
             for name in unit.input_names:  # a tensor changing device crosses the boundary (read in place)
                 if where[name] != run.device:
                     hand_over(name, f"{owner[name]}->{unit.name}")
                     where[name] = run.device
-            tensors.update(outs)
-            where.update({n: run.device for n in outs})
-            owner.update({n: unit.name for n in outs})
-            runs.append(run)
+            where.update({n: run.device for n in unit.output_names})
+            owner.update({n: unit.name for n in unit.output_names})
         for name in self.output_names:  # decode and NMS run on the CPU
             if where[name] != "cpu":
                 hand_over(name, f"{owner[name]}->nms")
         transfers = tuple(Transfer(k, int(v[0]), v[1] * 1e3) for k, v in moved.items())
-        for unit in self.units:  # the frame is out: build the deferred fallbacks now
-            if isinstance(unit.twin, DeferredTwin):
-                unit.twin.start()
         return FrameResult({n: tensors[n] for n in self.output_names}, tuple(runs), transfers)
