@@ -29,9 +29,9 @@ from yolo_edge.core.codec import dumps
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.files import JsonArrayWriter, check_can_write, printable
 from yolo_edge.flows.predict import Results, nms_settings, speed_of
-from yolo_edge.pipeline.annotate import AnnotatedOutput, save_dirs
 from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner, summarize
 from yolo_edge.pipeline.metrics import MetricsServer
+from yolo_edge.pipeline.outputs import AnnotatedOutput, save_dirs
 from yolo_edge.pipeline.sources import DROP_POLICIES, SourceOptions, parse_source
 from yolo_edge.runtime.audit import FRAMES
 from yolo_edge.runtime.executor import EventLog
