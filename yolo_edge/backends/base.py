@@ -10,6 +10,7 @@ different units of different frames from different threads.
 Every optional capability is declared here with its default, so that callers never probe for it:
 ``Backend.is_reference`` (its FP32 is the CPU reference itself), ``Backend.query`` (the runtime's own op support;
 None: it cannot say), ``Backend.layer_errors`` (per-layer error at INT8; empty: it cannot say),
+``Backend.compiler_report`` (the device compiler's memory report and time estimate; None: it makes none),
 ``Executable.modelled_s`` (a simulated device's modelled latency; None: measured), ``Executable.pixel_inputs`` (the
 image taken as the letterbox's pixels; none: the tensor), ``Executable.bounded`` (the runtime bounds its own call;
 False: the executor's pool does), ``Executable.warm_up`` and ``close`` on both (both are context managers).
@@ -21,7 +22,7 @@ import statistics
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -345,9 +346,6 @@ class Backend(ABC):
     fallback_quantizers: tuple[Quantizer, ...] = ()
     kept_precision: str | None = None  # what a layer kept out of INT8 computes in (None: no mixed precision)
     on_accelerator: bool = False  # runs on the profile's accelerator itself (a board's runtime), not a stand-in
-    # its compiler reports what a graph takes of the device (Arm's Vela: the SRAM, an estimate of the time): a refusal
-    # for memory is the memory check's, and the executable's ``modelled_s`` is the device's modelled time
-    compiler_estimates: bool = False
 
     def compile(
         self,
@@ -418,6 +416,13 @@ class Backend(ABC):
         """The layers of ``model`` at ``variant`` ranked by the error they add, worst first, measured on ``feeds``
         (empty where the backend cannot say)."""
         return []
+
+    def compiler_report(self, compiled: Callable[[], Executable]) -> Executable | None:
+        """What the device's own compiler says of a graph, where it says anything (Arm's Vela: the SRAM it takes,
+        its ``memory_report``, a refusal for memory raised as :class:`NpuOutOfMemory`, and its time, ``modelled_s``):
+        the graph compiled by ``compiled`` (the caller's, cached). None: this compiler reports nothing, and nothing
+        is compiled to find out (the profile's models decide)."""
+        return None
 
     def resolve(self, variant: Variant | str) -> Variant:
         """``variant`` validated, with this backend's defaults for an INT8 scheme and quantizer left open."""

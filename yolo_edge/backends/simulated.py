@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -135,7 +136,6 @@ class SimulatedNpu(Backend):
         self.quantizers = numerics.quantizers
         self.fallback_quantizers = numerics.fallback_quantizers
         self.kept_precision = numerics.kept_precision
-        self.compiler_estimates = numerics.compiler_estimates
         self.faults = faults or profile.faults
         self.injector = FaultInjector(self.faults)
 
@@ -153,6 +153,9 @@ class SimulatedNpu(Backend):
         self, model: onnx.ModelProto, variant: Variant, calib: CalibSet, feeds: CalibSet
     ) -> list[LayerError]:
         return self.numerics.layer_errors(model, variant, calib, feeds)
+
+    def compiler_report(self, compiled: Callable[[], Executable]) -> Executable | None:
+        return self.numerics.compiler_report(compiled)  # the vendor's compiler, where the numerics run through one
 
     def _admit(self, model: onnx.ModelProto, v: Variant) -> None:
         """The profile's op list and memory budget first, then whatever the numerics backend refuses up front."""
@@ -178,8 +181,8 @@ class SimulatedNpu(Backend):
         """The numerics backend's executable, its latency modelled for the profile (or the vendor compiler's own
         estimate, Vela's, where it makes one)."""
         inner = self.numerics._build(model, v, program)
-        modelled = inner.modelled_s
-        if not self.compiler_estimates or modelled is None:
+        modelled = inner.modelled_s  # the vendor compiler's estimate, where it makes one
+        if modelled is None:
             kept = self.kept_precision or v.precision
             modelled = npu_time(GraphInfo.of(model), self.profile, v.precision, v.kept, kept, v.scheme).total_s
         exe = SimulatedExecutable(inner, modelled, self.injector, self.faults.hang_s, f"sim:{self.profile.name}")

@@ -132,9 +132,10 @@ class Checker:
     def memory(self, cand: Candidate, variant: Variant | str) -> CheckResult:
         """The profile's memory model at the precision, and the compiler's report (:func:`compiled_memory`)."""
         found = memory_check(self.profile, cand.info, variant if isinstance(variant, str) else variant.precision)
-        if not self.npu.compiler_estimates or found.passed is False:
+        if found.passed is False:
             return found
-        return compiled_memory(found, lambda: self.compile(cand, self.npu.resolve(variant)))
+        v = self.npu.resolve(variant)
+        return compiled_memory(found, lambda: self.npu.compiler_report(lambda: self.compile(cand, v)))
 
     def compile(self, cand: Candidate, variant: Variant) -> Executable:
         key = (cand.name, variant)
@@ -220,9 +221,9 @@ class Checker:
     def times(self, cand: Candidate, variant: Variant) -> tuple[float, float, LatencyKind]:
         """(NPU seconds, CPU seconds, 'measured'|'modelled') for ``cand`` at ``variant``."""
         cpu_s, kind = self.cpu_s(cand)
-        estimated = kind == "modelled" and self.npu.compiler_estimates  # the compiler's own estimate (Vela's)
-        if estimated and (estimate := self.compile(cand, variant).modelled_s) is not None:
-            return estimate, cpu_s, kind
+        report = self.npu.compiler_report(lambda: self.compile(cand, variant)) if kind == "modelled" else None
+        if report is not None and report.modelled_s is not None:  # the compiler's own estimate (Vela's)
+            return report.modelled_s, cpu_s, kind
         if kind == "modelled":
             kept_precision = self.npu.kept_precision or variant.precision
             return (
@@ -284,15 +285,17 @@ class Checker:
         return results
 
 
-def compiled_memory(found: CheckResult, compiled: Callable[[], Executable]) -> CheckResult:
-    """``found`` (the profile's memory model passed) with what the compiler reports of the ``compiled`` graph: its
-    refusal for memory fails the check; another refusal is the check's that owns it."""
+def compiled_memory(found: CheckResult, reported: Callable[[], Executable | None]) -> CheckResult:
+    """``found`` (the profile's memory model passed) with what the device's compiler reports of the graph
+    (``reported``: None where it reports nothing): its refusal for memory fails the check; another refusal is the
+    check's that owns it."""
     try:
-        report = compiled().memory_report
+        exe = reported()
     except NpuOutOfMemory as exc:
         return CheckResult("memory", False, str(exc), found.measured)
     except NpuCompileError:
         return found
+    report = None if exe is None else exe.memory_report
     return replace(found, reason=f"{report} within the board's; {found.reason}") if report else found
 
 
