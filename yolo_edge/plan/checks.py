@@ -132,10 +132,8 @@ class Checker:
     def memory(self, cand: Candidate, variant: Variant | str) -> CheckResult:
         """The profile's memory model at the precision, and the compiler's report (:func:`compiled_memory`)."""
         found = memory_check(self.profile, cand.info, variant if isinstance(variant, str) else variant.precision)
-        if found.passed is False:
-            return found
         v = self.npu.resolve(variant)
-        return compiled_memory(found, lambda: self.npu.compiler_report(lambda: self.compile(cand, v)))
+        return found if found.passed is False else compiled_memory(found, self.npu, lambda: self.compile(cand, v))
 
     def compile(self, cand: Candidate, variant: Variant) -> Executable:
         key = (cand.name, variant)
@@ -285,12 +283,12 @@ class Checker:
         return results
 
 
-def compiled_memory(found: CheckResult, reported: Callable[[], Executable | None]) -> CheckResult:
-    """``found`` (the profile's memory model passed) with what the device's compiler reports of the graph
-    (``reported``: None where it reports nothing): its refusal for memory fails the check; another refusal is the
-    check's that owns it."""
+def compiled_memory(found: CheckResult, npu: Backend, compiled: Callable[[], Executable]) -> CheckResult:
+    """``found`` (the profile's memory model passed) with what ``npu``'s compiler reports of the graph
+    (``Backend.compiler_report`` of it ``compiled``: nothing where it reports nothing): its refusal for memory fails
+    the check; another refusal is the check's that owns it."""
     try:
-        exe = reported()
+        exe = npu.compiler_report(compiled)
     except NpuOutOfMemory as exc:
         return CheckResult("memory", False, str(exc), found.measured)
     except NpuCompileError:

@@ -574,28 +574,33 @@ class SplitExecutor:
 
     def result(self, tensors: dict[str, np.ndarray], runs: Sequence[UnitRun]) -> FrameResult:
         """A frame's result from its units' ``runs`` (in the units' order, by this executor or a stream's stages)
-        and every tensor they saw: its outputs, and each hand-over, a tensor read by a unit on another device than
-        the one holding it (decode and NMS on the CPU), priced over the profile's link."""
-        where = {self.input_name: "cpu"}  # device holding each tensor
-        owner = {self.input_name: "input"}  # unit that produced it
-        moved: dict[str, list[float]] = {}  # boundary -> [bytes, modelled seconds]
-
-        def hand_over(name: str, boundary: str) -> None:
-            n_bytes = tensors[name].nbytes
-            acc = moved.setdefault(boundary, [0, 0.0])
-            acc[0] += n_bytes
-            acc[1] += transfer_time(n_bytes, self.profile.link) if self.profile is not None else 0.0
-
+        and every tensor they saw: its outputs, and its hand-overs (:func:`_hand_overs`)."""
         assert [r.unit for r in runs] == [u.name for u in self.units], "a run per unit, in order"
-        for unit, run in zip(self.units, runs):
-            for name in unit.input_names:  # a tensor changing device crosses the boundary (read in place)
-                if where[name] != run.device:
-                    hand_over(name, f"{owner[name]}->{unit.name}")
-                    where[name] = run.device
-            where.update({n: run.device for n in unit.output_names})
-            owner.update({n: unit.name for n in unit.output_names})
-        for name in self.output_names:  # decode and NMS run on the CPU
-            if where[name] != "cpu":
-                hand_over(name, f"{owner[name]}->nms")
-        transfers = tuple(Transfer(k, int(v[0]), v[1] * 1e3) for k, v in moved.items())
+        transfers = _hand_overs(self, tensors, runs)
         return FrameResult({n: tensors[n] for n in self.output_names}, tuple(runs), transfers)
+
+
+def _hand_overs(ex: SplitExecutor, tensors: dict[str, np.ndarray], runs: Sequence[UnitRun]) -> tuple[Transfer, ...]:
+    """Each tensor read by a unit on another device than the one holding it (decode and NMS on the CPU), by
+    boundary, priced over the profile's link (read in place on the host: nothing more there)."""
+    where = {ex.input_name: "cpu"}  # device holding each tensor
+    owner = {ex.input_name: "input"}  # unit that produced it
+    moved: dict[str, list[float]] = {}  # boundary -> [bytes, modelled seconds]
+
+    def hand_over(name: str, boundary: str) -> None:
+        n_bytes = tensors[name].nbytes
+        acc = moved.setdefault(boundary, [0, 0.0])
+        acc[0] += n_bytes
+        acc[1] += transfer_time(n_bytes, ex.profile.link) if ex.profile is not None else 0.0
+
+    for unit, run in zip(ex.units, runs):
+        for name in unit.input_names:
+            if where[name] != run.device:
+                hand_over(name, f"{owner[name]}->{unit.name}")
+                where[name] = run.device
+        where.update({n: run.device for n in unit.output_names})
+        owner.update({n: unit.name for n in unit.output_names})
+    for name in ex.output_names:
+        if where[name] != "cpu":
+            hand_over(name, f"{owner[name]}->nms")
+    return tuple(Transfer(k, int(v[0]), v[1] * 1e3) for k, v in moved.items())
