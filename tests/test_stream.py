@@ -546,9 +546,9 @@ def test_a_streamed_frame_on_a_simulated_board_is_priced_as_bench_prices_it(smal
     with bundle.detector() as detector, StreamRunner(detector, [parse_source(str(tiny_images))]) as runner:
         streamed = {Path(r.name).name: r.timing for r in runner}
     assert streamed.keys() == benched.keys() and len(streamed) >= 3
-    assert any(d == "npu" for d in next(iter(streamed.values())).unit_device.values())
     for name, s in streamed.items():
         b = benched[name]
-        assert s.board and b.board and s.transfer_ms > 0, s
+        # a unit on the board's accelerator hands its outputs over the link (the plan is the search's, this CPU's)
+        assert s.board and b.board and (s.transfer_ms > 0) == ("npu" in s.unit_device.values()), s
         phases = ("preprocess_ms", "unit_ms", "unit_device", "transfer_ms", "postprocess_ms")
         assert [getattr(s, p) for p in phases] == [getattr(b, p) for p in phases], (name, s, b)

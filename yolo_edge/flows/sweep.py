@@ -190,17 +190,16 @@ def sweep(
     configuration after the other in this process; ``retries``: of a task whose worker died or that failed on a
     bug."""
     r = request
-    models, imgsz, devices, data, cache, objective = r.models, r.imgsz, r.devices, r.data, r.cache, r.objective
-    if objective not in OBJECTIVES:
-        raise YoloEdgeError(f"unknown sweep objective '{objective}'; choose one of {', '.join(OBJECTIVES)}")
+    if r.objective not in OBJECTIVES:
+        raise YoloEdgeError(f"unknown sweep objective '{r.objective}'; choose one of {', '.join(OBJECTIVES)}")
     say: Log = log or (lambda m: print(f"yolo-edge: {m}", file=sys.stderr))
     cfg = deploy_settings(r.config, r.sla_ms)  # what every configuration's deploy runs with, checked once here
     # each axis once (a duplicated --device is deployed once and listed once); bad input one line now, not a failed
     # configuration each and "nothing meets the SLA"
     names, sizes, devices = (
-        list(dict.fromkeys(map(str, models))),
-        list(dict.fromkeys(imgsz)),
-        list(dict.fromkeys(devices)),
+        list(dict.fromkeys(map(str, r.models))),
+        list(dict.fromkeys(r.imgsz)),
+        list(dict.fromkeys(r.devices)),
     )
     for m in names:
         check_model(m)
@@ -210,20 +209,20 @@ def sweep(
     if not points:
         raise YoloEdgeError("the sweep is empty: give at least one --model, --imgsz and --device")
     profiles = {d: load_profile(d) for d in dict.fromkeys(devices)}  # an unknown one: a one-line error, up front
-    store = None if cache == "" else Path(cache) if cache else cache_root() / "sweeps"
-    listing = _listing(Path(data)) if data is not None else "demo"  # read once: a large set is many files
+    store = None if r.cache == "" else Path(r.cache) if r.cache else cache_root() / "sweeps"
+    listing = _listing(Path(r.data)) if r.data is not None else "demo"  # read once: a large set is many files
     keys = {p: _key(p, cfg, listing, dataclasses.asdict(profiles[p.device])) for p in points}
     done = {p: o for p in points if (o := _cached(store, keys[p])) is not None}
     if done:
         say(f"{len(done)} of {len(points)} configurations unchanged since they were swept: read from {store}")
     todo = [p for p in points if p not in done]
-    specs = {p: _spec(p, cfg, data, r.keep) for p in todo}
+    specs = {p: _spec(p, cfg, r.data, r.keep) for p in todo}
     run = _ray_run if use_ray else _in_turn
     for point, outcome in run(specs, ray_address, workers, retries, say) if specs else []:
         if outcome.status != FAILED and store is not None:
             write_cached(store / f"{keys[point]}.json", dumps(outcome.to_dict(), indent=None).encode())
         done[point] = outcome
-    return SweepResult(tuple(done[p] for p in points), cfg.validate.sla_ms, cfg.validate.max_drift, objective)
+    return SweepResult(tuple(done[p] for p in points), cfg.validate.sla_ms, cfg.validate.max_drift, r.objective)
 
 
 def run_point(spec: dict[str, Any]) -> dict[str, Any]:

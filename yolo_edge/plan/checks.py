@@ -132,13 +132,12 @@ class Checker:
     def memory(self, cand: Candidate, variant: Variant | str) -> CheckResult:
         """The profile's memory model at the precision, and the compiler's report (:func:`compiled_memory`)."""
         found = memory_check(self.profile, cand.info, variant if isinstance(variant, str) else variant.precision)
-        v = self.npu.resolve(variant)
-        return found if found.passed is False else compiled_memory(found, self.npu, lambda: self.compile(cand, v))
+        return found if found.passed is False else compiled_memory(found, self.npu, lambda: self.compile(cand, variant))
 
-    def compile(self, cand: Candidate, variant: Variant) -> Executable:
-        key = (cand.name, variant)
+    def compile(self, cand: Candidate, variant: Variant | str) -> Executable:
+        key = (cand.name, self.npu.resolve(variant))  # resolved only when compiled: the checks say what it lacks
         if key not in self._compiled:
-            self._compiled[key] = self.builder.compile(cand.model, variant, cand.feeds_calib)
+            self._compiled[key] = self.builder.compile(cand.model, key[1], cand.feeds_calib)
         return self._compiled[key]
 
     def ranked_layers(self, cand: Candidate, variant: Variant) -> list[LayerError]:
