@@ -22,7 +22,7 @@ from rknn_units import demo_units_data
 
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import cosine, io_infos
-from yolo_edge.backends.ethos_u import EthosUBackend, TfliteExecutable
+from yolo_edge.backends.ethos_u.backend import EthosUBackend, TfliteExecutable
 from yolo_edge.core.config import Variant, load_profile
 from yolo_edge.model.graph import SUBGRAPHS
 from yolo_edge.model.split import SplitModel, cut

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.second_model import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
 from yolo_edge.backends import cpu_backend  # noqa: E402
 from yolo_edge.backends.base import Executable  # noqa: E402
-from yolo_edge.backends.openvino import OpenVinoBackend  # noqa: E402
+from yolo_edge.backends.openvino.backend import OpenVinoBackend  # noqa: E402
 from yolo_edge.core.config import Variant  # noqa: E402
 from yolo_edge.core.host import cpu_name  # noqa: E402
 from yolo_edge.demo.shapes import write_dataset  # noqa: E402

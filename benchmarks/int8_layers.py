@@ -68,7 +68,7 @@ def our_int8_units(model: str, work: Path) -> dict[str, Path]:
 
 
 def _compiled(path: Path, profile: bool = False) -> Any:
-    from yolo_edge.backends.openvino_model import core
+    from yolo_edge.backends.openvino.model import core
 
     config = {"PERFORMANCE_HINT": "LATENCY", **({"PERF_COUNT": True} if profile else {})}
     return core().compile_model(core().read_model(str(path)), "CPU", config)

@@ -24,7 +24,7 @@ from side_by_side import bus_image, cpu_detector, interleave
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Executable
 from yolo_edge.backends.builder import Builder  # noqa: E402
-from yolo_edge.backends.openvino import OpenVinoBackend
+from yolo_edge.backends.openvino.backend import OpenVinoBackend
 from yolo_edge.bundle import Bundle, load_bundle
 from yolo_edge.core.config import load_deploy_config, load_profile
 from yolo_edge.demo.shapes import demo_val_data

@@ -23,8 +23,7 @@ from pathlib import Path
 import onnx
 
 from yolo_edge.backends.builder import Builder  # noqa: E402
-from yolo_edge.backends.qnn import QnnExecutable, backend_for, htp_session
-from yolo_edge.backends.quantize import quantize_qnn
+from yolo_edge.backends.qnn.backend import QnnExecutable, backend_for, htp_session, quantize_qnn
 from yolo_edge.bundle import load_bundle
 from yolo_edge.core.config import DeviceProfile, Variant, load_deploy_config, load_profile
 from yolo_edge.core.host import cpu_name

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.second_model import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
 from yolo_edge.backends.base import cosine  # noqa: E402
 from yolo_edge.backends.builder import Builder  # noqa: E402
-from yolo_edge.backends.nncf_int8 import overflow_fix  # noqa: E402
+from yolo_edge.backends.openvino.nncf_int8 import overflow_fix  # noqa: E402
 from yolo_edge.core.config import load_deploy_config, load_profile  # noqa: E402
 from yolo_edge.core.host import cpu_name  # noqa: E402
 from yolo_edge.core.progress import progress_bar  # noqa: E402

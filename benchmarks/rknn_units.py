@@ -24,7 +24,7 @@ import numpy as np
 import onnx
 
 from yolo_edge.backends import cpu_backend
-from yolo_edge.backends.rknn import RknnBackend, RknnExecutable
+from yolo_edge.backends.rknn.backend import RknnBackend, RknnExecutable
 from yolo_edge.core.host import cpu_name
 from yolo_edge.model.export import export_model
 from yolo_edge.model.graph import SUBGRAPHS

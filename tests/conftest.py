@@ -8,8 +8,8 @@ os.environ.setdefault("YOLO_OFFLINE", "1")
 # The toolchain environments stay where `yolo-edge toolchain install` put them, though the tests keep every
 # other cache (quantized graphs) in their session (_quant_cache below changes YOLO_EDGE_CACHE).
 from tests.second_model import SECOND_MODEL
+from yolo_edge.core.files import toolchains_root  # noqa: E402
 from yolo_edge.core.host import THREADS_ENV  # noqa: E402
-from yolo_edge.toolchains import toolchains_root  # noqa: E402
 
 os.environ.setdefault("YOLO_EDGE_TOOLCHAINS", str(toolchains_root()))
 # Under pytest-xdist each test's inference sessions get its worker's share of the cores (a pool per session

@@ -85,8 +85,41 @@ def test_no_module_imports_a_private_name_of_another() -> None:
 def test_the_rule_catches_a_wrong_import() -> None:
     """The check itself can fail: a backend importing the deploy step is caught."""
     layers = _layers()
-    assert _layer_of("yolo_edge.flows.deploy", layers) > _layer_of("yolo_edge.backends.openvino", layers)
+    assert _layer_of("yolo_edge.flows.deploy", layers) > _layer_of("yolo_edge.backends.openvino.backend", layers)
     assert _layer_of("yolo_edge.validate.verdict", layers) == _layer_of("yolo_edge.validate.accuracy", layers)
+
+
+def test_a_vendor_is_one_folder() -> None:
+    """Each built-in backend's spec, backend and toolchain worker live in its own folder of ``yolo_edge/backends/``,
+    and no module outside that folder imports from it, but the CPU reference (onnxruntime's) that the core runs:
+    adding a vendor touches its folder, one line of the registry's ``BUILTIN``, its profiles and its tests."""
+    import importlib
+
+    from yolo_edge.core.registry import BUILTIN
+
+    modules, folders = _modules(), []
+    for value in BUILTIN:
+        path, _, attribute = value.partition(":")
+        folder = path.rsplit(".", 1)[0]
+        spec = getattr(importlib.import_module(path), attribute)
+        owned = [spec.module, *([spec.toolchain.worker] if spec.toolchain else [])]
+        assert all(m.startswith(f"{folder}.") for m in owned), (folder, owned)
+        assert (PACKAGE / "backends" / folder.rsplit(".", 1)[1] / "backend.py").is_file()
+        folders.append(folder)
+    assert (
+        len(folders)
+        == len(set(folders))
+        == len([p for p in (PACKAGE / "backends").iterdir() if p.is_dir() and (p / "spec.py").is_file()])
+    )
+    reference = "yolo_edge.backends.onnxruntime"
+    wrong = [
+        f"{module} imports {target}"
+        for module, imported in sorted(modules.items())
+        for target in sorted(imported)
+        for folder in folders
+        if folder != reference and target.startswith(f"{folder}.") and not module.startswith(f"{folder}.")
+    ]
+    assert not wrong, "\n".join(wrong)
 
 
 def test_public_api_is_the_documented_one() -> None:

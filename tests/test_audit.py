@@ -19,7 +19,7 @@ import pytest
 
 from tests.test_runtime import hand_plan
 from yolo_edge.backends.builder import Builder
-from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
+from yolo_edge.backends.onnxruntime.backend import OnnxRuntimeBackend
 from yolo_edge.backends.simulated import SimulatedNpu
 from yolo_edge.cli.main import main
 from yolo_edge.core.config import DeployConfig, Faults, load_profile

@@ -14,7 +14,7 @@ import pytest
 
 from yolo_edge.backends import cpu_backend, create_backend, device_status, runtime_backend
 from yolo_edge.backends.base import Backend, CalibSet, io_infos
-from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
+from yolo_edge.backends.onnxruntime.backend import OnnxRuntimeBackend
 from yolo_edge.backends.quantize import cache_dir, quantize_int8
 from yolo_edge.core.config import DeviceProfile, Variant, build, load_profile, profile_names
 from yolo_edge.core.errors import InternalError, YoloEdgeError
@@ -186,8 +186,8 @@ def test_yolo_edge_threads_caps_every_runtimes_pool_and_a_bad_value_says_how_to_
     demo_split: SplitModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Processes sharing the cores (a camera each, a test run's workers) cap each session's threads."""
-    from yolo_edge.backends.onnxruntime import OrtExecutable
-    from yolo_edge.backends.openvino import OpenVinoBackend, OpenVinoExecutable
+    from yolo_edge.backends.onnxruntime.backend import OrtExecutable
+    from yolo_edge.backends.openvino.backend import OpenVinoBackend, OpenVinoExecutable
 
     backbone = demo_split["backbone"].model
     for n in ("1", "2"):
@@ -303,7 +303,7 @@ def test_openvino_outputs_belong_to_the_caller(
 def test_openvino_recipe_lets_openvino_fuse_silu_and_requantize_into_each_conv(
     demo_split: SplitModel, tensors: list
 ) -> None:  # type: ignore[type-arg]
-    from yolo_edge.backends.openvino import OpenVinoBackend
+    from yolo_edge.backends.openvino.backend import OpenVinoBackend
 
     backbone = demo_split["backbone"]
     calib = [{"images": x["images"]} for x in tensors[:4]]
@@ -435,7 +435,7 @@ def test_an_upgraded_quantizer_quantizes_anew(quantizer: str, monkeypatch: pytes
 
     monkeypatch.setenv("YOLO_EDGE_CACHE", str(tmp_path))  # its own cache: the session's is written by other workers
 
-    from yolo_edge.backends.nncf_int8 import quantize_nncf
+    from yolo_edge.backends.openvino.nncf_int8 import quantize_nncf
 
     model = _one_conv()
     calib = [{"x": np.random.default_rng(i).random((1, 3, 32, 32), np.float32)} for i in range(2)]

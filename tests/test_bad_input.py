@@ -1292,12 +1292,13 @@ def test_a_failed_toolchain_install_leaves_no_environment_and_no_pip_temporaries
     from dataclasses import replace as copy
 
     import yolo_edge.toolchains as toolchains
+    from yolo_edge.backends.rknn.spec import TOOLCHAIN
 
     root = env.root / "install-root"
     monkeypatch.setenv("YOLO_EDGE_TOOLCHAINS", str(root))
     monkeypatch.setenv("TMPDIR", str(env.tmp))
-    fake = copy(toolchains.RKNN, name="nothing", steps=(("--no-index", "yolo-edge-no-such-package==0.0.1"),))
-    monkeypatch.setitem(toolchains.TOOLCHAINS, "nothing", fake)
+    fake = copy(TOOLCHAIN, name="nothing", steps=(("--no-index", "yolo-edge-no-such-package==0.0.1"),))
+    monkeypatch.setattr(toolchains, "toolchains", lambda: {"nothing": fake})
     with pytest.raises(YoloEdgeError, match="pip install --no-index yolo-edge-no-such-package==0.0.1 failed"):
         toolchains.install_toolchain("nothing", python=sys.executable, say=lambda _m: None)
     assert not fake.env_dir.exists() and list(root.iterdir()) == [] and not _leftovers(env)

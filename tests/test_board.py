@@ -13,7 +13,7 @@ import pytest
 
 from yolo_edge.backends import board_model
 from yolo_edge.backends.builder import Builder
-from yolo_edge.backends.onnxruntime import OrtExecutable
+from yolo_edge.backends.onnxruntime.backend import OrtExecutable
 from yolo_edge.core.config import BOARD, Faults, load_deploy_config, load_profile
 from yolo_edge.devices.board import BoardCpu
 from yolo_edge.model.graph import GraphInfo

@@ -125,7 +125,8 @@ def test_loading_a_bundle_compiles_only_the_units_it_does_not_store(
 ) -> None:
     """A bundle runs its stored INT8 unit as it is: no re-split, no calibration run, no quantizer. A copy without
     that unit's compiled files compiles that unit alone, calibrated on the stored images, to the same result."""
-    from yolo_edge.backends import nncf_int8, quantize
+    from yolo_edge.backends import quantize
+    from yolo_edge.backends.openvino import nncf_int8
 
     plan = PlacementPlan.manual(demo_split, {"backbone": "int8", "neck": "int8"}, "host-lowp")
     path = plan_bundle(tmp_path / "bundle", demo_split, plan, tensors, fast_cfg)

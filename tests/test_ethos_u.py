@@ -15,10 +15,10 @@ import pytest
 
 from yolo_edge.backends import create_backend, runtime_backend
 from yolo_edge.backends.base import NpuCompileError, NpuError, NpuOutOfMemory, io_infos
-from yolo_edge.backends.ethos_u import EthosUBackend, EthosUBoardBackend, EthosUExecutable
+from yolo_edge.backends.ethos_u.backend import EthosUBackend, EthosUBoardBackend, EthosUExecutable
+from yolo_edge.backends.ethos_u.spec import TFLITE_IO_SUFFIX, TFLITE_SUFFIX, VELA_SUFFIX
 from yolo_edge.core.config import load_profile
 from yolo_edge.core.errors import YoloEdgeError
-from yolo_edge.core.registry import TFLITE_IO_SUFFIX, TFLITE_SUFFIX, VELA_SUFFIX
 from yolo_edge.model.split import SplitModel
 from yolo_edge.plan.checks import cosine
 from yolo_edge.plan.placement import PlacementPlan

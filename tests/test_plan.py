@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import ExportFn
 from yolo_edge.backends.builder import Builder
-from yolo_edge.backends.openvino import OpenVinoBackend
+from yolo_edge.backends.openvino.backend import OpenVinoBackend
 from yolo_edge.cli.main import main
 from yolo_edge.core.config import DeployConfig, DeviceProfile, Link, OpSupport, Variant, load_profile
 from yolo_edge.model.meta import ExportedModel

@@ -14,9 +14,9 @@ from onnx import TensorProto, helper
 
 from tests.conftest import CALIB_IMAGES
 from yolo_edge.backends import create_backend, device_status
-from yolo_edge.backends import qnn as qnn_module
 from yolo_edge.backends.base import NpuOutOfMemory, OpQuery, UnsupportedOperator, cosine
-from yolo_edge.backends.qnn import CONTEXT_SUFFIX, QnnBackend, backend_for, htp_session
+from yolo_edge.backends.qnn import backend as qnn_module
+from yolo_edge.backends.qnn.backend import CONTEXT_SUFFIX, QnnBackend, backend_for, htp_session
 from yolo_edge.backends.simulated import SimulatedNpu
 from yolo_edge.core.config import DeployConfig, Variant, load_profile
 from yolo_edge.core.errors import YoloEdgeError

@@ -25,7 +25,7 @@ from onnx import TensorProto, helper
 
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import OpQuery, UnsupportedOperator
-from yolo_edge.backends.rknn import RknnBackend, RknnExecutable, parse_error_analysis
+from yolo_edge.backends.rknn.backend import RknnBackend, RknnExecutable, parse_error_analysis
 from yolo_edge.bundle import StoredUnit, load_bundle
 from yolo_edge.core.config import DeployConfig, Variant, load_profile
 from yolo_edge.core.errors import YoloEdgeError

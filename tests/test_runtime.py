@@ -19,7 +19,7 @@ from tests.conftest import CALIB_IMAGES, output0
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import Executable, NpuError
 from yolo_edge.backends.builder import Builder
-from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
+from yolo_edge.backends.onnxruntime.backend import OnnxRuntimeBackend
 from yolo_edge.backends.simulated import SimulatedNpu
 from yolo_edge.core.config import DeployConfig, Faults, Variant, load_deploy_config, load_profile
 from yolo_edge.model.meta import ExportedModel
@@ -100,7 +100,7 @@ def test_int8_backbone_neck_on_host_lowp_keeps_output(
 
 AVX2_CHECK = """
 import json, sys
-from yolo_edge.backends.nncf_int8 import overflow_fix
+from yolo_edge.backends.openvino.nncf_int8 import overflow_fix
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import cosine
 from yolo_edge.core.config import load_deploy_config, load_profile
@@ -124,7 +124,7 @@ for t in tensors[12:]:
     head = ex.run({"images": t["images"]}).outputs
     out, ref = decode.run({x.name: head[x.name] for x in decode.inputs})["output0"], t["output0"]
     worst = min(worst, cosine(out[:, :4], ref[:, :4]), cosine(out[:, 4:], ref[:, 4:]))
-from yolo_edge.backends.openvino import OpenVinoBackend
+from yolo_edge.backends.openvino.backend import OpenVinoBackend
 print(json.dumps({"fix": overflow_fix(), "cosine": worst, "precisions": OpenVinoBackend().precisions}))
 """
 
@@ -387,7 +387,7 @@ def test_a_slow_simulator_is_not_a_hung_board_but_an_injected_hang_is(
     the unit timeout; a hang injected on top of it still times out and the frame re-runs on the CPU."""
     import time
 
-    from yolo_edge.backends.onnxruntime import OrtExecutable
+    from yolo_edge.backends.onnxruntime.backend import OrtExecutable
 
     run = OrtExecutable._run
 

@@ -24,7 +24,7 @@ from tests.second_model import SECOND_CLASSES
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import CalibSet, Executable
 from yolo_edge.backends.builder import Builder
-from yolo_edge.backends.openvino import OpenVinoBackend
+from yolo_edge.backends.openvino.backend import OpenVinoBackend
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.main import main
 from yolo_edge.core.config import DeployConfig, Variant, load_deploy_config, load_profile
@@ -601,7 +601,7 @@ def test_check_fails_a_bundle_whose_accelerator_fails_every_call(
     busy the machine was while it timed."""
     from tests.conftest import plan_bundle
     from yolo_edge.backends.base import NpuError
-    from yolo_edge.backends.openvino import OpenVinoExecutable
+    from yolo_edge.backends.openvino.backend import OpenVinoExecutable
     from yolo_edge.flows.gate import GateRequest, check_bundle
     from yolo_edge.plan.placement import PlacementPlan
 
@@ -626,7 +626,7 @@ def test_val_gives_the_same_figures_when_the_accelerator_runs_slow(
     slows it moves no unit to the FP32 CPU while val scores the plan (which would change its detections)."""
     import time
 
-    from yolo_edge.backends.openvino import OpenVinoExecutable
+    from yolo_edge.backends.openvino.backend import OpenVinoExecutable
     from yolo_edge.flows.val import val_bundle
 
     bundle = load_bundle(deployed.bundle)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 
 from yolo_edge.backends.base import Backend
-from yolo_edge.backends.onnxruntime import CPU_EP, OnnxRuntimeBackend
+from yolo_edge.backends.onnxruntime.backend import CPU_EP, OnnxRuntimeBackend
 from yolo_edge.core.config import DeviceProfile
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.registry import spec

@@ -63,7 +63,7 @@ def cache_dir() -> Path:
     return cache_root() / "quant"
 
 
-class _Reader(CalibrationDataReader):
+class CalibReader(CalibrationDataReader):
     def __init__(self, calib: CalibSet) -> None:
         self._it = iter(calib)
 
@@ -84,7 +84,7 @@ def calib_key(model: onnx.ModelProto, calib: CalibSet, options: str, quantizers:
     return h.hexdigest()[:32]
 
 
-def _quantized(
+def quantized(
     model: onnx.ModelProto,
     calib: CalibSet,
     options: str,
@@ -127,7 +127,7 @@ def quantize_int8(
         quantize_static(
             src,
             dst,
-            _Reader(calib),
+            CalibReader(calib),
             quant_format=QuantFormat.QDQ,
             activation_type=QuantType.QInt8 if options.signed_symmetric_activations else QuantType.QUInt8,
             weight_type=QuantType.QInt8,
@@ -141,19 +141,4 @@ def quantize_int8(
             },
         )
 
-    return _quantized(model, calib, f"{recipe}/{','.join(sorted(exclude))}", run)
-
-
-def quantize_qnn(model: onnx.ModelProto, calib: CalibSet, activations: str) -> onnx.ModelProto:
-    """The QDQ graph of ``model`` as Qualcomm's HTP takes it: ONNX Runtime's QNN recipe (``get_qnn_qdq_config``:
-    uint8 weights, ``activations`` uint8 = w8a8 or uint16 = w8a16, the Q/DQ where QNN fuses them), calibrated
-    on ``calib`` (cached)."""
-    from onnxruntime.quantization import quantize
-    from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
-
-    act = QuantType.QUInt16 if activations == "w8a16" else QuantType.QUInt8
-
-    def run(src: str, dst: str) -> None:
-        quantize(src, dst, get_qnn_qdq_config(src, _Reader(calib), activation_type=act, weight_type=QuantType.QUInt8))
-
-    return _quantized(model, calib, f"qnn-{activations}", run, ("onnxruntime", "onnxruntime-qnn"))
+    return quantized(model, calib, f"{recipe}/{','.join(sorted(exclude))}", run)

@@ -12,15 +12,16 @@ import argparse
 import sys
 
 from yolo_edge.cli.common import print_json, table
-from yolo_edge.toolchains import TOOLCHAINS, install_toolchain, toolchain_status
+from yolo_edge.core.registry import toolchains
+from yolo_edge.toolchains import install_toolchain, toolchain_status
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    names = ", ".join(TOOLCHAINS)
+    names = ", ".join(toolchains())
     p = sub.add_parser("toolchain", help=f"install or list vendor NPU toolchains ({names})", description=__doc__)
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     inst = actions.add_parser("install", help="build toolchains' pinned environments (once per version)")
-    inst.add_argument("names", nargs="+", choices=sorted(TOOLCHAINS), metavar="NAME", help=f"toolchains: {names}")
+    inst.add_argument("names", nargs="+", choices=sorted(toolchains()), metavar="NAME", help=f"toolchains: {names}")
     inst.add_argument("--python", help="interpreter of the version the toolchain's wheels need (default: found)")
     inst.add_argument("--force", action="store_true", help="rebuild the environment even if it is complete")
     inst.set_defaults(func=install)
@@ -40,7 +41,7 @@ def install(args: argparse.Namespace) -> int:
 
 
 def list_(args: argparse.Namespace) -> int:
-    rows = [toolchain_status(tc) for tc in TOOLCHAINS.values()]
+    rows = [toolchain_status(tc) for tc in toolchains().values()]
     if args.json:
         print_json(
             {

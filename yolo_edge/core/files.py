@@ -33,6 +33,14 @@ def cache_root() -> Path:
     )
 
 
+def toolchains_root() -> Path:
+    """Where toolchain environments live: ``$YOLO_EDGE_TOOLCHAINS``, else ``toolchains/`` in the yolo-edge cache."""
+    root = Path(os.environ.get("YOLO_EDGE_TOOLCHAINS") or cache_root() / "toolchains")
+    if root.exists() and not root.is_dir():
+        raise YoloEdgeError(f"YOLO_EDGE_TOOLCHAINS={root} is a file; point it at a folder (or unset it)")
+    return root
+
+
 def package_versions(*packages: str) -> str:
     """``name=version`` of each installed package (``none`` if absent), for cache keys: an entry made by another
     release of the tool that made it is another entry, never read as this one's."""

@@ -1,36 +1,38 @@
 """The backends a device profile may name, one :class:`BackendSpec` each: the ``runtime:`` name, the module whose
 ``backend_for(profile)`` builds it (imported when first used: a vendor SDK is loaded only by the profiles that need
 it), the artifact suffixes its executables store in a bundle, the INT8 activation schemes and quantizers its
-variants may name, and its own ``runtime_options`` dataclass, which ``config`` builds from a profile's YAML with the
-same strict checks as every other section.
+variants may name, its own ``runtime_options`` dataclass (which ``config`` builds from a profile's YAML with the
+same strict checks as every other section) and, where its compiler cannot share yolo-edge's environment, its
+:class:`Toolchain`.
 
-A backend is its module and one spec: built in, an entry here (:data:`BUILTIN`); or from **another installed
-package**, an entry point in the group ``yolo_edge.backends`` whose object is its :class:`BackendSpec` (as pytest
-plugins and ExecuTorch's backends register), with no edit to yolo-edge: ``pyproject.toml``'s
+A vendor is one folder: ``yolo_edge/backends/<vendor>/`` holds its ``spec.py`` (the spec, its options and suffixes,
+its toolchain: light, the registry reads it at start), its backend and board runtime, and its toolchain's worker;
+its profiles are YAML files and its tests a module. Built in, it is one line of :data:`BUILTIN`; from **another
+installed package**, an entry point in the group ``yolo_edge.backends`` whose object is its :class:`BackendSpec` (as
+pytest plugins and ExecuTorch's backends register), with no edit to yolo-edge: ``pyproject.toml``'s
 ``[project.entry-points."yolo_edge.backends"]`` ``my-npu = "my_npu.spec:SPEC"``, and a profile whose ``runtime:`` is
-its name. Nothing else names a runtime, a scheme or a quantizer: a profile's ``runtime:``, a variant's scheme and
-quantizer and a bundle's unit files are checked against what is registered (:func:`backends`). Standard library
-only (and ``bounds``): ``config`` reads it, every layer may. A contract test runs every registered backend through
-the same cases, and a toy backend from a package of its own through them and a deploy (``tests/test_backends.py``).
+its name. Nothing else names a runtime, a scheme, a quantizer or a toolchain: a profile's ``runtime:``, a variant's
+scheme and quantizer, a bundle's unit files and ``yolo-edge toolchain`` are checked against what is registered
+(:func:`backends`). Standard library only (and the base's ``files``): ``config`` reads it, every layer may. A
+contract test runs every registered backend through the same cases, and a toy backend from a package of its own
+through them and a deploy (``tests/test_backends.py``).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.metadata
+import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated
+from pathlib import Path
 
-from yolo_edge.core.bounds import Range
 from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import toolchains_root
 
 # artifact suffixes: what a bundle stores of a compiled unit (``Executable.artifact_files``), beside its FP32 graph
-QDQ_SUFFIX = ".int8.onnx"  # the INT8 QDQ graph that onnxruntime and OpenVINO run
-OV_XML_SUFFIX, OV_BIN_SUFFIX = ".ov.xml", ".ov.bin"  # an OpenVINO IR: NNCF's quantized model
-RKNN_SUFFIX = ".rknn"  # Rockchip's compiled graph, for RKNNLite on the board
-QNN_SUFFIX = ".qnn.onnx"  # Qualcomm's HTP: an EPContext model, its context binary embedded
-# Arm Ethos-U: the integer TFLite, Vela's build of it, and which TFLite tensor each ONNX tensor is
-TFLITE_SUFFIX, VELA_SUFFIX, TFLITE_IO_SUFFIX = ".tflite", "_vela.tflite", ".tflite.json"
+QDQ_SUFFIX = ".int8.onnx"  # the INT8 QDQ graph that onnxruntime and OpenVINO run (a vendor's own: in its spec)
 
 
 @dataclass(frozen=True)
@@ -44,116 +46,39 @@ class RuntimeOptions:
 
 
 @dataclass(frozen=True)
-class OnnxRuntimeOptions(RuntimeOptions):
-    providers: tuple[str, ...] = ()  # onnxruntime execution providers, in priority order (none: the CPU's)
+class Toolchain:
+    """A vendor's compiler in a pinned environment of its own (``yolo_edge.toolchains`` installs it and runs
+    ``worker`` in it: standard library, numpy and the toolchain only)."""
 
-
-@dataclass(frozen=True)
-class OpenVinoOptions(RuntimeOptions):
-    device: str = "CPU"  # the OpenVINO device (CPU, GPU, NPU)
-    # INT8 activations: u8 (asymmetric), s8 (symmetric) or auto (the planner measures both, tries the faster first
-    # and keeps it only if its numerics pass; which one wins, and whether s8 is accurate, depends on the CPU)
-    int8_activations: str = "auto"
-    # INT8 quantizer: nncf (OpenVINO's own; the shipped profiles' choice), nncf-minmax (NNCF with every activation's
-    # range its calibration minimum and maximum, no rare value clipped), qdq (onnxruntime's quantize_static with the
-    # Q/DQ placed as NNCF places them), or auto (all are candidates: the precision check and the verdict decide, at
-    # three times the planning time; benchmarks/quantizers.py compares them). With one chosen, the others are tried in
-    # that order for a subgraph whose every INT8 variant fails the precision check, until one passes
-    # (benchmarks/head_int8_scores.py: NNCF's INT8 head of the tests' second model moves a class score by 0.13, the
-    # QDQ recipe's by 0.025; with --fused, the backbone+neck+head unit with min-max ranges by 0.06 at 0.94x the QDQ
-    # recipe's time, NNCF's default at 0.93x)
-    int8_quantizer: str = "auto"
-
-    SCHEMES = ("u8", "s8")  # what int8_activations: auto considers, in the order tried when their speeds tie
-    QUANTIZERS = ("nncf", "nncf-minmax", "qdq")
-
-    def __post_init__(self) -> None:
-        for what, value, valid in (
-            ("int8_activations", self.int8_activations, (*self.SCHEMES, "auto")),
-            ("int8_quantizer", self.int8_quantizer, (*self.QUANTIZERS, "auto")),
-        ):
-            if value not in valid:
-                raise YoloEdgeError(f"runtime_options.{what} must be one of {', '.join(valid)}, got '{value}'")
+    name: str
+    version: str
+    what: str
+    python: str  # the interpreter version its wheels are built for
+    steps: tuple[tuple[str, ...], ...]  # pip install arguments, one install per step, in order
+    worker: str  # the worker module, by its dotted name (run as a file by the toolchain's interpreter)
+    size: str  # what a user should expect to download
 
     @property
-    def int8_schemes(self) -> tuple[str, ...]:
-        """The INT8 activation schemes to consider, in the order tried when their speeds tie."""
-        return self.SCHEMES if self.int8_activations == "auto" else (self.int8_activations,)
+    def env_dir(self) -> Path:
+        """``$YOLO_EDGE_TOOLCHAINS/<name>-<version>-<pins>``, by default under the user's yolo-edge cache; ``pins``
+        hashes the install steps, so changed pins make a new environment instead of reusing a stale one."""
+        pins = hashlib.sha256(repr(self.steps).encode()).hexdigest()[:8]
+        return toolchains_root() / f"{self.name}-{self.version}-{pins}"
 
     @property
-    def int8_quantizers(self) -> tuple[str, ...]:
-        """The INT8 quantizers to consider, the preferred first."""
-        return self.QUANTIZERS if self.int8_quantizer == "auto" else (self.int8_quantizer,)
-
-    def stand_in(self) -> str | None:
-        if self.device.upper().startswith("CPU"):
-            return "npu = OpenVINO's CPU plugin on this host, its low-precision kernels (no NPU)"
-        return None
-
-
-CORE_MASKS = ("auto", "0", "1", "2", "0_1", "0_1_2", "all")
-
-
-@dataclass(frozen=True)
-class RknnOptions(RuntimeOptions):
-    target: str = ""  # the chip the compiler builds for (target_platform), e.g. rk3588; default: the profile's name
-    # on the board, with npu_cores 1: the cores the one context runs on (RKNNLite.NPU_CORE_<mask>); with several
-    # npu_cores, a stream has one context pinned to each core instead
-    core_mask: str = "auto"
-
-    def __post_init__(self) -> None:
-        if self.core_mask not in CORE_MASKS:
-            raise YoloEdgeError(
-                f"runtime_options.core_mask must be one of {', '.join(CORE_MASKS)}, got '{self.core_mask}'"
-            )
-
-
-@dataclass(frozen=True)
-class QnnOptions(RuntimeOptions):
-    htp_arch: str = ""  # the Hexagon NPU's architecture, as the QNN EP's htp_arch option names it (68, 73)
-    vtcm_mb: Annotated[int, Range(0)] = 0  # its VTCM (the NPU's tightly coupled memory), in MB
-    int8_activations: str = "auto"  # w8a8 (uint8), w8a16 (uint16 activations), or auto (both are candidates)
-
-    SCHEMES = ("w8a8", "w8a16")
-
-    def __post_init__(self) -> None:
-        if self.int8_activations not in (*self.SCHEMES, "auto"):
-            raise YoloEdgeError(
-                f"runtime_options.int8_activations of qnn must be one of {', '.join(self.SCHEMES)}, auto; got "
-                f"'{self.int8_activations}'"
-            )
+    def python_path(self) -> Path:
+        return self.env_dir / "bin" / "python"
 
     @property
-    def int8_schemes(self) -> tuple[str, ...]:
-        return self.SCHEMES if self.int8_activations == "auto" else (self.int8_activations,)
-
-
-@dataclass(frozen=True)
-class EthosUOptions(RuntimeOptions):
-    accelerator: str = "ethos-u55-128"  # Vela's --accelerator-config
-    vela_config: str = "ethos-u.vela.ini"  # the board's Vela .ini (a shipped one by name, or a path)
-    system_config: str = "Ethos_U55_High_End_Embedded"  # a [System_Config.<name>] of it: clocks, AXI ports, latencies
-    memory_mode: str = "Shared_Sram"  # a [Memory_Mode.<name>] of it: where the arena, weights and cache live
-    int8_activations: str = "auto"  # w8a8 (int8), w8a16 (TFLite's 16x8: int16 activations), or auto (both)
-    device: str = "/dev/ethosu0"  # the NPU's driver node: where it exists, this is the board
-    delegate: str = "libethosu_delegate.so"  # LiteRT's Ethos-U delegate on the board
-
-    SCHEMES = ("w8a8", "w8a16")
-    ACCELERATORS = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u65-512")
-
-    def __post_init__(self) -> None:
-        for what, value, valid in (
-            ("int8_activations", self.int8_activations, (*self.SCHEMES, "auto")),
-            ("accelerator", self.accelerator, self.ACCELERATORS),
-        ):
-            if value not in valid:
-                raise YoloEdgeError(
-                    f"runtime_options.{what} of ethos-u must be one of {', '.join(valid)}, got '{value}'"
-                )
+    def worker_path(self) -> Path:
+        found = importlib.util.find_spec(self.worker)
+        if found is None or found.origin is None:
+            raise YoloEdgeError(f"{self.name}: its worker module {self.worker} is not installed")
+        return Path(found.origin)
 
     @property
-    def int8_schemes(self) -> tuple[str, ...]:
-        return self.SCHEMES if self.int8_activations == "auto" else (self.int8_activations,)
+    def install_hint(self) -> str:
+        return f"install it with `yolo-edge toolchain install {self.name}` ({self.size}, a few minutes)"
 
 
 @dataclass(frozen=True)
@@ -164,47 +89,28 @@ class BackendSpec:
     suffixes: tuple[str, ...] = ()  # what its executables store in a bundle
     schemes: tuple[str, ...] = ()  # INT8 activation schemes its variants may name
     quantizers: tuple[str, ...] = ()  # INT8 quantizers its variants may name
+    toolchain: Toolchain | None = None  # its compiler's own environment, where it cannot share yolo-edge's
 
 
 ENTRY_POINTS = "yolo_edge.backends"  # the group another installed package registers its backends' specs in
 
-BUILTIN: dict[str, BackendSpec] = {
-    s.name: s
-    for s in (
-        BackendSpec(
-            "onnxruntime", "yolo_edge.backends.onnxruntime", OnnxRuntimeOptions, (QDQ_SUFFIX,), ("u8",), ("qdq",)
-        ),
-        BackendSpec(
-            "openvino",
-            "yolo_edge.backends.openvino",
-            OpenVinoOptions,
-            (QDQ_SUFFIX, OV_XML_SUFFIX, OV_BIN_SUFFIX),
-            OpenVinoOptions.SCHEMES,
-            OpenVinoOptions.QUANTIZERS,
-        ),
-        BackendSpec("rknn", "yolo_edge.backends.rknn", RknnOptions, (RKNN_SUFFIX,), ("w8a8",), ("rknn",)),
-        BackendSpec("qnn", "yolo_edge.backends.qnn", QnnOptions, (QNN_SUFFIX,), QnnOptions.SCHEMES, ("qnn",)),
-        BackendSpec(
-            "ethos-u",
-            "yolo_edge.backends.ethos_u",
-            EthosUOptions,
-            (VELA_SUFFIX, TFLITE_IO_SUFFIX, TFLITE_SUFFIX),  # _vela.tflite first: a bundle file takes the first match
-            EthosUOptions.SCHEMES,
-            ("tflite",),
-        ),
-    )
-}
+# the built-in backends, each a folder of yolo_edge/backends/ whose spec module names it as an entry point would
+BUILTIN = tuple(
+    f"yolo_edge.backends.{folder}.spec:SPEC" for folder in ("onnxruntime", "openvino", "rknn", "qnn", "ethos_u")
+)
 
 
 @functools.cache
 def backends() -> dict[str, BackendSpec]:
     """Every registered backend by name: the built-in ones, then each installed package's (read once; an entry
     point that does not load, is not a spec or takes a registered name is a one-line error naming it)."""
-    found = dict(BUILTIN)
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINTS):
-        where = f"the {ENTRY_POINTS} entry point '{ep.name}' ({ep.value})"
+    found: dict[str, BackendSpec] = {}
+    builtin = [(value.split(".")[2], value, _load(value)) for value in BUILTIN]
+    plugins = [(ep.name, ep.value, ep.load) for ep in importlib.metadata.entry_points(group=ENTRY_POINTS)]
+    for name, value, load in builtin + plugins:
+        where = f"the {ENTRY_POINTS} entry point '{name}' ({value})"
         try:
-            loaded = ep.load()
+            loaded = load()
         except Exception as exc:  # a plug-in's own bug: said in one line, not a traceback
             raise YoloEdgeError(f"{where} does not load: {type(exc).__name__}: {exc}") from None
         if not isinstance(loaded, BackendSpec):
@@ -213,6 +119,12 @@ def backends() -> dict[str, BackendSpec]:
             raise YoloEdgeError(f"{where} registers '{loaded.name}', which is registered already")
         found[loaded.name] = loaded
     return found
+
+
+def _load(value: str) -> Callable[[], object]:
+    """What an entry point's ``load`` does for ``module:attribute``, for the built-in backends' specs."""
+    module, _, attribute = value.partition(":")
+    return lambda: getattr(importlib.import_module(module), attribute)
 
 
 def spec(runtime: str) -> BackendSpec:
@@ -232,6 +144,11 @@ def artifact_suffixes() -> tuple[str, ...]:
 def schemes() -> tuple[str, ...]:
     """Every INT8 activation scheme some registered backend compiles."""
     return tuple(dict.fromkeys(s for b in backends().values() for s in b.schemes))
+
+
+def toolchains() -> dict[str, Toolchain]:
+    """Every registered backend's toolchain, by name."""
+    return {b.toolchain.name: b.toolchain for b in backends().values() if b.toolchain is not None}
 
 
 def quantizers() -> tuple[str, ...]:

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from yolo_edge.backends.base import Executable, NpuError
-from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
+from yolo_edge.backends.onnxruntime.backend import OnnxRuntimeBackend
 from yolo_edge.core.codec import plain
 from yolo_edge.core.config import RuntimeConfig
 

@@ -1,16 +1,15 @@
 """Vendor NPU toolchains in their own pinned environments, driven through a worker process.
 
 A vendor compiler pins an old stack (rknn-toolkit2 2.5.0: numpy<=1.26.4, onnx<=1.18, torch<=2.4) that
-cannot share yolo-edge's environment. Each :class:`Toolchain` names its pinned install steps and a worker
-module (standard library, numpy and the toolchain only: ``rknn_worker.py``); ``install_toolchain`` builds
-the environment once per toolchain version in the user's cache, and :class:`Worker` runs the worker
-module in it and talks to it over pipes (``wire``). Each toolchain (Rockchip's, Arm's Vela with the TFLite
-converter) is one ``Toolchain`` entry and one worker module (``rknn_worker.py``, ``ethos_u_worker.py``).
+cannot share yolo-edge's environment. A backend's spec names its :class:`~yolo_edge.core.registry.Toolchain` (pinned
+install steps and a worker module in the vendor's folder, standard library, numpy and the toolchain only:
+``yolo_edge/backends/rknn/worker.py``); ``install_toolchain`` builds the environment once per toolchain version in
+the user's cache, and :class:`Worker` runs the worker module in it and talks to it over pipes (``wire``, which the
+worker imports from the folder it is given as its argument).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -23,13 +22,11 @@ from pathlib import Path
 
 from yolo_edge.core.codec import dumps
 from yolo_edge.core.errors import YoloEdgeError
-from yolo_edge.core.files import cache_root
+from yolo_edge.core.registry import Toolchain, toolchains
 from yolo_edge.toolchains.worker import Reply, Worker, WorkerCrashed, WorkerError
 
 __all__ = [
-    "TOOLCHAINS",
     "Reply",
-    "Toolchain",
     "ToolchainStatus",
     "Worker",
     "WorkerCrashed",
@@ -37,107 +34,18 @@ __all__ = [
     "get_toolchain",
     "install_toolchain",
     "toolchain_status",
-    "toolchains_root",
 ]
 
 _COMPLETE = ".complete"  # written last by install: an environment without it is partial
 
 
-def toolchains_root() -> Path:
-    """Where toolchain environments live: ``$YOLO_EDGE_TOOLCHAINS``, else ``toolchains/`` in the yolo-edge cache."""
-    root = Path(os.environ.get("YOLO_EDGE_TOOLCHAINS") or cache_root() / "toolchains")
-    if root.exists() and not root.is_dir():
-        raise YoloEdgeError(f"YOLO_EDGE_TOOLCHAINS={root} is a file; point it at a folder (or unset it)")
-    return root
-
-
-@dataclass(frozen=True)
-class Toolchain:
-    name: str
-    version: str
-    what: str
-    python: str  # the interpreter version its wheels are built for
-    steps: tuple[tuple[str, ...], ...]  # pip install arguments, one install per step, in order
-    worker: str  # worker module file in this package
-    size: str  # what a user should expect to download
-
-    @property
-    def env_dir(self) -> Path:
-        """``$YOLO_EDGE_TOOLCHAINS/<name>-<version>-<pins>``, by default under the user's yolo-edge cache; ``pins``
-        hashes the install steps, so changed pins make a new environment instead of reusing a stale one."""
-        pins = hashlib.sha256(repr(self.steps).encode()).hexdigest()[:8]
-        return toolchains_root() / f"{self.name}-{self.version}-{pins}"
-
-    @property
-    def python_path(self) -> Path:
-        return self.env_dir / "bin" / "python"
-
-    @property
-    def worker_path(self) -> Path:
-        return Path(__file__).with_name(self.worker)
-
-    @property
-    def install_hint(self) -> str:
-        return f"install it with `yolo-edge toolchain install {self.name}` ({self.size}, a few minutes)"
-
-
-RKNN = Toolchain(
-    name="rknn",
-    version="2.5.0",
-    what="Rockchip rknn-toolkit2: RKNPU2 compiler, INT8 quantizer and simulator (RK3588, RK3576, RK3566, ...)",
-    python="3.11",
-    steps=(
-        (
-            "numpy==1.26.4",
-            "onnx==1.18.0",
-            "protobuf==4.25.4",
-            "onnxruntime<1.21",
-            "scipy",
-            "fast-histogram",
-            "ruamel.yaml",
-            "psutil",
-            "tqdm",
-            "opencv-python<4.11",
-            "torch==2.4.0",
-        ),
-        ("rknn-toolkit2==2.5.0",),
-    ),
-    worker="rknn_worker.py",
-    size="about 5.6 GB with torch's CUDA libraries",
-)
-
-ETHOS_U = Toolchain(
-    name="ethos-u",
-    version="5.2.0",
-    what="Arm Ethos-U: Vela compiler (U55, U65, U85) with the TFLite converter (onnx2tf, TensorFlow) and LiteRT",
-    python="3.11",
-    steps=(
-        (
-            "tensorflow==2.19.1",
-            "tf-keras==2.19.0",
-            "onnx==1.17.0",
-            "onnxruntime==1.18.1",
-            "onnx-graphsurgeon==0.6.1",
-            "sng4onnx==2.0.1",
-            "psutil",
-            "ml_dtypes==0.5.1",
-            "h5py",
-            "flatbuffers",
-        ),
-        ("onnx2tf==1.28.8", "ethos-u-vela==5.2.0", "ai-edge-litert==2.3.0"),
-    ),
-    worker="ethos_u_worker.py",
-    size="about 2.2 GiB with TensorFlow",
-)
-
-TOOLCHAINS: dict[str, Toolchain] = {t.name: t for t in (RKNN, ETHOS_U)}
-
-
 def get_toolchain(name: str) -> Toolchain:
+    """The registered toolchain ``name`` (a backend's spec names it); a one-line error naming the known ones."""
+    known = toolchains()
     try:
-        return TOOLCHAINS[name]
+        return known[name]
     except KeyError:
-        raise YoloEdgeError(f"unknown toolchain '{name}'; known: {', '.join(TOOLCHAINS)}") from None
+        raise YoloEdgeError(f"unknown toolchain '{name}'; known: {', '.join(known)}") from None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import selectors
 import subprocess
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -80,7 +81,7 @@ class Worker:
         env["PYTHONUNBUFFERED"] = "1"
         with open(self.stderr_path, "ab") as err:
             self._proc = subprocess.Popen(
-                [str(python), "-I", str(self.toolchain.worker_path)],
+                [str(python), "-I", str(self.toolchain.worker_path), str(Path(__file__).parent)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from toy_npu.spec import ToyOptions
 from yolo_edge.backends.base import Backend
-from yolo_edge.backends.onnxruntime import CPU_EP, OnnxRuntimeBackend
+from yolo_edge.backends.onnxruntime.backend import CPU_EP, OnnxRuntimeBackend
 from yolo_edge.core.config import DeviceProfile
 
 

@@ -73,7 +73,7 @@ def quantize_nncf(
     from nncf.quantization.range_estimator import RangeEstimatorParametersSet
     from openvino._offline_transformations import apply_moc_transformations
 
-    from yolo_edge.backends.openvino_model import ir_bytes, read_onnx
+    from yolo_edge.backends.openvino.model import ir_bytes, read_onnx
 
     nncf.set_log_level(logging.ERROR)
     ov_model = read_onnx(model)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, sys.argv[1])  # yolo_edge/toolchains, where wire.py is: the Worker passes it
 from wire import Arrays, serve  # noqa: E402  (by path: this file runs in the toolchain's environment)
 
 _BUILT: dict[str, Any] = {}

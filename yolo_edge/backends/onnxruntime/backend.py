@@ -21,10 +21,10 @@ from yolo_edge.backends.base import (
     io_infos,
     qdq_artifact,
 )
+from yolo_edge.backends.onnxruntime.spec import OnnxRuntimeOptions
 from yolo_edge.core.config import DeviceProfile, Variant
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.host import runtime_threads
-from yolo_edge.core.registry import OnnxRuntimeOptions
 
 CPU_EP = "CPUExecutionProvider"
 Graph = tuple[onnx.ModelProto, bytes | None]  # the graph a session is created from, and its bytes where stored

@@ -37,12 +37,13 @@ from yolo_edge.backends.base import (
     io_infos,
     qdq_artifact,
 )
-from yolo_edge.backends.openvino_model import core, read_ir, read_onnx
+from yolo_edge.backends.openvino.model import core, read_ir, read_onnx
+from yolo_edge.backends.openvino.spec import OV_BIN_SUFFIX, OV_XML_SUFFIX, OpenVinoOptions
 from yolo_edge.core.config import DeviceProfile, Quantizer, Scheme, Variant
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.host import capped_kernels, runtime_threads
 from yolo_edge.core.pixels import IMAGE
-from yolo_edge.core.registry import OV_BIN_SUFFIX, OV_XML_SUFFIX, QDQ_SUFFIX, OpenVinoOptions
+from yolo_edge.core.registry import QDQ_SUFFIX
 from yolo_edge.model.decode import head_maps
 
 _HINT = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
@@ -207,7 +208,7 @@ class OpenVinoBackend(Backend):
             return read_onnx(qdq), {QDQ_SUFFIX: qdq.SerializeToString()}
         if v.precision == "int8":
             assert v.scheme is not None
-            from yolo_edge.backends.nncf_int8 import quantize_nncf  # NNCF and its cache: when quantizing
+            from yolo_edge.backends.openvino.nncf_int8 import quantize_nncf  # NNCF and its cache: when quantizing
 
             xml, weights = quantize_nncf(model, calib or [], v.scheme, v.kept, minmax=v.quantizer == "nncf-minmax")
             return read_ir(xml, weights), {OV_XML_SUFFIX: xml, OV_BIN_SUFFIX: weights}

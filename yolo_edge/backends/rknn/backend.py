@@ -46,10 +46,10 @@ from yolo_edge.backends.base import (
     io_infos,
     save_for_worker,
 )
+from yolo_edge.backends.rknn.spec import RKNN_SUFFIX, TOOLCHAIN, RknnOptions
 from yolo_edge.core.config import DeviceProfile, Variant
 from yolo_edge.core.errors import YoloEdgeError
-from yolo_edge.core.registry import RKNN_SUFFIX, RknnOptions
-from yolo_edge.toolchains import RKNN, Worker, WorkerCrashed, WorkerError, toolchain_status
+from yolo_edge.toolchains import Worker, WorkerCrashed, WorkerError, toolchain_status
 
 _NO_LOWERING = re.compile(r"No lowering found for: (?P<node>.+?), node type = (?P<op>\w+)")
 _NAMED_NODE = re.compile(r"\b(?P<op>[A-Z]\w*)\('(?P<node>[^']+)'\)")
@@ -176,7 +176,7 @@ class RknnBackend(Backend):
 
     def __init__(self, target: str, worker: Worker | None = None) -> None:
         self.target = target
-        self.worker = worker or Worker(RKNN)  # its own, closed with it
+        self.worker = worker or Worker(TOOLCHAIN)  # its own, closed with it
         self._dir = Path(tempfile.mkdtemp(prefix="yolo-edge-rknn-"))
         self._remove_dir = weakref.finalize(self, shutil.rmtree, self._dir, True)  # on close, or at the latest at exit
         self._prefix = uuid.uuid4().hex[:8]
@@ -352,8 +352,8 @@ def backend_for(profile: DeviceProfile) -> Backend:
     assert isinstance(options, RknnOptions)  # config builds a profile's options as its runtime's
     if present(profile):
         return RknnLiteBackend(options.core_mask, profile.npu_cores)
-    worker = Worker(RKNN)  # the backend's own: asked first whether it starts (an environment that does not is no use)
-    status = toolchain_status(RKNN, worker=worker)
+    worker = Worker(TOOLCHAIN)  # the backend's own: asked first whether it starts (one that does not is no use)
+    status = toolchain_status(TOOLCHAIN, worker=worker)
     if not status.usable:
         worker.close()
         raise YoloEdgeError(f"{profile.name} needs Rockchip's toolchain: {status.detail}")

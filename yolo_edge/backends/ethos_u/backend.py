@@ -52,12 +52,12 @@ from yolo_edge.backends.base import (
     io_infos,
     save_for_worker,
 )
+from yolo_edge.backends.ethos_u.spec import TFLITE_IO_SUFFIX as IO_SUFFIX
+from yolo_edge.backends.ethos_u.spec import TFLITE_SUFFIX, TOOLCHAIN, VELA_SUFFIX, EthosUOptions
 from yolo_edge.core.config import DeviceProfile, Variant, configs_dir
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.files import read_cached, write_cached
-from yolo_edge.core.registry import TFLITE_IO_SUFFIX as IO_SUFFIX
-from yolo_edge.core.registry import TFLITE_SUFFIX, VELA_SUFFIX, EthosUOptions
-from yolo_edge.toolchains import ETHOS_U, Worker, WorkerCrashed, WorkerError, toolchain_status
+from yolo_edge.toolchains import Worker, WorkerCrashed, WorkerError, toolchain_status
 
 MAX_IO_BYTES = 1 << 16
 INSTALL = "pip install 'yolo-edge[ethos-u]' (LiteRT, which runs the .tflite units)"
@@ -196,7 +196,7 @@ class EthosUBackend(Backend):
         self.options, self.profile = options, profile
         self.int8_schemes = options.int8_schemes
         self.config = vela_config(options)
-        self.worker = worker or Worker(ETHOS_U)  # its own, closed with it
+        self.worker = worker or Worker(TOOLCHAIN)  # its own, closed with it
         self._dir = Path(tempfile.mkdtemp(prefix="yolo-edge-ethos-u-"))
         self._remove_dir = weakref.finalize(self, shutil.rmtree, self._dir, True)  # on close, or at the latest at exit
         self._prefix = uuid.uuid4().hex[:8]
@@ -237,7 +237,7 @@ class EthosUBackend(Backend):
         (a conversion takes tens of seconds: a second profile, or a deploy again, converts nothing twice)."""
         from yolo_edge.backends.quantize import cache_dir, calib_key  # the planner's: not on a board's load path
 
-        key = calib_key(model, calib, f"tflite/{scheme}/{ETHOS_U.env_dir.name}/{_worker_digest()}", ())
+        key = calib_key(model, calib, f"tflite/{scheme}/{TOOLCHAIN.env_dir.name}/{_worker_digest()}", ())
         path, io_path = cache_dir() / f"{key}{TFLITE_SUFFIX}", cache_dir() / f"{key}{IO_SUFFIX}"
         data, io_data = read_cached(path), read_cached(io_path)
         if data is not None and io_data is not None:
@@ -327,7 +327,7 @@ class EthosUBackend(Backend):
 @functools.cache
 def _worker_digest() -> str:
     """The conversion code's own digest: a changed worker converts anew."""
-    return hashlib.sha256(ETHOS_U.worker_path.read_bytes()).hexdigest()[:12]
+    return hashlib.sha256(TOOLCHAIN.worker_path.read_bytes()).hexdigest()[:12]
 
 
 def synthetic(model: onnx.ModelProto, samples: int = QUERY_SAMPLES) -> list[dict[str, np.ndarray]]:
@@ -389,8 +389,8 @@ def backend_for(profile: DeviceProfile) -> Backend:
         raise YoloEdgeError(f"{profile.name} needs LiteRT: {INSTALL}") from None
     if present(profile):
         return EthosUBoardBackend(options)
-    worker = Worker(ETHOS_U)  # the backend's own: asked first whether it starts
-    status = toolchain_status(ETHOS_U, worker=worker)
+    worker = Worker(TOOLCHAIN)  # the backend's own: asked first whether it starts
+    status = toolchain_status(TOOLCHAIN, worker=worker)
     if not status.usable:
         worker.close()
         raise YoloEdgeError(f"{profile.name} needs Arm's Vela and the TFLite converter: {status.detail}")

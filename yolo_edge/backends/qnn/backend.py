@@ -4,7 +4,7 @@ On an x86-64 host, QNN's HTP backend (``libQnnHtp.so``) is Qualcomm's simulator 
 compiler: numerics are the chip's, latency is modelled (the profile). On a Snapdragon Linux board (aarch64 with
 ``onnxruntime-qnn``) the same backend runs on the NPU itself.
 
-- INT8 is QDQ by ONNX Runtime's QNN recipe (``backends.quantize.quantize_qnn``: uint8 weights, uint8 activations
+- INT8 is QDQ by ONNX Runtime's QNN recipe (``quantize_qnn``: uint8 weights, uint8 activations
   for ``w8a8``, uint16 for ``w8a16``), compiled for the profile's HTP architecture and VTCM size.
 - Op support is ONNX Runtime's own partition, decided by Qualcomm's validation: the nodes the EP logs as
   ``Validation FAILED`` (:meth:`QnnBackend.query`). With CPU fallback disabled, a graph with such nodes is refused
@@ -41,13 +41,13 @@ from yolo_edge.backends.base import (
     qdq_artifact,
     self_contained,
 )
-from yolo_edge.backends.onnxruntime import RUN_FAILURES, OrtExecutable
-from yolo_edge.backends.quantize import quantize_qnn
+from yolo_edge.backends.onnxruntime.backend import RUN_FAILURES, OrtExecutable
+from yolo_edge.backends.qnn.spec import QNN_SUFFIX, QnnOptions
+from yolo_edge.backends.quantize import CalibReader, quantized
 from yolo_edge.core.config import DeviceProfile, Scheme, Variant
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.host import runtime_threads
 from yolo_edge.core.native import native_output
-from yolo_edge.core.registry import QNN_SUFFIX, QnnOptions
 
 EP = "QNNExecutionProvider"
 CONTEXT_SUFFIX = QNN_SUFFIX  # an EPContext model, its context binary embedded
@@ -129,6 +129,23 @@ def _refusal(log: str, failure: str) -> NpuCompileError:
     lines = failure.strip().splitlines()
     why = code.group(1).strip() if code else (lines[-1][:300] if lines else "the session failed")
     return NpuCompileError(f"QNN HTP compiler: {why}")
+
+
+def quantize_qnn(model: onnx.ModelProto, calib: CalibSet, activations: str) -> onnx.ModelProto:
+    """The QDQ graph of ``model`` as Qualcomm's HTP takes it: ONNX Runtime's QNN recipe (``get_qnn_qdq_config``:
+    uint8 weights, ``activations`` uint8 = w8a8 or uint16 = w8a16, the Q/DQ where QNN fuses them), calibrated
+    on ``calib`` (cached)."""
+    from onnxruntime.quantization import QuantType, quantize
+    from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
+
+    act = QuantType.QUInt16 if activations == "w8a16" else QuantType.QUInt8
+
+    def run(src: str, dst: str) -> None:
+        quantize(
+            src, dst, get_qnn_qdq_config(src, CalibReader(calib), activation_type=act, weight_type=QuantType.QUInt8)
+        )
+
+    return quantized(model, calib, f"qnn-{activations}", run, ("onnxruntime", "onnxruntime-qnn"))
 
 
 class QnnExecutable(OrtExecutable):
