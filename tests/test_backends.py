@@ -55,7 +55,7 @@ def _count_lowering(backend: Backend) -> list[str]:
     return lowered
 
 
-@pytest.mark.parametrize("runtime", list(BUILTIN))
+@pytest.mark.parametrize("runtime", list(backends()))
 def test_every_registered_backend_keeps_the_contract(runtime: str, demo_split: SplitModel, tensors: list) -> None:  # type: ignore[type-arg]
     """The same cases for every built-in backend, on each shipped profile of it that runs here (a plug-in's: the
     toy's test below)."""
@@ -139,7 +139,7 @@ def test_a_backend_from_another_package_keeps_the_contract_and_deploys(  # type:
 
     profile_path = str(PLUGINS / "toy-npu.yaml")
     spec = backends()["toy-npu"]
-    assert spec.module == "toy_npu.backend" and "toy-npu" not in BUILTIN
+    assert spec.module == "toy_npu.backend" and not any(v.startswith("toy_npu") for v in BUILTIN)
     package = Path(importlib.import_module("yolo_edge").__file__ or "").parent
     assert [p for p in package.rglob("*.py") if "toy_npu" in p.read_text() or "toy-npu" in p.read_text()] == []
     _keeps_the_contract(spec, [load_profile(profile_path)], demo_split, tensors)
@@ -157,12 +157,28 @@ def test_a_backend_from_another_package_keeps_the_contract_and_deploys(  # type:
         load_profile(profile_path)
 
 
+def test_the_simulated_npu_delegates_every_hook_it_does_not_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a simulated board does not model (the runtime's op query, per-layer errors, the compiler's report, a
+    stored unit read back, ...) is its numerics backend's, forwarded by name: a hook added to Backend reaches it
+    with no edit to the simulated NPU. What it models (admission, the build, never the CPU reference) is its own."""
+    from yolo_edge.backends.simulated import FORWARDED, SimulatedNpu
+
+    numerics = cpu_backend()
+    for name in FORWARDED:  # each answers its own name: the simulated NPU's answer shows where it came from
+        monkeypatch.setattr(numerics, name, lambda *_a, _name=name, **_k: _name)
+    simulated = SimulatedNpu(load_profile("sim-edge-npu"), numerics)
+    assert {"query", "layer_errors", "compiler_report", "describe", "close", "_load"} <= set(FORWARDED)
+    assert not {"compile", "resolve", "_admit", "_build", "is_reference"} & set(FORWARDED)
+    assert all(getattr(simulated, name)(None, None) == name for name in FORWARDED)
+    assert simulated.is_reference(Variant("fp32")) is False and numerics.is_reference(Variant("fp32")) is True
+
+
 def test_a_broken_plug_in_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An entry point whose object is not a BackendSpec, or that takes a built-in's name, says which it is."""
     site = tmp_path / "site"
     (site / "bad_npu").mkdir(parents=True)
     (site / "bad_npu" / "__init__.py").write_text(
-        "from yolo_edge.core.registry import BUILTIN\nSPEC = 'not a spec'\nTWIN = BUILTIN['onnxruntime']\n"
+        "from yolo_edge.core.registry import backends\nSPEC = 'not a spec'\nTWIN = backends()['onnxruntime']\n"
     )
     info = site / "bad_npu-0.1.dist-info"
     info.mkdir()

@@ -16,6 +16,7 @@ import pytest
 from yolo_edge.backends import device_status
 from yolo_edge.bundle import load_bundle
 from yolo_edge.core.config import load_profile, profile_names
+from yolo_edge.core.registry import backends
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.runtime.build import plan_units
 
@@ -32,11 +33,13 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("device", USABLE)
 def test_bundle_runs_the_placement_deploy_reported(device: str, small_deploy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    # cpu and host-lowp are present on every machine, rk3588 and the Ethos-U profiles wherever the README's test
-    # command ran (it installs Rockchip's and Arm's toolchains): the loop is never empty, and a vendor is never
+    # every registered runtime has a shipped profile that runs here, and every profile of a vendor's toolchain runs
+    # wherever the README's test command ran (it installs them): the loop is never empty, and a vendor is never
     # silently left out (the Ethos-U profiles were, from the installed package, when its Vela .ini was not packaged)
-    want = {"cpu", "host-lowp", "rk3588", "ethos-u55", "ethos-u65"}
-    assert want <= set(USABLE), f"{want - set(USABLE)}: run `yolo-edge toolchain install rknn ethos-u` first"
+    runtimes = {load_profile(name).runtime: name for name in USABLE}
+    assert set(runtimes) == set(backends()), f"no usable profile of {set(backends()) - set(runtimes)}"
+    toolchained = {n for n in profile_names() if backends()[load_profile(n).runtime].toolchain is not None}
+    assert toolchained <= set(USABLE), f"{toolchained - set(USABLE)}: run `yolo-edge toolchain install` first"
     result = small_deploy(device)
     bundle = load_bundle(result.bundle)
     report = result.report.to_dict()

@@ -26,6 +26,7 @@ from onnx import TensorProto, helper
 from yolo_edge.backends import cpu_backend
 from yolo_edge.backends.base import OpQuery, UnsupportedOperator
 from yolo_edge.backends.rknn.backend import RknnBackend, RknnExecutable, parse_error_analysis
+from yolo_edge.backends.rknn.spec import TOOLCHAIN as RKNN
 from yolo_edge.bundle import StoredUnit, load_bundle
 from yolo_edge.core.config import DeployConfig, Variant, load_profile
 from yolo_edge.core.errors import YoloEdgeError
@@ -35,7 +36,7 @@ from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.plan.planner import plan_model
 from yolo_edge.plan.results import Precision
 from yolo_edge.runtime.executor import EventLog, SplitExecutor, Unit
-from yolo_edge.toolchains import RKNN, install_toolchain, toolchain_status
+from yolo_edge.toolchains import install_toolchain, toolchain_status
 from yolo_edge.toolchains.wire import receive, send
 
 FAKES = Path(__file__).parent / "fakes"

@@ -17,15 +17,12 @@ import numpy as np
 import onnx
 
 from yolo_edge.backends.base import (
-    Artifact,
     Backend,
     CalibSet,
     Executable,
     Feeds,
-    LayerError,
     NpuError,
     NpuOutOfMemory,
-    OpQuery,
     UnsupportedOperator,
 )
 from yolo_edge.core.config import DeviceProfile, Faults, Variant
@@ -139,23 +136,9 @@ class SimulatedNpu(Backend):
         self.faults = faults or profile.faults
         self.injector = FaultInjector(self.faults)
 
-    def query(self, model: onnx.ModelProto) -> OpQuery | None:
-        """What the numerics backend's own compiler tells (Rockchip's refusals, OpenVINO's query_model)."""
-        return self.numerics.query(model)
-
-    def describe(self) -> str:
-        return self.numerics.describe()  # where the numerics run; the latency is modelled
-
-    def close(self) -> None:
-        self.numerics.close()
-
-    def layer_errors(
-        self, model: onnx.ModelProto, variant: Variant, calib: CalibSet, feeds: CalibSet
-    ) -> list[LayerError]:
-        return self.numerics.layer_errors(model, variant, calib, feeds)
-
-    def compiler_report(self, compiled: Callable[[], Executable]) -> Executable | None:
-        return self.numerics.compiler_report(compiled)  # the vendor's compiler, where the numerics run through one
+    def is_reference(self, variant: Variant) -> bool:
+        """Never: a simulated unit is the board's, its latency modelled, even where its numerics are the CPU's."""
+        return False
 
     def _admit(self, model: onnx.ModelProto, v: Variant) -> None:
         """The profile's op list and memory budget first, then whatever the numerics backend refuses up front."""
@@ -171,11 +154,8 @@ class SimulatedNpu(Backend):
             raise NpuOutOfMemory(f"{self.profile.name}: {why}")
         self.numerics._admit(model, v)
 
-    def _load(self, model: onnx.ModelProto, v: Variant, artifact: Artifact) -> Any | None:
-        return self.numerics._load(model, v, artifact)
-
     def _lower(self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None) -> Any:
-        return self.numerics._lower(model, v, calib)
+        return self.numerics._lower(model, v, calib)  # a step every backend implements: not a hook with a default
 
     def _build(self, model: onnx.ModelProto, v: Variant, program: Any) -> Executable:
         """The numerics backend's executable, its latency modelled for the profile (or the vendor compiler's own
@@ -188,3 +168,27 @@ class SimulatedNpu(Backend):
         exe = SimulatedExecutable(inner, modelled, self.injector, self.faults.hang_s, f"sim:{self.profile.name}")
         exe.concurrency = self.profile.npu_cores
         return exe
+
+
+def _forwarded(name: str) -> Callable[..., Any]:
+    def forward(self: SimulatedNpu, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.numerics, name)(*args, **kwargs)
+
+    forward.__name__, forward.__qualname__ = name, f"SimulatedNpu.{name}"
+    forward.__doc__ = f"The numerics backend's own ``{name}``: what a simulated board does not model, it delegates."
+    return forward
+
+
+# every hook Backend declares with a default that the simulated NPU does not define itself (it models admission and
+# the build, and is never the CPU reference): the numerics backend's, so a hook added to Backend needs no edit here
+FORWARDED = tuple(
+    name
+    for name, value in vars(Backend).items()
+    if callable(value)
+    and not name.startswith("__")
+    and name not in ("compile", "resolve")  # the template and its validation: the simulated NPU's own, inherited
+    and not getattr(value, "__isabstractmethod__", False)
+    and name not in vars(SimulatedNpu)
+)
+for _name in FORWARDED:
+    setattr(SimulatedNpu, _name, _forwarded(_name))

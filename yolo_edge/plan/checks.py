@@ -17,6 +17,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 import onnx
@@ -82,40 +83,63 @@ class Candidate:
         return run_chain(self.downstream, {**self.eval_tensors[image], **clean})[self.output_name]
 
 
-class Checker:
-    """Runs the checks for one device profile, compiling through ``builder``; caches CPU timings."""
+class Check(Protocol):
+    """One placement check: its verdict on ``cand`` at ``variant`` (a :class:`~yolo_edge.plan.results.CheckResult`
+    named ``name``). Each asks the accelerator's backend for its own word on the graph where it has one (a value
+    with a default on :class:`~yolo_edge.backends.base.Backend`), and the profile's models otherwise."""
+
+    name: str
+
+    def __call__(self, cand: Candidate, variant: Variant) -> CheckResult: ...
+
+
+class Compiles:
+    """What the checks of one profile share: its backend, the deploy's builder, each graph compiled once at each
+    variant, and the runtime's answer to which ops it refuses, asked once per graph."""
 
     def __init__(self, profile: DeviceProfile, cfg: DeployConfig, builder: Builder) -> None:
         self.profile, self.cfg, self.builder, self.npu = profile, cfg, builder, builder.npu
         self._compiled: dict[tuple[str, Variant], Executable] = {}
-        self._cpu_s: dict[str, tuple[float, LatencyKind]] = {}
-        self._npu_s: dict[tuple[str, Variant], float] = {}  # measured once: ordering the variants and the check agree
-        self.rounds: dict[tuple[str, Variant], list[float]] = {}  # measured: accelerator / CPU seconds, per round
         self._queried: dict[str, OpQuery | None] = {}
-        self._ranked: dict[tuple[str, Variant], list[LayerError]] = {}
 
-    def _query(self, cand: Candidate) -> OpQuery | None:
+    def __call__(self, cand: Candidate, variant: Variant | str) -> Executable:
+        key = (cand.name, self.npu.resolve(variant))  # resolved only when compiled: the checks say what it lacks
+        if key not in self._compiled:
+            self._compiled[key] = self.builder.compile(cand.model, key[1], cand.feeds_calib)
+        return self._compiled[key]
+
+    def query(self, cand: Candidate) -> OpQuery | None:
         """The runtime's answer to which of ``cand``'s ops it refuses (OpenVINO query_model, Rockchip's compiler),
-        None where it cannot say; asked once per graph."""
+        None where it cannot say."""
         if cand.name not in self._queried:
             self._queried[cand.name] = self.npu.query(cand.model)
         return self._queried[cand.name]
 
+
+class OpSupportCheck:
+    """1. Operator support: the runtime's own query (``Backend.query``, ``op_support.mode: query``), else the
+    profile's op list with its dtype and shape limits."""
+
+    name = "op_support"
+
+    def __init__(self, compiles: Compiles) -> None:
+        self.compiles, self.profile = compiles, compiles.profile
+
     def refused_nodes(self, cand: Candidate) -> set[str]:
         """Nodes of ``cand`` the accelerator will not run: by its runtime's query, or by the profile's op list."""
-        answer = self._query(cand) if self.profile.op_support.mode == "query" else None
+        answer = self.compiles.query(cand) if self.profile.op_support.mode == "query" else None
         if answer is not None:
             return set(answer.refused)
         return {v.node for v in unsupported_ops(cand.info, self.profile)}
 
-    # -- 1. operator support
-    def op_support(self, cand: Candidate) -> CheckResult:
+    def __call__(self, cand: Candidate, variant: Variant | None = None) -> CheckResult:
         mode = self.profile.op_support.mode
         if mode != "query":
             return listed_op_support(cand.info, self.profile)
-        answer = self._query(cand)
+        answer = self.compiles.query(cand)
         if answer is None:
-            return CheckResult("op_support", True, f"{self.npu.name} has no query; assumed supported", OpSupport(mode))
+            why = f"{self.compiles.npu.name} has no query; assumed supported"
+            return CheckResult("op_support", True, why, OpSupport(mode))
         missing, n_ops = answer.refused, answer.ops
         measured = OpSupport(mode, n_ops, len(missing))
         if missing:
@@ -128,36 +152,60 @@ class Checker:
         via = f"{self.profile.runtime} {answer.via}"
         return CheckResult("op_support", True, f"all {n_ops} ops supported ({via})", measured)
 
-    # -- 2. memory
-    def memory(self, cand: Candidate, variant: Variant | str) -> CheckResult:
-        """The profile's memory model at the precision, and the compiler's report (:func:`compiled_memory`)."""
-        found = memory_check(self.profile, cand.info, variant if isinstance(variant, str) else variant.precision)
-        return found if found.passed is False else compiled_memory(found, self.npu, lambda: self.compile(cand, variant))
 
-    def compile(self, cand: Candidate, variant: Variant | str) -> Executable:
-        key = (cand.name, self.npu.resolve(variant))  # resolved only when compiled: the checks say what it lacks
-        if key not in self._compiled:
-            self._compiled[key] = self.builder.compile(cand.model, key[1], cand.feeds_calib)
-        return self._compiled[key]
+class MemoryCheck:
+    """2. Memory: the profile's memory model at the precision, and what the device's compiler reports of the graph
+    compiled (``Backend.compiler_report``: :func:`compiled_memory`)."""
+
+    name = "memory"
+
+    def __init__(self, compiles: Compiles) -> None:
+        self.compiles = compiles
+
+    def __call__(self, cand: Candidate, variant: Variant | str) -> CheckResult:
+        precision = variant if isinstance(variant, str) else variant.precision
+        found = memory_check(self.compiles.profile, cand.info, precision)
+        if found.passed is False:
+            return found
+        return compiled_memory(found, self.compiles.npu, lambda: self.compiles(cand, variant))
+
+    def fits_and_compiles(self, cand: Candidate, variant: Variant) -> bool:
+        """Whether ``cand`` fits and compiles at ``variant`` (what is worth timing)."""
+        try:
+            return self(cand, variant).passed is not False and bool(self.compiles(cand, variant))
+        except NpuCompileError:
+            return False
+
+
+class PrecisionCheck:
+    """3. Precision: the graph compiled at the variant, run on the evaluation feeds and judged end to end
+    (:func:`judge`); an INT8 failure names its worst layers by the backend's per-layer error
+    (``Backend.layer_errors``)."""
+
+    name = "precision"
+
+    def __init__(self, compiles: Compiles) -> None:
+        self.compiles = compiles
+        self._ranked: dict[tuple[str, Variant], list[LayerError]] = {}
 
     def ranked_layers(self, cand: Candidate, variant: Variant) -> list[LayerError]:
         """``cand``'s layers at ``variant`` by the error each adds, worst first (the backend's own measurement:
         Rockchip's accuracy analysis, OpenVINO per-convolution outputs); cached."""
         key = (cand.name, variant)
         if key not in self._ranked:
-            self._ranked[key] = self.npu.layer_errors(cand.model, variant, cand.feeds_calib, cand.feeds_eval[:4])
+            npu = self.compiles.npu
+            self._ranked[key] = npu.layer_errors(cand.model, variant, cand.feeds_calib, cand.feeds_eval[:4])
         return self._ranked[key]
 
-    # -- 3. precision
-    def precision(self, cand: Candidate, variant: Variant) -> CheckResult:
+    def __call__(self, cand: Candidate, variant: Variant) -> CheckResult:
         try:
-            exe = self.compile(cand, variant)
+            exe = self.compiles(cand, variant)
         except NpuCompileError as exc:
             return CheckResult(
                 "precision", False, f"cannot compile at {variant.label}: {exc}", Precision(variant.precision)
             )
         outputs = [exe.run(feeds) for feeds in cand.feeds_eval]
-        result = judge(self.cfg.checks.precision, cand, variant, outputs)
+        result = judge(self.compiles.cfg.checks.precision, cand, variant, outputs)
         if result.passed or variant.precision != "int8":
             return result
         worst = ", ".join(f"{r.layer} ({r.op}) cos {r.cosine:.4f}" for r in self.ranked_layers(cand, variant)[:3])
@@ -168,26 +216,40 @@ class Checker:
         return CheckResult(
             result.name,
             result.passed,
-            f"{result.reason}; worst layers by {self.profile.runtime}'s per-layer error: {worst}",
+            f"{result.reason}; worst layers by {self.compiles.profile.runtime}'s per-layer error: {worst}",
             replace(measured, worst_layers=worst),
         )
 
-    # -- 4. performance
+
+class PerformanceCheck:
+    """4. Performance: the accelerator's time (measured interleaved with the CPU's, or modelled: the device
+    compiler's own estimate where it makes one, ``Backend.compiler_report``, else the cost model) plus the
+    boundary transfers, against the CPU's time; caches what it measured."""
+
+    name = "performance"
+
+    def __init__(self, compiles: Compiles, op_support: OpSupportCheck, memory: MemoryCheck) -> None:
+        self.compiles, self.profile, self.cfg = compiles, compiles.profile, compiles.cfg
+        self.op_support, self.memory = op_support, memory
+        self._cpu_s: dict[str, tuple[float, LatencyKind]] = {}
+        self._npu_s: dict[tuple[str, Variant], float] = {}  # measured once: ordering the variants and the check agree
+        self.rounds: dict[tuple[str, Variant], list[float]] = {}  # measured: accelerator / CPU seconds, per round
+
     def time_together(self, cand: Candidate, variants: Sequence[Variant]) -> None:
         """Measure ``cand`` in FP32 on the CPU and at each of ``variants`` that passes op support and memory on
         the accelerator, interleaved call by call (timed one after another, a shared machine's load at the moment
         would rank them), into the caches ``cpu_s`` and ``times`` read; modelled latency has nothing to time."""
         if self.profile.latency != "modelled" and cand.name not in self._cpu_s:
             ok = self.op_support(cand).passed is not False  # a variant that fails is the checks' to report
-            timed = [v for v in variants if ok and self._compiles(cand, v)]
+            timed = [v for v in variants if ok and self.memory.fits_and_compiles(cand, v)]
             self._cpu_s[cand.name] = (self.interleaved(cand, timed), "measured")
 
     def interleaved(self, cand: Candidate, timed: Sequence[Variant], runs: int | None = None) -> float:
-        """Time the CPU and each of ``timed`` (compiled here) in turn; the CPU's time returned, the accelerator's cached
-        (on the scale of the CPU time already cached: a mixed-precision retry, a close call's second look)."""
-        cpu, perf = self.builder.fp32(cand.model), self.cfg.checks.performance
+        """Time the CPU and each of ``timed`` (compiled here) in turn; the CPU's time returned, the accelerator's
+        cached (on the scale of the CPU time already cached: a mixed-precision retry, a close call's second look)."""
+        cpu, perf = self.compiles.builder.fp32(cand.model), self.cfg.checks.performance
         rounds = interleaved_rounds(
-            [cpu, *(self.compile(cand, v) for v in timed)], cand.feeds_eval[0], runs or perf.runs, perf.warmup
+            [cpu, *(self.compiles(cand, v) for v in timed)], cand.feeds_eval[0], runs or perf.runs, perf.warmup
         )
         cpu_now = statistics.median(rounds[0])
         scale = self._cpu_s[cand.name][0] / cpu_now if cand.name in self._cpu_s else 1.0
@@ -195,12 +257,6 @@ class Checker:
             self._npu_s[(cand.name, v)] = statistics.median(npu) * scale
             self.rounds[(cand.name, v)] = [a / b for a, b in zip(npu, rounds[0])]
         return cpu_now
-
-    def _compiles(self, cand: Candidate, variant: Variant) -> bool:
-        try:
-            return self.memory(cand, variant).passed is not False and bool(self.compile(cand, variant))
-        except NpuCompileError:
-            return False
 
     def cpu_s(self, cand: Candidate) -> tuple[float, LatencyKind]:
         """CPU FP32 seconds of ``cand`` (modelled on the profile's board CPU, or measured here); cached. The decode
@@ -218,24 +274,20 @@ class Checker:
     def times(self, cand: Candidate, variant: Variant) -> tuple[float, float, LatencyKind]:
         """(NPU seconds, CPU seconds, 'measured'|'modelled') for ``cand`` at ``variant``."""
         cpu_s, kind = self.cpu_s(cand)
-        report = self.npu.compiler_report(lambda: self.compile(cand, variant)) if kind == "modelled" else None
+        npu = self.compiles.npu
+        report = npu.compiler_report(lambda: self.compiles(cand, variant)) if kind == "modelled" else None
         if report is not None and report.modelled_s is not None:  # the compiler's own estimate (Vela's)
             return report.modelled_s, cpu_s, kind
         if kind == "modelled":
-            kept_precision = self.npu.kept_precision or variant.precision
-            return (
-                npu_time(
-                    cand.info, self.profile, variant.precision, variant.kept, kept_precision, variant.scheme
-                ).total_s,
-                cpu_s,
-                kind,
-            )
+            kept = npu.kept_precision or variant.precision
+            modelled = npu_time(cand.info, self.profile, variant.precision, variant.kept, kept, variant.scheme)
+            return modelled.total_s, cpu_s, kind
         key = (cand.name, variant)
         if key not in self._npu_s:  # one not timed with the others (a mixed-precision retry): with the CPU again
             self.interleaved(cand, [variant])
         return self._npu_s[key], cpu_s, kind
 
-    def performance(self, cand: Candidate, variant: Variant) -> CheckResult:
+    def __call__(self, cand: Candidate, variant: Variant) -> CheckResult:
         limit = self.cfg.checks.performance.max_ratio
         try:
             npu_s, cpu_s, kind = self.times(cand, variant)
@@ -261,24 +313,30 @@ class Checker:
             return CheckResult("performance", False, f"{verdict} > {limit}x", measured)
         return CheckResult("performance", True, f"{verdict} <= {limit}x", measured)
 
+
+class Checker:
+    """The four checks of one device profile (one :class:`Check` each), compiling through ``builder``, run in the
+    configured order."""
+
+    def __init__(self, profile: DeviceProfile, cfg: DeployConfig, builder: Builder) -> None:
+        self.profile, self.cfg, self.builder, self.npu = profile, cfg, builder, builder.npu
+        compiles = Compiles(profile, cfg, builder)
+        self.op_support = OpSupportCheck(compiles)
+        self.memory = MemoryCheck(compiles)
+        self.precision = PrecisionCheck(compiles)
+        self.performance = PerformanceCheck(compiles, self.op_support, self.memory)
+        self.checks: dict[str, Check] = {
+            c.name: c for c in (self.op_support, self.memory, self.precision, self.performance)
+        }
+
     def run_all(self, cand: Candidate, variant: Variant) -> dict[str, CheckResult]:
         """Run the checks in the configured order, stopping at the first failure (the rest: not evaluated)."""
         results: dict[str, CheckResult] = {}
         failed: str | None = None
         for name in self.cfg.checks.order:
-            if failed:
-                results[name] = skipped(name, f"{failed} failed first")
-                continue
-            if name == "op_support":
-                results[name] = self.op_support(cand)
-            elif name == "memory":
-                results[name] = self.memory(cand, variant)
-            elif name == "precision":
-                results[name] = self.precision(cand, variant)
-            else:
-                results[name] = self.performance(cand, variant)
+            results[name] = skipped(name, f"{failed} failed first") if failed else self.checks[name](cand, variant)
             if results[name].passed is False:
-                failed = name
+                failed = failed or name
         return results
 
 
@@ -304,15 +362,15 @@ def transfer_s(cand: Candidate, profile: DeviceProfile, precision: str) -> float
 
 
 def paired_spread(
-    checker: Checker, cand: Candidate, variant: Variant, transfer_ratio: float
+    check: PerformanceCheck, cand: Candidate, variant: Variant, transfer_ratio: float
 ) -> tuple[float, float, float]:
     """(lower quartile, median, upper quartile) of ``cand``'s per-round ratios at ``variant`` (plus the transfers'
     share); where the limit falls between the quartiles, timed again with three times the rounds first."""
-    perf, key = checker.cfg.checks.performance, (cand.name, variant)
-    q = np.quantile(np.array(checker.rounds[key]) + transfer_ratio, [0.25, 0.5, 0.75])
+    perf, key = check.cfg.checks.performance, (cand.name, variant)
+    q = np.quantile(np.array(check.rounds[key]) + transfer_ratio, [0.25, 0.5, 0.75])
     if q[0] <= perf.max_ratio <= q[2]:
-        checker.interleaved(cand, [variant], 3 * perf.runs)  # a close call's second look
-        q = np.quantile(np.array(checker.rounds[key]) + transfer_ratio, [0.25, 0.5, 0.75])
+        check.interleaved(cand, [variant], 3 * perf.runs)  # a close call's second look
+        q = np.quantile(np.array(check.rounds[key]) + transfer_ratio, [0.25, 0.5, 0.75])
     return float(q[0]), float(q[1]), float(q[2])
 
 
@@ -419,7 +477,7 @@ def int8_variants(checker: Checker, cand: Candidate) -> tuple[list[Variant], str
     speed: dict[Variant, float] = {}
     for v in variants:
         try:
-            speed[v] = checker.times(cand, v)[0]
+            speed[v] = checker.performance.times(cand, v)[0]
         except NpuCompileError:
             speed[v] = float("inf")
     variants.sort(key=lambda v: speed[v])

@@ -35,7 +35,7 @@ def op_level_search(checker: Checker, cand: Candidate, variant: Variant, cpu_ms:
     """The op-level split of ``cand`` and its checks; None when an accelerator piece does not fit in memory."""
     profile, precision = checker.profile, variant.precision
     assert profile.cpu is not None
-    bad = checker.refused_nodes(cand)
+    bad = checker.op_support.refused_nodes(cand)
     groups, devices = device_runs(cand.model, bad)
     pieces = cut(cand.model, groups, cand.name)
     width = PRECISION_BYTES[precision] / 4

@@ -185,8 +185,8 @@ class Planner:
                 for p in self.precisions
                 for v in (all_int8_variants(self.checker.npu) if p == "int8" else [Variant(p)])
             ]
-            self.checker.time_together(cand, every)
-        cpu_s, kind = self.checker.cpu_s(cand)
+            self.checker.performance.time_together(cand, every)
+        cpu_s, kind = self.checker.performance.cpu_s(cand)
         cpu_ms = cpu_s * 1e3
         if rule:
             return (_placed_by_rule(self.checker, cand, rule, self.precisions[0], cpu_ms, kind),), ()
@@ -304,7 +304,7 @@ def option_at(planner: Planner, name: str, variant: Variant, why: str) -> Subgra
     if _rule(name, planner.cfg):
         return None
     cand = planner.subgraph_candidate(name)
-    cpu_s, kind = planner.checker.cpu_s(cand)
+    cpu_s, kind = planner.checker.performance.cpu_s(cand)
     plan = planner.try_variant(cand, variant, why, cpu_s * 1e3, kind)
     return plan if plan.device == "npu" and plan.granularity == "subgraph" else None
 
@@ -387,7 +387,7 @@ def keep_layers(
     npu = checker.npu
     if variant.precision != "int8" or npu.kept_precision is None or most < start:
         return None
-    ranked = checker.ranked_layers(cand, replace(variant, kept=()))
+    ranked = checker.precision.ranked_layers(cand, replace(variant, kept=()))
     k = start
     while ranked and k <= min(most, len(ranked)):
         trial = replace(variant, kept=tuple(r.layer for r in ranked[:k]))
