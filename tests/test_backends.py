@@ -178,7 +178,8 @@ def test_a_broken_plug_in_is_one_line(tmp_path: Path, monkeypatch: pytest.Monkey
     site = tmp_path / "site"
     (site / "bad_npu").mkdir(parents=True)
     (site / "bad_npu" / "__init__.py").write_text(
-        "from yolo_edge.core.registry import backends\nSPEC = 'not a spec'\nTWIN = backends()['onnxruntime']\n"
+        "from yolo_edge.core.registry import BackendSpec, RuntimeOptions\nSPEC = 'not a spec'\n"
+        "TWIN = BackendSpec('onnxruntime', 'bad_npu', RuntimeOptions)\n"
     )
     info = site / "bad_npu-0.1.dist-info"
     info.mkdir()

@@ -19,7 +19,10 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, sys.argv[1])  # yolo_edge/toolchains, where wire.py is: the Worker passes it
+# yolo_edge/toolchains, where wire.py is: the Worker passes it (imported elsewhere, the package's own beside this one)
+sys.path.insert(
+    0, (sys.argv[1:2] or [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "toolchains")])[0]
+)
 from wire import Arrays, serve  # noqa: E402  (by path: this file runs in the toolchain's environment)
 
 _BUILT: dict[str, Any] = {}
