@@ -201,4 +201,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import results_page
+
+    with results_page.page("audit", "The precision audit: false alarms, night frames, cost"):
+        code = main()
+    raise SystemExit(code)

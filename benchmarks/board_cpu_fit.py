@@ -404,4 +404,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("board-cpu", "Board CPU models: the fits and their checks"):
+        main()

@@ -80,4 +80,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("compile-count", "Compiles per deploy"):
+        main()

@@ -88,4 +88,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import results_page
+
+    with results_page.page("conditions", "Conditions the calibration never saw"):
+        code = main()
+    raise SystemExit(code)

@@ -118,4 +118,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("decode", "Decode + NMS of one frame, three ways"):
+        main()

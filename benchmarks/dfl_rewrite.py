@@ -69,4 +69,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("dfl-rewrite", "The DFL rewrite: exact, and how much faster"):
+        main()

@@ -97,4 +97,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("ethos-u", "Arm Ethos-U units: Vela time, SRAM, cosine"):
+        main()

@@ -48,4 +48,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("few-images", "Drift intervals on few judging images"):
+        main()

@@ -89,4 +89,8 @@ def _judge(r: GateResult, name: str, loaded: bool) -> list[str]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    import results_page
+
+    with results_page.page("gate-noise", "The gate on a noisy runner"):
+        code = main()
+    raise SystemExit(code)

@@ -131,4 +131,7 @@ def fused(split: SplitModel, tensors: list[dict[str, np.ndarray]], n_calib: int,
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("head-int8-scores", "How far INT8 recipes move the class scores"):
+        main()

@@ -74,4 +74,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    import results_page
+
+    with results_page.page("import-graph", "The import graph in numbers"):
+        code = main()
+    raise SystemExit(code)

@@ -32,4 +32,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("install-size", "Install sizes"):
+        main()

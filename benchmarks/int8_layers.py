@@ -127,4 +127,7 @@ def _xml(work: Path) -> Path:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("int8-layers", "Two INT8 networks, layer by layer"):
+        main()

@@ -183,4 +183,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("load-time", "Load to first detection"):
+        main()

@@ -115,4 +115,7 @@ def check() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("qnn-fidelity", "Qualcomm HTP latency model against AI Hub"):
+        main()

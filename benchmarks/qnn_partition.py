@@ -154,4 +154,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("qnn-partition", "Against ONNX Runtime's own QNN partition"):
+        main()

@@ -144,4 +144,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("quantizers", "OpenVINO INT8 recipes compared"):
+        main()

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.test_readme import readme_commands, readme_python  # noqa: E402
+from tests.test_readme import ALL_PAGES, readme_commands, readme_python  # noqa: E402
 from yolo_edge.core.host import cpu_name  # noqa: E402
 
 CANNOT_RUN_HERE = ("usage", "stream", "toolchain install")
@@ -49,7 +49,7 @@ def main() -> None:
     failed = 0
     print("| command | exit | wall s |\n|---|---|---|")
     try:
-        for command in dict.fromkeys(readme_commands()):
+        for command in dict.fromkeys(readme_commands(ALL_PAGES)):
             why = kind(command)
             if why in CANNOT_RUN_HERE:
                 print(f"| `{command}` | not run: {why} | |")

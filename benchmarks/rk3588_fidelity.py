@@ -52,4 +52,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("rk3588-fidelity", "RK3588 NPU latency model against Rockchip's model zoo"):
+        main()

@@ -112,4 +112,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("rknn-units", "Rockchip units: build time and simulator cosine"):
+        main()

@@ -144,4 +144,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("split-vs-cpu", "Split against all-CPU"):
+        main()

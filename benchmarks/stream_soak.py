@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import http.server
-import sys
 import tempfile
 import threading
 import time
@@ -135,4 +134,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import results_page
+
+    with results_page.page("stream-soak", "Streams: a long run with faults"):
+        code = main()
+    raise SystemExit(code)

@@ -140,4 +140,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("streams", "Streams: throughput and freshness"):
+        main()

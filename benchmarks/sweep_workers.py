@@ -68,4 +68,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("sweep-workers", "The sweep on 1 and 2 local Ray workers"):
+        main()

@@ -240,4 +240,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("vs-ultralytics-int8", "Against ultralytics' OpenVINO INT8 export"):
+        main()

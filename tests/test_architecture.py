@@ -123,8 +123,8 @@ def test_a_vendor_is_one_folder() -> None:
 
 
 def test_public_api_is_the_documented_one() -> None:
-    """docs/ARCHITECTURE.md's API list is ``__all__`` (less ``__version__``), each name with a docstring."""
-    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    """docs/python-api.md's API list is ``__all__`` (less ``__version__``), each name with a docstring."""
+    text = (ROOT / "docs" / "python-api.md").read_text()
     section = text.split("## The public API", 1)[1].split("\n## ", 1)[0].split("The package docstring", 1)[0]
     documented = set(re.findall(r"`(\w+)`", section)) - {"yolo_edge", "__all__", "__version__"}
     assert documented == set(yolo_edge.__all__) - {"__version__"}, documented ^ set(yolo_edge.__all__)

@@ -17,12 +17,14 @@ import pytest
 from yolo_edge.cli.main import build_parser
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+DOC_PAGES = sorted((README.parent / "docs").rglob("*.md"))
+ALL_PAGES = (README, *DOC_PAGES)  # the README's commands first, then the pages', in order
 
 
-def readme_commands() -> list[str]:
-    """Each ``yolo-edge`` command of the README's bash blocks: continuation lines joined, comments, environment
-    assignments and optional ``[...]`` parts dropped, ``&&`` chains split."""
-    text = README.read_text()
+def readme_commands(pages: tuple[Path, ...] = (README,)) -> list[str]:
+    """Each ``yolo-edge`` command of the bash blocks of ``pages`` (the README's by default): continuation lines
+    joined, comments, environment assignments and optional ``[...]`` parts dropped, ``&&`` chains split."""
+    text = "\n".join(page.read_text() for page in pages)
     blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
     lines = [line for block in blocks for line in block.replace("\\\n", " ").splitlines()]
     # inline ones, the command table's included; a mere mention (`yolo-edge run`) is not a command
@@ -46,7 +48,7 @@ def test_the_readme_has_the_commands_it_shows() -> None:
     assert len(commands) >= 10 and any(c.startswith("yolo-edge sweep") for c in commands)
 
 
-@pytest.mark.parametrize("command", readme_commands())
+@pytest.mark.parametrize("command", readme_commands(ALL_PAGES))
 def test_every_readme_command_parses(command: str) -> None:
     """argparse exits 2 on a flag that does not exist or a value it refuses: what a user pasting the line would see."""
     try:
@@ -74,7 +76,7 @@ def _is_made_elsewhere(value: str) -> bool:
 def readme_inputs_named() -> set[str]:
     """The files and folders the README's commands and its Python example read."""
     named = set(re.findall(r'model\("([^"]+)"', README.read_text()))  # yolo_edge.load(...)("photo.jpg")
-    for command in readme_commands():
+    for command in readme_commands(ALL_PAGES):
         words = shlex.split(command)
         for k, word in enumerate(words):
             if word in INPUT_FLAGS:
@@ -136,9 +138,10 @@ def readme_python() -> str:
 
 @pytest.mark.slow
 def test_the_readme_examples_run_as_written(deployed, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Every README command that takes seconds, as written, in README order, in a folder made by readme_inputs with
-    the bundle ``yolo-edge deploy`` writes (the suite's host-lowp deploy of the demo) at ``out/bundle``; then the
-    Python example. Each exits 0 and writes what it names (``--out``, ``--save``, ``--save-json``, ``--plot``)."""
+    """Every README and docs command that takes seconds, as written, in order (the README's first), in a folder
+    made by readme_inputs with the bundle ``yolo-edge deploy`` writes (the suite's host-lowp deploy of the demo) at
+    ``out/bundle``; then the Python example. Each exits 0 and writes what it names (``--out``, ``--save``,
+    ``--save-json``, ``--plot``)."""
     import shutil
 
     env = {**os.environ, "YOLO_OFFLINE": "1"}
@@ -146,7 +149,7 @@ def test_the_readme_examples_run_as_written(deployed, tmp_path: Path) -> None:  
     subprocess.run([sys.executable, str(script), "--out", str(tmp_path)], check=True, env=env, capture_output=True)
     shutil.copytree(deployed.bundle, tmp_path / "out" / "bundle")
     ran, failed = [], []
-    for command in dict.fromkeys(readme_commands()):
+    for command in dict.fromkeys(readme_commands(ALL_PAGES)):
         if not_run_why(command) is not None:
             continue
         words = shlex.split(command)
@@ -174,7 +177,7 @@ def test_the_readme_examples_run_as_written(deployed, tmp_path: Path) -> None:  
 
 def test_every_readme_command_is_run_by_the_suite_or_named_with_why() -> None:
     """A new README command is run by the test above unless it is one of the kinds named in NOT_RUN_HERE."""
-    kinds = {not_run_why(c) for c in readme_commands()}
+    kinds = {not_run_why(c) for c in readme_commands(ALL_PAGES)}
     assert kinds - {None} <= set(NOT_RUN_HERE) and None in kinds
     assert not_run_why("yolo-edge deploy --device rk3588") == "deploy"
     assert not_run_why("yolo-edge run out/bundle --source video.mp4") is None

@@ -251,14 +251,14 @@ class OpLimit:
     """Limits on one op type; ``None`` means no limit."""
 
     max_hw: Annotated[int | None, Range(1)] = None  # largest H*W (product of the trailing two dims) of any input
-    max_channels: Annotated[int | None, Range(1)] = None
-    max_rank: Annotated[int | None, Range(1)] = None
+    max_channels: Annotated[int | None, Range(1)] = None  # most channels (dimension 1) of any input
+    max_rank: Annotated[int | None, Range(1)] = None  # most dimensions of any input
 
 
 @dataclass(frozen=True)
 class OpSupport:
     mode: str  # "all", "list" (ops below only) or "query" (ask the runtime, OpenVINO query_model)
-    ops: dict[str, OpLimit] = field(default_factory=dict)
+    ops: dict[str, OpLimit] = field(default_factory=dict)  # with mode list: each op type the NPU runs, its limits
 
     def __post_init__(self) -> None:
         if self.mode not in ("all", "list", "query"):
@@ -275,9 +275,9 @@ class Link:
 class CpuModel:
     """The board's CPU, for modelled profiles: FP32 throughput, DRAM bandwidth, per-op overhead."""
 
-    gflops: Annotated[float, FIGURE]
-    dram_gbps: Annotated[float, FIGURE]
-    op_overhead_us: Annotated[float, Range(0, FIGURE.hi)]
+    gflops: Annotated[float, FIGURE]  # FP32 arithmetic rate, 1e9 FLOP/s
+    dram_gbps: Annotated[float, FIGURE]  # activation and weight traffic, GB/s
+    op_overhead_us: Annotated[float, Range(0, FIGURE.hi)]  # one launch per op
 
 
 @dataclass(frozen=True)
@@ -319,23 +319,23 @@ MAX_NPU_CORES = 16
 
 @dataclass(frozen=True)
 class DeviceProfile:
-    name: str
-    description: str
-    kind: ProfileKind
+    name: str  # what --device names it by (a shipped profile: its file name)
+    description: str  # one line, shown by yolo-edge devices
+    kind: ProfileKind  # real (its latency measured here), simulated (numerics real, latency modelled), cpu
     runtime: str  # a registered backend (yolo_edge.core.registry): rknn a toolchain worker, qnn onnxruntime-qnn, ...
     runtime_options: RuntimeOptions  # that backend's own options dataclass
     precisions: tuple[PrecisionName, ...]  # in order of preference
-    latency: LatencyKind
-    memory_mb: Annotated[float, FIGURE]
-    sram_kb: Annotated[float | None, Range(0, FIGURE.hi)]
-    op_support: OpSupport
+    latency: LatencyKind  # measured (timed here) or modelled (the cost models below, or the compiler's estimate)
+    memory_mb: Annotated[float, FIGURE]  # the accelerator's DRAM budget: live activations + weights
+    sram_kb: Annotated[float | None, Range(0, FIGURE.hi)]  # on-chip SRAM for working sets that do not tile
+    op_support: OpSupport  # which ops the accelerator runs
     peak_tops: dict[str, float]  # per precision, 1e12 ops/s (each checked in __post_init__)
     utilization: Annotated[float, Range(0, 1, lo_open=True)]  # fraction of peak that convolutions reach
-    dram_gbps: Annotated[float, FIGURE]
-    op_overhead_us: Annotated[float, Range(0, FIGURE.hi)]
-    link: Link
-    cpu: CpuModel | None = None
-    faults: Faults = Faults()
+    dram_gbps: Annotated[float, FIGURE]  # the accelerator's activation traffic, GB/s (the NPU cost model)
+    op_overhead_us: Annotated[float, Range(0, FIGURE.hi)]  # its launch per op
+    link: Link  # host <-> accelerator transfers
+    cpu: CpuModel | None = None  # the board's CPU, for modelled profiles (docs/board-cpu.md)
+    faults: Faults = Faults()  # injected accelerator faults (simulated profiles), to exercise the fallback
     npu_cores: int = 1  # accelerator cores: a stream runs a pool of one context per core (RK3588: 3)
     # the Ray custom resource of the nodes that hold this device (its board, its toolchain, its GPU): a sweep's
     # configurations for it run only there; none: any node (the host CPU, a simulation with its stack in the main env)

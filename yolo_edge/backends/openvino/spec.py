@@ -22,9 +22,7 @@ class OpenVinoOptions(RuntimeOptions):
     # Q/DQ placed as NNCF places them), or auto (all are candidates: the precision check and the verdict decide, at
     # three times the planning time; benchmarks/quantizers.py compares them). With one chosen, the others are tried in
     # that order for a subgraph whose every INT8 variant fails the precision check, until one passes
-    # (benchmarks/head_int8_scores.py: NNCF's INT8 head of the tests' second model moves a class score by 0.13, the
-    # QDQ recipe's by 0.025; with --fused, the backbone+neck+head unit with min-max ranges by 0.06 at 0.94x the QDQ
-    # recipe's time, NNCF's default at 0.93x)
+    # (benchmarks/head_int8_scores.py measures how far each moves the class scores, and at what speed)
     int8_quantizer: str = "auto"
 
     SCHEMES = ("u8", "s8")  # what int8_activations: auto considers, in the order tried when their speeds tie
