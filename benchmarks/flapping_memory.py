@@ -122,4 +122,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import results_page
+
+    with results_page.page("flapping-memory", "Memory while a unit flaps between the NPU and the CPU"):
+        code = main()
+    raise SystemExit(code)

@@ -57,4 +57,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results_page
+
+    with results_page.page("import-time", "Process start and import times"):
+        main()
