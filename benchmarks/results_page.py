@@ -57,14 +57,14 @@ def command() -> str:
 
 
 def stamp() -> str:
-    """The commit (``+changes`` when the tree is not clean), the date and the cores of this run."""
+    """The commit (``+changes`` when the tree differs from it, results pages aside), the date and the cores."""
 
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
         return done.stdout.strip() if done.returncode == 0 else ""
 
     commit = git("rev-parse", "--short", "HEAD") or "unknown commit"
-    if git("status", "--porcelain", "--untracked-files=no"):
+    if git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs/results", ":!CHANGELOG.md"):
         commit += "+changes"
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
     return f"Run at {commit} on {date}, {os.cpu_count()} cores."
@@ -86,6 +86,38 @@ def _sections(text: str) -> tuple[str, dict[str, str]]:
     return head, sections
 
 
+def markdown(printed: str) -> str:
+    """What a benchmark printed as a page's body: its markdown tables as tables, every other run of lines verbatim
+    in a text block (aligned columns, progress and verdict lines stay as printed)."""
+    out: list[str] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        while run and not run[-1].strip():
+            run.pop()
+        if run:
+            out.extend(["```text", *run, "```", ""])
+        run.clear()
+
+    lines = printed.strip().splitlines()
+    for k, line in enumerate(lines):
+        if line.startswith("|"):
+            flush()
+            if k and not lines[k - 1].startswith("|"):
+                out.append("")
+            out.append(line)
+        elif line.startswith("### "):  # a benchmark's own subheading
+            flush()
+            out.extend(["", line, ""])
+        else:
+            if out and out[-1].startswith("|"):
+                out.append("")
+            if line.strip() or run:
+                run.append(line)
+    flush()
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
+
+
 def write(name: str, title: str, body: str) -> Path:
     """``body`` as this run's section of ``docs/results/<name>.md``; a section it replaces goes to the changelog."""
     path = RESULTS / f"{name}.md"
@@ -94,7 +126,7 @@ def write(name: str, title: str, body: str) -> Path:
     head = f"# {title}\n\n{INTRO.format(script=script)}\n\n"
     key = heading()
     old = sections.get(key)
-    sections[key] = f"\n{stamp()}\n\n{body.strip()}\n\n"
+    sections[key] = f"\n{stamp()}\n\n{markdown(body)}\n\n"
     if old is not None:
         log = CHANGELOG.read_text() if CHANGELOG.is_file() else "# Changelog\n"
         if REPLACED not in log:
