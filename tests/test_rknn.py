@@ -254,6 +254,7 @@ def test_deploy_to_rk3588_writes_the_rknn_units(small_deploy) -> None:  # type: 
     search = report["search"]
     card = search["trials"][search["card_layout"] - 1]
     assert "head=cpu/fp32" in card["placement"] and search["card_line"]
+    assert card["latency_kind"] == "modelled (board)"  # its p95 is the board's, as the plans' rows say
     assert ("head on the accelerator" in search["card_line"]) is (split["head"].device == "npu")
 
 

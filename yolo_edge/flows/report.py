@@ -123,7 +123,7 @@ def trial_dict(t: Trial) -> dict[str, Any]:
             "placement": t.plan.label,
             "why": t.why,
             "estimated_ms": t.estimated_ms,
-            "latency_kind": t.plan.latency_kind,
+            "latency_kind": t.plan.latency_kind if run.latency is None else run.latency.kind,  # as its p95 was had
             "p95_ms": None if run.latency is None else run.latency.end_to_end.p95,
             "p50_vs_reference": t.speed_ratio,
             "map_drift": None if run.drift is None else run.drift.to_dict(),
