@@ -65,7 +65,8 @@ def cli_page() -> str:
         "# The CLI reference",
         "",
         "Generated from the parsers by `python scripts/docs_reference.py` (`tests/test_docs.py` fails when it is out",
-        "of date). `yolo-edge COMMAND --help` prints the same. Exit codes: [the reference](reference/exit-codes.md).",
+        "of date). `yolo-edge deploy --help` (or any command's) prints the same. Exit codes:",
+        "[the reference](reference/exit-codes.md).",
         "",
     ]
     for name, sub, short in _commands(parser, "yolo-edge"):
