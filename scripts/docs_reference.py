@@ -114,7 +114,7 @@ def _field_comments(cls: type) -> dict[str, str]:
     source = inspect.getsource(cls)
     lines = source.splitlines()
     found: dict[str, str] = {}
-    for node in ast.parse(inspect.cleandoc("\n" + source) if source[0] == " " else source).body[0].body:  # type: ignore[attr-defined]
+    for node in ast.parse(source).body[0].body:  # type: ignore[attr-defined]
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             line = lines[node.lineno - 1]
             comment = line.split("  # ", 1)[1].strip() if "  # " in line else ""
@@ -153,13 +153,11 @@ def _dataclass_rows(cls: type, prefix: str, data: Any = None) -> list[str]:
 
 
 def config_page() -> str:
-    from yolo_edge.core.config import DeviceProfile, configs_dir
+    from yolo_edge.core.config import DeviceProfile, configs_dir, read_yaml
     from yolo_edge.core.registry import backends
 
     default = (configs_dir() / "default.yaml").read_text()
     comments = _yaml_comments(default)
-    from yolo_edge.core.config import read_yaml
-
     values = read_yaml(configs_dir() / "default.yaml")
 
     def value(path: str) -> Any:

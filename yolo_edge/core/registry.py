@@ -24,7 +24,6 @@ import functools
 import hashlib
 import importlib.metadata
 import importlib.util
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,12 +104,11 @@ def backends() -> dict[str, BackendSpec]:
     """Every registered backend by name: the built-in ones, then each installed package's (read once; an entry
     point that does not load, is not a spec or takes a registered name is a one-line error naming it)."""
     found: dict[str, BackendSpec] = {}
-    builtin = [(value.split(".")[2], value, _load(value)) for value in BUILTIN]
-    plugins = [(ep.name, ep.value, ep.load) for ep in importlib.metadata.entry_points(group=ENTRY_POINTS)]
-    for name, value, load in builtin + plugins:
-        where = f"the {ENTRY_POINTS} entry point '{name}' ({value})"
+    builtin = [importlib.metadata.EntryPoint(v.split(".")[2], v, ENTRY_POINTS) for v in BUILTIN]  # loaded alike
+    for ep in [*builtin, *importlib.metadata.entry_points(group=ENTRY_POINTS)]:
+        where = f"the {ENTRY_POINTS} entry point '{ep.name}' ({ep.value})"
         try:
-            loaded = load()
+            loaded = ep.load()
         except Exception as exc:  # a plug-in's own bug: said in one line, not a traceback
             raise YoloEdgeError(f"{where} does not load: {type(exc).__name__}: {exc}") from None
         if not isinstance(loaded, BackendSpec):
@@ -119,12 +117,6 @@ def backends() -> dict[str, BackendSpec]:
             raise YoloEdgeError(f"{where} registers '{loaded.name}', which is registered already")
         found[loaded.name] = loaded
     return found
-
-
-def _load(value: str) -> Callable[[], object]:
-    """What an entry point's ``load`` does for ``module:attribute``, for the built-in backends' specs."""
-    module, _, attribute = value.partition(":")
-    return lambda: getattr(importlib.import_module(module), attribute)
 
 
 def spec(runtime: str) -> BackendSpec:
