@@ -213,9 +213,12 @@ def test_a_near_tie_goes_to_the_plan_with_less_at_low_precision_and_a_clear_win_
     by more than both wins outright, and a failed one never."""
     from types import SimpleNamespace
 
+    judged = iter(range(1, 100))
+
     def trial(ratio: float, precisions: tuple[str, ...], se: float = 0.0, passed: bool = True) -> Trial:
         plan = SimpleNamespace(subgraphs=[SimpleNamespace(precision=p) for p in precisions])
-        return SimpleNamespace(passed=passed, speed_ratio=ratio, ratio_se=se, plan=plan, estimated_ms=1.0)  # type: ignore[return-value]
+        index = next(judged)
+        return SimpleNamespace(passed=passed, speed_ratio=ratio, ratio_se=se, plan=plan, estimated_ms=1.0, index=index)  # type: ignore[return-value]
 
     int8_head = trial(0.40, ("int8", "int8", "bf16", "fp32"))
     card = trial(0.41, ("int8", "int8", "fp32", "fp32"))
@@ -228,6 +231,8 @@ def test_a_near_tie_goes_to_the_plan_with_less_at_low_precision_and_a_clear_win_
     failed = trial(0.10, ("int8", "int8", "int8", "fp32"), passed=False)
     assert fastest_passing([failed, card], 0.05) is card
     assert fastest_passing([failed], 0.05) is None
+    later = trial(0.40, ("int8", "int8", "fp32", "fp32"))  # as much at low precision, a tie: the first judged keeps it
+    assert fastest_passing([card, later], 0.05) is card and fastest_passing([later, card], 0.05) is card
 
 
 def test_the_best_plan_is_judged_again_with_its_accelerator_subgraphs_at_one_variant_one_unit() -> None:
@@ -309,3 +314,43 @@ def test_a_run_with_a_fallback_quantizer_asks_for_its_neighbours_at_it_to_make_o
     assert fused == [[qdq_s8] * 3 + [fp32], [qdq] * 3 + [fp32]]
     # without the fallback named, only the scheme it runs: u8 is no higher a precision than the plan's own INT8
     assert [[s.variant for s in c] for c in one_unit(best, options, set())] == [[qdq_s8] * 3 + [fp32]]
+
+
+@pytest.mark.slow
+def test_sequential_judging_chooses_what_judging_every_candidate_on_every_image_chooses(
+    demo: ExportedModel, small_cfg: Path, tmp_path: Path
+) -> None:
+    """The demo on sim-edge-npu (latency modelled: the same on any machine), searched on its 300 judging images with
+    near-ties judged (``plan.search_margin`` as shipped): sequentially (a quarter, then half, then all of them) and
+    serially on every image (``search_looks: []``). The same plan is chosen, judged on every image both ways, with
+    the same verdict; the sequential search scored fewer images, and says for each trial how many and why it
+    stopped; a candidate that could not beat one that passed was timed, not judged."""
+    from yolo_edge.flows.deploy import search_plan
+
+    cfg = yaml.safe_load(small_cfg.read_text())
+    cfg["plan"].update(search_margin=0.05, max_kept_layers=0)
+    found = {}
+    for name, looks in (("sequential", [0.25, 0.5]), ("serial", [])):
+        cfg["plan"]["search_looks"] = looks
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        result = search_plan(DeployRequest(model=demo.path, device="sim-edge-npu", config=path))
+        assert result.search is not None
+        found[name] = result.search
+    seq, serial = found["sequential"], found["serial"]
+    rows = {k: [(t.plan.label, t.images, t.status) for t in s.trials] for k, s in found.items()}
+    assert seq.chosen is not None and serial.chosen is not None, rows
+    assert seq.chosen.plan.key == serial.chosen.plan.key, rows
+    assert seq.chosen.images == serial.chosen.images == 300 and seq.chosen.run.status == serial.chosen.run.status
+    assert seq.chosen.run.drift == serial.chosen.run.drift  # the same images, the same scorer: the same figure
+    judged = [t for t in seq.trials if t.judged]
+    assert all(t.images == 300 for t in serial.trials if t.judged), rows
+    assert any(t.images < 300 for t in judged) and all(t.stopped for t in seq.trials), rows
+    assert sum(t.images for t in judged) < sum(t.images for t in serial.trials), rows
+    early = next(t for t in judged if t.images < 300)
+    assert f"on {early.images} of 300 judging images" in early.stopped
+    assert early.run.drift_interval is not None and early.run.drift_interval.images == early.images
+    assert early.run.drift_interval.level > 0.9  # an earlier look judges at a wider interval
+    for t in seq.trials:
+        if not t.judged:
+            assert t.status.startswith("not judged: cannot beat candidate") and not t.passed, rows

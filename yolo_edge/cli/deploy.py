@@ -59,7 +59,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-SEARCH_COLUMNS = ("#", "placement", "est. ms", "p95 ms", "drift 50 / 50-95", "boxes kept", "status")
+SEARCH_COLUMNS = ("#", "placement", "est. ms", "p95 ms", "drift 50 / 50-95", "boxes kept", "images", "status")
 
 
 def search_table(search: SearchRecord, rest: str) -> str:

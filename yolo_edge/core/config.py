@@ -167,6 +167,15 @@ class PlanConfig:
     max_kept_layers: Annotated[
         int, Range(0)
     ]  # layer-level mixed precision: most layers of one unit kept at higher precision
+    # sequential judging: a trial's drift is judged first on these fractions of the judging images (one seeded sample,
+    # the same for every trial), at an interval widened for the looks, and stops where one decides it; the chosen plan
+    # is judged on every image ([]: every trial on every image)
+    search_looks: tuple[float, ...] = (0.25, 0.5)
+
+    def __post_init__(self) -> None:
+        looks = self.search_looks
+        if any(not 0 < f < 1 for f in looks) or list(looks) != sorted(set(looks)):
+            raise YoloEdgeError(f"plan.search_looks must be increasing fractions between 0 and 1, got {list(looks)}")
 
 
 @dataclass(frozen=True)

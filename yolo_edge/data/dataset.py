@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,10 @@ class Dataset:
     def subset(self, n: int) -> Dataset:
         """The first ``n`` images (a fixed, reproducible subset)."""
         return Dataset(self.names, self.records[:n])
+
+    def pick(self, indices: Sequence[int]) -> Dataset:
+        """The images at ``indices``, in that order."""
+        return Dataset(self.names, tuple(self.records[i] for i in indices))
 
 
 def load_dataset(data: str | Path, split: str = "val", images: str | Path | None = None) -> Dataset:

@@ -130,7 +130,9 @@ def trial_dict(t: Trial) -> dict[str, Any]:
             "map_drift_interval": None if run.drift_interval is None else run.drift_interval.to_dict(),
             "agreement_drift": None if run.agreement_drift is None else run.agreement_drift.to_dict(),
             "criterion": None if run.accuracy is None else run.accuracy.criterion,
-            "status": run.status,
+            "images": t.images,  # judging images its drift was scored on (0: not judged)
+            "stopped": t.stopped,  # why its judging stopped there
+            "status": t.status,
             "passed": t.passed,
             "wall_s": t.wall_s,
         }
@@ -153,7 +155,8 @@ def search_dict(search: SearchRecord, limits: Limits) -> dict[str, Any]:
 
 
 def search_rows(search: SearchRecord) -> list[tuple[str, ...]]:
-    """The candidate table: one row per judged candidate (``#``, placement, why, estimate, p95, drift, status)."""
+    """The candidate table: one row per candidate timed (``#``, placement, why, estimate, p95, drift, the judging
+    images its drift was scored on, status: why it was not judged, where it was not)."""
     rows: list[tuple[str, ...]] = []
     for t in search.trials:
         run, d, a = t.run, t.run.drift, t.run.agreement_drift
@@ -175,7 +178,8 @@ def search_rows(search: SearchRecord) -> list[tuple[str, ...]]:
                 "-" if run.accuracy is None else run.accuracy.criterion,
                 other,
                 "-" if run.kept is None else str(run.kept),
-                run.status,
+                str(t.images) if t.judged else "-",
+                t.status,
             )
         )
     return rows
@@ -192,6 +196,7 @@ SEARCH_HEADER = (
     "decided by",
     "agreement drift",
     "boxes kept",
+    "images",
     "status",
 )
 

@@ -51,6 +51,7 @@ from yolo_edge.data.resolve import EvalData
 from yolo_edge.model.graph import part
 from yolo_edge.model.split import SplitModel
 from yolo_edge.pipeline.detector import Detector
+from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace, SubgraphPlan
 from yolo_edge.plan.planner import Planner, option_at
@@ -58,6 +59,7 @@ from yolo_edge.runtime.build import build_units
 from yolo_edge.runtime.executor import EventLog, SplitExecutor, Unit
 from yolo_edge.validate.accuracy import Scorer, detect_all
 from yolo_edge.validate.latency import LATENCY_IMAGES, LatencyResult, measure_latencies
+from yolo_edge.validate.sequential import Judged, Look, Looks
 from yolo_edge.validate.verdict import UNDECIDED, Limits, PlanRun, explain
 
 Log = Callable[[str], None]
@@ -90,14 +92,26 @@ class Trial:
     reference: Percentiles  # the whole-cpu reference's end-to-end latency, measured in the same interleaved loop
     wall_s: float
     ratio_se: float = 0.0  # standard error of speed_ratio, from its frames' paired ratios to the reference's
+    images: int = 0  # judging images its drift was scored on (0: not judged, it could not beat one that passed)
+    stopped: str = ""  # why its judging stopped where it did
 
     @property
     def estimated_ms(self) -> float:
         return self.plan.estimated_ms
 
     @property
+    def judged(self) -> bool:
+        """Whether its drift was judged (else only its latency was measured: it could not beat one that passed)."""
+        return self.images > 0
+
+    @property
     def passed(self) -> bool:
-        return self.run.ok or (self.run.same_as_cpu and not self.run.fails)
+        return self.judged and (self.run.ok or (self.run.same_as_cpu and not self.run.fails))
+
+    @property
+    def status(self) -> str:
+        """Its verdict's status, or why it was not judged."""
+        return self.run.status if self.judged else f"not judged: {self.stopped}"
 
     @property
     def speed_ratio(self) -> float | None:
@@ -182,8 +196,8 @@ def plan_detector(
 
 
 class _Judge:
-    """Builds a candidate and judges it: detections on the evaluation images, accuracy against the reference's,
-    latency interleaved with the reference's, status."""
+    """Builds a candidate and judges it: latency interleaved with the reference's, then drift at each look
+    (:mod:`yolo_edge.validate.sequential`) until one decides it, against the reference's detections computed once."""
 
     def __init__(
         self,
@@ -206,31 +220,61 @@ class _Judge:
         self.reference = PlanRun(
             "whole-cpu", accuracy=accuracy, accuracy_drift=accuracy.minus(accuracy), detections=dets
         )
+        self.looks = Looks(evaldata, dets, self.scorer, accuracy, cfg)
         self.bench = [read_image(r.path) for r in evaldata.dataset.records[:LATENCY_IMAGES]]
         self.limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
 
     def detector(self, plan: PlacementPlan, events: EventLog) -> tuple[Detector, list[Unit]]:
         return plan_detector(self.split, plan, self.builder, self.cfg, self.calib, events)
 
-    def judge(self, name: str, plan: PlacementPlan, detector: Detector) -> tuple[PlanRun, LatencyResult]:
-        """``plan`` (run by ``detector``) judged; and the reference's latency in the same loop."""
-        dets = detect_all(detector, self.evaldata.dataset, self.cfg.val_nms, self.bar, f"{name}: validate")
-        accuracy = self.scorer.score(dets)
-        assert self.reference.accuracy is not None
+    def latency(self, name: str, detector: Detector) -> tuple[LatencyResult, LatencyResult]:
+        """``detector``'s latency and the reference's, measured in one interleaved loop."""
         v = self.cfg.validate
         timed = measure_latencies(
             {name: detector, "whole-cpu": self.reference_detector}, self.bench, v.latency_warmup, v.latency_runs
         )
+        return timed[name], timed["whole-cpu"]
+
+    def drift(self, name: str, detector: Detector, found: dict[int, Detections], looks: Sequence[Look]) -> Judged:
+        """``detector``'s drift at each of ``looks`` in turn until one decides it (the last, whatever it says);
+        ``found`` holds its detections by image index, kept across calls (a later look detects only what it adds)."""
+        records, n = self.evaldata.dataset.records, len(self.evaldata.dataset)
+        judged = None
+        for look in looks:
+            todo = [i for i in look.images if i not in found]
+            for i in self.bar(todo, f"{name}: drift on {look.size} of {n} judging images"):
+                found[i] = detector.detect(read_image(records[i].path), self.cfg.val_nms)[0]
+            judged = self.looks.judge(look, found)
+            if judged.decided:
+                break
+        assert judged is not None
+        return judged
+
+    def run(self, name: str, plan: PlacementPlan, latency: LatencyResult, judged: Judged) -> PlanRun:
+        """The plan's verdict: its drift as ``judged`` (at that look's interval), its latency against the SLA."""
         run = PlanRun(
             name,
-            latency=timed[name],
-            accuracy=accuracy,
-            accuracy_drift=accuracy.minus(self.reference.accuracy),
-            detections=dets,
+            latency=latency,
+            accuracy=judged.accuracy,
+            accuracy_drift=judged.drift,
             same_as_cpu=not plan.npu_subgraphs,
         )
         run.judge(self.limits)
-        return run, timed["whole-cpu"]
+        return run
+
+
+@dataclass
+class _Held:
+    """A trial's detector kept open (every passing trial's, else the first's), its units, events and detections."""
+
+    trial: Trial
+    detector: Detector
+    units: list[Unit]
+    events: EventLog
+    found: dict[int, Detections]
+
+
+NOT_JUDGED = "not judged"
 
 
 class _Search:
@@ -242,12 +286,12 @@ class _Search:
         self.seen: set[object] = set()
         self.blamed: set[tuple[str, object]] = set()
         # open: every passing trial's (a later trial can move the tie rule's choice to an earlier one), else the first's
-        self.held: dict[int, tuple[Trial, Detector, list[Unit], EventLog]] = {}
+        self.held: dict[int, _Held] = {}
         self.t0 = clock()
 
     def budget_left(self, count: bool = True) -> str | None:
         """Why the search may judge no more (``count``: the number judged counts too), or None."""
-        if count and len(self.trials) >= self.cfg.plan.search_candidates:
+        if count and sum(t.judged for t in self.trials) >= self.cfg.plan.search_candidates:
             return f"budget: {self.cfg.plan.search_candidates} candidates judged (plan.search_candidates)"
         if self.clock() - self.t0 >= self.cfg.plan.search_seconds:
             return f"budget: {self.cfg.plan.search_seconds:.0f} s (plan.search_seconds)"
@@ -256,37 +300,114 @@ class _Search:
     def best(self) -> Trial | None:
         return fastest_passing(self.trials, self.cfg.plan.tie_margin)
 
-    def try_plan(self, plan: PlacementPlan, why: str) -> Trial:
+    def beaten_by(self, trial: Trial) -> Trial | None:
+        """The passing trial that ``trial`` (its latency measured) could not beat even if it passed: the choice rule
+        (:func:`fastest_passing`) would not pick it; None where it could win, or nothing passed yet."""
+        best = self.best()
+        if best is None:
+            return None
+        supposed = replace(trial, run=replace(trial.run, fails=[]), images=self.judge.looks.all.size)
+        return None if fastest_passing([*self.trials, supposed], self.cfg.plan.tie_margin) is supposed else best
+
+    def try_plan(self, plan: PlacementPlan, why: str, always: bool = False) -> Trial:
+        """Build ``plan``, time it beside the reference and, unless it cannot beat one that passed (``always``: judge
+        it anyway, as the design card's layout and a sensitivity run are), judge its drift look by look."""
         self.seen.add(plan.key)
-        name = f"candidate {len(self.trials) + 1}"
-        self.say(f"{name}: {plan.label} ({why}; estimated {plan.estimated_ms:.2f} ms)")
+        index = len(self.trials) + 1
+        name = f"candidate {index}"
+        self.say(f"{name}: {plan.label} ({why}; estimated {plan.estimated_ms:.2f} ms; {len(self.pool)} waiting)")
         t0 = self.clock()
         events = EventLog()
         detector, units = self.judge.detector(plan, events)
-        run, reference = self.judge.judge(name, plan, detector)
-        assert run.latency is not None
-        se = median_ratio_se(run.latency.samples_ms, reference.samples_ms)
-        trial = Trial(len(self.trials) + 1, plan, why, run, reference.end_to_end, round(self.clock() - t0, 1), se)
+        latency, reference = self.judge.latency(name, detector)
+        se = median_ratio_se(latency.samples_ms, reference.samples_ms)
+        run = PlanRun(name, latency=latency, same_as_cpu=not plan.npu_subgraphs, fails=[NOT_JUDGED])
+        trial = Trial(index, plan, why, run, reference.end_to_end, 0.0, se)
+        beaten = None if always else self.beaten_by(trial)
+        found: dict[int, Detections] = {}
+        if beaten is not None:
+            trial.stopped = (
+                f"cannot beat candidate {beaten.index}, which passed (p50 {trial.speed_ratio or 0:.2f}x the "
+                f"reference's against {beaten.speed_ratio or 0:.2f}x; a tie goes to the first judged with the least "
+                "at low precision)"
+            )
+        else:
+            self.judge_drift(trial, detector, found, self.judge.looks.looks)
+        trial.wall_s = round(self.clock() - t0, 1)
         self.trials.append(trial)
-        self.say(f"{name}: {run.status}")
+        self.say(f"{name}: {trial.status}" + (f" ({trial.stopped})" if trial.judged else ""))
         if trial.passed or not self.held:
-            self.held[trial.index] = (trial, detector, units, events)
+            self.held[trial.index] = _Held(trial, detector, units, events, found)
         else:
             detector.close()
-            run.detections = None
         return trial
 
-    def release(self, keep: Trial | None) -> tuple[Trial, Detector, list[Unit], EventLog] | None:
+    def judge_drift(
+        self, trial: Trial, detector: Detector, found: dict[int, Detections], looks: Sequence[Look]
+    ) -> None:
+        """``trial``'s verdict from its drift at ``looks`` (the first that decides) and its latency."""
+        assert trial.run.latency is not None
+        judged = self.judge.drift(f"candidate {trial.index}", detector, found, looks)
+        trial.run = self.judge.run(trial.run.name, trial.plan, trial.run.latency, judged)
+        n, k = len(self.judge.evaldata.dataset), judged.look.size
+        decided = "passes" if not judged.fails else "fails" if judged.decided else "undecided"
+        trial.images = k
+        trial.stopped = (
+            f"drift {decided} on all {n} judging images"
+            if k == n
+            else f"drift {decided} on {k} of {n} judging images ({judged.look.level:.1%} interval)"
+        )
+
+    def complete(self) -> None:
+        """The chosen trial (else the first) judged on every judging image: an early look's pass only ordered the
+        search. One that no longer passes leaves the choice to the next; a trial left unjudged because it could not
+        beat one that passed is judged where it now could."""
+        while True:
+            target = self.best() or (self.trials[0] if self.trials else None)
+            if target is not None and target.images < self.judge.looks.all.size:
+                held = self.held[target.index]
+                self.say(f"candidate {target.index}: judged on every judging image, as the plan deploy reports")
+                self.judge_drift(target, held.detector, held.found, [self.judge.looks.all])
+                self.say(f"candidate {target.index}: {target.status} ({target.stopped})")
+                continue
+            waiting = [t for t in self.trials if not t.judged and self.beaten_by(t) is None]
+            if not waiting or self.budget_left(count=False):
+                return
+            t = waiting[0]
+            events = EventLog()
+            detector, units = self.judge.detector(t.plan, events)
+            found: dict[int, Detections] = {}
+            self.say(f"candidate {t.index}: judged now: the one that beat it failed on every judging image")
+            self.judge_drift(t, detector, found, self.judge.looks.looks)
+            if t.passed:
+                self.held[t.index] = _Held(t, detector, units, events, found)
+            else:
+                detector.close()
+
+    def release(self, keep: Trial | None) -> _Held | None:
         """Close every held detector but ``keep``'s (the chosen trial's, else the first's); its own returned."""
         kept = None
         for index, held in list(self.held.items()):
             if keep is not None and index == keep.index:
                 kept = held
                 continue
-            held[1].close()
-            held[0].run.detections = None
+            held.detector.close()
             del self.held[index]
         return kept
+
+    def next_plan(self) -> PlacementPlan:
+        """The candidate to judge next: of those estimated within ``plan.search_margin`` of the fastest left (the
+        estimate cannot tell them apart), the one with the least at low precision (a tie goes to it, so judged first
+        it leaves the others nothing to win), then the fastest estimate."""
+        margin = 1 + self.cfg.plan.search_margin
+        best = self.best()
+        reach = self.pool[0].estimated_ms * margin
+        if best is not None:  # and within the margin of the best that passed, as the search stops beyond it
+            reach = min(reach, best.estimated_ms * margin)
+        near = [p for p in self.pool if p.estimated_ms < reach] or self.pool[:1]
+        plan = min(near, key=lambda p: (_low_precision(p), p.estimated_ms))
+        self.pool.remove(plan)
+        return plan
 
     def run(self) -> str:
         while self.pool:
@@ -300,7 +421,7 @@ class _Search:
             stop = self.budget_left()
             if stop:
                 return stop
-            plan = self.pool.pop(0)
+            plan = self.next_plan()
             if plan.key in self.seen or any((s.name, _opt(s)) in self.blamed for s in plan.subgraphs):
                 continue
             trial = self.try_plan(plan, "the fastest candidate left")
@@ -344,7 +465,9 @@ class _Search:
         if all(best.plan[name].device == "cpu" for name in card):
             return best
         plan = self.space.placement([card.get(s.name, s) for s in best.plan.subgraphs])
-        return self.trial_of(plan) or self.try_plan(plan, "the design card's layout: head and decode FP32 on the CPU")
+        return self.trial_of(plan) or self.try_plan(
+            plan, "the design card's layout: head and decode FP32 on the CPU", always=True
+        )
 
     def relax(self, trial: Trial) -> None:
         """Judge each accelerator subgraph of a candidate that failed drift alone; drop and relax those that fail
@@ -357,7 +480,8 @@ class _Search:
             if alone is None:
                 if self.budget_left():
                     continue  # no budget left to find out
-                alone = self.try_plan(self.alone(trial.plan, s), f"sensitivity: {s.name} alone at {s.variant.label}")
+                why = f"sensitivity: {s.name} alone at {s.variant.label}"
+                alone = self.try_plan(self.alone(trial.plan, s), why, always=True)
             if "drift" in alone.run.fails:
                 self.blame(s, f"{s.name} alone at {s.variant.label} failed drift (candidate {alone.index})")
 
@@ -389,13 +513,15 @@ def _verdict(t: Trial) -> str:
     lat, d = t.run.latency, t.run.drift
     p95 = "-" if lat is None else f"{lat.end_to_end.p95:.2f} ms"
     drift = "-" if d is None else f"{d.map50:+.4f} / {d.map50_95:+.4f}"
-    return f"p95 {p95}, drift {drift}, {t.run.status}"
+    return f"p95 {p95}, drift {drift}, {t.status}"
 
 
 def fastest_passing(trials: Sequence[Trial], tie_margin: float) -> Trial | None:
     """The fastest trial that passed, by measured median against the reference. Medians within ``tie_margin``
     of the fastest, or within twice their combined standard error, are a tie (a shared machine moves medians that
-    much), won by the trial with the least at low precision: a near-tie is the machine's load, not the plan."""
+    much), won by the trial with the least at low precision, then by the first judged (the search judges the most
+    precise of near-equal estimates first): a near-tie is the machine's load, not the plan, and a candidate that
+    cannot win a tie need not be judged."""
     passed = [t for t in trials if t.passed and t.speed_ratio is not None]
     if not passed:
         return next((t for t in trials if t.passed), None)
@@ -406,7 +532,7 @@ def fastest_passing(trials: Sequence[Trial], tie_margin: float) -> Trial | None:
         gap = (t.speed_ratio or 0.0) - fast
         return gap <= max(tie_margin * fast, 2 * float(np.hypot(t.ratio_se, f.ratio_se)))
 
-    return min(filter(tied, passed), key=lambda t: (_low_precision(t.plan), t.speed_ratio or 0.0, t.estimated_ms))
+    return min(filter(tied, passed), key=lambda t: (_low_precision(t.plan), t.index))
 
 
 _PRECISION_RANK = {"fp32": 0, "fp16": 1, "bf16": 1, "int8": 2}
@@ -498,10 +624,11 @@ def search_plans(
     stopped = search.run()
     search.fused()
     card = search.card()
+    search.complete()
     kept = search.release(search.best() or (search.trials[0] if search.trials else None))
     chosen = search.best()
-    assert kept is None or chosen is None or kept[0] is chosen, "the open detector is the chosen trial's"
-    detector, units, events = (kept[1], kept[2], kept[3]) if kept else (None, [], EventLog())
+    assert kept is None or chosen is None or kept.trial is chosen, "the open detector is the chosen trial's"
+    detector, units, events = (kept.detector, kept.units, kept.events) if kept else (None, [], EventLog())
     return SearchResult(
         SearchRecord(tuple(search.trials), chosen, search.candidates, stopped, card),
         judge.reference,

@@ -287,9 +287,17 @@ class Scorer:
         return MapResult(*ev.map), self._samples(ev.resampled(self._resamples.images))
 
     def _agreement_map(self, rows: np.ndarray) -> tuple[MapResult | None, np.ndarray | None]:
-        """The mean over the pseudo-label draws; each replicate weighs the draws as its resample of them does."""
+        """The mean over the pseudo-label draws; each replicate weighs the draws as its resample of them does.
+        Resampled only where agreement decides (no labels): beside labels it is a figure, not a verdict, and its
+        replicates (one accumulation per replicate and draw it counts) were most of a score's time."""
         if not self._pseudo:
             return None, None
+        if self._labels is not None:
+            if not len(rows):
+                return MapResult(0.0, 0.0), None
+            results = _results(self._pseudo[0], rows)
+            each = np.array([Evaluation(gt, results).map for gt in self._pseudo])
+            return MapResult(*map(float, each.mean(axis=0))), None
         counts = self._resamples.draws
         figures, replicates = np.zeros((len(self._pseudo), 2)), np.zeros((*counts.shape, 2))
         results = _results(self._pseudo[0], rows) if len(rows) else None
