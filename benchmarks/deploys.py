@@ -89,8 +89,15 @@ def main() -> int:
             print("| plan | status | p95 ms | latency | drift mAP50 / mAP50-95 |")
             print("|---|---|---|---|---|")
             print("\n".join(report_rows(report)))
-            trials = len((report.get("search") or {}).get("trials", []))
-            print(f"Search: {trials} candidates judged; {(report.get('search') or {}).get('stopped', '')}.\n")
+            search = report.get("search") or {}
+            trials = search.get("trials", [])
+            judged = [t for t in trials if t.get("images")]
+            scored = sum(t["images"] for t in judged)
+            n = report["data"]["images"]
+            print(
+                f"Search: {len(trials)} candidates timed, {len(judged)} judged on {scored} judging images in all "
+                f"({len(judged)} x {n} = {len(judged) * n} judged on every image); {search.get('stopped', '')}.\n"
+            )
             ratio = deploy_s / val_s if val_s > 0 else float("inf")
             summary.append(
                 f"| {device} | {deploy_s:.0f} | {val_s:.0f} | {ratio:.1f}x | {'met' if ratio <= 2 else 'not met'} |"

@@ -110,7 +110,7 @@ def val_bundle(
             ref = detect_all(reference, ev.dataset, cfg.val_nms, bar, "reference")
             dep = detect_all(deployed, ev.dataset, cfg.val_nms, bar, "deployed")
             under = judge_under(conditions, reference, {"deployed": deployed}, ev, cfg, bar)
-    scorer = Scorer(ev, ref, cfg.validate, cfg.nms)
+    scorer = Scorer(ev, ref, cfg.validate, cfg.nms, agreement=False)  # on labels, agreement decides nothing
     ref_acc, dep_acc = scorer.score(ref), scorer.score(dep)
     drift = dep_acc.minus(ref_acc)
     judged = {name: plans["deployed"] for name, plans in under.items() if plans}

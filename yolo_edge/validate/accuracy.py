@@ -238,10 +238,16 @@ def _paired(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
 class Scorer:
     """Scores plans on one evaluation set against one reference's detections (drawn into pseudo-labels once),
     each with ``validate.bootstrap`` replicates over the same resamples of the images and the draws; ``operating`` is
-    the NMS a user runs (``nms``), whose boxes :class:`Kept` counts."""
+    the NMS a user runs (``nms``), whose boxes :class:`Kept` counts. ``agreement`` False: on labelled images the
+    agreement figure is not computed (where only the labelled one is shown)."""
 
     def __init__(
-        self, data: EvalData, reference: Sequence[Detections], cfg: ValidateConfig, operating: NmsConfig
+        self,
+        data: EvalData,
+        reference: Sequence[Detections],
+        cfg: ValidateConfig,
+        operating: NmsConfig,
+        agreement: bool = True,
     ) -> None:
         self.data = data
         conf = operating.conf
@@ -253,7 +259,8 @@ class Scorer:
                 "objects in"
             )
         draws, noise = cfg.agreement_draws, cfg.agreement_box_noise
-        self._pseudo = pseudo_labels(data.dataset, reference, draws, noise) if detects else []
+        beside = agreement or not data.labelled  # agreement beside labels only where asked: it decides nothing there
+        self._pseudo = pseudo_labels(data.dataset, reference, draws, noise) if detects and beside else []
         self._labels = _labelled_gt(data.dataset) if data.labelled else None
         self._resamples = Resamples.draw(cfg.bootstrap, len(data.dataset), draws)
         self.level = cfg.confidence
