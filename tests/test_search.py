@@ -22,7 +22,7 @@ from onnx import helper, numpy_helper
 from yolo_edge.backends import cpu_backend
 from yolo_edge.core.config import DeployConfig, Variant, configs_dir, load_profile
 from yolo_edge.flows.deploy import DeployRequest, deploy
-from yolo_edge.flows.search import Trial, fastest_passing
+from yolo_edge.flows.search import SearchRecord, Trial, fastest_passing
 from yolo_edge.model.meta import ExportedModel, load_onnx
 from yolo_edge.model.split import split_model
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
@@ -354,3 +354,28 @@ def test_sequential_judging_chooses_what_judging_every_candidate_on_every_image_
     for t in seq.trials:
         if not t.judged:
             assert t.status.startswith("not judged: cannot beat candidate") and not t.passed, rows
+
+
+@pytest.mark.slow
+def test_trials_sharded_on_ray_judge_as_in_the_deploys_process(
+    demo: ExportedModel, int8_npu: Path, small_cfg: Path, small_val: Path
+) -> None:
+    """The search's judging images detected by two Ray actors (``--shards 2``, a local Ray), each building the
+    trial's detector as the deploy does: the same candidates judged in the same order, the same drift to the last
+    digit, the same choice as the search in one process."""
+    from yolo_edge.flows.deploy import search_plan
+
+    found = {}
+    for shards in (None, 2):
+        request = DeployRequest(model=demo.path, device=str(int8_npu), data=small_val, config=small_cfg, shards=shards)
+        result = search_plan(request)
+        assert result.search is not None
+        found[shards] = result.search
+    serial, sharded = found[None], found[2]
+
+    def rows(search: SearchRecord) -> list[tuple[object, ...]]:
+        return [(t.plan.key, t.images, t.status, t.run.drift, t.run.drift_interval) for t in search.trials]
+
+    assert rows(sharded) == rows(serial) and any(t.judged for t in serial.trials)
+    assert sharded.chosen is not None and serial.chosen is not None
+    assert sharded.chosen.plan.key == serial.chosen.plan.key

@@ -121,6 +121,19 @@ def add_shards(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray-address", type=ray_address, default=None, help=what)
 
 
+def add_trial_shards(p: argparse.ArgumentParser) -> None:
+    """deploy's and plan's: the search's judging images detected on Ray, as val's --shards score a bundle's."""
+    p.add_argument(
+        "--shards",
+        type=positive_int,
+        default=None,
+        help="judge the search's trials on their images in N shards on a local Ray (at most one per CPU; each trial "
+        "is still timed here, beside the reference)",
+    )
+    what = "judge the trials' images on this Ray cluster, host:port (one shard per CPU)"
+    p.add_argument("--ray-address", type=ray_address, default=None, help=what)
+
+
 def add_runs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=positive_int, default=None, help="timed frames (default: the bundle's deploy config)")
 

@@ -13,6 +13,7 @@ from yolo_edge.cli.common import (
     add_device,
     add_imgsz,
     add_model,
+    add_trial_shards,
     placement_line,
     positive_float,
     table,
@@ -52,6 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="calibration image folder (default: the shipped calib_data for the demo model, else images of --data)",
     )
     p.add_argument("--config", type=Path, default=None)
+    add_trial_shards(p)
     p.add_argument("--out", type=Path, default=Path("out/bundle"))
     p.add_argument("--strict", action="store_true", help="fail instead of falling back to the CPU")
     p.add_argument("--json", action="store_true", help="print report.json")
@@ -74,10 +76,7 @@ def search_table(search: SearchRecord, rest: str) -> str:
 def _print_search(r: DeployReport) -> None:
     """The candidates judged, the design card's layout beside the chosen, and the faster ones left undecided."""
     search = r.search
-    print(
-        f"search: {search.candidates} candidates passed the four checks, {len(search.trials)} judged "
-        f"({search.stopped}); * chosen"
-    )
+    print(f"search: {search.candidates} candidates passed the four checks, {search.tally} ({search.stopped}); * chosen")
     print(search_table(search, "the bundle's report.md") + "\n")
     if search.card_line():
         print(f"against the design card: {search.card_line()}\n")
@@ -130,6 +129,8 @@ def deploy_request(args: argparse.Namespace, config: DeployConfig | None = None)
         class_map=args.class_map,
         config=config or args.config,
         strict=args.strict,
+        shards=args.shards,
+        ray_address=args.ray_address,
     )
 
 

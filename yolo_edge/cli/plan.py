@@ -9,7 +9,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from yolo_edge.cli.common import add_device, add_imgsz, add_model, positive_int, print_json, table
+from yolo_edge.cli.common import add_device, add_imgsz, add_model, add_trial_shards, positive_int, print_json, table
 from yolo_edge.cli.deploy import deploy_request, search_table
 from yolo_edge.core.config import load_deploy_config, load_profile
 from yolo_edge.core.errors import YoloEdgeError
@@ -41,6 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--calib-images", type=positive_int, default=None, help="calibration images to use (default: config)"
     )
     p.add_argument("--config", type=Path, default=None, help="deploy config YAML (default: configs/default.yaml)")
+    add_trial_shards(p)
     p.add_argument("--strict", action="store_true", help="fail (exit 1) instead of falling back to the CPU")
     p.add_argument("--plot", type=Path, default=None, help="write the judged candidates' latency-vs-drift PNG here")
     p.add_argument("--json", action="store_true")
@@ -102,7 +103,7 @@ def format_plan(
     lines = _heading(plan, space)
     if search is not None:
         lines += [
-            f"search: {search.candidates} candidates passed the four checks, {len(search.trials)} judged "
+            f"search: {search.candidates} candidates passed the four checks, {search.tally} "
             f"({search.stopped}); * chosen",
             search_table(search, "plan --json"),
             "",

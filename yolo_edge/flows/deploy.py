@@ -46,6 +46,7 @@ from yolo_edge.data.resolve import Calibration, DataSource, EvalData, read_data,
 from yolo_edge.demo import CLASS_NAMES
 from yolo_edge.flows.report import DeployReport, report_files
 from yolo_edge.flows.search import SearchRecord, SearchResult, Session, plan_detector, search_plans, with_reason
+from yolo_edge.flows.trial_shards import TrialShards
 from yolo_edge.model.export import export_model
 from yolo_edge.model.graph import GraphInfo
 from yolo_edge.model.meta import ExportedModel, ImgSize, demo_model_path
@@ -199,6 +200,10 @@ def plan_deployment(
     executor = SplitExecutor(units, cfg.runtime, profile, borrowed=True)
     reference = stack.enter_context(Detector(executor, exported.meta, cfg.nms))
     reference.remember(LATENCY_IMAGES)
+    if request.shards is not None or request.ray_address is not None:
+        shards = TrialShards(exported, profile, cfg, calib_tensors, request.shards, request.ray_address)
+        session = replace(session, shards=stack.enter_context(shards))
+        say(f"judging the trials' images in {shards.count} shards on Ray (their latency here)")
     found = search_plans(space, planner, session, calib_tensors, evaldata, reference)
     if found.detector is not None:
         stack.enter_context(found.detector)
@@ -242,6 +247,8 @@ class DeployRequest:
     config: str | Path | DeployConfig | None = None  # a deploy config (YAML or loaded); default: the shipped one
     sla_ms: float | None = None  # overrides the config's validate.sla_ms
     strict: bool = False  # fail instead of falling back to the CPU
+    shards: int | None = None  # the trials' judging images detected in this many shards on a local Ray
+    ray_address: str | None = None  # or on this Ray cluster, one shard per CPU
 
 
 @dataclass

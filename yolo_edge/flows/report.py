@@ -278,8 +278,10 @@ def _search_section(report: DeployReport) -> list[str]:
     return [
         "## Search",
         "",
-        f"{search.candidates} candidate placements passed the four checks; {len(search.trials)} judged by the "
-        f"verdict, fastest estimate first ({search.stopped}). `*`: chosen. Latency {report.split_plan.latency_kind}; "
+        f"{search.candidates} candidate placements passed the four checks; {search.tally} by the verdict, "
+        f"fastest estimate first ({search.stopped}); each trial's drift on the judging images until one look decided "
+        "it (`images`), a candidate that could not beat one that passed timed only. `*`: chosen. "
+        f"Latency {report.split_plan.latency_kind}; "
         "`est. ms`: the planner's estimate of the units and transfers (without letterbox, decode and NMS); "
         "`p50 / cpu`: the candidate's median frame time over the FP32 whole-CPU reference's, timed in turn in the "
         "same rounds (what ranks them: comparable between candidates judged minutes apart on a busy machine); "

@@ -39,6 +39,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence, Set
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -79,6 +81,16 @@ class Session:
     bar: Bar
     npu: Backend  # the profile's accelerator backend, opened once (``deploy.open_device``): every compile for it
     clock: Clock = time.monotonic
+    shards: Shards | None = None  # where a trial's judging images are detected (None: in this process)
+
+
+class Shards(Protocol):
+    """Detects a plan's images elsewhere, in order (``flows.trial_shards.TrialShards``: Ray actors)."""
+
+    @property
+    def count(self) -> int: ...
+
+    def detect(self, plan: PlacementPlan, paths: Sequence[Path]) -> list[Detections]: ...
 
 
 @dataclass
@@ -132,6 +144,14 @@ class SearchRecord:
     candidates: int  # placements the checks left
     stopped: str  # why the search ended
     card: Trial | None = None  # the design card's layout beside the chosen: its placement, head FP32 on the CPU
+
+    @property
+    def tally(self) -> str:
+        """``9 timed, 3 judged on 450 judging images in all``: what the search measured."""
+        judged = [t for t in self.trials if t.judged]
+        return (
+            f"{len(self.trials)} timed, {len(judged)} judged on {sum(t.images for t in judged)} judging images in all"
+        )
 
     def card_line(self) -> str | None:
         """The chosen plan against the design card's layout (head and decode FP32 on the CPU), both judged."""
@@ -209,8 +229,9 @@ class _Judge:
         reference: Detector,
         bar: Bar,
         builder: Builder,
+        shards: Shards | None = None,
     ) -> None:
-        self.split, self.profile, self.cfg, self.calib = split, profile, cfg, calib
+        self.split, self.profile, self.cfg, self.calib, self.shards = split, profile, cfg, calib, shards
         self.evaldata, self.bar = evaldata, bar
         self.reference_detector = reference
         self.builder = builder  # the deploy's: a graph the checks compiled is not compiled again for a trial
@@ -235,15 +256,22 @@ class _Judge:
         )
         return timed[name], timed["whole-cpu"]
 
-    def drift(self, name: str, detector: Detector, found: dict[int, Detections], looks: Sequence[Look]) -> Judged:
-        """``detector``'s drift at each of ``looks`` in turn until one decides it (the last, whatever it says);
-        ``found`` holds its detections by image index, kept across calls (a later look detects only what it adds)."""
+    def drift(
+        self, name: str, plan: PlacementPlan, detector: Detector, found: dict[int, Detections], looks: Sequence[Look]
+    ) -> Judged:
+        """``plan``'s drift (run by ``detector``, or by the shards) at each of ``looks`` in turn until one decides it
+        (the last, whatever it says); ``found`` holds its detections by image index, kept across calls (a later look
+        detects only what it adds)."""
         records, n = self.evaldata.dataset.records, len(self.evaldata.dataset)
         judged = None
         for look in looks:
             todo = [i for i in look.images if i not in found]
-            for i in self.bar(todo, f"{name}: drift on {look.size} of {n} judging images"):
-                found[i] = detector.detect(read_image(records[i].path), self.cfg.val_nms)[0]
+            if self.shards is not None:  # Ray's actors, in order: one call per look
+                paths = [records[i].path for i in todo]
+                found.update(zip(todo, self.shards.detect(plan, paths) if todo else []))
+            else:
+                for i in self.bar(todo, f"{name}: drift on {look.size} of {n} judging images"):
+                    found[i] = detector.detect(read_image(records[i].path), self.cfg.val_nms)[0]
             judged = self.looks.judge(look, found)
             if judged.decided:
                 break
@@ -347,7 +375,7 @@ class _Search:
     ) -> None:
         """``trial``'s verdict from its drift at ``looks`` (the first that decides) and its latency."""
         assert trial.run.latency is not None
-        judged = self.judge.drift(f"candidate {trial.index}", detector, found, looks)
+        judged = self.judge.drift(f"candidate {trial.index}", trial.plan, detector, found, looks)
         trial.run = self.judge.run(trial.run.name, trial.plan, trial.run.latency, judged)
         n, k = len(self.judge.evaldata.dataset), judged.look.size
         decided = "passes" if not judged.fails else "fails" if judged.decided else "undecided"
@@ -619,7 +647,9 @@ def search_plans(
     docstring). ``reference`` is the whole-cpu detector; ``calib`` the boundary tensors units calibrate on.
     The result holds the best trial's detector open: close it (``result.detector``) when done."""
     cfg, say, clock = session.cfg, session.say, session.clock
-    judge = _Judge(space.split, session.profile, cfg, calib, evaldata, reference, session.bar, planner.builder)
+    judge = _Judge(
+        space.split, session.profile, cfg, calib, evaldata, reference, session.bar, planner.builder, session.shards
+    )
     search = _Search(space, planner, judge, cfg, say, clock)
     stopped = search.run()
     search.fused()

@@ -24,7 +24,9 @@ from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.progress import Bar
 from yolo_edge.data.resolve import EvalData, EvalKind
 from yolo_edge.pipeline.detector import Detector
-from yolo_edge.validate.accuracy import Interval, Kept, MapResult, Scorer, detect_all
+from yolo_edge.pipeline.postprocess import Detections
+from yolo_edge.pipeline.preprocess import read_image
+from yolo_edge.validate.accuracy import Interval, Kept, MapResult, Scorer
 from yolo_edge.validate.verdict import drift_failure
 
 Change = Callable[[np.ndarray, int], np.ndarray]  # a BGR uint8 image and its index -> the changed image
@@ -128,15 +130,21 @@ def judge_under(
     found: dict[str, dict[str, Judged]] = {}
     for name in conditions:
         change = CONDITIONS[name]
-        ref = detect_all(reference, ev.dataset, cfg.val_nms, bar, f"{name}: whole-cpu", change)
+        detectors = {"whole-cpu": reference, **plans}
+        found_by: dict[str, list[Detections]] = {k: [] for k in detectors}
+        for i, r in enumerate(bar(ev.dataset.records, f"{name}: {', '.join(detectors)}")):
+            image = change(read_image(r.path), i)  # read and changed once, for the reference and every plan
+            for k, detector in detectors.items():
+                found_by[k].append(detector.detect(image, cfg.val_nms)[0])
+        ref = found_by.pop("whole-cpu")
         if not ev.labelled and not any((d.confidence >= cfg.nms.conf).any() for d in ref):
             found[name] = {}  # no labels and no reference box: nothing to agree with (the report says so)
             continue
         scorer = Scorer(ev, ref, cfg.validate, cfg.nms, agreement=False)  # a condition's table shows what decides
         ref_acc = scorer.score(ref)
         found[name] = {}
-        for plan, detector in plans.items():
-            acc = scorer.score(detect_all(detector, ev.dataset, cfg.val_nms, bar, f"{name}: {plan}", change))
+        for plan, dets in found_by.items():
+            acc = scorer.score(dets)
             drift = acc.minus(ref_acc)
             found[name][plan] = Judged(ref_acc.map, acc.map, drift.interval, acc.kept, len(ev.dataset), ev.kind)
     return found
