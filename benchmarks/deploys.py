@@ -94,6 +94,8 @@ def main() -> int:
             judged = [t for t in trials if t.get("images")]
             scored = sum(t["images"] for t in judged)
             n = report["data"]["images"]
+            laps = ", ".join(f"{k} {v:.1f}" for k, v in (report.get("timings_s") or {}).items())
+            print(f"Deploy phases, s: {laps or '-'} (then the bundle).")
             print(
                 f"Search: {len(trials)} candidates timed, {len(judged)} judged on {scored} judging images in all "
                 f"({len(judged)} x {n} = {len(judged) * n} judged on every image); {search.get('stopped', '')}.\n"

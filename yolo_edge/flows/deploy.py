@@ -45,7 +45,15 @@ from yolo_edge.core.version import __version__
 from yolo_edge.data.resolve import Calibration, DataSource, EvalData, read_data, resolve_data
 from yolo_edge.demo import CLASS_NAMES
 from yolo_edge.flows.report import DeployReport, report_files
-from yolo_edge.flows.search import SearchRecord, SearchResult, Session, plan_detector, search_plans, with_reason
+from yolo_edge.flows.search import (
+    Laps,
+    SearchRecord,
+    SearchResult,
+    Session,
+    plan_detector,
+    search_plans,
+    with_reason,
+)
 from yolo_edge.flows.trial_shards import TrialShards
 from yolo_edge.model.export import export_model
 from yolo_edge.model.graph import GraphInfo
@@ -192,7 +200,9 @@ def plan_deployment(
         say(f"calibrating with every other image changed by {', '.join(changed)} (validate.calibrate_conditions)")
     say(f"planning on {profile.name} ({profile.kind}, latency {profile.latency})")
     builder = stack.enter_context(Builder(profile, session.npu))
+    session.laps.lap("data")
     space, planner = plan_space(split, builder, cfg, images, request.strict, say)
+    session.laps.lap("checks")
     calib_tensors = boundary_tensors(split, images[: cfg.calib_images], planner.fp32)
     say("whole-cpu: the FP32 reference")
     all_cpu = space.placement(space.cpu_plans()).all_cpu()
@@ -263,6 +273,7 @@ class _Opened:
 def _open(request: DeployRequest, stack: ExitStack, say: Log, bar: Bar) -> _Opened:
     """The request's settings, device (its backend open: a one-line error where it cannot run here), data (a bad
     one fails before the export) and its model exported into a folder of ``stack``'s."""
+    laps = Laps()
     cfg = deploy_settings(request.config, request.sla_ms)
     profile, npu = open_device(stack, request.device)
     source = None if request.data is None else read_data(request.data)
@@ -271,7 +282,8 @@ def _open(request: DeployRequest, stack: ExitStack, say: Log, bar: Bar) -> _Open
     tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="yolo-edge-deploy-"))
     say(f"exporting {model}")
     exported = export_model(model, imgsz=imgsz, out_dir=tmp)
-    return _Opened(Session(profile, cfg, stack, say, bar, npu), source, exported)
+    laps.lap("export")  # the device opened (a toolchain worker started) and the model exported
+    return _Opened(Session(profile, cfg, stack, say, bar, npu, laps=laps), source, exported)
 
 
 def search_plan(request: DeployRequest, log: Log | None = None, bar: Bar | None = None) -> PlanResult:
@@ -310,7 +322,9 @@ def deploy(
         cfg = session.cfg
         found = plan_deployment(session, exported, opened.source, request)
         plans = _compare(session, found)
+        session.laps.lap("three plans")
         under = _conditions(session, found, plans)
+        session.laps.lap("conditions")
         # whole-npu is a comparison row, never the deployment: decode must stay FP32 on the CPU
         chosen, none_ok = choose([plans.reference, plans.split], cfg.plan.tie_margin)  # FP32 first: wins a tie
         chosen_plan = found.plan if chosen.name == "split" else found.plan.all_cpu()
@@ -318,6 +332,7 @@ def deploy(
             _report(session, str(request.model or demo_model_path()), found, chosen_plan, plans, (chosen, none_ok), t0),
             conditions=under,
             calibrated_conditions=found.calibrated_conditions,
+            timings_s=session.laps.s,
         )
         files = _bundle_files(session, exported, found, plans, chosen_plan, report)
     bundle = write_bundle(out, files)

@@ -51,6 +51,7 @@ class DeployReport:
     # condition -> plan (split, design card) -> its figures against the FP32 reference under it (validate.conditions)
     conditions: dict[str, dict[str, Judged]] = field(default_factory=dict)
     calibrated_conditions: tuple[str, ...] = ()  # conditions some calibration images were changed by
+    timings_s: dict[str, float] = field(default_factory=dict)  # wall time of each phase, in order (Laps)
 
     @property
     def passed(self) -> bool:
@@ -108,6 +109,7 @@ class DeployReport:
                 "search": search_dict(self.search, self.limits),
                 "fallback_events": self.fallback_events.to_dict(),
                 "wall_s": self.wall_s,
+                "timings_s": dict(self.timings_s),
                 "conditions": {c: {p: j.to_dict() for p, j in by.items()} for c, by in self.conditions.items()},
                 "calibrated_conditions": list(self.calibrated_conditions),
             }
@@ -273,6 +275,14 @@ def _placement_section(report: DeployReport) -> list[str]:
     ]
 
 
+def _timings(report: DeployReport) -> list[str]:
+    """Where the deploy's wall time went, phase by phase (before the bundle was written)."""
+    if not report.timings_s:
+        return []
+    shown = ", ".join(f"{name} {s:.1f} s" for name, s in report.timings_s.items())
+    return [f"Deploy took {report.wall_s:.1f} s before the bundle: {shown}.", ""]
+
+
 def _search_section(report: DeployReport) -> list[str]:
     search = report.search
     return [
@@ -348,6 +358,7 @@ def markdown(report: DeployReport) -> str:
         + f". INT8 calibration and the precision check on {len(cal.files)} other images: {cal.source}."
         + (f" Warning: {cal.warning}." if cal.warning else ""),
         "",
+        *_timings(report),
         *_search_section(report),
         "",
         *_placement_section(report),

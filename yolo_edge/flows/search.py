@@ -38,7 +38,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence, Set
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -68,6 +68,19 @@ Log = Callable[[str], None]
 Clock = Callable[[], float]
 
 
+class Laps:
+    """The wall time of a deploy's phases, in order: each :meth:`lap` closes the phase it names (report.json's
+    ``timings_s``: where a deploy's minutes go)."""
+
+    def __init__(self, clock: Clock = time.perf_counter) -> None:
+        self.clock, self.t, self.s = clock, clock(), dict[str, float]()
+
+    def lap(self, name: str) -> None:
+        now = self.clock()
+        self.s[name] = round(self.s.get(name, 0.0) + now - self.t, 1)
+        self.t = now
+
+
 @dataclass(frozen=True)
 class Session:
     """One deploy's (or plan's) profile and settings, where what it opens is closed (``stack``: the builder last),
@@ -82,6 +95,7 @@ class Session:
     npu: Backend  # the profile's accelerator backend, opened once (``deploy.open_device``): every compile for it
     clock: Clock = time.monotonic
     shards: Shards | None = None  # where a trial's judging images are detected (None: in this process)
+    laps: Laps = field(default_factory=Laps)  # the phases' wall times (report.json's timings_s)
 
 
 class Shards(Protocol):
@@ -650,11 +664,13 @@ def search_plans(
     judge = _Judge(
         space.split, session.profile, cfg, calib, evaldata, reference, session.bar, planner.builder, session.shards
     )
+    session.laps.lap("reference")  # its detections and scores on every judging image, once
     search = _Search(space, planner, judge, cfg, say, clock)
     stopped = search.run()
     search.fused()
     card = search.card()
     search.complete()
+    session.laps.lap("search")
     kept = search.release(search.best() or (search.trials[0] if search.trials else None))
     chosen = search.best()
     assert kept is None or chosen is None or kept.trial is chosen, "the open detector is the chosen trial's"
