@@ -23,10 +23,19 @@ every candidate still waiting (adding low precision elsewhere is not expected to
 its INT8 form is retried with twice as many of its most sensitive layers at higher precision
 (:meth:`Planner.relax`). When every subgraph passes alone, only that combination is dropped.
 
+Only what can change the answer is judged. A candidate is timed first; one that could not be chosen even if it
+passed (:meth:`_Search.beaten_by`: the choice rule, applied as if it had passed) is reported as not judged and its
+drift never scored. Of candidates estimated within ``plan.search_margin`` of each other the one with the least at
+low precision is judged first (a tie goes to it). A trial's drift is scored look by look
+(:mod:`yolo_edge.validate.sequential`: a quarter, half, then every judging image) and stops at the first look that
+decides it; the chosen plan (else the first judged) is judged on every image before the deploy reports it
+(:meth:`_Search.complete`). Each look's images are detected here or, with ``--shards``, by Ray actors
+(``flows.trial_shards``); the reference's detections are computed once.
+
 The budget (``plan.search_candidates`` judged, ``plan.search_seconds``) bounds the work (the one-unit step and the
-design card's layout are judged after it, within ``plan.search_seconds``); every candidate
-judged is reported, with why it was tried and its placement, estimated and measured latency, drift and
-status.
+design card's layout are judged after it, within ``plan.search_seconds``); every candidate timed is reported, with
+why it was tried and its placement, estimated and measured latency, drift, the judging images it was scored on, why
+its judging stopped there and its status.
 
 Example:
     >>> result = search_plans(space, planner, session, ...)  # doctest: +SKIP
