@@ -640,3 +640,40 @@ def test_val_gives_the_same_figures_when_the_accelerator_runs_slow(
     monkeypatch.setattr(OpenVinoExecutable, "_run_within", slow)
     busy = val_bundle(bundle)
     assert busy.deployed == quiet.deployed and busy.reference == quiet.reference
+
+
+class _TopBoxOnly:
+    """A plan that keeps only the most confident box of each image: the real FP32 detector under it, its output cut
+    (a broken plan whose drift fails by construction)."""
+
+    def __init__(self, detector: Detector) -> None:
+        self.detector = detector
+
+    def detect(self, image: np.ndarray, nms: Any) -> tuple[Detections, Any]:
+        d, timing = self.detector.detect(image, nms)
+        top = np.argsort(-d.confidence)[:1]
+        return Detections(d.xyxy[top], d.confidence[top], d.class_id[top], d.names), timing
+
+
+def test_conditions_judged_look_by_look_decide_as_on_every_image(demo: ExportedModel) -> None:
+    """Under night and blur on 120 of the demo's labelled val images, judged look by look (a quarter and half: 30 and
+    60 images, then 120): the FP32 model as four units (the same detections as the reference) passes at the first
+    look and a plan that keeps only each image's top box fails there; judged on every image instead, both get the
+    same verdicts, on 120 images each."""
+    from yolo_edge.validate.conditions import judge_under
+
+    cfg = load_deploy_config()
+    data = resolve_eval_data(None, demo.meta.names)
+    data = replace(data, dataset=data.dataset.subset(120))
+    with _cpu_detector(demo, cfg) as reference, _cpu_detector(demo, cfg, fuse=False) as units:
+        plans = {"four units": units, "top box only": _TopBoxOnly(units)}
+        looked = judge_under(["night", "blur"], reference, plans, data, cfg, NO_BAR, (0.25, 0.5))  # type: ignore[arg-type]
+        every = judge_under(["night", "blur"], reference, plans, data, cfg, NO_BAR)  # type: ignore[arg-type]
+    limit = cfg.validate.max_drift
+    for name in ("night", "blur"):
+        assert {p: j.images for p, j in looked[name].items()} == {"four units": 30, "top box only": 30}, looked
+        assert {p: j.images for p, j in every[name].items()} == {"four units": 120, "top box only": 120}
+        assert looked[name]["four units"].verdict(limit) == every[name]["four units"].verdict(limit) == []
+        assert looked[name]["top box only"].verdict(limit) == every[name]["top box only"].verdict(limit) == ["drift"]
+        interval = looked[name]["top box only"].drift_interval
+        assert interval is not None and interval.images == 30 and interval.level > cfg.validate.confidence

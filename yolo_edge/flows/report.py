@@ -378,29 +378,32 @@ def _conditions_section(report: DeployReport) -> list[str]:
     """The plans under conditions the calibration never saw, each against the FP32 reference under the same one."""
     if not report.conditions:
         return []
-    first = next((j for by in report.conditions.values() for j in by.values()), None)
-    level = f"{first.drift_interval.level:.0%} " if first is not None and first.drift_interval else ""
-    images = "" if first is None else f"The first {first.images} "
+    rows = [j for by in report.conditions.values() for j in by.values()]
+    last = max(rows, key=lambda j: j.images, default=None)  # judged on every image of the sample
+    level = f"{last.drift_interval.level:.0%} " if last is not None and last.drift_interval else ""
+    images = "" if last is None else f"The first {last.images} "
     what = report.metric
     lines = [
         "",
         "## Conditions the calibration never saw",
         "",
         f"{images or 'The '}judging images changed (validate/conditions.py), seen alike by each plan and the "
-        f"FP32 reference; drift of {what}50 with its {level}interval, boxes kept of the reference's there."
+        f"FP32 reference; drift of {what}50 with its {level}interval, boxes kept of the reference's there; `images`: "
+        "a plan's row is judged on fewer where an earlier look of the same images decided it (at a wider interval, "
+        "`plan.search_looks`)."
         + (
             f" Calibrated with images changed by {', '.join(report.calibrated_conditions)}."
             if report.calibrated_conditions
             else " Calibrated on the images as they are."
         ),  # fmt: skip
         "",
-        f"| condition | plan | reference {what}50 | plan {what}50 | drift {what}50 | boxes kept | verdict |",
-        "|---|---|---|---|---|---|---|",
+        f"| condition | plan | reference {what}50 | plan {what}50 | drift {what}50 | boxes kept | images | verdict |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, by in report.conditions.items():
         if not by:
             unjudged = "not judged: the FP32 reference detects nothing under it (no labels to score against)"
-            lines.append(f"| {name} | - | - | - | - | - | {unjudged} |")
+            lines.append(f"| {name} | - | - | - | - | - | - | {unjudged} |")
         for plan, j in by.items():
             bounds = "" if j.drift_interval is None else (
                 f" [{j.drift_interval.lo.map50:+.4f}, {j.drift_interval.hi.map50:+.4f}]")  # fmt: skip
@@ -408,7 +411,7 @@ def _conditions_section(report: DeployReport) -> list[str]:
             verdict = status(j.verdict(report.limits.max_drift))
             lines.append(
                 f"| {name} | {plan} | {j.reference.map50:.4f} | {j.deployed.map50:.4f} | {j.drift.map50:+.4f}{bounds} "
-                f"| {kept} | {verdict} |"
+                f"| {kept} | {j.images} | {verdict} |"
             )
     return lines
 

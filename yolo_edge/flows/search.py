@@ -328,14 +328,14 @@ class _Held:
 NOT_JUDGED = "not judged"
 
 
-class _Search:
-    def __init__(self, space: PlanSpace, planner: Planner, judge: _Judge, cfg: DeployConfig, say: Log, clock: Clock):
-        self.space, self.planner, self.judge, self.cfg, self.say, self.clock = space, planner, judge, cfg, say, clock
-        self.pool = space.candidates()
-        self.candidates = len(self.pool)
+class _Trials:
+    """The trials of one search: each built, timed and (where it could be chosen) judged; the detectors it keeps open;
+    the budget; the choice."""
+
+    def __init__(self, judge: _Judge, cfg: DeployConfig, say: Log, clock: Clock, pool: list[PlacementPlan]) -> None:
+        self.judge, self.cfg, self.say, self.clock, self.pool = judge, cfg, say, clock, pool
         self.trials: list[Trial] = []
         self.seen: set[object] = set()
-        self.blamed: set[tuple[str, object]] = set()
         # open: every passing trial's (a later trial can move the tie rule's choice to an earlier one), else the first's
         self.held: dict[int, _Held] = {}
         self.t0 = clock()
@@ -446,6 +446,20 @@ class _Search:
             del self.held[index]
         return kept
 
+    def trial_of(self, plan: PlacementPlan) -> Trial | None:
+        return next((t for t in self.trials if t.plan.key == plan.key), None)
+
+
+class _Search(_Trials):
+    """The search's order: the candidates the checks left, fastest estimate first; relaxing what fails drift; the
+    one-unit run of the best and the design card's layout after it."""
+
+    def __init__(self, space: PlanSpace, planner: Planner, judge: _Judge, cfg: DeployConfig, say: Log, clock: Clock):
+        super().__init__(judge, cfg, say, clock, space.candidates())
+        self.space, self.planner = space, planner
+        self.candidates = len(self.pool)
+        self.blamed: set[tuple[str, object]] = set()
+
     def next_plan(self) -> PlacementPlan:
         """The candidate to judge next: of those estimated within ``plan.search_margin`` of the fastest left (the
         estimate cannot tell them apart), the one with the least at low precision (a tie goes to it, so judged first
@@ -535,9 +549,6 @@ class _Search:
                 alone = self.try_plan(self.alone(trial.plan, s), why, always=True)
             if "drift" in alone.run.fails:
                 self.blame(s, f"{s.name} alone at {s.variant.label} failed drift (candidate {alone.index})")
-
-    def trial_of(self, plan: PlacementPlan) -> Trial | None:
-        return next((t for t in self.trials if t.plan.key == plan.key), None)
 
     def blame(self, option: SubgraphPlan, why: str) -> None:
         """Drop ``option`` from every waiting candidate; put its relaxed form (more layers kept) in its place."""

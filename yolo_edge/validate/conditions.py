@@ -27,7 +27,8 @@ from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.validate.accuracy import Interval, Kept, MapResult, Scorer
-from yolo_edge.validate.verdict import drift_failure
+from yolo_edge.validate.sequential import look_sizes, sample, widened
+from yolo_edge.validate.verdict import UNDECIDED, drift_failure
 
 Change = Callable[[np.ndarray, int], np.ndarray]  # a BGR uint8 image and its index -> the changed image
 
@@ -123,31 +124,52 @@ def judge_under(
     ev: EvalData,
     cfg: DeployConfig,
     bar: Bar,
+    looks: Sequence[float] = (),
 ) -> dict[str, dict[str, Judged]]:
     """Each plan and the FP32 reference on ``ev``'s images under each condition: condition -> plan -> figures (the
     reference's detections there are its pseudo-labels where ``ev`` has no labels; a condition under which it
-    detects nothing on unlabelled images has no figures: ``{}``)."""
+    detects nothing on unlabelled images has no figures: ``{}``). With ``looks`` (fractions of the images, as
+    ``plan.search_looks``: deploy's), a plan is judged under a condition on a growing sample
+    (:mod:`yolo_edge.validate.sequential`) and stops at the first look that decides its drift; ``Judged.images`` says
+    on how many."""
+    n = len(ev.dataset)
+    sizes = look_sizes(looks, n)
+    interim = replace(cfg.validate, confidence=widened(cfg.validate.confidence, len(sizes)))
     found: dict[str, dict[str, Judged]] = {}
     for name in conditions:
         change = CONDITIONS[name]
-        detectors = {"whole-cpu": reference, **plans}
-        found_by: dict[str, list[Detections]] = {k: [] for k in detectors}
-        for i, r in enumerate(bar(ev.dataset.records, f"{name}: {', '.join(detectors)}")):
-            image = change(read_image(r.path), i)  # read and changed once, for the reference and every plan
-            for k, detector in detectors.items():
-                found_by[k].append(detector.detect(image, cfg.val_nms)[0])
-        ref = found_by.pop("whole-cpu")
-        if not ev.labelled and not any((d.confidence >= cfg.nms.conf).any() for d in ref):
-            found[name] = {}  # no labels and no reference box: nothing to agree with (the report says so)
-            continue
-        scorer = Scorer(ev, ref, cfg.validate, cfg.nms, agreement=False)  # a condition's table shows what decides
-        ref_acc = scorer.score(ref)
-        found[name] = {}
-        for plan, dets in found_by.items():
-            acc = scorer.score(dets)
-            drift = acc.minus(ref_acc)
-            found[name][plan] = Judged(ref_acc.map, acc.map, drift.interval, acc.kept, len(ev.dataset), ev.kind)
+        detected: dict[str, dict[int, Detections]] = {k: {} for k in ("whole-cpu", *plans)}
+        judged: dict[str, Judged] = {}
+        for size in sizes:
+            last = size == n
+            picked = range(n) if last else sample(n, size)
+            open_ = [p for p in plans if p not in judged or judged[p].images < n and not _decided(judged[p], cfg)]
+            todo = [i for i in picked if i not in detected["whole-cpu"]]
+            for i in bar(todo, f"{name}: whole-cpu, {', '.join(open_)} on {len(picked)} of {n} images"):
+                image = change(read_image(ev.dataset.records[i].path), i)  # read and changed once for all of them
+                for k, detector in (("whole-cpu", reference), *((p, plans[p]) for p in open_)):
+                    detected[k][i] = detector.detect(image, cfg.val_nms)[0]
+            ref = [detected["whole-cpu"][i] for i in picked]
+            if not ev.labelled and not any((d.confidence >= cfg.nms.conf).any() for d in ref):
+                continue  # no labels and no reference box on this sample: nothing to agree with
+            sub = ev if last else replace(ev, dataset=ev.dataset.pick(picked))
+            try:  # a condition's table shows what decides: no agreement beside labels
+                scorer = Scorer(sub, ref, cfg.validate if last else interim, cfg.nms, agreement=False)
+            except YoloEdgeError:  # nothing to score on this sample (no labelled object): the next look
+                continue
+            ref_acc = scorer.score(ref)
+            for plan in open_:
+                acc = scorer.score([detected[plan][i] for i in picked])
+                drift = acc.minus(ref_acc)
+                judged[plan] = Judged(ref_acc.map, acc.map, drift.interval, acc.kept, len(picked), ev.kind)
+            if all(p in judged and _decided(judged[p], cfg) for p in plans):
+                break
+        found[name] = {p: judged[p] for p in plans if p in judged}
     return found
+
+
+def _decided(j: Judged, cfg: DeployConfig) -> bool:
+    return j.verdict(cfg.validate.max_drift) != [UNDECIDED]
 
 
 def first_images(ev: EvalData, n: int) -> EvalData:

@@ -63,6 +63,23 @@ class Judged:
         return self.fails != ("undecided drift",)
 
 
+def look_sizes(fractions: Sequence[float], n: int) -> list[int]:
+    """The looks' sample sizes of ``n`` images: each fraction's, where it holds at least :data:`MIN_LOOK` images and
+    fewer than ``n``, then ``n``."""
+    return [*sorted({k for f in fractions if MIN_LOOK <= (k := round(f * n)) < n}), n]
+
+
+def sample(n: int, size: int, seed: int = 0) -> tuple[int, ...]:
+    """The first ``size`` of one seeded permutation of ``n`` image indices, in index order: every look of every plan
+    draws the same images, and a larger look holds the smaller."""
+    return tuple(sorted(int(i) for i in np.random.default_rng(seed).permutation(n)[:size]))
+
+
+def widened(confidence: float, looks: int) -> float:
+    """The interval's coverage at a look before the last of ``looks``: the error rate split over them."""
+    return 1 - (1 - confidence) / looks
+
+
 class Looks:
     """The looks of one deploy's search (module docstring); the last is every judging image, at the configured
     confidence, with the deploy's scorer (what the three-plan table judges with)."""
@@ -77,13 +94,12 @@ class Looks:
         seed: int = 0,
     ) -> None:
         n = len(data.dataset)
-        sizes = sorted({k for f in cfg.plan.search_looks if MIN_LOOK <= (k := round(f * n)) < n})
-        order = np.random.default_rng(seed).permutation(n)
+        *sizes, _ = look_sizes(cfg.plan.search_looks, n)
         v = cfg.validate
-        wider = replace(v, confidence=1 - (1 - v.confidence) / (len(sizes) + 1))
+        wider = replace(v, confidence=widened(v.confidence, len(sizes) + 1))
         self.looks: list[Look] = []
         for k in sizes:
-            picked = tuple(sorted(int(i) for i in order[:k]))
+            picked = sample(n, k, seed)
             sub = replace(data, dataset=data.dataset.pick(picked))
             ref = [reference[i] for i in picked]
             try:
