@@ -667,8 +667,10 @@ def test_conditions_judged_look_by_look_decide_as_on_every_image(demo: ExportedM
     data = replace(data, dataset=data.dataset.subset(120))
     with _cpu_detector(demo, cfg) as reference, _cpu_detector(demo, cfg, fuse=False) as units:
         plans = {"four units": units, "top box only": _TopBoxOnly(units)}
-        looked = judge_under(["night", "blur"], reference, plans, data, cfg, NO_BAR, (0.25, 0.5))  # type: ignore[arg-type]
-        every = judge_under(["night", "blur"], reference, plans, data, cfg, NO_BAR)  # type: ignore[arg-type]
+        looks = replace(cfg, plan=replace(cfg.plan, search_looks=(0.25, 0.5)))
+        every = replace(cfg, plan=replace(cfg.plan, search_looks=()))
+        looked = judge_under(["night", "blur"], reference, plans, data, looks, NO_BAR)  # type: ignore[arg-type]
+        every = judge_under(["night", "blur"], reference, plans, data, every, NO_BAR)  # type: ignore[arg-type]
     limit = cfg.validate.max_drift
     for name in ("night", "blur"):
         assert {p: j.images for p, j in looked[name].items()} == {"four units": 30, "top box only": 30}, looked

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +109,8 @@ def val_bundle(
         ):
             ref = detect_all(reference, ev.dataset, cfg.val_nms, bar, "reference")
             dep = detect_all(deployed, ev.dataset, cfg.val_nms, bar, "deployed")
-            under = judge_under(conditions, reference, {"deployed": deployed}, ev, cfg, bar)
+            every = replace(cfg, plan=replace(cfg.plan, search_looks=()))  # val judges on every image
+            under = judge_under(conditions, reference, {"deployed": deployed}, ev, every, bar)
     scorer = Scorer(ev, ref, cfg.validate, cfg.nms, agreement=False)  # on labels, agreement decides nothing
     ref_acc, dep_acc = scorer.score(ref), scorer.score(dep)
     drift = dep_acc.minus(ref_acc)

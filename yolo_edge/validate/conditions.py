@@ -124,16 +124,14 @@ def judge_under(
     ev: EvalData,
     cfg: DeployConfig,
     bar: Bar,
-    looks: Sequence[float] = (),
 ) -> dict[str, dict[str, Judged]]:
     """Each plan and the FP32 reference on ``ev``'s images under each condition: condition -> plan -> figures (the
     reference's detections there are its pseudo-labels where ``ev`` has no labels; a condition under which it
-    detects nothing on unlabelled images has no figures: ``{}``). With ``looks`` (fractions of the images, as
-    ``plan.search_looks``: deploy's), a plan is judged under a condition on a growing sample
-    (:mod:`yolo_edge.validate.sequential`) and stops at the first look that decides its drift; ``Judged.images`` says
-    on how many."""
+    detects nothing on unlabelled images has no figures: ``{}``). With ``plan.search_looks`` (deploy's; val clears
+    them), a plan is judged under a condition on a growing sample (:mod:`yolo_edge.validate.sequential`) and stops at
+    the first look that decides its drift; ``Judged.images`` says on how many."""
     n = len(ev.dataset)
-    sizes = look_sizes(looks, n)
+    sizes = look_sizes(cfg.plan.search_looks, n)
     interim = replace(cfg.validate, confidence=widened(cfg.validate.confidence, len(sizes)))
     found: dict[str, dict[str, Judged]] = {}
     for name in conditions:
