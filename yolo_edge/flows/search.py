@@ -110,9 +110,6 @@ class Session:
 class Shards(Protocol):
     """Detects a plan's images elsewhere, in order (``flows.trial_shards.TrialShards``: Ray actors)."""
 
-    @property
-    def count(self) -> int: ...
-
     def detect(self, plan: PlacementPlan, paths: Sequence[Path]) -> list[Detections]: ...
 
 
