@@ -64,6 +64,40 @@ def report_rows(report: dict[str, Any]) -> list[str]:
     return [*rows, "", f"Split phases, p50 ms: {shown or '-'}.", f"Split placement: {placement or '-'}."]
 
 
+def prefix_line(search: dict[str, Any]) -> str:
+    """How much work a cache of unit outputs between trials could have shared (issue #58's third point): the judged
+    candidates whose first unit (its graph and variant: report.json's ``units``) an earlier judged one ran, and
+    whether the split and the design card's layout (each judged under every condition) begin with the same unit."""
+    trials = search.get("trials", [])
+    firsts = [t["units"][0] for t in trials if t.get("images") and t.get("units")]
+    shared = sum(1 for k, first in enumerate(firsts) if first in firsts[:k])
+    by_index = {t["index"]: t.get("units") or [""] for t in trials}
+    chosen, card = by_index.get(search.get("chosen"), [""]), by_index.get(search.get("card_layout"), [""])
+    pair = "the same" if chosen[0] and chosen[0] == card[0] else "different"
+    return (
+        f"Shared unit prefixes: {shared} of {len(firsts)} judged candidates begin with a unit an earlier judged one "
+        f"ran; the split ({chosen[0] or '-'}) and the design card's layout ({card[0] or '-'}) begin with {pair} units."
+    )
+
+
+def work_line(report: dict[str, Any]) -> str:
+    """The judging images deploy detects, by phase, against val's (the reference's and the bundle's on each image):
+    what deploy must do beside its search, whatever its search does (latency frames not counted)."""
+    n = report["data"]["images"]
+    search = sum(t.get("images") or 0 for t in (report.get("search") or {}).get("trials", []))
+    under = report.get("conditions") or {}
+    conditions = sum(
+        max(p["images"] for p in c.values()) + sum(p["images"] for p in c.values()) for c in under.values() if c
+    )
+    whole_npu = n if any(p["name"] == "whole-npu" and p.get("map_drift") for p in report["plans"]) else 0
+    total = n + search + whole_npu + conditions
+    return (
+        f"Images detected: deploy {total} (the FP32 reference {n}, the search {search}, the whole-NPU plan "
+        f"{whole_npu}, the {len(under)} conditions {conditions}: the reference and each plan judged under them), "
+        f"val {2 * n} (the reference and the bundle); the conditions alone are {conditions / (2 * n):.1f}x val's."
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", nargs="+", default=["host-lowp", "sim-edge-npu", "rk3588"])
@@ -100,6 +134,8 @@ def main() -> int:
                 f"Search: {len(trials)} candidates timed, {len(judged)} judged on {scored} judging images in all "
                 f"({len(judged)} x {n} = {len(judged) * n} judged on every image); {search.get('stopped', '')}.\n"
             )
+            print(prefix_line(search))
+            print(work_line(report) + "\n")
             ratio = deploy_s / val_s if val_s > 0 else float("inf")
             summary.append(
                 f"| {device} | {deploy_s:.0f} | {val_s:.0f} | {ratio:.1f}x | {'met' if ratio <= 2 else 'not met'} |"

@@ -22,6 +22,7 @@ from onnx import helper, numpy_helper
 from yolo_edge.backends import cpu_backend
 from yolo_edge.core.config import DeployConfig, Variant, configs_dir, load_profile
 from yolo_edge.flows.deploy import DeployRequest, deploy
+from yolo_edge.flows.report import trial_dict
 from yolo_edge.flows.search import SearchRecord, Trial, fastest_passing
 from yolo_edge.model.meta import ExportedModel, load_onnx
 from yolo_edge.model.split import split_model
@@ -205,6 +206,11 @@ def test_candidates_estimated_within_the_margin_are_judged_and_the_measured_medi
     assert search.chosen is fastest_passing(search.trials, 0.05)
     assert search.chosen.speed_ratio <= fastest.speed_ratio * 1.05 + 2 * (search.chosen.ratio_se + fastest.ratio_se)
     assert "plan.search_margin 100%" in search.stopped or search.stopped == "a candidate passed"
+    for t in search.trials:  # the units each ran: consecutive subgraphs at one device and variant fused into one
+        labels = [t.plan[name].label for name in ("backbone", "neck", "head")]
+        assert "+".join(u.split("=")[0] for u in t.units).split("+") == ["backbone", "neck", "head"], t.units
+        assert len(t.units) == 1 + sum(a != b for a, b in zip(labels, labels[1:])), (labels, t.units)
+        assert trial_dict(t)["units"] == list(t.units)
 
 
 def test_a_near_tie_goes_to_the_plan_with_less_at_low_precision_and_a_clear_win_to_the_faster() -> None:

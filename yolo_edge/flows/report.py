@@ -123,6 +123,7 @@ def trial_dict(t: Trial) -> dict[str, Any]:
         {
             "index": t.index,
             "placement": t.plan.label,
+            "units": list(t.units),  # the units its executor ran (consecutive subgraphs at one variant fuse)
             "why": t.why,
             "estimated_ms": t.estimated_ms,
             "latency_kind": t.plan.latency_kind if run.latency is None else run.latency.kind,  # as its p95 was had

@@ -126,6 +126,7 @@ class Trial:
     ratio_se: float = 0.0  # standard error of speed_ratio, from its frames' paired ratios to the reference's
     images: int = 0  # judging images its drift was scored on (0: not judged, it could not beat one that passed)
     stopped: str = ""  # why its judging stopped where it did
+    units: tuple[str, ...] = ()  # the units its executor ran, in order (:func:`unit_labels`)
 
     @property
     def estimated_ms(self) -> float:
@@ -233,6 +234,20 @@ def plan_detector(
     detector = Detector(executor, split.exported.meta, cfg.nms)
     detector.remember(LATENCY_IMAGES)  # its latency frames are evaluation images: simulated once
     return detector, units
+
+
+def unit_labels(plan: PlacementPlan, units: Sequence[Unit]) -> tuple[str, ...]:
+    """Each unit as ``name=device/variant`` (``backbone+neck=npu/int8/s8/nncf``, ``head=cpu/fp32``; an op-level
+    piece, ``neck.0``, also says how many of its subgraph's nodes the plan keeps on the CPU). Two trials whose first
+    whole units carry the same labels ran the same executables there (the builder compiles a graph at a variant
+    once): the prefix whose outputs they could share (``benchmarks/deploys.py`` counts them)."""
+
+    def label(u: Unit) -> str:
+        sp = plan[u.subgraphs[0]]
+        cut = f" ({len(sp.cpu_nodes)} nodes of {sp.name} on the CPU)" if sp.cpu_nodes else ""
+        return f"{u.name}={sp.label if u.npu is not None else 'cpu/fp32'}{cut}"
+
+    return tuple(label(u) for u in units)
 
 
 class _Judge:
@@ -370,7 +385,7 @@ class _Trials:
         latency, reference = self.judge.latency(name, detector)
         se = median_ratio_se(latency.samples_ms, reference.samples_ms)
         run = PlanRun(name, latency=latency, same_as_cpu=not plan.npu_subgraphs, fails=[NOT_JUDGED])
-        trial = Trial(index, plan, why, run, reference.end_to_end, 0.0, se)
+        trial = Trial(index, plan, why, run, reference.end_to_end, 0.0, se, units=unit_labels(plan, units))
         beaten = None if always else self.beaten_by(trial)
         found: dict[int, Detections] = {}
         if beaten is not None:

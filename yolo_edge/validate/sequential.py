@@ -102,8 +102,8 @@ class Looks:
             picked = sample(n, k, seed)
             sub = replace(data, dataset=data.dataset.pick(picked))
             ref = [reference[i] for i in picked]
-            try:
-                look_scorer = Scorer(sub, ref, wider, cfg.nms)
+            try:  # an early look decides by labels where there are labels: no agreement figure beside them
+                look_scorer = Scorer(sub, ref, wider, cfg.nms, agreement=False)
                 self.looks.append(Look(picked, look_scorer, look_scorer.score(ref), wider.confidence))
             except YoloEdgeError:  # nothing to score on this sample: judged at the next look
                 continue
