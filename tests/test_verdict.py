@@ -659,18 +659,27 @@ def test_conditions_judged_look_by_look_decide_as_on_every_image(demo: ExportedM
     """Under night and blur on 120 of the demo's labelled val images, judged look by look (a quarter and half: 30 and
     60 images, then 120): the FP32 model as four units (the same detections as the reference) passes at the first
     look and a plan that keeps only each image's top box fails there; judged on every image instead, both get the
-    same verdicts, on 120 images each."""
+    same verdicts, on 120 images each. The looks judged with the detectors of an image on a thread each (3) give the
+    figures of one after the other (1)."""
     from yolo_edge.validate.conditions import judge_under
 
     cfg = load_deploy_config()
     data = resolve_eval_data(None, demo.meta.names)
     data = replace(data, dataset=data.dataset.subset(120))
-    with _cpu_detector(demo, cfg) as reference, _cpu_detector(demo, cfg, fuse=False) as units:
-        plans = {"four units": units, "top box only": _TopBoxOnly(units)}
+    with (
+        _cpu_detector(demo, cfg) as reference,
+        _cpu_detector(demo, cfg, fuse=False) as units,
+        _cpu_detector(demo, cfg, fuse=False) as other,  # a detector of its own: each runs an image at a time
+    ):
+        plans = {"four units": units, "top box only": _TopBoxOnly(other)}
         looks = replace(cfg, plan=replace(cfg.plan, search_looks=(0.25, 0.5)))
         every = replace(cfg, plan=replace(cfg.plan, search_looks=()))
-        looked = judge_under(["night", "blur"], reference, plans, data, looks, NO_BAR)  # type: ignore[arg-type]
+        looked = judge_under(["night", "blur"], reference, plans, data, looks, NO_BAR, 3)  # type: ignore[arg-type]
         every = judge_under(["night", "blur"], reference, plans, data, every, NO_BAR)  # type: ignore[arg-type]
+        serial = judge_under(["night", "blur"], reference, plans, data, looks, NO_BAR, 1)  # type: ignore[arg-type]
+    assert {c: {p: j.to_dict() for p, j in by.items()} for c, by in looked.items()} == {
+        c: {p: j.to_dict() for p, j in by.items()} for c, by in serial.items()
+    }
     limit = cfg.validate.max_drift
     for name in ("night", "blur"):
         assert {p: j.images for p, j in looked[name].items()} == {"four units": 30, "top box only": 30}, looked

@@ -10,17 +10,21 @@ sigma 2), ``jpeg`` (quality 15).
 
 from __future__ import annotations
 
+import os
 import typing
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from itertools import repeat
 from typing import Any
 
 import cv2
 import numpy as np
 
 from yolo_edge.core.codec import plain
-from yolo_edge.core.config import Condition, DeployConfig
+from yolo_edge.core.config import Condition, DeployConfig, NmsConfig, ValidateConfig
 from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.host import runtime_threads
 from yolo_edge.core.progress import Bar
 from yolo_edge.data.resolve import EvalData, EvalKind
 from yolo_edge.pipeline.detector import Detector
@@ -124,46 +128,76 @@ def judge_under(
     ev: EvalData,
     cfg: DeployConfig,
     bar: Bar,
+    workers: int | None = None,
 ) -> dict[str, dict[str, Judged]]:
     """Each plan and the FP32 reference on ``ev``'s images under each condition: condition -> plan -> figures (the
     reference's detections there are its pseudo-labels where ``ev`` has no labels; a condition under which it
     detects nothing on unlabelled images has no figures: ``{}``). With ``plan.search_looks`` (deploy's; val clears
     them), a plan is judged under a condition on a growing sample (:mod:`yolo_edge.validate.sequential`) and stops at
-    the first look that decides its drift; ``Judged.images`` says on how many."""
+    the first look that decides its drift; ``Judged.images`` says on how many.
+
+    The detectors of one image run at once on ``workers`` threads (default: a thread per core, ``runtime_threads``,
+    at most one per detector): each detector sees one image at a time, and its runtime (onnxruntime, OpenVINO,
+    LiteRT, a toolchain worker's pipe) computes outside the GIL; the figures are those of one after the other
+    (``benchmarks/conditions_threads.py`` measures the gain)."""
     n = len(ev.dataset)
     sizes = look_sizes(cfg.plan.search_looks, n)
     interim = replace(cfg.validate, confidence=widened(cfg.validate.confidence, len(sizes)))
     found: dict[str, dict[str, Judged]] = {}
-    for name in conditions:
-        change = CONDITIONS[name]
-        detected: dict[str, dict[int, Detections]] = {k: {} for k in ("whole-cpu", *plans)}
-        judged: dict[str, Judged] = {}
-        for size in sizes:
-            last = size == n
-            picked = range(n) if last else sample(n, size)
-            open_ = [p for p in plans if p not in judged or judged[p].images < n and not _decided(judged[p], cfg)]
-            todo = [i for i in picked if i not in detected["whole-cpu"]]
-            for i in bar(todo, f"{name}: whole-cpu, {', '.join(open_)} on {len(picked)} of {n} images"):
-                image = change(read_image(ev.dataset.records[i].path), i)  # read and changed once for all of them
-                for k, detector in (("whole-cpu", reference), *((p, plans[p]) for p in open_)):
-                    detected[k][i] = detector.detect(image, cfg.val_nms)[0]
-            ref = [detected["whole-cpu"][i] for i in picked]
-            if not ev.labelled and not any((d.confidence >= cfg.nms.conf).any() for d in ref):
-                continue  # no labels and no reference box on this sample: nothing to agree with
-            sub = ev if last else replace(ev, dataset=ev.dataset.pick(picked))
-            try:  # a condition's table shows what decides: no agreement beside labels
-                scorer = Scorer(sub, ref, cfg.validate if last else interim, cfg.nms, agreement=False)
-            except YoloEdgeError:  # nothing to score on this sample (no labelled object): the next look
-                continue
-            ref_acc = scorer.score(ref)
-            for plan in open_:
-                acc = scorer.score([detected[plan][i] for i in picked])
-                drift = acc.minus(ref_acc)
-                judged[plan] = Judged(ref_acc.map, acc.map, drift.interval, acc.kept, len(picked), ev.kind)
-            if all(p in judged and _decided(judged[p], cfg) for p in plans):
-                break
-        found[name] = {p: judged[p] for p in plans if p in judged}
+    workers = min(workers or runtime_threads() or os.cpu_count() or 1, 1 + len(plans))
+    with ThreadPoolExecutor(workers, thread_name_prefix="yolo-edge-conditions") as pool:
+        for name in conditions:
+            found[name] = _judge_one(name, reference, plans, ev, cfg, bar, pool, sizes, interim)
     return found
+
+
+def _judge_one(
+    name: str,
+    reference: Detector,
+    plans: Mapping[str, Detector],
+    ev: EvalData,
+    cfg: DeployConfig,
+    bar: Bar,
+    pool: ThreadPoolExecutor,
+    sizes: Sequence[int],
+    interim: ValidateConfig,
+) -> dict[str, Judged]:
+    """:func:`judge_under` for one condition: plan -> figures."""
+    n = len(ev.dataset)
+    change = CONDITIONS[name]
+    detected: dict[str, dict[int, Detections]] = {k: {} for k in ("whole-cpu", *plans)}
+    judged: dict[str, Judged] = {}
+    for size in sizes:
+        last = size == n
+        picked = range(n) if last else sample(n, size)
+        open_ = [p for p in plans if p not in judged or judged[p].images < n and not _decided(judged[p], cfg)]
+        todo = [i for i in picked if i not in detected["whole-cpu"]]
+        named = [("whole-cpu", reference), *((p, plans[p]) for p in open_)]
+        for i in bar(todo, f"{name}: whole-cpu, {', '.join(open_)} on {len(picked)} of {n} images"):
+            image = change(read_image(ev.dataset.records[i].path), i)  # read and changed once for all of them
+            done = pool.map(_detect, [d for _, d in named], repeat(image), repeat(cfg.val_nms))
+            for (k, _), dets in zip(named, done):
+                detected[k][i] = dets
+        ref = [detected["whole-cpu"][i] for i in picked]
+        if not ev.labelled and not any((d.confidence >= cfg.nms.conf).any() for d in ref):
+            continue  # no labels and no reference box on this sample: nothing to agree with
+        sub = ev if last else replace(ev, dataset=ev.dataset.pick(picked))
+        try:  # a condition's table shows what decides: no agreement beside labels
+            scorer = Scorer(sub, ref, cfg.validate if last else interim, cfg.nms, agreement=False)
+        except YoloEdgeError:  # nothing to score on this sample (no labelled object): the next look
+            continue
+        ref_acc = scorer.score(ref)
+        for plan in open_:
+            acc = scorer.score([detected[plan][i] for i in picked])
+            drift = acc.minus(ref_acc)
+            judged[plan] = Judged(ref_acc.map, acc.map, drift.interval, acc.kept, len(picked), ev.kind)
+        if all(p in judged and _decided(judged[p], cfg) for p in plans):
+            break
+    return {p: judged[p] for p in plans if p in judged}
+
+
+def _detect(detector: Detector, image: np.ndarray, nms: NmsConfig) -> Detections:
+    return detector.detect(image, nms)[0]
 
 
 def _decided(j: Judged, cfg: DeployConfig) -> bool:
