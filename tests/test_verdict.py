@@ -655,12 +655,41 @@ class _TopBoxOnly:
         return Detections(d.xyxy[top], d.confidence[top], d.class_id[top], d.names), timing
 
 
+@pytest.mark.parametrize("threaded_s", [0.5, 2.0])
+def test_the_conditions_keep_the_faster_of_one_after_the_other_and_a_thread_each(threaded_s: float) -> None:
+    """The first images alternate one after the other (1 s an image, by an injected clock) and a thread each
+    (``threaded_s``); after three of each the faster is kept, and the clock is not read again. Every image gets
+    each detector's detections, in the detectors' order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from yolo_edge.validate.conditions import _Pace
+
+    class Named:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def detect(self, image: np.ndarray, nms: object) -> tuple[str, None]:
+            return f"{self.name}:{int(image[0])}", None
+
+    ticks: list[float] = []
+    for k in range(3):  # one after the other, then a thread each, alternated
+        ticks += [10.0 * k, 10.0 * k + 1.0, 10.0 * k + 5.0, 10.0 * k + 5.0 + threaded_s]
+    clock = iter(ticks)
+    detectors = [Named("a"), Named("b"), Named("c")]
+    with ThreadPoolExecutor(2) as pool:
+        pace = _Pace(pool, None, lambda: next(clock))
+        found = [pace.detect(detectors, np.array([i]), None) for i in range(8)]  # type: ignore[arg-type]
+    assert pace.threaded is (threaded_s < 1.0)
+    assert pace.took == {False: [1.0] * 3, True: [threaded_s] * 3}
+    assert found == [[f"a:{i}", f"b:{i}", f"c:{i}"] for i in range(8)]
+
+
 def test_conditions_judged_look_by_look_decide_as_on_every_image(demo: ExportedModel) -> None:
     """Under night and blur on 120 of the demo's labelled val images, judged look by look (a quarter and half: 30 and
     60 images, then 120): the FP32 model as four units (the same detections as the reference) passes at the first
     look and a plan that keeps only each image's top box fails there; judged on every image instead, both get the
-    same verdicts, on 120 images each. The looks judged with the detectors of an image on a thread each (3) give the
-    figures of one after the other (1)."""
+    same verdicts, on 120 images each. The looks judged with an image's detectors on a thread each give the figures
+    of one after the other."""
     from yolo_edge.validate.conditions import judge_under
 
     cfg = load_deploy_config()
@@ -674,9 +703,9 @@ def test_conditions_judged_look_by_look_decide_as_on_every_image(demo: ExportedM
         plans = {"four units": units, "top box only": _TopBoxOnly(other)}
         looks = replace(cfg, plan=replace(cfg.plan, search_looks=(0.25, 0.5)))
         every = replace(cfg, plan=replace(cfg.plan, search_looks=()))
-        looked = judge_under(["night", "blur"], reference, plans, data, looks, NO_BAR, 3)  # type: ignore[arg-type]
+        looked = judge_under(["night", "blur"], reference, plans, data, looks, NO_BAR, True)  # type: ignore[arg-type]
         every = judge_under(["night", "blur"], reference, plans, data, every, NO_BAR)  # type: ignore[arg-type]
-        serial = judge_under(["night", "blur"], reference, plans, data, looks, NO_BAR, 1)  # type: ignore[arg-type]
+        serial = judge_under(["night", "blur"], reference, plans, data, looks, NO_BAR, False)  # type: ignore[arg-type]
     assert {c: {p: j.to_dict() for p, j in by.items()} for c, by in looked.items()} == {
         c: {p: j.to_dict() for p, j in by.items()} for c, by in serial.items()
     }

@@ -11,6 +11,8 @@ sigma 2), ``jpeg`` (quality 15).
 from __future__ import annotations
 
 import os
+import statistics
+import time
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -128,7 +130,7 @@ def judge_under(
     ev: EvalData,
     cfg: DeployConfig,
     bar: Bar,
-    workers: int | None = None,
+    threads: bool | None = None,
 ) -> dict[str, dict[str, Judged]]:
     """Each plan and the FP32 reference on ``ev``'s images under each condition: condition -> plan -> figures (the
     reference's detections there are its pseudo-labels where ``ev`` has no labels; a condition under which it
@@ -136,19 +138,54 @@ def judge_under(
     them), a plan is judged under a condition on a growing sample (:mod:`yolo_edge.validate.sequential`) and stops at
     the first look that decides its drift; ``Judged.images`` says on how many.
 
-    The detectors of one image run at once on ``workers`` threads (default: a thread per core, ``runtime_threads``,
-    at most one per detector): each detector sees one image at a time, and its runtime (onnxruntime, OpenVINO,
-    LiteRT, a toolchain worker's pipe) computes outside the GIL; the figures are those of one after the other
-    (``benchmarks/conditions_threads.py`` measures the gain)."""
+    An image's detectors run one after the other (``threads`` False) or at once, a thread each up to a thread per
+    core (True; each detector sees one image at a time, its runtime computing outside the GIL); None (the default):
+    :class:`_Pace` measures both ways on the first images and keeps the faster. The figures are the same either
+    way."""
     n = len(ev.dataset)
     sizes = look_sizes(cfg.plan.search_looks, n)
     interim = replace(cfg.validate, confidence=widened(cfg.validate.confidence, len(sizes)))
     found: dict[str, dict[str, Judged]] = {}
-    workers = min(workers or runtime_threads() or os.cpu_count() or 1, 1 + len(plans))
+    workers = min(runtime_threads() or os.cpu_count() or 1, 1 + len(plans)) if threads is not False else 1
     with ThreadPoolExecutor(workers, thread_name_prefix="yolo-edge-conditions") as pool:
+        pace = _Pace(pool if workers > 1 else None, threads)
         for name in conditions:
-            found[name] = _judge_one(name, reference, plans, ev, cfg, bar, pool, sizes, interim)
+            found[name] = _judge_one(name, reference, plans, ev, cfg, bar, pace, sizes, interim)
     return found
+
+
+class _Pace:
+    """Runs an image's detectors one after the other or on a thread each, whichever the first :attr:`TRIES` images
+    of each way (alternated) took less time on: threads pay where a runtime leaves cores idle (LiteRT's reference
+    kernels run on one: the demo's Ethos-U55 conditions took 1.66x less time) and cost where every runtime already
+    spreads over the cores (OpenVINO's, onnxruntime's: 0.90x on sim-edge-npu); ``benchmarks/conditions_threads.py``
+    measures both. ``threaded`` True or False: that way, unmeasured; no pool: one after the other."""
+
+    TRIES = 3
+
+    def __init__(
+        self,
+        pool: ThreadPoolExecutor | None,
+        threaded: bool | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.pool, self.clock = pool, clock
+        self.took: dict[bool, list[float]] = {False: [], True: []}  # threaded? -> seconds per image
+        self.threaded = threaded if pool is not None else False  # None: still measuring
+
+    def detect(self, detectors: Sequence[Detector], image: np.ndarray, nms: NmsConfig) -> list[Detections]:
+        measuring = self.threaded is None
+        threaded = len(self.took[False]) > len(self.took[True]) if measuring else bool(self.threaded)  # alternated
+        t0 = self.clock() if measuring else 0.0
+        if threaded and self.pool is not None:
+            found = list(self.pool.map(_detect, detectors, repeat(image), repeat(nms)))
+        else:
+            found = [_detect(d, image, nms) for d in detectors]
+        if measuring:
+            self.took[threaded].append(self.clock() - t0)
+            if len(self.took[True]) >= self.TRIES:
+                self.threaded = statistics.median(self.took[True]) < statistics.median(self.took[False])
+        return found
 
 
 def _judge_one(
@@ -158,7 +195,7 @@ def _judge_one(
     ev: EvalData,
     cfg: DeployConfig,
     bar: Bar,
-    pool: ThreadPoolExecutor,
+    pace: _Pace,
     sizes: Sequence[int],
     interim: ValidateConfig,
 ) -> dict[str, Judged]:
@@ -175,7 +212,7 @@ def _judge_one(
         named = [("whole-cpu", reference), *((p, plans[p]) for p in open_)]
         for i in bar(todo, f"{name}: whole-cpu, {', '.join(open_)} on {len(picked)} of {n} images"):
             image = change(read_image(ev.dataset.records[i].path), i)  # read and changed once for all of them
-            done = pool.map(_detect, [d for _, d in named], repeat(image), repeat(cfg.val_nms))
+            done = pace.detect([d for _, d in named], image, cfg.val_nms)
             for (k, _), dets in zip(named, done):
                 detected[k][i] = dets
         ref = [detected["whole-cpu"][i] for i in picked]
