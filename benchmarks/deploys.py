@@ -94,7 +94,8 @@ def work_line(report: dict[str, Any]) -> str:
     return (
         f"Images detected: deploy {total} (the FP32 reference {n}, the search {search}, the whole-NPU plan "
         f"{whole_npu}, the {len(under)} conditions {conditions}: the reference and each plan judged under them), "
-        f"val {2 * n} (the reference and the bundle); the conditions alone are {conditions / (2 * n):.1f}x val's."
+        f"val {2 * n} (the reference and the bundle): {total / (2 * n):.1f}x val's, the conditions alone "
+        f"{conditions / (2 * n):.1f}x."
     )
 
 
