@@ -159,7 +159,8 @@ class _Pace:
     of each way (alternated) took less time on: threads pay where a runtime leaves cores idle (LiteRT's reference
     kernels run on one: the demo's ethos-u55 conditions ran 1.54x as fast, rk3588's 1.44x) and cost where every
     runtime already spreads over the cores (OpenVINO's, onnxruntime's: 0.90x on sim-edge-npu);
-    ``benchmarks/conditions_threads.py`` measures both, and what the choice gets. ``threaded`` True or False: that way, unmeasured; no pool: one after the other."""
+    ``benchmarks/conditions_threads.py`` measures both, and what the choice gets. ``threaded`` True or False: that
+    way, unmeasured; no pool: one after the other."""
 
     TRIES = 3
 
