@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -29,6 +30,7 @@ from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.main import main
 from yolo_edge.core.config import DeployConfig, Variant, load_deploy_config, load_profile
 from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.host import THREADS_ENV
 from yolo_edge.core.progress import progress_bar
 from yolo_edge.core.stats import Percentiles
 from yolo_edge.data.dataset import Dataset, load_dataset
@@ -169,7 +171,7 @@ def test_class_map_by_name_and_by_index(shapes_val: Path) -> None:
 
 
 def test_class_map_scores_the_second_model_on_relabelled_shapes(
-    second: ExportedModel, shapes_val: Path, fast_cfg: DeployConfig
+    second: ExportedModel, shapes_val: Path, fast_cfg: DeployConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Real weights on real labels: mapped right, the coin/spark model scores well; mapped wrong, it scores nothing."""
     detector = _cpu_detector(second, fast_cfg)
@@ -188,6 +190,10 @@ def test_class_map_scores_the_second_model_on_relabelled_shapes(
     resamples = Resamples.draw(50, len(right), 1).images
     spread = ev.resampled(resamples)
     assert spread.std(axis=0).min() > 0.005  # resampling the images moves mAP: the figure has an uncertainty
+    monkeypatch.setenv(THREADS_ENV, "1")  # the replicates one after the other: the same as on a thread per core
+    alone = ev.resampled(resamples)
+    monkeypatch.setenv(THREADS_ENV, str(min(2, os.cpu_count() or 1)))
+    assert np.array_equal(ev.resampled(resamples), alone)
 
 
 def test_a_drift_carries_a_paired_bootstrap_interval(
