@@ -51,7 +51,12 @@ def main() -> int:
             deploy(DeployRequest(device=device, config=cfg), out=out, quiet=True)
             bundle = load_bundle(out)
             ev = first_images(bundle_eval_data(bundle), args.images)
-            every = replace(bundle.config, plan=replace(bundle.config.plan, search_looks=()))
+            conditions = tuple(CONDITIONS)
+            every = replace(
+                bundle.config,
+                plan=replace(bundle.config.plan, search_looks=()),
+                validate=replace(bundle.config.validate, conditions=conditions),
+            )
             times: dict[str, list[float]] = {"one after the other": [], "a thread each": [], "measured": []}
             figures = []
             with (
@@ -63,9 +68,7 @@ def main() -> int:
                 for _ in range(args.rounds):
                     for how, threads in zip(times, (False, True, None)):
                         t0 = time.perf_counter()
-                        judged = judge_under(
-                            list(CONDITIONS), reference, plans, ev, every, progress_bar(False), threads
-                        )
+                        judged = judge_under(reference, plans, ev, every, progress_bar(False), threads)
                         times[how].append(time.perf_counter() - t0)
                         figures.append({c: {p: j.to_dict() for p, j in by.items()} for c, by in judged.items()})
             same = all(f == figures[0] for f in figures)

@@ -668,7 +668,7 @@ def test_the_conditions_keep_the_faster_of_one_after_the_other_and_a_thread_each
     each detector's detections, in the detectors' order."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from yolo_edge.validate.conditions import _Pace
+    from yolo_edge.validate.conditions import Pace
 
     class Named:
         def __init__(self, name: str) -> None:
@@ -683,7 +683,7 @@ def test_the_conditions_keep_the_faster_of_one_after_the_other_and_a_thread_each
     clock = iter(ticks)
     detectors = [Named("a"), Named("b"), Named("c")]
     with ThreadPoolExecutor(2) as pool:
-        pace = _Pace(pool, None, lambda: next(clock))
+        pace = Pace(pool, None, lambda: next(clock))
         found = [pace.detect(detectors, np.array([i]), None) for i in range(8)]  # type: ignore[arg-type]
     assert pace.threaded is (threaded_s < 1.0)
     assert pace.took == {False: [1.0] * 3, True: [threaded_s] * 3}
@@ -707,11 +707,12 @@ def test_conditions_judged_look_by_look_decide_as_on_every_image(demo: ExportedM
         _cpu_detector(demo, cfg, fuse=False) as other,  # a detector of its own: each runs an image at a time
     ):
         plans = {"four units": units, "top box only": _TopBoxOnly(other)}
+        cfg = replace(cfg, validate=replace(cfg.validate, conditions=("night", "blur")))
         looks = replace(cfg, plan=replace(cfg.plan, search_looks=(0.25, 0.5)))
         every = replace(cfg, plan=replace(cfg.plan, search_looks=()))
-        looked = judge_under(["night", "blur"], reference, plans, data, looks, NO_BAR, True)  # type: ignore[arg-type]
-        every = judge_under(["night", "blur"], reference, plans, data, every, NO_BAR)  # type: ignore[arg-type]
-        serial = judge_under(["night", "blur"], reference, plans, data, looks, NO_BAR, False)  # type: ignore[arg-type]
+        looked = judge_under(reference, plans, data, looks, NO_BAR, True)  # type: ignore[arg-type]
+        every = judge_under(reference, plans, data, every, NO_BAR)  # type: ignore[arg-type]
+        serial = judge_under(reference, plans, data, looks, NO_BAR, False)  # type: ignore[arg-type]
     assert {c: {p: j.to_dict() for p, j in by.items()} for c, by in looked.items()} == {
         c: {p: j.to_dict() for p, j in by.items()} for c, by in serial.items()
     }

@@ -452,7 +452,7 @@ def _conditions(session: Session, found: Searched, plans: _Plans) -> dict[str, d
         detectors["design card"] = session.stack.enter_context(built)
     ev = first_images(found.evaldata, v.conditions_images)
     session.say(f"conditions: {', '.join(v.conditions)} on {len(ev.dataset)} judging images, {', '.join(detectors)}")
-    judged = judge_under(v.conditions, plans.detectors["whole-cpu"], detectors, ev, cfg, session.bar)  # with looks
+    judged = judge_under(plans.detectors["whole-cpu"], detectors, ev, cfg, session.bar)  # with looks
     if v.conditions_verdict:
         for name, by in judged.items():
             plans.split.fails += [f"{f} under {name}" for f in by["split"].verdict(v.max_drift)] if by else []

@@ -9,11 +9,12 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from yolo_edge.bundle import Bundle, load_bundle
 from yolo_edge.core.cluster import ray_session
 from yolo_edge.core.codec import plain
+from yolo_edge.core.config import Condition
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.progress import Bar, progress_bar, ticks
 from yolo_edge.data.resolve import DEMO, EvalData, resolve_eval_data
@@ -109,8 +110,11 @@ def val_bundle(
         ):
             ref = detect_all(reference, ev.dataset, cfg.val_nms, bar, "reference")
             dep = detect_all(deployed, ev.dataset, cfg.val_nms, bar, "deployed")
-            every = replace(cfg, plan=replace(cfg.plan, search_looks=()))  # val judges on every image
-            under = judge_under(conditions, reference, {"deployed": deployed}, ev, every, bar)
+            asked = tuple(cast(Sequence[Condition], conditions))
+            every = replace(
+                cfg, plan=replace(cfg.plan, search_looks=()), validate=replace(cfg.validate, conditions=asked)
+            )
+            under = judge_under(reference, {"deployed": deployed}, ev, every, bar)  # on every image
     scorer = Scorer(ev, ref, cfg.validate, cfg.nms, agreement=False)  # on labels, agreement decides nothing
     ref_acc, dep_acc = scorer.score(ref), scorer.score(dep)
     drift = dep_acc.minus(ref_acc)

@@ -124,7 +124,6 @@ class Judged:
 
 
 def judge_under(
-    conditions: Sequence[str],
     reference: Detector,
     plans: Mapping[str, Detector],
     ev: EvalData,
@@ -132,7 +131,8 @@ def judge_under(
     bar: Bar,
     threads: bool | None = None,
 ) -> dict[str, dict[str, Judged]]:
-    """Each plan and the FP32 reference on ``ev``'s images under each condition: condition -> plan -> figures (the
+    """Each plan and the FP32 reference on ``ev``'s images under each of ``cfg.validate.conditions``: condition ->
+    plan -> figures (the
     reference's detections there are its pseudo-labels where ``ev`` has no labels; a condition under which it
     detects nothing on unlabelled images has no figures: ``{}``). With ``plan.search_looks`` (deploy's; val clears
     them), a plan is judged under a condition on a growing sample (:mod:`yolo_edge.validate.sequential`) and stops at
@@ -140,7 +140,7 @@ def judge_under(
 
     An image's detectors run one after the other (``threads`` False) or at once, a thread each up to a thread per
     core (True; each detector sees one image at a time, its runtime computing outside the GIL); None (the default):
-    :class:`_Pace` measures both ways on the first images and keeps the faster. The figures are the same either
+    :class:`Pace` measures both ways on the first images and keeps the faster. The figures are the same either
     way."""
     n = len(ev.dataset)
     sizes = look_sizes(cfg.plan.search_looks, n)
@@ -148,13 +148,13 @@ def judge_under(
     found: dict[str, dict[str, Judged]] = {}
     workers = min(runtime_threads() or os.cpu_count() or 1, 1 + len(plans)) if threads is not False else 1
     with ThreadPoolExecutor(workers, thread_name_prefix="yolo-edge-conditions") as pool:
-        pace = _Pace(pool if workers > 1 else None, threads)
-        for name in conditions:
+        pace = Pace(pool if workers > 1 else None, threads)
+        for name in cfg.validate.conditions:
             found[name] = _judge_one(name, reference, plans, ev, cfg, bar, pace, sizes, interim)
     return found
 
 
-class _Pace:
+class Pace:
     """Runs an image's detectors one after the other or on a thread each, whichever the first :attr:`TRIES` images
     of each way (alternated) took less time on: threads pay where a runtime leaves cores idle (LiteRT's reference
     kernels run on one: the demo's ethos-u55 conditions ran 1.54x as fast, rk3588's 1.44x) and cost where every
@@ -196,7 +196,7 @@ def _judge_one(
     ev: EvalData,
     cfg: DeployConfig,
     bar: Bar,
-    pace: _Pace,
+    pace: Pace,
     sizes: Sequence[int],
     interim: ValidateConfig,
 ) -> dict[str, Judged]:
