@@ -74,8 +74,8 @@ class Evaluation:
 
     def resampled(self, images: np.ndarray) -> np.ndarray:
         """mAP50 and mAP50-95 on each row of ``images`` (image indices): shape (B, 2). The replicates are
-        accumulated on a thread per core (``runtime_threads``): the C++ accumulation releases the GIL, and each
-        replicate is independent, so the figures are the same as one after the other."""
+        accumulated on a thread per core (``runtime_threads``): the C++ accumulation runs partly outside the GIL,
+        and each replicate is independent, so the figures are the same as one after the other."""
         workers = min(runtime_threads() or os.cpu_count() or 1, len(images))
         if workers <= 1:
             return np.array([self._accumulate(idx) for idx in images]).reshape(len(images), 2)
