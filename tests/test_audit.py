@@ -174,7 +174,7 @@ def test_the_frames_audit_counts_the_fp32_boxes_a_degraded_accelerator_loses(  #
     ex, events, _ = _executor(demo_split, tensors, fast_cfg, faults, audit_window=6)
     for unit in ex.units:
         unit.audit_floor = None
-    ex.auditor.prove(990, 1000, None)
+    ex.auditor.prove((990, 1000), None, None)
     devices, found = [], []
     with Detector(ex, demo_split.exported.meta, fast_cfg.nms) as detector:
         for i in range(140):
@@ -260,7 +260,7 @@ def test_the_frames_audit_sees_a_run_of_losses_the_window_would_dilute() -> None
         f.record(10, 10)
     assert f.passing() is None  # 60 of 60 kept bound the loss rate at 6.0 %, over 3x the proven bound (5.5 %)
     f.record(10, 10)
-    assert f.passing() == "70 of the FP32 chain's 70 boxes kept over the last 10 audited frames"
+    assert f.passing() == "70 of the FP32 chain's 70 boxes kept, 0 of 0 boxes added, over the last 10 audited frames"
 
 
 def test_frames_lit_unlike_the_proofs_are_audited_as_often_as_after_a_failed_audit(  # type: ignore[no-untyped-def]
@@ -288,11 +288,11 @@ def test_frames_lit_unlike_the_proofs_are_audited_as_often_as_after_a_failed_aud
     log = tmp_path / "events.jsonl"
     auditor = Auditor(cfg, EventLog(log), [])
     auditor.chain_units = [SimpleNamespace(npu=object())]  # type: ignore[list-item]  # one accelerator unit
-    auditor.prove(990, 1000, lighting)
+    auditor.prove((990, 1000), None, lighting)
     seen = []
     for frame in range(96):
         image = (day if frame < 48 else night)[frame % 16]
-        auditor.offer_frame(frame, image, lambda _parked, f=frame: seen.append(f) or (8, 8))  # type: ignore[misc]
+        auditor.offer_frame(frame, image, lambda _parked, f=frame: seen.append(f) or (8, 8, 8, 8))  # type: ignore[misc]
         auditor.drain(10)
     figures = auditor.figures()
     auditor.close()

@@ -18,7 +18,7 @@ from yolo_edge.backends.onnxruntime.backend import OnnxRuntimeBackend
 from yolo_edge.backends.quantize import cache_dir, quantize_int8
 from yolo_edge.core.config import DeviceProfile, Variant, build, load_profile, profile_names
 from yolo_edge.core.errors import InternalError, YoloEdgeError
-from yolo_edge.core.registry import BUILTIN, ENTRY_POINTS, QDQ_SUFFIX, BackendSpec, backends
+from yolo_edge.core.registry import BUILTIN, ENTRY_POINTS, QDQ_SUFFIX, BackendSpec, backends, read
 from yolo_edge.model.split import SplitModel
 from yolo_edge.plan.checks import cosine
 
@@ -118,9 +118,9 @@ def toy_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[n
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-npu\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(f"[{ENTRY_POINTS}]\ntoy-npu = toy_npu.spec:SPEC\n")
     monkeypatch.syspath_prepend(str(site))
-    backends.cache_clear()
+    read.cache_clear()
     yield site
-    backends.cache_clear()
+    read.cache_clear()
     for name in [m for m in sys.modules if m == "toy_npu" or m.startswith("toy_npu.")]:
         del sys.modules[name]
 
@@ -152,9 +152,11 @@ def test_a_backend_from_another_package_keeps_the_contract_and_deploys(  # type:
         _, timing = detector.detect(read_image(sorted(tiny_images.glob("*.jpg"))[0]))
     assert timing.end_to_end_ms > 0
     sys.path.remove(str(toy_site))  # uninstalled
-    backends.cache_clear()
+    read.cache_clear()
     with pytest.raises(YoloEdgeError, match="runtime: must be one of onnxruntime, .*got 'toy-npu'"):
         load_profile(profile_path)
+    with pytest.raises(YoloEdgeError, match="backend is not installed here: .*entry point registers 'toy-npu'"):
+        load_bundle(result.bundle)
 
 
 def test_the_simulated_npu_delegates_every_hook_it_does_not_model(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,30 +175,89 @@ def test_the_simulated_npu_delegates_every_hook_it_does_not_model(monkeypatch: p
     assert simulated.is_reference(Variant("fp32")) is False and numerics.is_reference(Variant("fp32")) is True
 
 
-def test_a_broken_plug_in_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An entry point whose object is not a BackendSpec, or that takes a built-in's name, says which it is."""
-    site = tmp_path / "site"
-    (site / "bad_npu").mkdir(parents=True)
-    (site / "bad_npu" / "__init__.py").write_text(
-        "from yolo_edge.core.registry import BackendSpec, RuntimeOptions\nSPEC = 'not a spec'\n"
-        "TWIN = BackendSpec('onnxruntime', 'bad_npu', RuntimeOptions)\n"
-    )
+BROKEN = """
+import sys
+from yolo_edge.core.registry import BackendSpec, RuntimeOptions
+print("a plug-in's own print")
+NOT_A_SPEC = "not a spec"
+TWIN = BackendSpec("onnxruntime", "bad_npu", RuntimeOptions)
+LOOSE = BackendSpec("bad-npu", "bad_npu", RuntimeOptions, suffixes=".onnx")
+CAPS = BackendSpec("Bad NPU", "bad_npu", RuntimeOptions)
+"""
+
+
+def _broken_site(root: Path, entries: dict[str, str], module: str = BROKEN) -> Path:
+    """A package ``bad_npu`` whose dist-info names ``entries`` (entry point name -> object) in the backends group."""
+    site = root / "site"
+    (site / "bad_npu").mkdir(parents=True, exist_ok=True)
+    (site / "bad_npu" / "__init__.py").write_text(module)
+    (site / "bad_npu" / "exits.py").write_text("import sys\nsys.exit(0)\n")
     info = site / "bad_npu-0.1.dist-info"
-    info.mkdir()
+    info.mkdir(exist_ok=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bad-npu\nVersion: 0.1\n")
-    monkeypatch.syspath_prepend(str(site))
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINTS}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()))
+    return site
+
+
+def test_a_broken_plug_in_is_skipped_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Each way an entry point can be wrong (no such object, not a spec, a taken name, suffixes as a string, a name
+    that is no runtime name, a ``sys.exit`` at import) is skipped with one line on stderr naming it; what it prints
+    goes to stderr, the built-in backends stay usable."""
+    bad = {
+        "gone": ("bad_npu:NONE", "does not load: AttributeError"),
+        "str": ("bad_npu:NOT_A_SPEC", "is a str, not a yolo_edge.core.registry.BackendSpec"),
+        "twin": ("bad_npu:TWIN", "registers 'onnxruntime', which is registered already"),
+        "loose": ("bad_npu:LOOSE", "has suffixes '.onnx', not a tuple of strings"),
+        "caps": ("bad_npu:CAPS", "names its runtime 'Bad NPU'"),
+        "exits": ("bad_npu.exits:SPEC", "does not load: SystemExit: 0"),
+    }
+    monkeypatch.syspath_prepend(str(_broken_site(tmp_path, {k: v for k, (v, _) in bad.items()})))
+    read.cache_clear()
     try:
-        for value, said in (
-            ("bad_npu:SPEC", "is a str, not a yolo_edge.core.registry.BackendSpec"),
-            ("bad_npu:TWIN", "registers 'onnxruntime', which is registered already"),
-            ("bad_npu:NONE", "does not load: AttributeError"),
-        ):
-            (info / "entry_points.txt").write_text(f"[{ENTRY_POINTS}]\nbad = {value}\n")
-            backends.cache_clear()
-            with pytest.raises(YoloEdgeError, match=f"entry point 'bad' \\({value}\\) {said}"):
-                backends()
+        registered = backends()
+        out, err = capfd.readouterr()
+        assert set(BUILTIN_NAMES) == set(registered), registered
+        assert out == "" and "a plug-in's own print" in err
+        warnings = [line for line in err.splitlines() if line.startswith("yolo-edge: warning:")]
+        assert len(warnings) == len(bad), err
+        for name, (value, said) in bad.items():
+            assert any(f"entry point '{name}' ({value}) {said}" in w and w.endswith(": skipped") for w in warnings), (
+                name,
+                err,
+            )
+        assert load_profile("host-lowp").runtime == "openvino"
     finally:
-        backends.cache_clear()
+        read.cache_clear()
+
+
+BUILTIN_NAMES = ("onnxruntime", "openvino", "rknn", "qnn", "ethos-u")
+
+
+def test_a_plug_in_that_exits_at_import_decides_no_commands_fate(tmp_path: Path) -> None:
+    """A plug-in calling ``sys.exit(0)`` as it is imported: ``check`` of a bundle that does not exist still fails
+    as bad input (2, not a PASS of 0), ``--version`` and the built-in devices work, ``--json`` stays JSON."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    site = _broken_site(tmp_path, {"exits": "bad_npu.exits:SPEC", "prints": "bad_npu:NOT_A_SPEC"})
+    env = {**os.environ, "PYTHONPATH": str(site), "YOLO_OFFLINE": "1", "PYTHONSAFEPATH": "1"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "yolo_edge.cli.main", *args]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+    checked = cli("check", str(tmp_path / "no-bundle"))
+    assert checked.returncode == 2 and "no-bundle" in checked.stderr, checked
+    assert "entry point 'exits' (bad_npu.exits:SPEC) does not load: SystemExit: 0: skipped" in checked.stderr
+    assert cli("--version").returncode == 0
+    listed = cli("devices", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert {d["name"] for d in json.loads(listed.stdout)["devices"]} >= {"cpu", "host-lowp"}
+    assert "a plug-in's own print" in listed.stderr
 
 
 def test_yolo_edge_threads_caps_every_runtimes_pool_and_a_bad_value_says_how_to_fix_it(

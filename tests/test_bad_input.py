@@ -192,6 +192,21 @@ def _bright_lighting(meta: Any) -> None:
     meta["lighting"] = {"mean": [10, 900], "std": [1, 2]}
 
 
+def _dark_lighting(meta: Any) -> None:
+    meta["lighting"] = {"mean": [0, 0], "std": [0, 0]}
+
+
+def _millions_kept(meta: Any) -> None:
+    meta["boxes_kept"] = [50_000_000, 100_000_000]
+
+
+def _floor_off(units: list[dict[str, object]]) -> None:
+    units[0]["audit_floor"] = -1
+
+
+BASE_NAN_MAP = '{"p95_ms": 9, "accuracy": {"kind": "labels", "data_sha256": "x", "map50_95": NaN, "map50": 0.5}}'
+
+
 def _meta_imgsz(meta: Any) -> None:
     meta["model"]["imgsz"] = [16384, 16384]
 
@@ -355,6 +370,18 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])  # nothing listens once it is closed
+
+
+_LISTENING: list[socket.socket] = []  # kept open for the session: what _not_ray names must stay there
+
+
+def _not_ray() -> str:
+    """The address of a socket that takes connections and never answers (not a Ray head)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(8)
+    _LISTENING.append(s)
+    return f"127.0.0.1:{s.getsockname()[1]}"
 
 
 BOMB = "\n".join(  # a "billion laughs": under 1 KB of YAML, 9**9 strings once its aliases are expanded
@@ -832,6 +859,31 @@ CASES: list[Case] = [
         2,
         "not a positive number",
     ),
+    # a baseline's every number checked: a NaN accuracy would switch the accuracy gate off (a FAIL read as PASS)
+    (
+        "baseline accuracy NaN",
+        lambda e: ["check", str(e.bundle), "--baseline", _baseline(BASE_NAN_MAP)(e)],
+        2,
+        "accuracy.map50_95 is nan, not a number from 0 to 1",
+    ),
+    (
+        "baseline p95 a string",
+        lambda e: ["check", str(e.bundle), "--baseline", _baseline('{"p95_ms": "100"}')(e)],
+        2,
+        "p95_ms is '100', not a positive number",
+    ),
+    (
+        "baseline p95 true",
+        lambda e: ["check", str(e.bundle), "--baseline", _baseline('{"p95_ms": true}')(e)],
+        2,
+        "p95_ms is True, not a positive number",
+    ),
+    (
+        "baseline accuracy without its kind",
+        lambda e: ["check", str(e.bundle), "--baseline", _baseline('{"p95_ms": 9, "accuracy": {"map50": 1}}')(e)],
+        2,
+        "accuracy.kind is None, not labels or agreement",
+    ),
     (
         "export of an unloadable .pt",
         lambda e: ["export", "--model", _garbage("bad.pt")(e), "--out", "exp"],
@@ -887,6 +939,24 @@ CASES: list[Case] = [
         lambda e: ["bench", _json_edit("meta.json", "lighting", _bright_lighting)(e)],
         2,
         "lighting {'mean': [10, 900]",
+    ),  # fmt: skip
+    (
+        "meta.json lighting of zeros",  # every frame unlike the proof's: the audit pinned at its failing rate
+        lambda e: ["bench", _json_edit("meta.json", "dark", _dark_lighting)(e)],
+        2,
+        "each hi over 0",
+    ),  # fmt: skip
+    (
+        "meta.json boxes_kept of millions",  # the audit's statistics from these numbers: bounded, not minutes long
+        lambda e: ["bench", _json_edit("meta.json", "kept", _millions_kept)(e)],
+        2,
+        "boxes_kept [50000000, 100000000] is not [n, of]",
+    ),  # fmt: skip
+    (
+        "units.json audit_floor -1",  # a floor at or under 0 passes every audit: the trigger off
+        lambda e: ["bench", _units_edit("floor", _floor_off)(e)],
+        2,
+        "audit_floor -1 is not a cosine over 0",
     ),  # fmt: skip
     (
         "a unit graph out of place",
@@ -1031,6 +1101,18 @@ CASES: list[Case] = [
         ),
         2,
         "nothing answers there",
+    ),
+    (
+        "check --ray-address at something that is not Ray",  # it takes TCP and says nothing: Ray would retry
+        lambda e: ["check", str(e.bundle), "--ray-address", _not_ray()],
+        2,
+        "something answers there but it is not Ray",
+    ),
+    (
+        "deploy --ray-address at something that is not Ray",  # said before a minute of work, not after it
+        lambda e: ["deploy", "--ray-address", _not_ray(), "--out", "o"],
+        2,
+        "something answers there but it is not Ray",
     ),
     (
         "val --ray-address no port",

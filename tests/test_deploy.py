@@ -11,10 +11,10 @@ import cv2
 import pytest
 
 from tests.test_torch_free import BLOCKER
-from yolo_edge.backends.base import ARTIFACT_SUFFIXES
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.main import main
 from yolo_edge.core.config import load_deploy_config
+from yolo_edge.core.registry import artifact_suffixes
 from yolo_edge.flows.deploy import DeployResult
 from yolo_edge.flows.gate import GateRequest, GateResult, check_bundle
 from yolo_edge.plan.placement import PlacementPlan
@@ -98,7 +98,7 @@ def test_bundle_contents_and_plots(deployed: DeployResult) -> None:
             if u.precision == "int8"
             for suffix in ((".ov.xml", ".ov.bin") if u.variant.quantizer != "qdq" else (".int8.onnx",))
         }
-        stored = {p.name for p in (b / "units").glob("*") if p.name.endswith(ARTIFACT_SUFFIXES)}
+        stored = {p.name for p in (b / "units").glob("*") if p.name.endswith(artifact_suffixes())}
         assert stored == want  # none for BF16 units
     for unit in json.loads((b / "units.json").read_text()):  # each unit's FP32 graph is stored, once
         assert (b / unit["graph"]).is_file()

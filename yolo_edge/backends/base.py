@@ -33,7 +33,7 @@ import onnx
 from yolo_edge.core.config import PrecisionName, Quantizer, Scheme, Variant
 from yolo_edge.core.errors import InternalError, YoloEdgeError
 from yolo_edge.core.pixels import is_pixels, to_pixels, to_tensor
-from yolo_edge.core.registry import QDQ_SUFFIX, artifact_suffixes
+from yolo_edge.core.registry import QDQ_SUFFIX
 from yolo_edge.model.graph import TensorInfo, control_flow
 
 Feeds = Mapping[str, np.ndarray]
@@ -65,8 +65,7 @@ def save_for_worker(folder: Path, model: onnx.ModelProto, calib: CalibSet | None
     return folder / "model.onnx", samples
 
 
-Artifact = Mapping[str, bytes]  # a unit's compiled files as a bundle stores them, by suffix (ARTIFACT_SUFFIXES)
-ARTIFACT_SUFFIXES = artifact_suffixes()  # what a registered backend stores of a compiled unit (yolo_edge.core.registry)
+Artifact = Mapping[str, bytes]  # a unit's compiled files as a bundle stores them, by suffix (artifact_suffixes())
 FP32_SUFFIX = ".onnx"  # the unit's FP32 graph itself as stored: what a runtime reads, not the model serialized again
 
 

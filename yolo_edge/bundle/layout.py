@@ -58,6 +58,7 @@ class BundleMeta:
     calib: tuple[str, ...]  # the calibration sample's file names, in calib/
     kept: tuple[int, int] | None = None  # the plan's boxes kept of the FP32 reference's, as deploy judged (audit.py)
     lighting: Lighting | None = None  # the brightness and contrast of the images it was proven on (audit.py)
+    added: tuple[int, int] | None = None  # the plan's boxes no FP32 box keeps, of its boxes, as deploy judged
 
     def to_dict(self) -> dict[str, Any]:
         return plain(
@@ -73,6 +74,7 @@ class BundleMeta:
                 "calib": list(self.calib),
                 "boxes_kept": None if self.kept is None else list(self.kept),
                 "lighting": None if self.lighting is None else self.lighting.to_dict(),
+                "boxes_added": None if self.added is None else list(self.added),
             }
         )
 
@@ -92,22 +94,27 @@ class BundleMeta:
             float(d["sla_ms"]),
             bool(d["fuse_units"]),
             tuple(d["calib"]),
-            _kept(d.get("boxes_kept")),
+            _kept(d.get("boxes_kept"), "boxes_kept"),
             _lighting(d.get("lighting")),
+            _kept(d.get("boxes_added"), "boxes_added"),
         )
 
 
-def _kept(value: object) -> tuple[int, int] | None:
-    """meta.json's ``boxes_kept``: ``[kept, of]``, whole numbers with 0 <= kept <= of (untrusted input)."""
+MAX_PROVEN_BOXES = 10_000_000  # boxes a deploy's judging images hold: 33,000 images at the 300 boxes NMS keeps
+
+
+def _kept(value: object, key: str) -> tuple[int, int] | None:
+    """meta.json's ``boxes_kept`` (or ``boxes_added``): ``[kept, of]``, whole numbers with 0 <= kept <= of, of at
+    most :data:`MAX_PROVEN_BOXES` (untrusted input; the runtime audit's statistics are computed from them)."""
     if value is None:
         return None
     if (
         not isinstance(value, list)
         or len(value) != 2
         or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-        or not 0 <= value[0] <= value[1]
+        or not 0 <= value[0] <= value[1] <= MAX_PROVEN_BOXES
     ):
-        raise ValueError(f"boxes_kept {str(value)[:60]} is not [kept, of] with 0 <= kept <= of")
+        raise ValueError(f"{key} {str(value)[:60]} is not [n, of] with 0 <= n <= of <= {MAX_PROVEN_BOXES:,}")
     return value[0], value[1]
 
 
@@ -122,9 +129,12 @@ def _lighting(value: object) -> Lighting | None:
         and len(r) == 2
         and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in r)
         and 0 <= r[0] <= r[1] <= 255
+        and r[1] > 0
         for r in ranges
     ):
-        raise ValueError(f"lighting {str(value)[:60]} is not {{mean: [lo, hi], std: [lo, hi]}} within 0 to 255")
+        raise ValueError(
+            f"lighting {str(value)[:60]} is not {{mean: [lo, hi], std: [lo, hi]}} within 0 to 255, each hi over 0"
+        )
     (m0, m1), (s0, s1) = ranges  # type: ignore[misc]
     return Lighting((float(m0), float(m1)), (float(s0), float(s1)))
 
@@ -156,8 +166,8 @@ class StoredUnit:
             raise ValueError(f"a unit on '{d['device']}'")
         floor = d.get("audit_floor")
         number = isinstance(floor, int | float) and not isinstance(floor, bool)
-        if floor is not None and (not number or not -1 <= floor <= 1):
-            raise ValueError(f"audit_floor {floor!r} is not a cosine")
+        if floor is not None and (not number or not 0 < floor <= 1):  # at or under 0 every audit would pass
+            raise ValueError(f"audit_floor {floor!r} is not a cosine over 0")
         floor = None if floor is None else float(floor)
         return cls(subgraphs, piece, d["device"], Variant.parse(str(d["variant"])), str(d["graph"]), floor)
 

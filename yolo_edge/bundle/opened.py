@@ -89,7 +89,7 @@ class Bundle:
                 units, self.config.runtime, self.profile, events, owns=stack.pop_all(), as_placed=as_placed
             )
         if self.meta.kept is not None and plan == self.plan:  # the frames' audit judges against what deploy proved
-            executor.auditor.prove(*self.meta.kept, self.meta.lighting)
+            executor.auditor.prove(self.meta.kept, self.meta.added, self.meta.lighting)
         built = {u.name: u for u in units}
         for unit in planned:
             if unit.device == "npu" and (built.get(unit.name) is None or built[unit.name].npu is None):

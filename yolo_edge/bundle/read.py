@@ -13,11 +13,12 @@ import numpy as np
 import onnx
 import yaml
 
-from yolo_edge.backends.base import ARTIFACT_SUFFIXES, io_infos, self_contained
+from yolo_edge.backends.base import io_infos, self_contained
 from yolo_edge.bundle.layout import CALIB, FORMAT, MODEL, SAMPLE, UNITS, BundleMeta, StoredUnit
 from yolo_edge.core.config import DeployConfig, DeviceProfile, build_profile, load_deploy_config, read_yaml
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.files import json_loads, read_regular
+from yolo_edge.core.registry import artifact_suffixes, backends, unregistered
 from yolo_edge.model.decode import HeadOutputs
 from yolo_edge.model.graph import PARTS, SUBGRAPHS
 from yolo_edge.model.meta import ModelMeta
@@ -53,8 +54,9 @@ def _bundle_bytes(root: Path, rel: str, max_bytes: int) -> bytes:
 def read_unit_artifacts(folder: Path) -> dict[str, dict[str, bytes]]:
     """A bundle's ``units/`` folder: unit name -> {suffix: bytes}, each a regular file inside the bundle."""
     found: dict[str, dict[str, bytes]] = {}
+    suffixes = artifact_suffixes()
     for path in sorted(folder.glob("*")) if folder.is_dir() else []:
-        suffix = next((s for s in ARTIFACT_SUFFIXES if path.name.endswith(s)), None)
+        suffix = next((s for s in suffixes if path.name.endswith(s)), None)
         if suffix is not None:
             data = _bundle_bytes(folder.parent, f"{folder.name}/{path.name}", MAX_UNIT_BYTES)
             found.setdefault(path.name.removesuffix(suffix), {})[suffix] = data
@@ -105,14 +107,21 @@ def read_bundle(path: Path) -> Stored:
     for rel in ("profile.yaml", "deploy.yaml", MODEL, CALIB, UNITS, SAMPLE):
         if not (path / rel).exists():
             raise damaged(path, f"no {rel}")
+    profile_path, config_path = (bundle_file(path, rel) for rel in ("profile.yaml", "deploy.yaml"))
+    try:
+        profile_data = read_yaml(profile_path, "profile.yaml")
+    except (YoloEdgeError, yaml.YAMLError) as exc:
+        raise damaged(path, str(exc)) from None
+    runtime = profile_data.get("runtime") if isinstance(profile_data, dict) else None
+    if isinstance(runtime, str) and runtime not in backends():  # not damaged: a backend this install lacks
+        raise YoloEdgeError(f"{path}: its device's backend is not installed here: {unregistered(runtime)}")
     try:
         plan = PlacementPlan.from_dict(json_loads(_bundle_bytes(path, "plan.json", MAX_DOC_BYTES)))
         units = tuple(StoredUnit.from_dict(u) for u in json_loads(_bundle_bytes(path, UNITS, MAX_DOC_BYTES)))
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
         raise damaged(path, f"{type(exc).__name__}: {exc}") from None
-    profile_path, config_path = (bundle_file(path, rel) for rel in ("profile.yaml", "deploy.yaml"))
     try:
-        profile = build_profile(read_yaml(profile_path, "profile.yaml"), str(profile_path))
+        profile = build_profile(profile_data, str(profile_path))
         config = load_deploy_config(config_path)
         check_plan(plan, units, profile)
     except (YoloEdgeError, yaml.YAMLError) as exc:

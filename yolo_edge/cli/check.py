@@ -13,9 +13,7 @@ from pathlib import Path
 from yolo_edge.cli.common import add_bundle_data, add_runs, add_shards, fraction, positive_float, print_json
 from yolo_edge.core.files import check_can_write
 from yolo_edge.flows.gate import GateRequest, check_bundle, write_baseline
-from yolo_edge.validate.verdict import interval_text, kept_text
-
-UNDECIDED_EXIT = 4  # measured, neither passed nor failed: retry, or fail, as the CI chooses
+from yolo_edge.validate.verdict import UNDECIDED_EXIT, interval_text, kept_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

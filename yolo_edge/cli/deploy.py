@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     if r.conditions:
         print("split under conditions, boxes kept of the FP32 reference's there: " + conditions_line(r))
     print(
-        f"chosen: {r.chosen.name}  SLA p95 <= {r.limits.sla_ms} ms  verdict: {'PASS' if r.passed else 'FAIL'}"
+        f"chosen: {r.chosen.name}  SLA p95 <= {r.limits.sla_ms} ms  verdict: {r.verdict}"
         + (f" ({'; '.join(r.reasons)})" if r.reasons else "")
     )
     print(f"bundle: {result.bundle}  (report.md, report.json, plots/)")

@@ -167,6 +167,16 @@ def _how(r: StreamResult) -> str:
     return f" ({', '.join(r.modelled)} modelled (board))" if r.modelled else ""
 
 
+def coverage(audit: dict[str, Any]) -> str:
+    """What an audit's figures say of the trigger's coverage: nothing where every audit due was done."""
+    due, done = int(audit.get("due", 0)), int(audit["audits"])
+    if due <= done:
+        return ""
+    return (
+        f" ({due - done} of {due} due not done: the CPU was too busy for the audit's share, coverage {done / due:.0%})"
+    )
+
+
 def _report(runner: StreamRunner, events: EventLog, audits: dict[str, dict[str, Any]], quiet_stdout: bool) -> list[str]:
     """One summary line per stream, the precision audit's per unit, then the fallback events (on stderr with
     --json: stdout is the JSONL; or when stdout's reader has gone); returns the problems."""
@@ -187,7 +197,7 @@ def _report(runner: StreamRunner, events: EventLog, audits: dict[str, dict[str, 
                 line += f" (redirected to {printable(redirect['to'])}, another host)"
         print(line, file=out)
     for unit, a in audits.items():
-        line = f"precision audit of {unit}: {a['audits']} audits, {a['failed']} failed"
+        line = f"precision audit of {unit}: {a['audits']} audits, {a['failed']} failed" + coverage(a)
         if unit == FRAMES:
             b, p = a["boxes_kept"], a["proven"]
             share = "" if b["share"] is None else f" ({b['share']:.1%})"

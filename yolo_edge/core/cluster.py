@@ -53,7 +53,7 @@ def ray_session(
         return
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
     if address:
-        _answers(address)
+        probe(address)
     # a local Ray's workers keep their temporary files in one folder of this session's, removed with it: a worker
     # killed mid-deploy (Ctrl-C, SIGTERM) leaves nothing in TMPDIR
     scratch = None if address else tempfile.mkdtemp(prefix="yolo-edge-ray-")
@@ -118,19 +118,37 @@ def gcs_endpoint(address: str) -> tuple[str, int] | None:
     return host.strip("[]"), int(port)
 
 
-def _answers(address: str, timeout_s: float = 5.0) -> None:
-    """A one-line error unless something accepts a connection at ``address``: Ray itself retries a closed port
-    for many minutes before it gives up."""
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # and SETTINGS
+
+
+def probe(address: str, timeout_s: float = 5.0) -> None:
+    """A one-line error within ``timeout_s`` unless a Ray head answers at ``address``: something must accept the
+    connection and answer the HTTP/2 preface with a SETTINGS frame, as Ray's GCS and client servers (gRPC) do. Ray
+    itself retries a closed port, or a server of another protocol, for minutes before it gives up; this is called
+    before any work (``deploy``, ``check``, ``val``, ``sweep``)."""
     endpoint = gcs_endpoint(address)
     if endpoint is None:
         return
+    hint = "is the head up (`ray start --head`), and is this its address and port?"
     try:
-        socket.create_connection(endpoint, timeout=timeout_s).close()
+        with socket.create_connection(endpoint, timeout=timeout_s) as sock:
+            sock.settimeout(timeout_s)
+            try:
+                sock.sendall(HTTP2_PREFACE)
+                frame = sock.recv(9)
+            except OSError as exc:
+                frame = b""
+                if not isinstance(exc, TimeoutError | ConnectionError):
+                    raise
     except OSError as exc:
         raise YoloEdgeError(
-            f"cannot join the Ray cluster at {address}: nothing answers there ({exc.strerror or exc}); "
-            "is the head up (`ray start --head`), and is this its address and port?"
+            f"cannot join the Ray cluster at {address}: nothing answers there ({exc.strerror or exc}); {hint}"
         ) from None
+    if len(frame) < 9 or frame[3] != 0x04:  # an HTTP/2 frame header whose type is SETTINGS
+        raise YoloEdgeError(
+            f"cannot join the Ray cluster at {address}: something answers there but it is not Ray (no gRPC answer "
+            f"within {timeout_s:g} s); {hint}"
+        )
 
 
 def node_cpus(ray: Any) -> float:

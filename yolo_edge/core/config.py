@@ -197,7 +197,7 @@ class RuntimeConfig:
     audit_window: Annotated[int, Range(1, 1000)] = 10
     audit_failures: Annotated[int, Range(1, 1000)] = 3
     audit_action: AuditAction = "move_to_cpu"
-    audit_budget: Annotated[float, Range(0, 1, lo_open=True)] = 0.01  # the audit worker's share of a core, at most
+    audit_budget: Annotated[float, Range(0.001, 1)] = 0.01  # the audit worker's share of a core, at most
 
     def __post_init__(self) -> None:
         if self.audit_action not in typing.get_args(AuditAction):
@@ -214,7 +214,7 @@ class ValidateConfig:
     sla_ms: Annotated[float, Range(0, lo_open=True)]
     latency_warmup: Annotated[int, Range(0, MAX_RUNS)]
     latency_runs: Annotated[int, Range(1, MAX_RUNS)]
-    max_regression: Annotated[float, Range(0)]
+    max_regression: Annotated[float, Range(0, 10)]  # +1000 %: a larger allowance is no gate
     agreement_draws: Annotated[int, Range(1, 1000)]  # no labels: pseudo-label draws from the FP32 reference's output
     agreement_box_noise: Annotated[
         float, Range(0, 0.5, hi_open=True)
@@ -549,7 +549,7 @@ def build_profile(data: Any, where: str) -> DeviceProfile:
         registered = registry.backends()
         spec = registered.get(runtime)
         if spec is None:
-            _fail(f"{where}.runtime", f"must be one of {', '.join(registered)}, got {_shown(runtime)}")
+            raise YoloEdgeError(f"{where}: {registry.unregistered(runtime)}")
         options = build(spec.options, data.get("runtime_options") or {}, f"{where}.runtime_options")
         data = {**data, "runtime_options": options}
     return build(DeviceProfile, data, where)

@@ -20,15 +20,20 @@ through them and a deploy (``tests/test_backends.py``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
 import importlib.util
+import os
+import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from yolo_edge.core.errors import YoloEdgeError
-from yolo_edge.core.files import toolchains_root
+from yolo_edge.core.files import printable, toolchains_root
 
 # artifact suffixes: what a bundle stores of a compiled unit (``Executable.artifact_files``), beside its FP32 graph
 QDQ_SUFFIX = ".int8.onnx"  # the INT8 QDQ graph that onnxruntime and OpenVINO run (a vendor's own: in its spec)
@@ -99,33 +104,133 @@ BUILTIN = tuple(
 )
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """An entry point that was not registered, and why (said in one line where the registry is first read)."""
+
+    name: str  # the entry point's name
+    value: str  # what it points at
+    why: str
+
+    def line(self) -> str:
+        return f"the {ENTRY_POINTS} entry point '{self.name}' ({self.value}) {self.why}: skipped"
+
+
+@dataclass(frozen=True)
+class Registry:
+    """What the registry read: the backends by name, and the entry points it skipped."""
+
+    specs: dict[str, BackendSpec]
+    skipped: tuple[Skipped, ...]
+
+
 @functools.cache
-def backends() -> dict[str, BackendSpec]:
-    """Every registered backend by name: the built-in ones, then each installed package's (read once; an entry
-    point that does not load, is not a spec or takes a registered name is a one-line error naming it)."""
+def read() -> Registry:
+    """The registry, read when first needed (never at import: a plug-in's import runs no command's fate). Each entry
+    point is loaded under a guard that catches everything but Ctrl-C (a ``sys.exit`` at import included) with what
+    it prints sent to stderr (``--json`` output stays the command's); one that does not load, is not a valid spec
+    or takes a registered name is skipped and said in one line on stderr, the others usable."""
     found: dict[str, BackendSpec] = {}
+    skipped: list[Skipped] = []
     builtin = [importlib.metadata.EntryPoint(v.split(".")[2], v, ENTRY_POINTS) for v in BUILTIN]  # loaded alike
     for ep in [*builtin, *importlib.metadata.entry_points(group=ENTRY_POINTS)]:
-        where = f"the {ENTRY_POINTS} entry point '{ep.name}' ({ep.value})"
-        try:
-            loaded = ep.load()
-        except Exception as exc:  # a plug-in's own bug: said in one line, not a traceback
-            raise YoloEdgeError(f"{where} does not load: {type(exc).__name__}: {exc}") from None
-        if not isinstance(loaded, BackendSpec):
-            raise YoloEdgeError(f"{where} is a {type(loaded).__name__}, not a yolo_edge.core.registry.BackendSpec")
-        if loaded.name in found:
-            raise YoloEdgeError(f"{where} registers '{loaded.name}', which is registered already")
+        loaded, why = _load(ep)
+        if why is None:
+            why = _invalid(loaded)
+        if why is None and loaded.name in found:
+            why = f"registers '{loaded.name}', which is registered already"
+        if why is not None:
+            skipped.append(Skipped(ep.name, ep.value, why))
+            print(f"yolo-edge: warning: {printable(skipped[-1].line(), 400)}", file=sys.stderr)
+            continue
         found[loaded.name] = loaded
-    return found
+    return Registry(found, tuple(skipped))
+
+
+def _load(ep: importlib.metadata.EntryPoint) -> tuple[Any, str | None]:
+    """``ep``'s object, or why it did not load; its standard output goes to stderr while it loads, at the file
+    descriptor too (a native extension's prints)."""
+    sys.stdout.flush()
+    saved = _dup_stdout()
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            return ep.load(), None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: B036 - a plug-in's sys.exit or bug must not decide a command's exit code
+        return None, f"does not load: {type(exc).__name__}: {printable(exc, 200)}"
+    finally:
+        _restore_stdout(saved)
+
+
+def _dup_stdout() -> int | None:
+    try:
+        saved = os.dup(1)
+        os.dup2(2, 1)
+        return saved
+    except OSError:  # no descriptor 1 or 2 (a daemon): nothing to keep apart
+        return None
+
+
+def _restore_stdout(saved: int | None) -> None:
+    if saved is not None:
+        sys.stderr.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _invalid(loaded: object) -> str | None:
+    """Why ``loaded`` is not a usable spec, or None."""
+    if not isinstance(loaded, BackendSpec):
+        return f"is a {type(loaded).__name__}, not a yolo_edge.core.registry.BackendSpec"
+    if not isinstance(loaded.name, str) or not NAME.fullmatch(loaded.name):
+        return f"names its runtime {printable(repr(loaded.name), 60)}, not lower-case letters, digits, '-' and '_'"
+    if not isinstance(loaded.module, str) or not loaded.module:
+        return "names no module (BackendSpec.module: the module whose backend_for(profile) builds it)"
+    if not (isinstance(loaded.options, type) and issubclass(loaded.options, RuntimeOptions)):
+        return "has options that are not a RuntimeOptions dataclass"
+    for field_name in ("suffixes", "schemes", "quantizers"):
+        value = getattr(loaded, field_name)
+        if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
+            return f"has {field_name} {printable(repr(value), 60)}, not a tuple of strings"
+    bad = [s for s in loaded.suffixes if not SUFFIX.fullmatch(s)]
+    if bad:
+        return f"has suffixes {printable(bad, 60)}: each is a file ending such as '.rknn' or '_vela.tflite'"
+    if loaded.toolchain is not None and not isinstance(loaded.toolchain, Toolchain):
+        return "has a toolchain that is not a yolo_edge.core.registry.Toolchain"
+    return None
+
+
+NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+SUFFIX = re.compile(r"[A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)+")  # a file ending: '.rknn', '_vela.tflite'; no '/'
+
+
+def backends() -> dict[str, BackendSpec]:
+    """Every registered backend by name: the built-in ones, then each installed package's (:func:`read`)."""
+    return read().specs
 
 
 def spec(runtime: str) -> BackendSpec:
-    """The registered backend of a profile's ``runtime:``; a one-line error naming the registered ones."""
+    """The registered backend of a profile's ``runtime:``; a one-line error naming the registered ones, or saying
+    which package would provide it."""
     registered = backends()
-    try:
+    if runtime in registered:
         return registered[runtime]
-    except KeyError:
-        raise YoloEdgeError(f"runtime: must be one of {', '.join(registered)}, got '{runtime}'") from None
+    raise YoloEdgeError(unregistered(runtime))
+
+
+def unregistered(runtime: str) -> str:
+    """What to say of a ``runtime:`` that no backend registers: the plug-in of that name that did not load, or the
+    entry point a package would provide; the registered ones."""
+    shown = printable(runtime, 60)
+    names = ", ".join(backends())
+    for s in read().skipped:
+        if s.name == runtime:
+            return f"runtime '{shown}' is a plug-in that did not load ({printable(s.why, 200)}); registered: {names}"
+    return (
+        f"runtime: must be one of {names}, got '{shown}' (a backend from another package: install the package whose "
+        f"{ENTRY_POINTS} entry point registers '{shown}')"
+    )
 
 
 def artifact_suffixes() -> tuple[str, ...]:

@@ -12,7 +12,9 @@ reference: on labels of the model's own classes, or, without them, as agreement 
 (``validate.accuracy``), both reported where both exist. Calibration images never judge
 (``data.resolve``). The chosen plan is the faster (p95) of split and whole-cpu that is ok; whole-npu is
 reported for comparison only (the decode must stay FP32 on the CPU). When no plan is ok the verdict is
-FAIL (exit 1) with each plan's reason.
+FAIL (exit 1) with each plan's reason, or UNDECIDED (exit 4, as ``check``) where the chosen plan's only reasons are
+intervals that straddle their limits (drift on too few images, a p95 within a busy machine's noise): the bundle is
+written either way.
 
 Example:
     >>> result = deploy(out="out/bundle")  # the demo model on `auto`  # doctest: +SKIP
@@ -37,6 +39,7 @@ from yolo_edge.backends.base import Backend, NpuCompileError
 from yolo_edge.backends.builder import Builder
 from yolo_edge.bundle.layout import BundleMeta, Contents, DataRecord, bundle_files
 from yolo_edge.bundle.write import check_writable, write_bundle
+from yolo_edge.core.cluster import probe
 from yolo_edge.core.config import DeployConfig, DeviceProfile, load_deploy_config
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.host import cpu_name
@@ -78,7 +81,7 @@ from yolo_edge.validate.accuracy import detect_all
 from yolo_edge.validate.conditions import CONDITIONS, Judged, first_images, judge_under
 from yolo_edge.validate.latency import LATENCY_IMAGES
 from yolo_edge.validate.noise import Frames, time_in_rounds
-from yolo_edge.validate.verdict import Limits, PlanRun, choose, explain
+from yolo_edge.validate.verdict import UNDECIDED_EXIT, Limits, PlanRun, choose, explain
 
 Log = Callable[[str], None]
 DEMO_IMGSZ = 320
@@ -315,6 +318,8 @@ def deploy(
     request = request or DeployRequest()
     out = Path(out)
     check_writable(out)
+    if request.ray_address is not None:  # a cluster that is not there (or not Ray) is said now, not after the work
+        probe(request.ray_address)
     t0 = time.perf_counter()
     with ExitStack() as stack:
         opened = _open(request, stack, say, progress_bar(not quiet))
@@ -336,7 +341,7 @@ def deploy(
         )
         files = _bundle_files(session, exported, found, plans, chosen_plan, report)
     bundle = write_bundle(out, files)
-    return DeployResult(report, bundle, 0 if report.passed else 1)
+    return DeployResult(report, bundle, 0 if report.passed else UNDECIDED_EXIT if report.undecided else 1)
 
 
 def _bundle_files(
@@ -362,6 +367,7 @@ def _bundle_files(
         cfg.runtime.fuse_units,
         tuple(p.name for p in calib_files),
         None if report.chosen.kept is None else (report.chosen.kept.kept, report.chosen.kept.of),
+        added=None if report.chosen.kept is None else (report.chosen.kept.added, report.chosen.kept.boxes),
     )
     units = plans.split_units if on_split else []
     events = plans.events if on_split else EventLog()

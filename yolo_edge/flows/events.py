@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 import typing
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,24 +25,42 @@ from typing import TYPE_CHECKING, Any
 from yolo_edge.core.codec import plain
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.files import printable
-from yolo_edge.runtime.executor import MOVES, Trigger
+from yolo_edge.runtime.executor import MOVES, Action, Trigger
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 TRIGGERS: tuple[str, ...] = typing.get_args(Trigger)
+ACTIONS: tuple[str, ...] = typing.get_args(Action)
 FAILURES = ("runtime_error", "timeout", "nan")  # the accelerator failing a frame
+
+
+MAX_LOG_BYTES = 1 << 30  # a log's size at most: a day of events at a frame rate that fires one every frame
+MAX_LINE_BYTES = 1 << 20  # one line at most: a run's end line lists every unit and audit, a few kilobytes
+MAX_MOVES = 1000  # moves listed one by one (all are counted): a flapping unit's million moves list nothing more
 
 
 @dataclass
 class LogRun:
-    """One run's lines, gathered by its id from every file given."""
+    """One run's lines, gathered by its id from the files given: counts, not records (a log of millions of events
+    reads in flat memory)."""
 
     run: str
-    where: str  # the first file it was read from
-    events: list[dict[str, Any]] = field(default_factory=list)
+    where: str  # the file it was read from
+    causes: Counter[tuple[str, str]] = field(default_factory=Counter)  # (unit, trigger) -> events
+    moves: list[dict[str, Any]] = field(default_factory=list)  # the first MAX_MOVES moves, with their times
     after: dict[tuple[int, str, str], float] = field(default_factory=dict)  # (frame, unit, trigger) -> median ms
-    end: dict[str, Any] | None = None  # the run's end line; None: killed before it
+    end: dict[str, Any] | None = None  # the run's end line, checked; None: killed before it
+
+
+@dataclass
+class Logs:
+    """Every run read from the files given, and what was left out of them."""
+
+    runs: list[LogRun]
+    cut: int = 0  # lines that are not JSON (a run killed mid-write, then another appended): left out, counted
+    repeated: list[str] = field(default_factory=list)  # runs given twice (a file twice, or a copy): counted once
+    moves: int = 0  # moves in all (MAX_MOVES of them listed)
 
 
 def _bad(path: Path, line: int, why: str) -> YoloEdgeError:
@@ -49,60 +69,136 @@ def _bad(path: Path, line: int, why: str) -> YoloEdgeError:
     )
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
 def _number(rec: dict[str, Any], key: str, path: Path, line: int, optional: bool = False) -> None:
     value = rec.get(key)
     if optional and value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+    if not _is_number(value):
         raise _bad(path, line, f"'{key}' must be a number >= 0, got {printable(repr(value), 60)}")
 
 
-def read_logs(paths: Sequence[Path]) -> list[LogRun]:
-    """Every run in ``paths``, in the order first seen. A last line cut short (a run killed mid-write) is left out;
-    any other line that is not an event log's is an error."""
+def _string(rec: dict[str, Any], key: str, path: Path, line: int, allowed: tuple[str, ...] = ()) -> str:
+    value = rec.get(key)
+    if not isinstance(value, str) or (allowed and value not in allowed):
+        want = f"one of {', '.join(allowed)}" if allowed else "a string"
+        raise _bad(path, line, f"'{key}' must be {want}, got {printable(repr(value), 60)}")
+    return value
+
+
+def _end_line(rec: dict[str, Any], path: Path, line: int) -> dict[str, Any]:
+    """A run's end line, every figure ``analyse`` reads of it checked: its frames, seconds, each unit's runs and
+    milliseconds per device, each audit's counts."""
+    _number(rec, "frames", path, line)
+    _number(rec, "seconds", path, line)
+    units, audits = rec.get("units", {}), rec.get("audits", {})
+    if not isinstance(units, dict) or not isinstance(audits, dict):
+        raise _bad(path, line, "'units' and 'audits' must be objects")
+    for unit, by in units.items():
+        if not isinstance(by, dict) or not all(
+            d in ("npu", "cpu") and isinstance(f, dict) and all(_is_number(f.get(k, 0)) for k in ("runs", "ms"))
+            for d, f in by.items()
+        ):
+            raise _bad(path, line, f"unit {printable(repr(unit), 60)}: each device's runs and ms must be numbers >= 0")
+    for unit, a in audits.items():
+        kept = a.get("boxes_kept") if isinstance(a, dict) else None
+        ok = isinstance(a, dict) and all(_is_number(a.get(k, 0)) for k in ("audits", "failed", "unseen", "frames"))
+        ok = ok and all(a.get(k) is None or _is_number(a[k]) for k in ("min_cosine", "floor"))
+        ok = ok and (
+            kept is None or (isinstance(kept, dict) and all(_is_number(kept.get(k, 0)) for k in ("kept", "of")))
+        )
+        if not ok:
+            raise _bad(path, line, f"audit of {printable(repr(unit), 60)}: its counts must be numbers >= 0")
+    return {"frames": rec["frames"], "units": units, "audits": audits}
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """A log's lines, numbered from 1: a regular file only (a FIFO or ``/dev/zero`` is refused before it is read),
+    at most :data:`MAX_LOG_BYTES`, each line at most :data:`MAX_LINE_BYTES`."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise YoloEdgeError(f"cannot read event log {printable(path, 300)}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise YoloEdgeError(f"event log {printable(path, 300)} is not a regular file (a folder, FIFO or device)")
+    if st.st_size > MAX_LOG_BYTES:
+        raise YoloEdgeError(
+            f"event log {printable(path, 300)} is {st.st_size:,} bytes, over the {MAX_LOG_BYTES:,} read; "
+            "split it (one file per day or per board) and pass the files"
+        )
+    try:
+        with open(path, "rb") as f:
+            for i, text in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
+                if len(text) > MAX_LINE_BYTES:
+                    raise _bad(path, i, f"a line over {MAX_LINE_BYTES:,} bytes")
+                yield i, text
+    except OSError as exc:
+        raise YoloEdgeError(f"cannot read event log {printable(path, 300)}: {exc.strerror or exc}") from None
+
+
+def read_logs(paths: Sequence[Path]) -> Logs:
+    """Every run in ``paths``, in the order first seen. A line that is not JSON (a run killed mid-write) is left out
+    and counted; a file given twice is read once, a run whose end an earlier file held is counted once; any other
+    line that is not an event log's is a one-line error naming the file and the line."""
+    logs = Logs([])
     runs: dict[str, LogRun] = {}
+    seen_files: set[tuple[int, int]] = set()
+    ended: set[str] = set()
     for path in paths:
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise YoloEdgeError(f"cannot read event log {printable(path, 300)}: {exc}") from None
-        for i, text in enumerate(lines, 1):
+            st = os.stat(path)
+        except OSError as exc:
+            raise YoloEdgeError(f"cannot read event log {printable(path, 300)}: {exc.strerror or exc}") from None
+        if (st.st_dev, st.st_ino) in seen_files:
+            continue
+        seen_files.add((st.st_dev, st.st_ino))
+        here: set[str] = set()
+        for i, text in _lines(path):
             if not text.strip():
                 continue
             try:
                 rec = json.loads(text)
-            except json.JSONDecodeError:
-                if i == len(lines):  # cut short by a kill: what came before stands
-                    continue
-                raise _bad(path, i, "not JSON") from None
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                logs.cut += 1
+                continue
             if not isinstance(rec, dict):
                 raise _bad(path, i, "not a JSON object")
             run_id = rec.get("run") or f"{path} (no run id)"
             if not isinstance(run_id, str):
                 raise _bad(path, i, "'run' must be a string")
+            if run_id in ended and run_id not in here:  # its end read from an earlier file: this is a copy
+                if run_id not in logs.repeated:
+                    logs.repeated.append(run_id)
+                continue
+            here.add(run_id)
             run = runs.setdefault(run_id, LogRun(run_id, str(path)))
             kind = rec.get("record", "event")
-            if kind not in ("event", "after", "run") or rec.get("trigger", TRIGGERS[0]) not in TRIGGERS:
+            if kind not in ("event", "after", "run"):
                 raise _bad(path, i, f"not an event, an 'after' or a 'run' line (record {printable(repr(kind), 40)})")
             if kind == "run":
-                _number(rec, "frames", path, i)
-                _number(rec, "seconds", path, i)
-                if not isinstance(rec.get("units", {}), dict) or not isinstance(rec.get("audits", {}), dict):
-                    raise _bad(path, i, "'units' and 'audits' must be objects")
-                run.end = rec
+                run.end = _end_line(rec, path, i)
+                ended.add(run_id)
                 continue
             _number(rec, "frame", path, i)
-            if not isinstance(rec.get("unit"), str):
-                raise _bad(path, i, "'unit' must be a string")
+            unit, trigger = _string(rec, "unit", path, i), _string(rec, "trigger", path, i, TRIGGERS)
+            key = (int(rec["frame"]), unit, trigger)
             if kind == "after":
                 _number(rec, "after_ms", path, i)
-                run.after[(int(rec["frame"]), rec["unit"], rec["trigger"])] = float(rec["after_ms"])
-            else:
-                _number(rec, "before_ms", path, i, optional=True)
-                if not isinstance(rec.get("action"), str):
-                    raise _bad(path, i, "'action' must be a string")
-                run.events.append(rec)
-    return list(runs.values())
+                run.after[key] = float(rec["after_ms"])
+                continue
+            _number(rec, "before_ms", path, i, optional=True)
+            action = _string(rec, "action", path, i, ACTIONS)
+            run.causes[(unit, trigger)] += 1
+            if action in MOVES:
+                logs.moves += 1
+                if logs.moves <= MAX_MOVES:
+                    run.moves.append({**dict(zip(("frame", "unit", "trigger"), key)), "action": action,
+                                      "before_ms": rec.get("before_ms")})  # fmt: skip
+    logs.runs = list(runs.values())
+    return logs
 
 
 @dataclass(frozen=True)
@@ -112,19 +208,22 @@ class EventsReport:
     runs: int
     unfinished: list[str]  # runs with no end line: their events counted, their frames not known
     frames: int  # frames of the finished runs
-    rates: dict[str, dict[str, float]]  # trigger -> events, per 1,000 frames (of finished runs)
+    rates: dict[str, dict[str, float | None]]  # trigger -> events, per 1,000 frames (of finished runs; None: none)
     causes: dict[str, dict[str, int]]  # unit -> trigger -> events
     on_cpu: dict[str, dict[str, float | None]]  # unit -> runs on each device, the CPU's share, mean ms on each
-    moves: list[dict[str, Any]]  # each move: run, frame, unit, trigger, action, before_ms, after_ms
+    moves: list[dict[str, Any]]  # each move (the first MAX_MOVES): run, frame, unit, trigger, action, before/after
     audits: dict[str, dict[str, Any]]  # unit -> audits, failed, lowest cosine, floor (over every run)
     advice: list[str]
+    moves_in_all: int = 0
+    cut_lines: int = 0  # lines that were not JSON, left out
+    repeated: list[str] = field(default_factory=list)  # runs given twice, counted once
 
     def to_dict(self) -> dict[str, Any]:
         return plain(self)
 
 
 def _add_audits(into: dict[str, dict[str, Any]], run: dict[str, Any]) -> None:
-    """One run's audit figures (its end line's ``audits``) added to those of the runs before it."""
+    """One run's audit figures (its end line's ``audits``, checked) added to those of the runs before it."""
     for unit, a in run.items():
         acc = into.setdefault(unit, {"audits": 0, "failed": 0, "min_cosine": None, "floor": a.get("floor")})
         acc["audits"] += int(a.get("audits", 0))
@@ -139,30 +238,34 @@ def _add_audits(into: dict[str, dict[str, Any]], run: dict[str, Any]) -> None:
             acc["min_cosine"] = low
 
 
-def analyse(runs: Sequence[LogRun]) -> EventsReport:
+def analyse(logs: Logs) -> EventsReport:
+    runs = logs.runs
     finished = [r for r in runs if r.end is not None]
     frames = sum(int(r.end["frames"]) for r in finished if r.end is not None)
-    counted = Counter(e["trigger"] for r in finished for e in r.events)
-    every = Counter(e["trigger"] for r in runs for e in r.events)
-    rates = {
-        t: {"events": every[t], "per_1000_frames": 1000 * counted[t] / frames if frames else float("nan")}
+    counted: Counter[str] = Counter()
+    every: Counter[str] = Counter()
+    causes: dict[str, dict[str, int]] = {}
+    for r in runs:
+        for (unit, trigger), n in r.causes.items():
+            every[trigger] += n
+            counted[trigger] += n if r.end is not None else 0
+            by = causes.setdefault(unit, {})
+            by[trigger] = by.get(trigger, 0) + n
+    rates: dict[str, dict[str, float | None]] = {
+        t: {"events": every[t], "per_1000_frames": 1000 * counted[t] / frames if frames else None}
         for t in TRIGGERS
         if every[t]
     }
-    causes: dict[str, dict[str, int]] = {}
-    for e in (e for r in runs for e in r.events):
-        by = causes.setdefault(e["unit"], {})
-        by[e["trigger"]] = by.get(e["trigger"], 0) + 1
     on_cpu: dict[str, dict[str, float]] = {}
     audits: dict[str, dict[str, Any]] = {}
     for r in finished:
         assert r.end is not None
-        for unit, by in r.end.get("units", {}).items():
+        for unit, by in r.end["units"].items():
             acc = on_cpu.setdefault(unit, {"npu_runs": 0, "cpu_runs": 0, "npu_ms": 0.0, "cpu_ms": 0.0})
             for device in ("npu", "cpu"):
                 acc[f"{device}_runs"] += float(by.get(device, {}).get("runs", 0))
                 acc[f"{device}_ms"] += float(by.get(device, {}).get("ms", 0.0))
-        _add_audits(audits, r.end.get("audits", {}))
+        _add_audits(audits, r.end["audits"])
     shares = {
         unit: {
             "npu_runs": a["npu_runs"],
@@ -174,21 +277,25 @@ def analyse(runs: Sequence[LogRun]) -> EventsReport:
         for unit, a in on_cpu.items()
     }
     moves = [
-        {
-            "run": r.run,
-            "frame": e["frame"],
-            "unit": e["unit"],
-            "trigger": e["trigger"],
-            "action": e["action"],
-            "before_ms": e.get("before_ms"),
-            "after_ms": r.after.get((int(e["frame"]), e["unit"], e["trigger"])),
-        }
+        {"run": r.run, **m, "after_ms": r.after.get((m["frame"], m["unit"], m["trigger"]))}
         for r in runs
-        for e in r.events
-        if e["action"] in MOVES
+        for m in r.moves
     ]
     unfinished = [r.run for r in runs if r.end is None]
-    return EventsReport(len(runs), unfinished, frames, rates, causes, shares, moves, audits, _advice(causes, audits))
+    return EventsReport(
+        len(runs),
+        unfinished,
+        frames,
+        rates,
+        causes,
+        shares,
+        moves,
+        audits,
+        _advice(causes, audits),
+        logs.moves,
+        logs.cut,
+        logs.repeated,
+    )
 
 
 def _advice(causes: dict[str, dict[str, int]], audits: dict[str, dict[str, Any]]) -> list[str]:
@@ -231,15 +338,22 @@ def lines(report: EventsReport) -> list[str]:
             if report.unfinished
             else ""
         )  # fmt: skip
+        + (f"; {report.cut_lines} line(s) cut short or not JSON, left out" if report.cut_lines else "")
+        + (f"; {len(report.repeated)} run(s) given twice, counted once" if report.repeated else "")
     ]
     if not report.rates:
         out.append("no fallback events")
     for t, r in report.rates.items():
         rate = r["per_1000_frames"]
-        out.append(f"  {t}: {int(r['events'])} events" + ("" if math.isnan(rate) else f", {rate:.2f} per 1,000 frames"))
+        out.append(
+            f"  {t}: {int(r['events'] or 0)} events" + ("" if rate is None else f", {rate:.2f} per 1,000 frames")
+        )
     if report.causes:
         out.append("causes by unit:")
-        out += [f"  {u}: " + ", ".join(f"{t} {n}" for t, n in sorted(by.items())) for u, by in report.causes.items()]
+        out += [
+            f"  {printable(u, 80)}: " + ", ".join(f"{t} {n}" for t, n in sorted(by.items()))
+            for u, by in report.causes.items()
+        ]
     if report.on_cpu:
         out.append("time on the CPU by unit:")
         for u, a in report.on_cpu.items():
@@ -247,22 +361,30 @@ def lines(report: EventsReport) -> list[str]:
                 f"{d} {a[f'{d}_ms_mean']:.2f} ms a run" for d in ("npu", "cpu") if a[f"{d}_ms_mean"] is not None
             )
             total = int((a["npu_runs"] or 0) + (a["cpu_runs"] or 0))
-            out.append(f"  {u}: {a['cpu_share']:.1%} of its {total} runs; {ms}")
+            out.append(f"  {printable(u, 80)}: {a['cpu_share']:.1%} of its {total} runs; {ms}")
     if report.moves:
-        out.append("moves, the unit's median time before and after:")
+        more = report.moves_in_all - len(report.moves)
+        out.append(
+            "moves, the unit's median time before and after"
+            + (f" (the first {len(report.moves)} of {report.moves_in_all})" if more else "")
+            + ":"
+        )
         for m in report.moves:
             before = "?" if m["before_ms"] is None else f"{m['before_ms']:.2f}"
             after = "?" if m["after_ms"] is None else f"{m['after_ms']:.2f}"
-            out.append(f"  frame {m['frame']} {m['unit']} {m['trigger']} -> {m['action']}: {before} -> {after} ms")
+            unit = printable(m["unit"], 80)
+            out.append(f"  frame {m['frame']} {unit} {m['trigger']} -> {m['action']}: {before} -> {after} ms")
     for u, a in report.audits.items():
         low = "" if a["min_cosine"] is None else f", lowest cosine {a['min_cosine']:.4f}"
         floor = "" if a["floor"] is None else f" (floor {a['floor']:.5f})"
         kept = f", FP32 boxes kept {a['kept']}/{a['of']}" if "of" in a else ""
         kept += f", {a['unseen']} of {a['frames']} frames lit unlike the proof's" if a.get("unseen") else ""
-        out.append(f"precision audit of {u}: {a['audits']} audits, {a['failed']} failed{floor}{low}{kept}")
+        out.append(
+            f"precision audit of {printable(u, 80)}: {a['audits']} audits, {a['failed']} failed{floor}{low}{kept}"
+        )
     if report.advice:
         out.append("what to recompile:")
-        out += [f"  {a}" for a in report.advice]
+        out += [f"  {printable(a, 400)}" for a in report.advice]
     return out
 
 

@@ -13,13 +13,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from yolo_edge.bundle import Bundle, load_bundle
 from yolo_edge.bundle.layout import MODEL
+from yolo_edge.core.cluster import probe
 from yolo_edge.core.codec import dumps, plain
+from yolo_edge.core.config import MAX_RUNS, FrameKind
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.files import atomic_write, json_loads, printable, read_regular
 from yolo_edge.core.progress import progress_bar
@@ -102,11 +105,25 @@ class GateRequest:
     shards: int | None = None
     ray_address: str | None = None
 
+    def __post_init__(self) -> None:
+        """Each limit and count as the CLI would take it, or a one-line error (from Python too: a NaN SLA or a
+        string of runs would otherwise judge nothing, or fail deep inside the measurement)."""
+        for name, hi in (("max_drift", 1.0), ("sla_ms", MAX_MS), ("max_regression", MAX_REGRESSION)):
+            value = getattr(self, name)
+            if value is not None and (not _real(value) or not 0 <= value <= hi or (name == "sla_ms" and value == 0)):
+                raise YoloEdgeError(f"{name} must be a number from 0 to {hi:g}, got {printable(repr(value), 60)}")
+        for name, top in (("runs", MAX_RUNS), ("shards", MAX_RUNS)):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top):
+                raise YoloEdgeError(f"{name} must be a whole number from 1 to {top}, got {printable(repr(value), 60)}")
+
 
 def check_bundle(bundle: str | Path | Bundle, request: GateRequest | None = None, quiet: bool = True) -> GateResult:
     """Re-measure drift and latency; one failure line per broken limit (drift, SLA, regression vs baseline), as
     the ``request`` asks (:class:`GateRequest`)."""
     r = request or GateRequest()
+    if r.ray_address is not None:  # a cluster that is not there (or not Ray) is said now, not after the work
+        probe(r.ray_address)
     b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle)
     limits, max_regression = _limits(b, r.max_drift, r.sla_ms, r.max_regression)
     base = read_baseline(r.baseline) if r.baseline else None
@@ -335,29 +352,71 @@ MAX_BASELINE_BYTES = 1 << 20  # write_baseline writes a few hundred bytes
 
 
 def read_baseline(path: str | Path) -> Baseline:
-    """A baseline written by ``write_baseline``: its p95 a positive, finite number of milliseconds, its other
-    parts mappings where present (a baseline is someone's file: what is not a mapping is left out)."""
+    """A baseline written by ``write_baseline``, every part it has checked (a baseline is someone's file, and a gate
+    that reads a ``NaN`` accuracy, a string or a ``true`` as a number judges nothing): its p95 (and its reference's)
+    a positive, finite number of milliseconds, its kind a latency kind, what it is of a mapping of the fields
+    ``identity`` writes, its accuracy a kind, a data digest and mAPs within 0 and 1; else a one-line error (exit 2)."""
     p = Path(path)
     if not p.exists():
         raise YoloEdgeError(f"baseline not found: {p}; record one with yolo-edge check BUNDLE --write-baseline {p}")
     data = read_regular(p, "baseline", MAX_BASELINE_BYTES)  # a FIFO or /dev/zero: refused, not read for ever
+    redo = f"record it again with yolo-edge check BUNDLE --write-baseline {printable(p, 200)}"
     try:
         base = json_loads(data)
-        p95 = float(base["p95_ms"])
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError, UnicodeDecodeError):
-        raise YoloEdgeError(f"{p} is not a yolo-edge baseline (JSON with p95_ms)") from None
-    if not (math.isfinite(p95) and p95 > 0):
-        raise YoloEdgeError(
-            f"{p}: p95_ms is {base['p95_ms']!r}, not a positive number of milliseconds; record it again with "
-            f"yolo-edge check BUNDLE --write-baseline {p}"
-        )
-    kind, ident, acc = base.get("kind"), base.get("model"), base.get("accuracy")
-    ref = base.get("reference_p95_ms")
-    ref_ok = isinstance(ref, (int, float)) and not isinstance(ref, bool) and math.isfinite(ref) and ref > 0
-    return Baseline(
-        p95,
-        kind if isinstance(kind, str) else None,
-        float(ref) if ref_ok else None,
-        ident if isinstance(ident, dict) else None,
-        acc if isinstance(acc, dict) else None,
-    )
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise YoloEdgeError(f"{printable(p, 200)} is not a yolo-edge baseline (JSON with p95_ms); {redo}") from None
+    if not isinstance(base, dict) or "p95_ms" not in base:
+        raise YoloEdgeError(f"{printable(p, 200)} is not a yolo-edge baseline (JSON with p95_ms); {redo}")
+
+    def bad(key: str, want: str) -> YoloEdgeError:
+        shown = printable(repr(_at(base, key)), 60)
+        return YoloEdgeError(f"{printable(p, 200)}: {key} is {shown}, not {want}; {redo}")
+
+    def number(key: str, hi: float, optional: bool = False, positive: bool = False) -> float | None:
+        value = _at(base, key)
+        if value is None and optional:
+            return None
+        if not _real(value) or not 0 <= float(value) <= hi or (positive and value == 0):
+            raise bad(key, f"a positive number up to {hi:g}" if positive else f"a number from 0 to {hi:g}")
+        return float(value)
+
+    p95 = number("p95_ms", MAX_MS, positive=True)
+    ref = number("reference_p95_ms", MAX_MS, optional=True, positive=True)
+    kind = base.get("kind")
+    if kind is not None and kind not in LATENCY_KINDS:
+        raise bad("kind", f"one of {', '.join(LATENCY_KINDS)}")
+    ident, acc = base.get("model"), base.get("accuracy")
+    if ident is not None:
+        if not isinstance(ident, dict):
+            raise bad("model", "a mapping")
+        for key, types in (("model_sha256", str), ("imgsz", list), ("names", list), ("device", str)):
+            if not isinstance(ident.get(key), types):
+                raise bad(f"model.{key}", f"a {types.__name__}")
+    if acc is not None:
+        if not isinstance(acc, dict):
+            raise bad("accuracy", "a mapping")
+        if acc.get("kind") not in ("labels", "agreement"):
+            raise bad("accuracy.kind", "labels or agreement")
+        if not isinstance(acc.get("data_sha256"), str):
+            raise bad("accuracy.data_sha256", "a digest")
+        for key in ("map50_95", "map50"):
+            number(f"accuracy.{key}", 1)
+    assert p95 is not None
+    return Baseline(p95, kind, ref, ident, acc)
+
+
+MAX_MS = 1e7  # a p95 of over two hours is no frame's latency
+LATENCY_KINDS: tuple[str, ...] = typing.get_args(FrameKind)
+
+
+def _at(doc: dict[str, Any], key: str) -> Any:
+    """``doc``'s value at a dotted ``key`` (None where absent)."""
+    value: Any = doc
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _real(value: object) -> bool:
+    """A finite JSON number (not a boolean, a string or NaN)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -58,6 +58,16 @@ class DeployReport:
         return self.chosen.ok
 
     @property
+    def undecided(self) -> bool:
+        """The chosen plan neither passed nor failed: its drift or p95 is within the noise (exit 4, as ``check``)."""
+        return self.chosen.undecided
+
+    @property
+    def verdict(self) -> str:
+        """``PASS``, ``UNDECIDED`` or ``FAIL``: what deploy's last line says and its exit code tells."""
+        return "PASS" if self.passed else "UNDECIDED" if self.undecided else "FAIL"
+
+    @property
     def reference(self) -> MapResult:
         ref = next(p for p in self.plans if p.name == "whole-cpu").map
         assert ref is not None

@@ -69,7 +69,8 @@ from yolo_edge.plan.planner import Planner, option_at
 from yolo_edge.runtime.build import build_units
 from yolo_edge.runtime.executor import EventLog, SplitExecutor, Unit
 from yolo_edge.validate.accuracy import Scorer, detect_all
-from yolo_edge.validate.latency import LATENCY_IMAGES, LatencyResult, measure_latencies
+from yolo_edge.validate.latency import LATENCY_IMAGES, LatencyResult
+from yolo_edge.validate.noise import Frames, Spread, time_in_rounds
 from yolo_edge.validate.sequential import Judged, Look, Looks
 from yolo_edge.validate.verdict import UNDECIDED, Limits, PlanRun, explain
 
@@ -283,13 +284,14 @@ class _Judge:
     def detector(self, plan: PlacementPlan, events: EventLog) -> tuple[Detector, list[Unit]]:
         return plan_detector(self.split, plan, self.builder, self.cfg, self.calib, events)
 
-    def latency(self, name: str, detector: Detector) -> tuple[LatencyResult, LatencyResult]:
-        """``detector``'s latency and the reference's, measured in one interleaved loop."""
+    def latency(self, name: str, detector: Detector) -> tuple[LatencyResult, LatencyResult, Spread | None]:
+        """``detector``'s latency and the reference's, measured frame by frame in turn, in rounds whose load is read,
+        and (a measured one) its p95's spread: the SLA is judged on that interval, as deploy's three plans and
+        ``check`` judge it, so a busy machine leaves a trial undecided rather than failing it."""
         v = self.cfg.validate
-        timed = measure_latencies(
-            {name: detector, "whole-cpu": self.reference_detector}, self.bench, v.latency_warmup, v.latency_runs
-        )
-        return timed[name], timed["whole-cpu"]
+        frames = Frames(self.bench, v.latency_warmup, v.latency_runs)
+        timed, spreads = time_in_rounds({name: detector, "whole-cpu": self.reference_detector}, "whole-cpu", frames)
+        return timed[name], timed["whole-cpu"], spreads.get(name)
 
     def drift(
         self, name: str, plan: PlacementPlan, detector: Detector, found: dict[int, Detections], looks: Sequence[Look]
@@ -313,14 +315,18 @@ class _Judge:
         assert judged is not None
         return judged
 
-    def run(self, name: str, plan: PlacementPlan, latency: LatencyResult, judged: Judged) -> PlanRun:
-        """The plan's verdict: its drift as ``judged`` (at that look's interval), its latency against the SLA."""
+    def run(
+        self, name: str, plan: PlacementPlan, latency: LatencyResult, judged: Judged, spread: Spread | None
+    ) -> PlanRun:
+        """The plan's verdict: its drift as ``judged`` (at that look's interval), its latency against the SLA (on its
+        ``spread`` where measured)."""
         run = PlanRun(
             name,
             latency=latency,
             accuracy=judged.accuracy,
             accuracy_drift=judged.drift,
             same_as_cpu=not plan.npu_subgraphs,
+            spread=spread,
         )
         run.judge(self.limits)
         return run
@@ -382,9 +388,9 @@ class _Trials:
         t0 = self.clock()
         events = EventLog()
         detector, units = self.judge.detector(plan, events)
-        latency, reference = self.judge.latency(name, detector)
+        latency, reference, spread = self.judge.latency(name, detector)
         se = median_ratio_se(latency.samples_ms, reference.samples_ms)
-        run = PlanRun(name, latency=latency, same_as_cpu=not plan.npu_subgraphs, fails=[NOT_JUDGED])
+        run = PlanRun(name, latency=latency, same_as_cpu=not plan.npu_subgraphs, fails=[NOT_JUDGED], spread=spread)
         trial = Trial(index, plan, why, run, reference.end_to_end, 0.0, se, units=unit_labels(plan, units))
         beaten = None if always else self.beaten_by(trial)
         found: dict[int, Detections] = {}
@@ -411,7 +417,7 @@ class _Trials:
         """``trial``'s verdict from its drift at ``looks`` (the first that decides) and its latency."""
         assert trial.run.latency is not None
         judged = self.judge.drift(f"candidate {trial.index}", trial.plan, detector, found, looks)
-        trial.run = self.judge.run(trial.run.name, trial.plan, trial.run.latency, judged)
+        trial.run = self.judge.run(trial.run.name, trial.plan, trial.run.latency, judged, trial.run.spread)
         n, k = len(self.judge.evaldata.dataset), judged.look.size
         decided = "passes" if not judged.fails else "fails" if judged.decided else "undecided"
         trial.images = k

@@ -108,13 +108,14 @@ class Detector:
     ) -> None:
         """Offer a frame's detections to the precision audit (yolo_edge.runtime.audit), which compares them, off the
         frame's path, with the FP32 chain's on the same feeds (or, while it has moved the accelerator units to their
-        twins, with the accelerator's): the FP32 boxes kept, as deploy counts them."""
+        twins, with the accelerator's): the FP32 boxes kept and the boxes added, as deploy counts them."""
 
-        def boxes(parked: bool) -> tuple[int, int]:
+        def boxes(parked: bool) -> tuple[int, int, int, int]:
             tensors = self.executor.auditor.twins.chain(feeds, accelerator=parked)
             other = self.postprocess({n: tensors[n] for n in self.executor.output_names}, lb, nms)
-            ref, got = (dets, other) if parked else (other, dets)
-            return boxes_kept([(ref.xyxy, ref.class_id)], [(got.xyxy, got.class_id)]), len(ref)
+            ref, got = (dets, other) if parked else (other, dets)  # the FP32 chain's, the accelerator's
+            ref_boxes, got_boxes = [(ref.xyxy, ref.class_id)], [(got.xyxy, got.class_id)]
+            return boxes_kept(ref_boxes, got_boxes), len(ref), boxes_kept(got_boxes, ref_boxes), len(got)
 
         self.executor.auditor.offer_frame(frame, lb.inside, boxes)
 

@@ -73,7 +73,7 @@ class _RunCollector:
         yield family(CounterMetricFamily, "yolo_edge_fallback_events", "Runtime fallback events, by trigger.",
                      [({"trigger": k}, v) for k, v in sorted(self.events.summary().by_trigger.items())])  # fmt: skip
         audits = sorted(runner.detector.executor.auditor.figures().items())
-        results = (("done", "audits"), ("failed", "failed"), ("skipped", "skipped"))
+        results = (("due", "due"), ("done", "audits"), ("failed", "failed"), ("skipped", "skipped"))
         yield family(CounterMetricFamily, "yolo_edge_audits", "Precision audits of a unit, by result.",
                      [({"unit": u, "result": r}, float(a[k])) for u, a in audits for r, k in results])  # fmt: skip
         for name, key, help_ in (

@@ -4,13 +4,14 @@ thread (a frame never waits for its audit: one that finds the worker busy is ski
 lag), two audits:
 
 - **units**: an accelerator unit's outputs against its FP32 twin's on the same inputs. An audit fails when the
-  unit's error (1 - cosine) is over :data:`SLACK` times the error at its floor: the lowest cosine the deploy
-  measured on its calibration and judging images (units.json's ``audit_floor``). ``audit_failures`` failed audits
+  unit's error (1 - cosine) is over :data:`SLACK` times the error at its floor: a low quantile of the cosines the
+  deploy measured on its calibration and judging images (units.json's ``audit_floor``). ``audit_failures`` failed audits
   of the last ``audit_window`` are a ``precision`` event of the unit.
-- **frames**: the frame's detections against the FP32 chain's on the same feeds, boxes kept as deploy counts them,
-  judged against the loss rate the deploy proved (meta.json's ``boxes_kept``, its upper bound): the last
-  ``audit_window`` audited frames' losses (the most improbable run ending at the newest), improbable at that rate,
-  are a ``precision`` event of ``frames``.
+- **frames**: the frame's detections against the FP32 chain's on the same feeds, both ways: the FP32 boxes it keeps
+  and its boxes the FP32 chain keeps (boxes lost, boxes added), as deploy counts them, each judged against the rate
+  the deploy proved (meta.json's ``boxes_kept`` and ``boxes_added``, their upper bounds): the last ``audit_window``
+  audited frames' losses or additions (the most improbable run ending at the newest), improbable at that rate, are a
+  ``precision`` event of ``frames``.
   A unit's numerics can stay as close to FP32 as the proof saw while its boxes go (dark frames: scores near the
   threshold flip); this audit sees that.
 
@@ -21,8 +22,9 @@ often, and with as large a budget, as after a failed audit.
 The event's action (``audit_action``): ``move_to_cpu`` runs the unit (a frames' event: every accelerator unit) on its
 FP32 twin from then on, while the audits keep running the accelerator on those frames (off the path) and move it
 back once they pass again (``recovered``); ``alert`` only says so. The audit's own FP32 sessions run on its one
-thread, scheduled only where a CPU is idle (Linux SCHED_IDLE; elsewhere nice 10), its budget charged in the CPU
-seconds it used.
+thread at a lower priority (nice 10: on a saturated CPU it still runs), its budget charged in the CPU seconds it used.
+Each audit's figures count the audits ``due`` by the schedule beside those done: an audit put off past the run's end
+(a busy CPU, a full queue) lowers the trigger's coverage, and the run says so.
 """
 
 from __future__ import annotations
@@ -54,9 +56,11 @@ Tensors = Mapping[str, np.ndarray]
 QUEUE = 8  # audits waiting for the worker (an audited frame offers one per accelerator unit and one of its boxes);
 # one more is skipped, never waited for
 FRAMES = "frames"  # the frames' audit, in figures and events (where a unit's name goes)
-# An audit fails when the unit's error (1 - cosine) is over SLACK times the worst the deploy accepted: that worst is
-# the largest of ~100 frames, which a frame like them exceeds about once in a hundred (benchmarks/audit.py).
+# An audit fails when the unit's error (1 - cosine) is over SLACK times the error at the unit's floor, the error that
+# FLOOR_QUANTILE of the deploy's frames exceeded: a frame like them fails an audit at most that often, and an event
+# needs audit_failures of audit_window audits to fail.
 SLACK = 2.0
+FLOOR_QUANTILE = 0.05
 # An error (1 - cosine) this small is arithmetic, not precision: a unit whose floor is 1 (an FP32 or FP16 graph on the
 # accelerator) differs from its twin by reassociation alone, which twice nothing would call a failure.
 NOISE = 1e-4
@@ -112,9 +116,11 @@ def outputs_cosine(got: Tensors, want: Tensors) -> tuple[float, float]:
 
 
 def audit_floors(units: Sequence[Unit], frames: Sequence[Tensors]) -> dict[str, float]:
-    """Each accelerator unit's floor: its outputs' lowest cosine with its FP32 twin's over ``frames`` (each with the
-    model's inputs), the units run in order as the executor runs them: an accelerator unit's inputs are what the
-    units before it put out, its own outputs go on, its twin runs beside it on the same inputs."""
+    """Each accelerator unit's floor: a low quantile (:data:`FLOOR_QUANTILE`, an observed value) of its outputs'
+    cosines with its FP32 twin's over ``frames`` (each with the model's inputs), not their minimum, which one outlier
+    frame sets (with :data:`SLACK` it would pass an accelerator far off); the units run in order as the executor
+    runs them: an accelerator unit's inputs are what the units before it put out, its own outputs go on, its twin
+    runs beside it on the same inputs."""
     seen: dict[str, list[float]] = {}
     for frame in frames:
         tensors = dict(frame)
@@ -126,7 +132,7 @@ def audit_floors(units: Sequence[Unit], frames: Sequence[Tensors]) -> dict[str, 
             outs = unit.npu.run(feeds)
             seen.setdefault(unit.name, []).append(outputs_cosine(outs, unit.cpu.run(feeds))[0])
             tensors.update(outs)
-    return {name: min(cosines) for name, cosines in seen.items()}
+    return {name: float(np.quantile(cosines, FLOOR_QUANTILE, method="lower")) for name, cosines in seen.items()}
 
 
 @dataclass
@@ -135,6 +141,7 @@ class UnitAudit:
 
     floor: float
     window: int
+    due: int = 0  # audits the schedule called for: those not done (a busy CPU, a full queue) are its coverage
     audits: int = 0
     failed: int = 0
     skipped: int = 0
@@ -149,29 +156,37 @@ class UnitAudit:
         return plain({k: v for k, v in self.__dict__.items() if k not in ("recent", "window", "good")})
 
 
+TAIL_SDS = 40.0  # terms further than this many standard deviations from the mean are below e^-800 of the largest
+
+
 def binomial_tail(k: int, n: int, p: float) -> float:
-    """P(X >= k) for X ~ Binomial(n, p), in logs (no scipy on a board): above the mean, the terms from k on until
-    they no longer count; below it, one less the terms under k. A few terms either way where losses are few."""
+    """P(X >= k) for X ~ Binomial(n, p), in logs (no scipy on a board): above the mean, the terms from k on; below
+    it, one less the terms under k; in either case only those within :data:`TAIL_SDS` standard deviations of the
+    mean (the rest do not count in a double), so the work is bounded by the spread, not by ``n``: a bundle's
+    numbers cannot make it run for minutes."""
     if k <= 0:
         return 1.0
     if k > n or p <= 0.0:
         return 0.0
     if p >= 1.0:
         return 1.0
-    log_p, log_q, head = math.log(p), math.log1p(-p), math.lgamma(n + 1)
-
-    def term(i: int) -> float:
-        return math.exp(head - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q)
-
-    if k <= n * p:
-        return max(0.0, 1.0 - sum(term(i) for i in range(k)))
-    total = 0.0
-    for i in range(k, n + 1):  # past the mode: each term smaller than the one before
-        t = term(i)
-        total += t
-        if t <= total * 1e-17:
-            break
-    return min(1.0, total)
+    mean = n * p
+    reach = TAIL_SDS * math.sqrt(mean * (1.0 - p)) + TAIL_SDS
+    lo, hi = max(0, math.floor(mean - reach)), min(n, math.ceil(mean + reach))
+    if k <= lo:
+        return 1.0
+    if k > hi:
+        return 0.0
+    first, last = (k, hi) if k > mean else (lo, k - 1)
+    # log of each term from the first by the ratio of neighbours: t(i+1) / t(i) = (n - i) / (i + 1) * p / (1 - p)
+    i = np.arange(first, last, dtype=np.float64)
+    steps = np.log((n - i) / (i + 1)) + (math.log(p) - math.log1p(-p))
+    log_first = (
+        math.lgamma(n + 1) - math.lgamma(first + 1) - math.lgamma(n - first + 1)
+        + first * math.log(p) + (n - first) * math.log1p(-p)
+    )  # fmt: skip
+    total = float(np.exp(log_first + np.concatenate(([0.0], np.cumsum(steps)))).sum())
+    return min(1.0, total) if k > mean else max(0.0, 1.0 - total)
 
 
 def loss_bound(lost: int, of: int, level: float = 0.975) -> float:
@@ -184,92 +199,127 @@ def loss_bound(lost: int, of: int, level: float = 0.975) -> float:
     return hi
 
 
+Seen = tuple[int, int, int, int]  # one audited frame: FP32 boxes kept, of FP32 boxes; the plan's boxes kept, of its
+
+
 @dataclass
 class FrameAudit:
-    """The frames' audits: each audited frame's detections against the FP32 chain's (boxes kept), judged against
-    the loss rate the deploy proved (its upper bound: ``rate``). A frame whose losses are improbable at that rate
-    (p < :data:`FRAME_P`) has failed; the most improbable run of the last ``window`` audited frames' losses (one
-    test per run ending at the newest, :meth:`scan`), improbable at p < :data:`EVENT_P`, is a ``precision`` event."""
+    """The frames' audits: each audited frame's detections against the FP32 chain's, both ways: the FP32 boxes the
+    frame keeps (boxes lost) and the frame's boxes the FP32 chain keeps (boxes added), each judged against the rate
+    the deploy proved for it (its upper bound: ``rate``, ``rate_added``; a bundle that proved only the losses judges
+    additions at their rate). A frame whose losses or additions are improbable at that rate (p < :data:`FRAME_P`)
+    has failed; the most improbable run of the last ``window`` audited frames' (one test per run ending at the newest
+    and per direction, :meth:`scan`), improbable at p < :data:`EVENT_P`, is a ``precision`` event."""
 
     proven: tuple[int, int]  # the deploy's boxes kept, of the FP32 reference's, on its judging images
     window: int
+    proven_added: tuple[int, int] | None = None  # the deploy's boxes added, of the plan's (None: an older bundle)
     rate: float = 0.0
+    rate_added: float = 0.0
     frames: int = 0  # frames offered
     unseen: int = 0  # of them, unlike the frames the proof saw (Lighting)
+    due: int = 0  # audits the schedule called for: those not done (a busy CPU, a full queue) are its coverage
     audits: int = 0
     failed: int = 0
     skipped: int = 0
     kept: int = 0
     of: int = 0
+    added: int = 0
+    boxes: int = 0
     parked: bool = False  # the accelerator units moved to their twins by a frames' event
-    recent: deque[tuple[int, int]] = field(default_factory=deque)  # (kept, of) of the last ``window`` audits
+    recent: deque[Seen] = field(default_factory=deque)  # the last ``window`` audits
 
     def __post_init__(self) -> None:
         kept, of = self.proven
         self.rate = loss_bound(of - kept, of)
+        self.rate_added = self.rate if self.proven_added is None else loss_bound(*self.proven_added)
 
     def to_dict(self) -> dict[str, object]:
         share = self.kept / self.of if self.of else None
+        proven = {"kept": self.proven[0], "of": self.proven[1], "loss_bound": self.rate}
+        if self.proven_added is not None:
+            proven.update({"added": self.proven_added[0], "boxes": self.proven_added[1]})
         return plain(
             {
+                "due": self.due,
                 "audits": self.audits,
                 "failed": self.failed,
                 "skipped": self.skipped,
                 "frames": self.frames,
                 "unseen": self.unseen,
                 "boxes_kept": {"kept": self.kept, "of": self.of, "share": share},
-                "proven": {"kept": self.proven[0], "of": self.proven[1], "loss_bound": self.rate},
+                "boxes_added": {"added": self.added, "of": self.boxes},
+                "proven": {**proven, "added_bound": self.rate_added},
                 "on_cpu": self.parked,
             }
         )
 
-    def record(self, kept: int, of: int) -> bool:
-        """One audited frame's boxes: counted, in the window; whether it failed (its losses improbable)."""
+    def record(self, kept: int, of: int, matched: int = 0, boxes: int = 0) -> bool:
+        """One audited frame: ``kept`` of the FP32 chain's ``of`` boxes, ``matched`` of its own ``boxes`` kept by
+        the FP32 chain; counted, in the window; whether it failed (its losses or additions improbable)."""
         self.audits, self.kept, self.of = self.audits + 1, self.kept + kept, self.of + of
-        failed = binomial_tail(of - kept, of, self.rate) < FRAME_P
+        self.added, self.boxes = self.added + boxes - matched, self.boxes + boxes
+        failed = min(
+            binomial_tail(of - kept, of, self.rate), binomial_tail(boxes - matched, boxes, self.rate_added)
+        ) < FRAME_P  # fmt: skip
         self.failed += failed
-        self.recent.append((kept, of))
+        self.recent.append((kept, of, matched, boxes))
         while len(self.recent) > (PARKED_KEEP if self.parked else self.window):
             self.recent.popleft()
         return failed
 
     def scan(self) -> tuple[float, float, str]:
-        """The window's most improbable run of losses ending at the newest audit, at the proven rate: its p, that
-        p times the runs tried (each a test), and what to say of it. A run, not the whole window: losses that began
-        a few audits ago are not diluted by the frames before them."""
-        best, lost, of, runs = 1.0, 0, 0, 0
-        k = n = 0
-        for kept_i, of_i in reversed(self.recent) if not self.parked else ():  # parked: suspect until passing
-            k, n = k + of_i - kept_i, n + of_i
-            if of_i:
-                runs += 1
-                p = binomial_tail(k, n, self.rate)
-                if p < best:
-                    best, lost, of = p, k, n
-        return (
-            best,
-            min(1.0, best * max(runs, 1)),
-            (
-                f"{lost} of the FP32 chain's {of} boxes lost over recent audited frames "
-                f"(p = {best:.2g} at the proven loss rate's bound {self.rate:.2%}, {runs} runs tried)"
-            ),
-        )
+        """The window's most improbable run of losses or of additions ending at the newest audit, at the proven
+        rate: its p, that p times the runs tried (each a test), and what to say of it. A run, not the whole window:
+        losses that began a few audits ago are not diluted by the frames before them."""
+        best, said, runs = 1.0, "", 0
+        for direction, rate in ((0, self.rate), (2, self.rate_added)):
+            k = n = 0
+            for seen in reversed(self.recent) if not self.parked else ():  # parked: suspect until passing
+                good, of_i = seen[direction], seen[direction + 1]
+                k, n = k + of_i - good, n + of_i
+                if of_i:
+                    runs += 1
+                    p = binomial_tail(k, n, rate)
+                    if p < best:
+                        best, said = p, _said(direction, k, n, p, rate)
+        return best, min(1.0, best * max(runs, 1)), f"{said} ({runs} runs tried)"
 
     def passing(self) -> str | None:
         """What says the accelerator is back, if anything does: the newest audits (while parked, more than a
-        window's, up to :data:`PARKED_KEEP`) whose boxes bound the loss rate (at 97.5 %) under :meth:`tolerance`:
-        enough boxes kept to say so, not just too few boxes to say it is not."""
-        tol, kept, of = self.tolerance(), 0, 0
-        for i, (kept_i, of_i) in enumerate(reversed(self.recent)):
-            kept, of = kept + kept_i, of + of_i
-            # the loss rate's upper bound under tol: at tol, losing this few is improbable (p <= 2.5 %)
-            if i + 1 >= self.window and of and 1.0 - binomial_tail(of - kept + 1, of, tol) <= 0.025:
-                return f"{kept} of the FP32 chain's {of} boxes kept over the last {i + 1} audited frames"
+        window's, up to :data:`PARKED_KEEP`) whose boxes bound the loss rate and the rate of additions (at 97.5 %)
+        under :meth:`tolerance`: enough boxes kept to say so, not just too few boxes to say it is not."""
+        tol, kept, of, matched, boxes = self.tolerance(), 0, 0, 0, 0
+        for i, (kept_i, of_i, matched_i, boxes_i) in enumerate(reversed(self.recent)):
+            kept, of, matched, boxes = kept + kept_i, of + of_i, matched + matched_i, boxes + boxes_i
+            # each rate's upper bound under tol: at tol, losing (adding) this few is improbable (p <= 2.5 %)
+            if i + 1 >= self.window and of and _bounded(of - kept, of, tol) and _bounded(boxes - matched, boxes, tol):
+                return (
+                    f"{kept} of the FP32 chain's {of} boxes kept, {boxes - matched} of {boxes} boxes added, over the "
+                    f"last {i + 1} audited frames"
+                )
         return None
 
     def tolerance(self) -> float:
-        """The loss rate a parked accelerator must be shown under to come back: 3x the proven bound, at least 5 %."""
-        return max(3 * self.rate, 0.05)
+        """The rate a parked accelerator must be shown under to come back: 3x the proven bound, at least 5 %."""
+        return max(3 * max(self.rate, self.rate_added), 0.05)
+
+
+def _bounded(k: int, n: int, rate: float) -> bool:
+    """``k`` events of ``n`` bound their rate under ``rate`` at 97.5 % (no boxes: nothing against it)."""
+    return n == 0 or 1.0 - binomial_tail(k + 1, n, rate) <= 0.025
+
+
+def _said(direction: int, k: int, n: int, p: float, rate: float) -> str:
+    if direction == 0:
+        return (
+            f"{k} of the FP32 chain's {n} boxes lost over recent audited frames "
+            f"(p = {p:.2g} at the proven loss rate's bound {rate:.2%}"
+        ) + ")"
+    return (
+        f"{k} of the accelerator's {n} boxes added (no FP32 box like them) over recent audited frames "
+        f"(p = {p:.2g} at the proven rate's bound {rate:.2%})"
+    )
 
 
 PARKED_KEEP = 1000  # audits a parked accelerator's recovery may look back over (a sparse scene needs many)
@@ -322,11 +372,14 @@ def _close_at_exit(ref: weakref.ref[Worker]) -> None:
         worker.close()
 
 
+NICE = 10  # the audit thread's priority: it yields to the frames' threads, and still runs when they fill the CPU
+
+
 class Worker:
-    """The audits' one thread, scheduled only where a CPU is idle (Linux SCHED_IDLE; elsewhere nice 10), within a
-    share of a core (``budget()``, read at each use: it grows the moment frames turn suspect) charged in the CPU
-    seconds its jobs used (``cpu_clock``, less ``uncharged()``'s growth: a twin's compile is once). A job that finds
-    the queue full is skipped (the caller counts it); one put off by the budget is owed, and due on the next frame."""
+    """The audits' one thread, at a lower priority (:data:`NICE`), within a share of a core (``budget()``, read at
+    each use: it grows the moment frames turn suspect) charged in the CPU seconds its jobs used (``cpu_clock``, less
+    ``uncharged()``'s growth: a twin's compile is once). A job that finds the queue full is skipped (the caller
+    counts it); one put off by the budget is owed, and due on the next frame."""
 
     def __init__(
         self,
@@ -393,11 +446,10 @@ class Worker:
         return start + spent / self.budget()
 
     def _work(self) -> None:
-        try:  # Linux: this thread runs only on a CPU nothing else wants (pid 0: the calling thread)
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        except (OSError, AttributeError):  # elsewhere: a lower priority, where the OS has one per thread
-            with contextlib.suppress(OSError, AttributeError):
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        # a lower priority (Linux: per thread), not SCHED_IDLE: on a board whose CPU is saturated decoding streams an
+        # idle-only thread never runs and the trigger would stop in silence; the budget bounds what it takes
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
         while (job := self._jobs.get()) is not None:
             if not self._closing:
                 t0, c0, once = self.clock(), self.cpu_clock(), self.uncharged()
@@ -413,7 +465,7 @@ class Worker:
 class Auditor:
     """The audit worker of one executor: ``offer`` after a unit's run, ``offer_frame`` after a frame's
     detections; ``close`` with the executor. Its twins are FP32 sessions of its own, on one thread (the worker's,
-    idle-scheduled): the frames' sessions and their thread pools are not shared with the audit."""
+    at a lower priority): the frames' sessions and their thread pools are not shared with the audit."""
 
     def __init__(
         self,
@@ -436,11 +488,12 @@ class Auditor:
         self.worker = Worker(self._budget, clock, cpu_clock, lambda: self.twins.compile_s)
         self._lock = threading.Lock()
 
-    def prove(self, kept: int, of: int, lighting: Lighting | None) -> None:
-        """The deploy's boxes kept of the FP32 reference's (what the frames' audits judge against) and the lighting
-        of the frames it saw (a bundle older than it stores none: no frame is then unlike the proof's)."""
-        if of > 0 and any(u.npu is not None for u in self.chain_units):
-            self.frames = FrameAudit((kept, of), self.cfg.audit_window)
+    def prove(self, kept: tuple[int, int], added: tuple[int, int] | None, lighting: Lighting | None) -> None:
+        """The deploy's boxes kept of the FP32 reference's and boxes added of the plan's (what the frames' audits
+        judge against; an older bundle's proof has no additions) and the lighting of the frames it saw (a bundle
+        older than it stores none: no frame is then unlike the proof's)."""
+        if kept[1] > 0 and any(u.npu is not None for u in self.chain_units):
+            self.frames = FrameAudit(kept, self.cfg.audit_window, added)
             self.lighting = lighting
 
     def figures(self, wait_s: float = 0.0) -> dict[str, dict[str, Any]]:
@@ -460,23 +513,27 @@ class Auditor:
         with self._lock:
             a = self.units.setdefault(unit.name, UnitAudit(unit.audit_floor, self.cfg.audit_window))
             failing = a.on_cpu or bool(a.recent and not a.recent[-1]) or self._shifted
-            if not self.worker.due(unit.name, frame, self._every(failing)):
+            every = self._every(failing)
+            a.due += (frame + 1) % every == 0
+            if not self.worker.due(unit.name, frame, every):
                 return
             if not self.worker.put(frame, lambda: self._unit_job(frame, unit, feeds, outs, npu)):
                 a.skipped += 1
 
-    def offer_frame(self, frame: int, image: np.ndarray, boxes: Callable[[bool], tuple[int, int]]) -> None:
+    def offer_frame(self, frame: int, image: np.ndarray, boxes: Callable[[bool], Seen]) -> None:
         """A frame's detections, audited if due (more often where ``image``, the frame as the network sees it
         without padding, is unlike the proof's): ``boxes(parked)`` runs the other chain (the FP32 twins', or the
-        accelerator's while a frames' event has parked it) and returns the reference's boxes kept and their
-        number."""
+        accelerator's while a frames' event has parked it) and returns the FP32 boxes kept and their number, the
+        accelerator's boxes the FP32 chain keeps and theirs."""
         f = self.frames
         if f is None or not self.cfg.audit_every:
             return
         unseen = self.lighting is not None and self.lighting.unseen(image)
         with self._lock:
             f.frames, f.unseen, self._shifted = f.frames + 1, f.unseen + unseen, unseen
-            if not self.worker.due(FRAMES, frame, self._every(self._suspect or self._shifted)):
+            every = self._every(self._suspect or self._shifted)
+            f.due += (frame + 1) % every == 0
+            if not self.worker.due(FRAMES, frame, every):
                 return
             if not self.worker.put(frame, lambda: self._frame_job(frame, boxes)):
                 f.skipped += 1
@@ -510,15 +567,15 @@ class Auditor:
         cos, err = (-1.0, float("inf")) if got is None else outputs_cosine(got, want)
         self._judge(frame, unit, cos, err)
 
-    def _frame_job(self, frame: int, boxes: Callable[[bool], tuple[int, int]]) -> None:
+    def _frame_job(self, frame: int, boxes: Callable[[bool], Seen]) -> None:
         f = self.frames
         assert f is not None
         try:
-            kept, of = boxes(f.parked)
+            seen = boxes(f.parked)
         except NpuError:  # the accelerator failing its probe: a frame lost
-            kept, of = 0, 1
+            seen = (0, 1, 0, 0)
         with self._lock:
-            f.record(kept, of)
+            f.record(*seen)
             p, corrected, shown = f.scan()
             self._suspect = f.parked or corrected < FRAME_P  # parked: probed as often as a suspect accelerator is
             if f.parked:

@@ -185,6 +185,8 @@ class Kept:
     of: int
     conf: float
     classes: tuple[int, ...] | None = None  # the operating NMS's ``classes`` when it keeps only some
+    added: int = 0  # the other direction: the plan's boxes there that no FP32 box keeps (boxes it adds) ...
+    boxes: int = 0  # ... of the plan's boxes there
 
     def __str__(self) -> str:
         return f"{self.kept}/{self.of}"
@@ -197,7 +199,16 @@ class Kept:
         return f"boxes{which} at conf {self.conf:g} (same class, IoU >= {KEPT_IOU:g})"
 
     def to_dict(self) -> dict[str, object]:
-        return plain({"kept": self.kept, "of": self.of, "conf": self.conf, "classes": self.classes})
+        return plain(
+            {
+                "kept": self.kept,
+                "of": self.of,
+                "conf": self.conf,
+                "classes": self.classes,
+                "added": self.added,
+                "boxes": self.boxes,
+            }
+        )
 
 
 def _shown(detections: Detections, nms: NmsConfig) -> Boxes:
@@ -274,14 +285,17 @@ class Scorer:
         rows = coco_rows(detections)
         labels, labels_samples = self._labels_map(rows)
         agreement, agreement_samples = self._agreement_map(rows)
-        kept = boxes_kept(self._shown, [_shown(d, self.operating) for d in detections])
+        shown = [_shown(d, self.operating) for d in detections]
+        kept, matched = boxes_kept(self._shown, shown), boxes_kept(shown, self._shown)
+        boxes = sum(len(b) for b, _ in shown)
+        op = self.operating
         return Accuracy(
             labels,
             agreement,
             labels_samples,
             agreement_samples,
             self.level,
-            Kept(kept, self._shown_count, self.operating.conf, self.operating.classes),
+            Kept(kept, self._shown_count, op.conf, op.classes, boxes - matched, boxes),
         )
 
     def _labels_map(self, rows: np.ndarray) -> tuple[MapResult | None, np.ndarray | None]:

@@ -35,6 +35,7 @@ from yolo_edge.validate.noise import FAILS, Spread, judge, undecided_line
 from yolo_edge.validate.noise import UNDECIDED as UNDECIDED_LATENCY
 
 OK = "ok"
+UNDECIDED_EXIT = 4  # measured, neither passed nor failed (deploy, check): retry, or fail, as the CI chooses
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,12 @@ class PlanRun:
     @property
     def status(self) -> str:
         return "no subgraph on the NPU (= whole-cpu)" if self.same_as_cpu else status(self.fails)
+
+    @property
+    def undecided(self) -> bool:
+        """Failing nothing that was decided: every reason an interval that straddles its limit (the drift on too few
+        images, a p95 within the machine's noise), so the plan is neither proven nor refuted."""
+        return not self.same_as_cpu and bool(self.fails) and all(f.startswith("undecided ") for f in self.fails)
 
     @property
     def ok(self) -> bool:
