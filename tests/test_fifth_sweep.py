@@ -10,6 +10,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -200,3 +201,38 @@ def test_a_plan_whose_only_reasons_straddle_their_limits_is_undecided() -> None:
     assert PlanRun("split", fails=[UNDECIDED]).undecided and PlanRun("split", fails=[UNDECIDED_SLA]).undecided
     assert not PlanRun("split", fails=[UNDECIDED, "SLA"]).undecided and not PlanRun("split").undecided
     assert loss_bound(0, 100) < 0.04
+
+
+def test_a_simulator_slow_on_a_loaded_host_is_no_board_timeout(demo_split: Any, tensors: list[Any]) -> None:
+    """Rockchip's simulator on a loaded host took longer than the unit timeout: a ``timeout`` event priced as the
+    board's CPU, and advice to recompile. A simulator computing its numerics here is waited for past the limit; an
+    injected hang (no numerics running) still times out."""
+    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import TimeoutError as FutureTimeout
+    from dataclasses import replace
+
+    from yolo_edge.backends.onnxruntime.backend import OnnxRuntimeBackend
+    from yolo_edge.backends.simulated import SimulatedNpu
+    from yolo_edge.core.config import Faults, load_profile
+    from yolo_edge.runtime.executor import _answer
+
+    neck = demo_split["neck"]
+    calib = [{t.name: x[t.name] for t in neck.inputs} for x in tensors[:1]]
+    for faults, slow in ((Faults(), True), (Faults(hang_rate=1.0, hang_s=1.0), False)):
+        profile = replace(load_profile("rk3588-approx"), faults=faults)
+        exe = SimulatedNpu(profile, OnnxRuntimeBackend()).compile(neck.model, "int8", calib)
+        numerics = exe.inner.run
+
+        def loaded(feeds: Any, *rest: Any, numerics: Any = numerics) -> Any:
+            time.sleep(0.5)  # the host's CPU taken by others: ten times the limit below
+            return numerics(feeds, *rest)
+
+        exe.inner.run = loaded  # type: ignore[attr-defined]
+        with ThreadPoolExecutor(1) as pool:
+            call = pool.submit(exe.run, calib[0])
+            if slow:
+                assert set(_answer(call, 0.05, exe)) == {t.name for t in exe.outputs}
+            else:
+                with pytest.raises(FutureTimeout):
+                    _answer(call, 0.05, exe)
+        exe.close()

@@ -177,6 +177,13 @@ class Executable(ABC):
         which says nothing about the board's."""
         return 0.0
 
+    @property
+    def host_busy(self) -> bool:
+        """A simulator computing a call's numerics on this host right now: its wall time there, however loaded the
+        host, is not the board's, so a call past the unit timeout while this is True is waited for, not a timeout
+        (an injected hang is not numerics: it still times out). False for a device that runs here."""
+        return False
+
     def __enter__(self) -> Executable:
         return self
 

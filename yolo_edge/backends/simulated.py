@@ -77,6 +77,8 @@ class SimulatedExecutable(Executable):
         self.hang_s = hang_s
         self._numerics_s: float | None = None  # the host's own time for the last call's numerics
         self._called = False  # a call has started (it may never answer)
+        self._computing = 0  # calls whose numerics run on this host now (host_busy)
+        self._count_lock = threading.Lock()
 
     @property
     def host_slack_s(self) -> float:
@@ -88,6 +90,10 @@ class SimulatedExecutable(Executable):
             return 3 * self._numerics_s
         return 0.0 if self._called else FIRST_CALL_SLACK_S
 
+    @property
+    def host_busy(self) -> bool:
+        return self._computing > 0
+
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         self._called = True
         fault = self.injector.draw()
@@ -96,7 +102,13 @@ class SimulatedExecutable(Executable):
         if fault == "hang":
             time.sleep(self.hang_s)
         t0 = time.perf_counter()
-        outs = self.inner.run(feeds)
+        with self._count_lock:
+            self._computing += 1
+        try:
+            outs = self.inner.run(feeds)
+        finally:
+            with self._count_lock:
+                self._computing -= 1
         self._numerics_s = time.perf_counter() - t0
         if fault == "nan":
             first = self.outputs[0].name
