@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import add_bundle_data, add_runs, print_json, table, warn_placement
 from yolo_edge.core.progress import progress_bar
-from yolo_edge.flows.val import bench_spread, bundle_eval_data
-from yolo_edge.runtime.executor import EventLog
+from yolo_edge.flows.val import bench_bundle
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,25 +21,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    events = EventLog()
-    bundle = load_bundle(args.bundle)
-    with bundle.detector(events) as detector:
-        problems = detector.executor.placement_problems
-        warn_placement(problems, "bench")
-        ev = bundle_eval_data(bundle, args.data)
-        lat, spread = bench_spread(
-            bundle, ev, args.runs, detector, lambda _s: True, progress_bar(not (args.json or args.quiet))
-        )
+    result = bench_bundle(args.bundle, args.data, args.runs, progress_bar(not (args.json or args.quiet)))
+    warn_placement(result.placement_problems, "bench")
     if args.json:
-        print_json(
-            {
-                **lat.to_dict(),
-                "spread": None if spread is None else spread.to_dict(),
-                "fallback_events": events.summary().to_dict(),
-                "placement_problems": problems,
-            }
-        )
+        print_json(result.to_dict())
         return 0
+    lat, spread = result.latency, result.spread
     rows = [(name, p.p50, p.p95, p.p99) for name, p in lat.phases.items()]
     rows.append(("end to end", lat.end_to_end.p50, lat.end_to_end.p95, lat.end_to_end.p99))
     print(table(("phase", "p50 ms", "p95 ms", "p99 ms"), rows))

@@ -21,6 +21,7 @@ from yolo_edge.data.resolve import DEMO, EvalData, resolve_eval_data
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import read_image
+from yolo_edge.runtime.executor import EventLog, EventSummary
 from yolo_edge.validate.accuracy import Scorer, detect_all
 from yolo_edge.validate.conditions import Judged, judge_under
 from yolo_edge.validate.latency import LATENCY_IMAGES, LatencyResult, measure_latency
@@ -143,6 +144,39 @@ def bench_spread(
         return measure_latency(detector, images, cfg.validate.latency_warmup, n, ticks(bar, n, "latency")), None
     with bundle.reference_detector() as reference:
         return time_beside_reference(detector, reference, Frames(images, cfg.validate.latency_warmup, n), decided, bar)
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """``yolo-edge bench``'s figures: the plan's latency end to end and by phase, its spread beside the FP32 reference
+    (None: a simulated board's, exact), the fallback events while timed and the placement problems the bundle has
+    here."""
+
+    latency: LatencyResult
+    spread: Spread | None
+    events: EventSummary
+    placement_problems: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.latency.to_dict(),
+            "spread": None if self.spread is None else self.spread.to_dict(),
+            "fallback_events": self.events.to_dict(),
+            "placement_problems": self.placement_problems,
+        }
+
+
+def bench_bundle(
+    bundle: str | Path | Bundle, data: str | Path | None = None, runs: int | None = None, bar: Bar | None = None
+) -> BenchResult:
+    """Time a bundle's plan as ``yolo-edge bench`` does: on ``data``'s images (default: what deploy judged on),
+    ``runs`` frames (default: its config's), in turn with the FP32 reference where the latency is measured."""
+    b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle)
+    events = EventLog()
+    with b.detector(events) as detector:
+        problems = list(detector.executor.placement_problems)
+        lat, spread = bench_spread(b, bundle_eval_data(b, data), runs, detector, bar=bar)
+    return BenchResult(lat, spread, events.summary(), problems)
 
 
 class ShardWorker:
