@@ -372,6 +372,11 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])  # nothing listens once it is closed
 
 
+def _log_file(env: Env) -> str:
+    (env.root / "events.jsonl").write_text("")
+    return str(env.root / "events.jsonl")
+
+
 _LISTENING: list[socket.socket] = []  # kept open for the session: what _not_ray names must stay there
 
 
@@ -1113,6 +1118,20 @@ CASES: list[Case] = [
         lambda e: ["deploy", "--ray-address", _not_ray(), "--out", "o"],
         2,
         "something answers there but it is not Ray",
+    ),
+    # a name over the file system's 255 bytes, as an output and as an input: one line (it was "a bug", exit 3)
+    ("deploy --out of a long name", lambda e: ["deploy", "--out", "b" * 300], 2, "over the 255 a file system takes"),
+    (
+        "events --plot of a long name",
+        lambda e: ["events", _log_file(e), "--plot", "p" * 300 + ".png"],
+        2,
+        "over the 255 a file system takes",
+    ),
+    (
+        "check --baseline of a long name",
+        lambda e: ["check", str(e.bundle), "--baseline", "q" * 300 + ".json"],
+        2,
+        "longer than the file system takes (255 bytes)",
     ),
     (
         "val --ray-address no port",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from yolo_edge.bundle.layout import MANIFEST
 from yolo_edge.core.errors import YoloEdgeError
-from yolo_edge.core.files import is_mount_point, json_loads, read_regular
+from yolo_edge.core.files import check_name_lengths, is_mount_point, json_loads, read_regular
 
 
 def is_bundle(path: Path) -> bool:
@@ -46,6 +46,7 @@ def foreign_entries(bundle: Path) -> list[str]:
 def check_writable(out: Path) -> None:
     """Fail early, before any work, when ``out`` cannot be created (tried for real: root ignores modes), or
     when it exists and is anything but an empty folder or a bundle: deploy replaces a bundle, never a user's folder."""
+    check_name_lengths(out, "--out")
     if out.exists() and not out.is_dir():
         raise YoloEdgeError(f"cannot write the bundle to {out}: it is a file; pick another --out")
     if is_mount_point(out):

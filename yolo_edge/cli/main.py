@@ -41,6 +41,7 @@ STORAGE_FAULTS = {
     errno.EACCES: "no permission to write there; write elsewhere",
     errno.EPERM: "no permission to write there; write elsewhere",
     errno.EFBIG: "a file there would exceed the file-size limit (ulimit -f); write elsewhere",
+    errno.ENAMETOOLONG: "a name in that path is longer than the file system takes (255 bytes); use a shorter one",
 }
 
 

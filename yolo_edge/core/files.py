@@ -101,6 +101,7 @@ def is_mount_point(path: Path, mountinfo: Path = Path("/proc/self/mountinfo")) -
 
 def check_can_write(path: Path, what: str) -> None:
     """Fail now, before minutes of work, if the file ``path`` cannot be written (tried for real: root ignores modes)."""
+    check_name_lengths(path, what)
     if path.is_dir():
         raise YoloEdgeError(f"{what} {path} is a folder; name a file")
     if path.exists() and not path.is_file():  # a FIFO blocks the writer, a device takes no rename of a new file
@@ -133,9 +134,25 @@ def temp_beside(path: Path) -> tuple[int, str]:
     return tempfile.mkstemp(prefix=f".{stem}.", dir=path.absolute().parent)
 
 
+NAME_MAX = 255  # bytes of one name in a path, on the file systems yolo-edge writes to
+
+
+def check_name_lengths(path: str | Path, what: str = "output") -> None:
+    """A one-line error if a name in ``path`` is longer than the file system takes (:data:`NAME_MAX` bytes): said
+    before any work, from Python as from the CLI, not a raw ``OSError`` after it."""
+    for part in Path(path).parts:
+        if len(os.fsencode(part)) > NAME_MAX:
+            raise YoloEdgeError(
+                f"{what} {printable(path, 200)}: the name {printable(part, 60)} is {len(os.fsencode(part))} bytes, "
+                f"over the {NAME_MAX} a file system takes; use a shorter one"
+            )
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file beside it: readers see the old file or the new one. A
-    device, FIFO or socket at ``path`` is refused (:func:`refuse_special`), never replaced."""
+    device, FIFO or socket at ``path`` is refused (:func:`refuse_special`), never replaced; a name too long for the
+    file system is a one-line error."""
+    check_name_lengths(path)
     refuse_special(path)
     fd, tmp = temp_beside(path)
     try:
