@@ -154,9 +154,13 @@ def _snippet(results: list) -> list[tuple]:  # type: ignore[type-arg]
             cx, cy = box.xywh[0].tolist()[:2]
             assert abs(cx - (x1 + x2) / 2) < 1e-3 and abs(x * w - cx) < 1e-2 and abs(y * h - cy) < 1e-2
             assert box.xyxyn[0].tolist()[2] * w == pytest.approx(x2, abs=1e-2)
+            assert int(box.cls) == int(box.cls[0]) and float(box.conf) == float(box.conf[0])  # a (1,) tensor's
             rows.append((r.names[int(box.cls[0])], float(box.conf[0]), x, y, bw, bh))
         assert [d["name"] for d in r.summary()] == [r.names[int(c)] for c in r.boxes.cls.tolist()]
         assert r.verbose().endswith(", ")
+        xyxy = r.boxes.xyxy.cpu().numpy()
+        assert type(xyxy) is np.ndarray and xyxy.shape == (len(r.boxes), 4)
+        assert r.plot(conf=False, line_width=1).shape == r.orig_img.shape
     return sorted(rows, key=lambda row: -row[1])
 
 
@@ -183,6 +187,36 @@ def test_K_code_written_for_ultralytics_results_runs_unchanged_and_agrees(deploy
     assert len(ours) == len(theirs) > 0, (ours, theirs)
     for a, b in zip(ours, theirs):
         assert a[0] == b[0] and abs(a[1] - b[1]) < 0.05 and max(abs(u - v) for u, v in zip(a[2:], b[2:])) < 0.02, (a, b)
+
+
+def test_the_sources_and_keywords_ultralytics_takes(
+    deployed_cpu: Path, photos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PIL image (RGB) as its BGR array; a glob as its files; one class alone (``classes=0``, by name) as a list of
+    it; ``imgsz=320.0`` as 320; ``save=True`` into ``runs/detect/predict``, then ``predict2``."""
+    from PIL import Image
+
+    first = sorted(photos.iterdir())[0]
+    monkeypatch.chdir(tmp_path)
+    with load(deployed_cpu) as model:
+        (array,) = model(str(first))
+        (pil,) = model(Image.open(first))
+        assert np.array_equal(pil.boxes.xyxy, array.boxes.xyxy) and np.array_equal(pil.orig_img, array.orig_img)
+        globbed = model(str(photos / "*"))
+        assert [r.path for r in globbed] == [p.name for p in sorted(photos.iterdir())]
+        name = model.names[0]
+        for one in (0, name, [0]):
+            assert {int(c) for r in model(str(first), classes=one) for c in r.boxes.cls} <= {0}
+        assert len(model(str(first), imgsz=320.0)) == 1
+        for folder in ("predict", "predict2"):
+            saved = model([str(first), array.orig_img], save=True)
+            assert sorted(p.name for p in (tmp_path / "runs/detect" / folder).iterdir()) == sorted(
+                f"{Path(r.path).stem}.jpg" for r in saved
+            )
+        with pytest.raises(YoloEdgeError, match="no file matches"):
+            model(str(photos / "*.none"))
+        with pytest.raises(YoloEdgeError, match="a class is an id or a name"):
+            model(str(first), classes=[0.5])
 
 
 def test_the_cli_takes_the_source_as_ultralytics_does_and_predicts_errors_say_predict(

@@ -61,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
         v = result.val
         what = "mAP" if v.kind == "labels" else "agreement"
         print(
-            f"p95 {result.p95_ms:.2f} ms, drift {what}50 {v.drift.map50:+.4f}, {what}50-95 {v.drift.map50_95:+.4f} "
+            f"p95 {result.p95_ms:.2f} ms ({result.latency.kind}), "
+            f"drift {what}50 {v.drift.map50:+.4f}, {what}50-95 {v.drift.map50_95:+.4f} "
             f"({interval_text(v.drift_interval) if v.drift_interval else f'{v.images} images'})"
             + (f"; {kept_text(v.kept)}" if v.kept else "")
             + f": status {result.status}: "

@@ -42,6 +42,7 @@ from yolo_edge.bundle.write import check_writable, write_bundle
 from yolo_edge.core.cluster import probe
 from yolo_edge.core.config import DeployConfig, DeviceProfile, load_deploy_config
 from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.files import printable
 from yolo_edge.core.host import cpu_name
 from yolo_edge.core.progress import Bar, progress_bar
 from yolo_edge.core.version import __version__
@@ -299,6 +300,13 @@ def search_plan(request: DeployRequest, log: Log | None = None, bar: Bar | None 
         if opened.source is not None or exported.meta.names == CLASS_NAMES:
             found = plan_deployment(session, exported, opened.source, request)
             return PlanResult(found.plan, found.space, found.search.record)
+        if request.calib is None:  # the demo's synthetic shapes say nothing of another model's inputs (as deploy)
+            names = exported.meta.names
+            shown = printable(", ".join(names[:4]) + (", ..." if len(names) > 4 else ""), 80)
+            raise YoloEdgeError(
+                f"the model's {len(names)} classes ({shown}) are not the demo's: pass --data (or --calib) with its own "
+                "images; the shipped synthetic shapes would calibrate and check it"
+            )
         session.say("no --data: the candidates are not judged (pass --data with the model's own images to search them)")
         cfg = session.cfg
         n = cfg.calib_images + cfg.checks.precision.images

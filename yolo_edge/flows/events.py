@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from yolo_edge.core.codec import plain
+from yolo_edge.core.config import FrameKind
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.files import printable
 from yolo_edge.runtime.executor import MOVES, Action, Trigger
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 TRIGGERS: tuple[str, ...] = typing.get_args(Trigger)
 ACTIONS: tuple[str, ...] = typing.get_args(Action)
+LATENCY_KINDS: tuple[str, ...] = typing.get_args(FrameKind)
 FAILURES = ("runtime_error", "timeout", "nan")  # the accelerator failing a frame
 
 
@@ -112,7 +114,10 @@ def _end_line(rec: dict[str, Any], path: Path, line: int) -> dict[str, Any]:
         )
         if not ok:
             raise _bad(path, line, f"audit of {printable(repr(unit), 60)}: its counts must be numbers >= 0")
-    return {"frames": rec["frames"], "units": units, "audits": audits}
+    kind = rec.get("latency", "measured")  # a log older than the key: measured (it had no board model)
+    if kind not in LATENCY_KINDS:
+        raise _bad(path, line, f"'latency' must be one of {', '.join(LATENCY_KINDS)}, got {printable(repr(kind), 60)}")
+    return {"frames": rec["frames"], "units": units, "audits": audits, "latency": kind}
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
@@ -214,6 +219,7 @@ class EventsReport:
     moves: list[dict[str, Any]]  # each move (the first MAX_MOVES): run, frame, unit, trigger, action, before/after
     audits: dict[str, dict[str, Any]]  # unit -> audits, failed, lowest cosine, floor (over every run)
     advice: list[str]
+    latency: list[str] = field(default_factory=list)  # how the unit times were obtained, over the finished runs
     moves_in_all: int = 0
     cut_lines: int = 0  # lines that were not JSON, left out
     repeated: list[str] = field(default_factory=list)  # runs given twice, counted once
@@ -292,6 +298,7 @@ def analyse(logs: Logs) -> EventsReport:
         moves,
         audits,
         _advice(causes, audits),
+        sorted({r.end["latency"] for r in finished if r.end is not None}),
         logs.moves,
         logs.cut,
         logs.repeated,
@@ -355,7 +362,7 @@ def lines(report: EventsReport) -> list[str]:
             for u, by in report.causes.items()
         ]
     if report.on_cpu:
-        out.append("time on the CPU by unit:")
+        out.append(f"time on the CPU by unit (times {' and '.join(report.latency) or 'measured'}):")
         for u, a in report.on_cpu.items():
             ms = ", ".join(
                 f"{d} {a[f'{d}_ms_mean']:.2f} ms a run" for d in ("npu", "cpu") if a[f"{d}_ms_mean"] is not None

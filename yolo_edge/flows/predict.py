@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import glob
 import os
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -40,7 +41,43 @@ from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import IMAGE_SUFFIXES
 from yolo_edge.pipeline.sources import is_live, parse_source
 
-Source = str | Path | int | np.ndarray
+Source = str | Path | int | np.ndarray  # or a PIL image (converted, RGB to BGR, without importing PIL here)
+
+
+class Array(np.ndarray):
+    """A numpy array that reads as ultralytics' torch tensors do in user code: ``.cpu()``, ``.numpy()``, ``.to(...)``
+    and ``.clone()`` (``r.boxes.xyxy.cpu().numpy()``), and ``int()`` / ``float()`` of a one-element array (a box's
+    ``cls`` and ``conf``, shape (1,) as there; NumPy 2 converts only 0-dimensional arrays)."""
+
+    def cpu(self) -> Array:
+        return self
+
+    def numpy(self) -> np.ndarray:
+        return np.asarray(self)
+
+    def to(self, *_args: object, **_kwargs: object) -> Array:
+        return self
+
+    def clone(self) -> Array:
+        return self.copy()
+
+    def __int__(self) -> int:
+        return int(self._one())
+
+    def __float__(self) -> float:
+        return float(self._one())
+
+    def __index__(self) -> int:
+        return int(self._one())
+
+    def _one(self) -> np.generic:
+        if self.size != 1:
+            raise TypeError(f"only a one-element array converts to a number, this one has {self.size}")
+        return np.asarray(self).reshape(-1)[0]
+
+
+def _tensor(a: np.ndarray) -> Array:
+    return a.view(Array)
 
 
 @dataclass(frozen=True)
@@ -63,36 +100,41 @@ class Boxes:
     def __iter__(self) -> Iterator[Boxes]:
         return (self[i] for i in range(len(self)))
 
+    def __post_init__(self) -> None:  # ultralytics' tensors' ways (Array), on the arrays they are
+        for name in ("xyxy", "conf", "cls"):
+            object.__setattr__(self, name, _tensor(np.asarray(getattr(self, name))))
+
     def __getitem__(self, index: int | slice | np.ndarray) -> Boxes:
         rows = [index] if isinstance(index, int | np.integer) else index  # one box stays a (1, 4) row, as there
         return Boxes(self.xyxy[rows], self.conf[rows], self.cls[rows], self.orig_shape)
 
     @property
-    def data(self) -> np.ndarray:
+    def data(self) -> Array:
         """(N, 6): x1, y1, x2, y2, confidence, class (ultralytics' layout without a tracker)."""
-        return np.column_stack([self.xyxy, self.conf, self.cls.astype(np.float32)]).astype(np.float32)
+        return _tensor(np.column_stack([self.xyxy, self.conf, self.cls.astype(np.float32)]).astype(np.float32))
 
     @property
     def shape(self) -> tuple[int, ...]:
         return self.data.shape
 
     @property
-    def xywh(self) -> np.ndarray:
+    def xywh(self) -> Array:
         """(N, 4): box centre, width and height in pixels."""
-        b = self.xyxy.astype(np.float32)
-        return np.column_stack([(b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2, b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]])
+        b = np.asarray(self.xyxy, np.float32)
+        centre = [(b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2, b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]]
+        return _tensor(np.column_stack(centre))
 
     @property
-    def xyxyn(self) -> np.ndarray:
+    def xyxyn(self) -> Array:
         """(N, 4): corners over the image's width and height."""
         h, w = self.orig_shape
-        return self.xyxy.astype(np.float32) / np.array([w, h, w, h], np.float32)
+        return _tensor(np.asarray(self.xyxy, np.float32) / np.array([w, h, w, h], np.float32))
 
     @property
-    def xywhn(self) -> np.ndarray:
+    def xywhn(self) -> Array:
         """(N, 4): centre, width and height over the image's width and height."""
         h, w = self.orig_shape
-        return self.xywh / np.array([w, h, w, h], np.float32)
+        return _tensor(np.asarray(self.xywh) / np.array([w, h, w, h], np.float32))
 
 
 @dataclass(frozen=True)
@@ -147,9 +189,23 @@ class Results:
         counts = Counter(int(c) for c in self.detections.class_id)
         return "".join(f"{n} {self.names[c]}{'s' * (n > 1)}, " for c, n in sorted(counts.items()))
 
-    def plot(self) -> np.ndarray:
-        """A copy of the image with each box and its ``name confidence`` tag in its class's colour."""
-        return BoxAnnotator().annotate(self.orig_img, self.detections)
+    def plot(
+        self,
+        conf: bool = True,
+        line_width: int | None = None,
+        labels: bool = True,
+        boxes: bool = True,
+        img: np.ndarray | None = None,
+        **_others: object,
+    ) -> np.ndarray:
+        """A copy of the image (``img``: that one instead) with each box and its ``name confidence`` tag in its
+        class's colour; ultralytics' keywords: ``conf`` (the confidence in the tag), ``line_width``, ``labels``,
+        ``boxes``; the others it takes (``font_size``, ``pil``, ``masks``...) change nothing a detector draws."""
+        width = 2 if line_width is None else int(line_width)
+        if width < 1:
+            raise YoloEdgeError(f"line_width must be >= 1, got {line_width!r}")
+        annotator = BoxAnnotator(thickness=width, labels=bool(labels), conf=bool(conf), boxes=bool(boxes))
+        return annotator.annotate(self.orig_img if img is None else img, self.detections)
 
     def save(self, filename: str | Path | None = None) -> str:
         """Write :meth:`plot` to ``filename`` (default: ``results_<name>.jpg``; a folder: that name in it),
@@ -221,6 +277,10 @@ def nms_settings(
         _number("max_det", max_det, int)
     if max_det is not None and max_det < 1:
         raise YoloEdgeError(f"max_det must be >= 1, got {max_det}")
+    if isinstance(classes, int | str | np.integer):  # ultralytics takes one class alone: classes=0, "person"
+        classes = [classes]
+    if classes is not None and not isinstance(classes, Sequence | np.ndarray):
+        raise YoloEdgeError(f"classes must be a class id, a name or a list of them, got {printable(repr(classes))}")
     wanted = None if classes is None else tuple(_class_id(c, names) for c in classes)
     return replace(
         base,
@@ -232,6 +292,8 @@ def nms_settings(
 
 
 def _class_id(c: int | str, names: Sequence[str]) -> int:
+    if isinstance(c, bool) or not isinstance(c, int | str | np.integer):
+        raise YoloEdgeError(f"a class is an id or a name, got {printable(repr(c))}")
     if isinstance(c, str) and not c.isdigit():
         if c not in names:
             raise YoloEdgeError(f"class '{printable(c)}' is not the model's; its classes: {', '.join(names)}")
@@ -288,19 +350,25 @@ class Model:
         imgsz: int | Sequence[int] | None = None,
         device: str | int | None = None,
         half: bool = False,
+        save: bool = False,
     ) -> list[Results] | Iterator[Results]:
         """Detect on ``source``: a list of results, one per image or frame (``stream``: an iterator, which a
         camera index or a stream URL needs). ultralytics' ``verbose`` prints nothing here (yolo-edge's predict never
         prints); ``imgsz`` may only be the bundle's, ``device`` only None and ``half`` only False: the bundle fixes
-        the size, where each unit runs and at which precision (deploy chose and proved them)."""
+        the size, where each unit runs and at which precision (deploy chose and proved them). ``save``: each
+        result's plot written as ultralytics writes it, into a new ``runs/detect/predict<N>`` folder."""
         self._fixed(imgsz, device, half)
         nms = self.nms(conf, iou, classes, max_det)
-        items: list[Source] = list(source) if isinstance(source, list | tuple) else [source]  # type: ignore[list-item]
+        items: list[Any] = list(source) if isinstance(source, list | tuple) else [source]
+        items = [s for item in items for s in _expand(item)]
         for item in items:
             _check_source(item)
         if not stream and any(_live(s) for s in items):
             raise YoloEdgeError("a camera or a stream URL never ends: call the model with stream=True and iterate")
         found = (r for s in items for r in self._results(s, nms))
+        if save:
+            folder = _save_dir()
+            found = (r for r in found if r.save(folder / f"{Path(r.path).stem}.jpg"))
         return found if stream else list(found)
 
     predict = __call__
@@ -309,8 +377,11 @@ class Model:
         """One line for an ultralytics keyword asking for what the bundle fixed."""
         have = self.bundle.meta.model.imgsz
         if imgsz is not None:
-            want = (imgsz, imgsz) if isinstance(imgsz, int) else tuple(imgsz)
-            if tuple(want) != tuple(have):
+            sizes = [imgsz, imgsz] if not isinstance(imgsz, Sequence) else list(imgsz)
+            if not sizes or any(isinstance(v, bool) or not isinstance(v, int | float | np.number) for v in sizes):
+                raise YoloEdgeError(f"imgsz must be a size or (height, width), got {printable(repr(imgsz))}")
+            want = tuple(float(v) for v in sizes) * (2 if len(sizes) == 1 else 1)
+            if want != tuple(float(v) for v in have):
                 raise YoloEdgeError(
                     f"imgsz={imgsz!r}: this bundle was deployed and proven at {have[0]}x{have[1]}; deploy again with "
                     "--imgsz for another size"
@@ -354,6 +425,31 @@ class Model:
                 yielded += 1
             if not yielded and runner.stats[0].problems:  # it never opened: said, not an empty iterator
                 raise YoloEdgeError(printable(runner.stats[0].problems[-1], 400))
+
+
+def _expand(source: object) -> list[Any]:
+    """A source as ``_results`` takes it: a PIL image as a BGR array (ultralytics takes them; no PIL import here), a
+    glob (``"photos/*.jpg"``, where no file has that very name) as its files in order."""
+    if type(source).__module__.startswith("PIL.") and hasattr(source, "convert"):
+        rgb = np.asarray(source.convert("RGB"))
+        return [np.ascontiguousarray(rgb[:, :, ::-1])]
+    if isinstance(source, str | Path) and any(c in str(source) for c in "*?[") and not Path(source).exists():
+        found = sorted(glob.glob(str(source), recursive=True))
+        if not found:
+            raise YoloEdgeError(f"no file matches {printable(source)}; pass an image, a folder, a video or a glob")
+        return list(found)
+    return [source]
+
+
+def _save_dir() -> Path:
+    """ultralytics' ``save=True`` folder: ``runs/detect/predict``, else the first ``predict<N>`` not there yet."""
+    root = Path("runs/detect")
+    for n in range(1, 10_000):
+        folder = root / ("predict" if n == 1 else f"predict{n}")
+        if not folder.exists():
+            folder.mkdir(parents=True)
+            return folder
+    raise YoloEdgeError(f"{root} holds 9,999 predict folders; remove some")
 
 
 def _check_source(source: object) -> None:

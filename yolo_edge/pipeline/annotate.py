@@ -39,6 +39,9 @@ class BoxAnnotator:
     color: Color | None = None
     thickness: int = 2
     text_scale: float = 0.4
+    labels: bool = True  # the ``name confidence`` tag (ultralytics' ``plot(labels=...)``)
+    conf: bool = True  # the confidence in the tag (``plot(conf=...)``)
+    boxes: bool = True  # the box itself (``plot(boxes=...)``)
 
     def annotate(self, image: np.ndarray, dets: Detections) -> np.ndarray:
         out = image.copy()
@@ -46,8 +49,11 @@ class BoxAnnotator:
         for box, conf, cls, name in zip(dets.xyxy, dets.confidence, dets.class_id, dets.class_names):
             x1, y1, x2, y2 = (int(round(v)) for v in box)
             color = self.color or class_color(int(cls))
-            cv2.rectangle(out, (x1, y1), (x2, y2), color, self.thickness)
-            label = f"{name} {conf:.2f}"
+            if self.boxes:
+                cv2.rectangle(out, (x1, y1), (x2, y2), color, self.thickness)
+            if not self.labels:
+                continue
+            label = f"{name} {conf:.2f}" if self.conf else str(name)
             (tw, th), base = cv2.getTextSize(label, font, self.text_scale, 1)
             top = y1 - th - base - 2 if y1 - th - base - 2 >= 0 else y1  # above the box, inside it at the top edge
             cv2.rectangle(out, (x1, top), (x1 + tw + 2, top + th + base + 2), color, -1)

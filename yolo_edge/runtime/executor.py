@@ -34,7 +34,7 @@ import onnx
 
 from yolo_edge.backends.base import Executable, NpuError, NpuTimeout, median_run_s
 from yolo_edge.core.codec import dumps, plain
-from yolo_edge.core.config import Device, DeviceProfile, RuntimeConfig
+from yolo_edge.core.config import BOARD, Device, DeviceProfile, RuntimeConfig
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.devices.board import BoardCpu
 from yolo_edge.devices.cost import transfer_time
@@ -129,15 +129,17 @@ class EventLog:
                 self._after.remove((ev, after))
                 self._write_after(ev, after)
 
-    def finish(self, frames: int, seconds: float, audits: dict[str, dict[str, object]]) -> None:
-        """The run's end in the file: its frames, each unit's time per device, the audits, and the time after the
-        events whose unit had not run AROUND times since (``yolo-edge events`` reads it back)."""
+    def finish(self, frames: int, seconds: float, audits: dict[str, dict[str, object]], kind: str = "measured") -> None:
+        """The run's end in the file: its frames, each unit's time per device and how it was obtained (``kind``: a
+        simulated board's are modelled), the audits, and the time after the events whose unit had not run AROUND
+        times since (``yolo-edge events`` reads it back)."""
         with self._lock:
             for ev, after in self._after:
                 if after:
                     self._write_after(ev, after)
             self._after = []
             record = {"record": "run", "run": self.run, "time": time.time(), "frames": frames, "seconds": seconds}
+            record["latency"] = kind
             units = {u: {d: {"runs": n, "ms": ms} for d, (n, ms) in by.items()} for u, by in self.unit_time.items()}
             self._write({**record, "units": units, "audits": audits}, "its end is not in it")
 
@@ -434,6 +436,14 @@ class SplitExecutor:
         # a simulated board: its CPU phases (letterbox, NMS; the units' board_cpu_s) modelled, as its accelerator is;
         # found once, by the builder that compiled the units
         self.board = self.units[0].board
+        # how its unit times are obtained (config.FrameKind): a simulated board's modelled, else measured
+        self.latency_kind = (
+            BOARD
+            if self.board is not None
+            else "modelled NPU + measured CPU"
+            if any(u.npu is not None and u.npu.modelled_s is not None for u in self.units)
+            else "measured"
+        )
         self.events = events or EventLog()
         self.clock = clock
         self.breaker = CircuitBreaker(cfg.breaker_failures, cfg.breaker_cooldown_s, self.events, clock)
