@@ -114,10 +114,10 @@ EVENT = {"run": "r1", "frame": 3, "unit": "backbone", "trigger": "nan", "action"
         ({**EVENT, "unit": 7}, "'unit' must be a string"),
         ({**EVENT, "action": "explode"}, "'action' must be one of"),
         ({**EVENT, "trigger": ["nan"]}, "'trigger' must be one of"),
-        ({**EVENT, "frame": -1}, "'frame' must be a number >= 0"),
-        ({**EVENT, "before_ms": "fast"}, "'before_ms' must be a number >= 0"),
+        ({**EVENT, "frame": -1}, "'frame' must be a number from 0"),
+        ({**EVENT, "before_ms": "fast"}, "'before_ms' must be a number from 0"),
         ({"record": "after", "run": "r1", "frame": 3, "unit": "b", "trigger": "nan"}, "'after_ms' must be a number"),
-        ({**RUN_END, "frames": float("inf")}, "'frames' must be a number >= 0"),
+        ({**RUN_END, "frames": float("inf")}, "'frames' must be a number from 0"),
         ({**RUN_END, "units": {"b": {"npu": {"runs": "many"}}}}, "each device's runs and ms must be numbers"),
         ({**RUN_END, "units": {"b": {"gpu": {"runs": 1}}}}, "each device's runs and ms must be numbers"),
         ({**RUN_END, "units": {"b": []}}, "each device's runs and ms must be numbers"),
@@ -236,3 +236,21 @@ def test_a_simulator_slow_on_a_loaded_host_is_no_board_timeout(demo_split: Any, 
                 with pytest.raises(FutureTimeout):
                     _answer(call, 0.05, exe)
         exe.close()
+
+
+def test_a_table_wraps_between_words_never_inside_one() -> None:
+    """A narrow terminal wrapped "2188/2227" as "2188/222" then "7": a cell wraps at spaces, a word stays whole."""
+    from yolo_edge.cli.common import table
+
+    long = "backbone neck head INT8 on the NPU, decode FP32 on the CPU, the fastest the search judged"
+    shown = table(("plan", "what runs where", "kept"), [("split", long, "2188/2227 (98.2%)")], width=60)
+    words = {w for line in shown.splitlines() for w in line.split()}
+    assert "2188/2227" in words and set(long.split()) <= words, shown
+    assert max(len(line) for line in shown.splitlines()) <= 60, shown
+
+
+def test_no_condition_named_says_so() -> None:
+    from yolo_edge.validate.conditions import parse_conditions
+
+    with pytest.raises(YoloEdgeError, match="no condition named: name some of dark"):
+        parse_conditions(",")

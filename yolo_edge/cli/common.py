@@ -148,14 +148,17 @@ def table(
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     numeric = [all(_is_number(r[i]) for r in cells[1:]) and len(cells) > 1 for i in range(len(headers))]
     limit = width or shutil.get_terminal_size((100, 24)).columns
+    # a column wraps at word boundaries only, never inside a word ("2188/2227" is not "2188/222" then "7")
+    floors = [max(NARROWEST, *(len(word) for r in cells for word in r[i].split())) for i in range(len(headers))]
     while sum(widths) + 2 * (len(widths) - 1) > limit:
-        text = [i for i, w in enumerate(widths) if not numeric[i] and w > NARROWEST and i not in whole]
+        text = [i for i, w in enumerate(widths) if not numeric[i] and w > floors[i] and i not in whole]
         if not text:
             break
         widths[max(text, key=widths.__getitem__)] -= 1  # the widest first, a character at a time
 
     def fmt(row: list[str]) -> str:
-        parts = [textwrap.wrap(c, w) or [""] if len(c) > w else [c] for c, w in zip(row, widths)]
+        wrap = [textwrap.wrap(c, w, break_long_words=False, break_on_hyphens=False) for c, w in zip(row, widths)]
+        parts = [lines or [""] if len(c) > w else [c] for c, w, lines in zip(row, widths, wrap)]
         lines = []
         for k in range(max(len(p) for p in parts)):
             line = [p[k] if k < len(p) else "" for p in parts]

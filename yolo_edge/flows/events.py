@@ -71,8 +71,13 @@ def _bad(path: Path, line: int, why: str) -> YoloEdgeError:
     )
 
 
+MAX_FIGURE = 1e12  # frames, runs, milliseconds: a log's figure past this (1e308) is no run's
+
+
 def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and 0 <= value <= MAX_FIGURE
 
 
 def _number(rec: dict[str, Any], key: str, path: Path, line: int, optional: bool = False) -> None:
@@ -80,7 +85,7 @@ def _number(rec: dict[str, Any], key: str, path: Path, line: int, optional: bool
     if optional and value is None:
         return
     if not _is_number(value):
-        raise _bad(path, line, f"'{key}' must be a number >= 0, got {printable(repr(value), 60)}")
+        raise _bad(path, line, f"'{key}' must be a number from 0 to {MAX_FIGURE:g}, got {printable(repr(value), 60)}")
 
 
 def _string(rec: dict[str, Any], key: str, path: Path, line: int, allowed: tuple[str, ...] = ()) -> str:
@@ -104,7 +109,7 @@ def _end_line(rec: dict[str, Any], path: Path, line: int) -> dict[str, Any]:
             d in ("npu", "cpu") and isinstance(f, dict) and all(_is_number(f.get(k, 0)) for k in ("runs", "ms"))
             for d, f in by.items()
         ):
-            raise _bad(path, line, f"unit {printable(repr(unit), 60)}: each device's runs and ms must be numbers >= 0")
+            raise _bad(path, line, f"unit {printable(repr(unit), 60)}: each device's runs and ms must be numbers")
     for unit, a in audits.items():
         kept = a.get("boxes_kept") if isinstance(a, dict) else None
         ok = isinstance(a, dict) and all(_is_number(a.get(k, 0)) for k in ("audits", "failed", "unseen", "frames"))
@@ -113,7 +118,7 @@ def _end_line(rec: dict[str, Any], path: Path, line: int) -> dict[str, Any]:
             kept is None or (isinstance(kept, dict) and all(_is_number(kept.get(k, 0)) for k in ("kept", "of")))
         )
         if not ok:
-            raise _bad(path, line, f"audit of {printable(repr(unit), 60)}: its counts must be numbers >= 0")
+            raise _bad(path, line, f"audit of {printable(repr(unit), 60)}: its counts must be numbers")
     kind = rec.get("latency", "measured")  # a log older than the key: measured (it had no board model)
     if kind not in LATENCY_KINDS:
         raise _bad(path, line, f"'latency' must be one of {', '.join(LATENCY_KINDS)}, got {printable(repr(kind), 60)}")

@@ -82,10 +82,12 @@ def parse_conditions(text: str | Sequence[str]) -> list[str]:
     names = [n.strip() for n in names if n.strip()]
     if names == ["all"]:
         return list(CONDITIONS)
+    if not names:
+        raise YoloEdgeError(f"no condition named: name some of {', '.join(CONDITIONS)} (comma-separated), or all")
     unknown = [n for n in names if n not in CONDITIONS]
-    if unknown or not names:
+    if unknown:
         raise YoloEdgeError(
-            f"unknown condition(s) {unknown or names}: name some of {', '.join(CONDITIONS)} (comma-separated), or all"
+            f"unknown condition(s) {unknown}: name some of {', '.join(CONDITIONS)} (comma-separated), or all"
         )
     return list(dict.fromkeys(names))
 
