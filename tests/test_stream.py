@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -263,32 +264,47 @@ def test_a_missing_source_is_one_line_before_anything_runs(deployed: DeployResul
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
 
 
-def _pool_fps(deployed: DeployResult, video: Path, cores: int) -> tuple[float, list[int]]:
+def _pool_overlap(deployed: DeployResult, video: Path, cores: int) -> tuple[int, list[int]]:
+    """The most accelerator calls of the stream in flight at once on a pool of ``cores`` contexts (each call takes
+    a modelled 200 ms, emulated by sleeping), and the frames in the order they came out."""
     bundle = load_bundle(deployed.bundle)  # backbone and neck on the accelerator whichever plan won on this host
     plan = PlacementPlan.manual(bundle.split, {"backbone": "int8", "neck": "int8"}, bundle.profile.name)
     detector = Detector(bundle.executor(plan=plan), bundle.exported.meta, bundle.config.nms)
-    runner = StreamRunner(detector, [parse_source(str(video))], StreamOptions(emulate_latency=True, in_flight=8))
-    unit = next(u for u in runner.detector.executor.units if u.npu is not None)
+    unit = next(u for u in detector.executor.units if u.npu is not None)
     assert unit.npu is not None
-    unit.modelled_s = 0.06  # as a simulated accelerator's modelled time: 60 ms a frame, emulated by sleeping
+    unit.modelled_s = 0.2  # as a simulated accelerator's modelled time, emulated by sleeping
     unit.npu.concurrency = cores
-    t0 = time.perf_counter()
-    with runner:
+    in_flight, lock = [0, 0], threading.Lock()
+    numerics = unit.npu.run
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            in_flight[0] += 1
+        try:
+            return numerics(*args, **kwargs)
+        finally:
+            time.sleep(unit.modelled_s or 0.0)  # the call's modelled time, inside it: calls overlap while it lasts
+            with lock:
+                in_flight[1] = max(in_flight[1], in_flight[0])
+                in_flight[0] -= 1
+
+    unit.npu.run = counted  # type: ignore[method-assign]
+    with StreamRunner(detector, [parse_source(str(video))], StreamOptions(in_flight=8)) as runner:
         frames = [r.index for r in runner]
-    return len(frames) / (time.perf_counter() - t0), frames
+    return in_flight[1], frames
 
 
-@pytest.mark.alone  # frames per second, compared: not beside another worker's deploy
-def test_a_pool_of_accelerator_cores_serves_an_accelerator_bound_stream_faster(
+def test_a_pool_of_accelerator_cores_runs_a_streams_calls_at_once_in_order(
     deployed: DeployResult, tmp_path: Path
 ) -> None:
-    """An accelerator unit that takes 60 ms a frame (emulated): a pool of 3 contexts, one per core, serves
-    more than twice the frames per second of 1, and the results still come out in frame order."""
-    video = _video(tmp_path / "clip45.avi", 45, sorted((deployed.bundle / "calib").glob("*.jpg")))
-    one, order1 = _pool_fps(deployed, video, 1)
-    three, order3 = _pool_fps(deployed, video, 3)
-    assert order1 == order3 == list(range(45))
-    assert one < 1 / 0.06 * 1.05 and three > 2.0 * one, (one, three)
+    """An accelerator unit whose calls take 200 ms: on a pool of 3 contexts, one per core, the stream's calls run
+    at once (more than one in flight; on 1, never), and the results still come out in frame order. (How much
+    faster is a benchmark's to say, on a quiet machine: a unit test holds on a loaded one.)"""
+    video = _video(tmp_path / "clip15.avi", 15, sorted((deployed.bundle / "calib").glob("*.jpg")))
+    one, order1 = _pool_overlap(deployed, video, 1)
+    three, order3 = _pool_overlap(deployed, video, 3)
+    assert order1 == order3 == list(range(15))
+    assert one == 1 and three >= 2, (one, three)
 
 
 def test_metrics_in_prometheus_format_match_the_accounting(deployed: DeployResult) -> None:

@@ -282,8 +282,7 @@ def run(args: argparse.Namespace) -> int:
             if metrics is not None:
                 metrics.close()
             audits = detector.executor.auditor.figures(AUDIT_DRAIN_S)  # the last frames' audits in them
-            delivered = sum(st.delivered for st in runner.stats)
-            events.finish(delivered, time.monotonic() - started, audits, detector.executor.latency_kind)
+            events.finish(sum(st.delivered for st in runner.stats), time.monotonic() - started, audits)
             problems = _report(runner, events, audits, args.json or gone)
             if results is not None and results.error is not None:
                 problems.append(f"--save-json {results.error}")

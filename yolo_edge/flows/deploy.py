@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import importlib.util
+import logging
 import sys
 import tempfile
 import time
@@ -78,6 +79,7 @@ from yolo_edge.plan.results import Memory
 from yolo_edge.runtime.audit import Lighting, audit_floors
 from yolo_edge.runtime.build import build_units, plan_units, unit_sample, whole_graph_unit
 from yolo_edge.runtime.executor import EventLog, SplitExecutor, Unit
+from yolo_edge.toolchains.worker import LOG as TOOLCHAIN_LOG
 from yolo_edge.validate.accuracy import detect_all
 from yolo_edge.validate.conditions import CONDITIONS, Judged, first_images, judge_under
 from yolo_edge.validate.latency import LATENCY_IMAGES
@@ -278,6 +280,7 @@ def _open(request: DeployRequest, stack: ExitStack, say: Log, bar: Bar) -> _Open
     """The request's settings, device (its backend open: a one-line error where it cannot run here), data (a bad
     one fails before the export) and its model exported into a folder of ``stack``'s."""
     laps = Laps()
+    _say_progress(stack, say)
     cfg = deploy_settings(request.config, request.sla_ms)
     profile, npu = open_device(stack, request.device)
     source = None if request.data is None else read_data(request.data)
@@ -288,6 +291,26 @@ def _open(request: DeployRequest, stack: ExitStack, say: Log, bar: Bar) -> _Open
     exported = export_model(model, imgsz=imgsz, out_dir=tmp)
     laps.lap("export")  # the device opened (a toolchain worker started) and the model exported
     return _Opened(Session(profile, cfg, stack, say, bar, npu, laps=laps), source, exported)
+
+
+class _Said(logging.Handler):
+    """What the toolchains' logger says (a long vendor step's heartbeat), said as the deploy's progress."""
+
+    def __init__(self, say: Log) -> None:
+        super().__init__(logging.INFO)
+        self.say = say
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.say(record.getMessage())
+
+
+def _say_progress(stack: ExitStack, say: Log) -> None:
+    """The toolchains' progress said through ``say`` for as long as ``stack`` is open."""
+    handler = _Said(say)
+    TOOLCHAIN_LOG.addHandler(handler)
+    if TOOLCHAIN_LOG.level == logging.NOTSET or TOOLCHAIN_LOG.level > logging.INFO:
+        TOOLCHAIN_LOG.setLevel(logging.INFO)
+    stack.callback(TOOLCHAIN_LOG.removeHandler, handler)
 
 
 def search_plan(request: DeployRequest, log: Log | None = None, bar: Bar | None = None) -> PlanResult:

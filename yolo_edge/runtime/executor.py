@@ -97,6 +97,7 @@ class EventLog:
         self.events: deque[FallbackEvent] = deque(maxlen=KEPT_EVENTS)
         self._counts: dict[str, Counter[str]] = {"trigger": Counter(), "unit": Counter(), "action": Counter()}
         self.write_error: str | None = None  # the file stopped taking events: a problem of the run, not a crash
+        self.latency = "measured"  # how the unit times are obtained (config.FrameKind): set by the executor
         self._lock = threading.Lock()
         self._recent: dict[str, deque[float]] = {}  # unit -> its last AROUND times
         self._after: list[tuple[FallbackEvent, list[float]]] = []  # events whose unit's next AROUND times are due
@@ -129,17 +130,17 @@ class EventLog:
                 self._after.remove((ev, after))
                 self._write_after(ev, after)
 
-    def finish(self, frames: int, seconds: float, audits: dict[str, dict[str, object]], kind: str = "measured") -> None:
-        """The run's end in the file: its frames, each unit's time per device and how it was obtained (``kind``: a
-        simulated board's are modelled), the audits, and the time after the events whose unit had not run AROUND
-        times since (``yolo-edge events`` reads it back)."""
+    def finish(self, frames: int, seconds: float, audits: dict[str, dict[str, object]]) -> None:
+        """The run's end in the file: its frames, each unit's time per device and how it was obtained (``latency``,
+        which the executor writing here sets: a simulated board's are modelled), the audits, and the time after the
+        events whose unit had not run AROUND times since (``yolo-edge events`` reads it back)."""
         with self._lock:
             for ev, after in self._after:
                 if after:
                     self._write_after(ev, after)
             self._after = []
             record = {"record": "run", "run": self.run, "time": time.time(), "frames": frames, "seconds": seconds}
-            record["latency"] = kind
+            record["latency"] = self.latency
             units = {u: {d: {"runs": n, "ms": ms} for d, (n, ms) in by.items()} for u, by in self.unit_time.items()}
             self._write({**record, "units": units, "audits": audits}, "its end is not in it")
 
@@ -397,7 +398,7 @@ def frame_outputs(units: Sequence[Unit]) -> tuple[TensorInfo, ...]:
     return tuple(final)
 
 
-def _answer(call: Future[dict[str, np.ndarray]], limit: float, npu: Executable) -> dict[str, np.ndarray]:
+def answer_within(call: Future[dict[str, np.ndarray]], limit: float, npu: Executable) -> dict[str, np.ndarray]:
     """A pool call's outputs within ``limit`` seconds, else :class:`FutureTimeout`; past it, waited for as long as a
     simulator is still computing numerics on this host (``npu.host_busy``: a loaded host's wall time is not the
     board's, and must not fire the board's timeout trigger; its worker's own call timeout bounds it)."""
@@ -445,6 +446,7 @@ class SplitExecutor:
             else "measured"
         )
         self.events = events or EventLog()
+        self.events.latency = self.latency_kind
         self.clock = clock
         self.breaker = CircuitBreaker(cfg.breaker_failures, cfg.breaker_cooldown_s, self.events, clock)
         self._pool = DaemonPool(8, "npu")
@@ -494,7 +496,7 @@ class SplitExecutor:
             if npu.bounded:  # its runtime waits with the deadline and cancels the call past it
                 outs = npu.run(feeds, limit)
             else:  # on a pool thread, given up on past the deadline (a hung driver's thread is left behind)
-                outs = _answer(self._pool.submit(npu.run, feeds), limit, npu)
+                outs = answer_within(self._pool.submit(npu.run, feeds), limit, npu)
         except (FutureTimeout, NpuTimeout):
             self.events.add(frame, unit.name, "timeout", "retry_cpu", f"no answer in {limit:.3g} s")
             self.breaker.record(False, frame, unit.name, "timeout")

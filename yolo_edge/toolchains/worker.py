@@ -9,10 +9,12 @@ Calls are serialized: a worker runs one request at a time.
 
 from __future__ import annotations
 
+import logging
 import os
 import selectors
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -21,6 +23,11 @@ import numpy as np
 
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.toolchains.wire import Arrays, WireClosed, receive, send
+
+# a call still running says so every HEARTBEAT_S on this logger (deploy and plan show it as their progress): a
+# vendor compiler's step can take many minutes (an Ethos-U plan took 22 in silence)
+LOG = logging.getLogger("yolo_edge.toolchains")
+HEARTBEAT_S = 60.0
 
 if TYPE_CHECKING:
     from yolo_edge.toolchains import Toolchain
@@ -102,9 +109,16 @@ class Worker:
                 send(proc.stdin, {"op": op, "args": args or {}}, arrays)  # type: ignore[arg-type]
                 with selectors.DefaultSelector() as sel:
                     sel.register(proc.stdout, selectors.EVENT_READ)
-                    if not sel.select(timeout_s):
-                        self._kill()
-                        raise WorkerCrashed(f"{self.toolchain.name} worker gave no answer to {op} in {timeout_s:.0f} s")
+                    started = time.monotonic()
+                    while not sel.select(min(HEARTBEAT_S, max(0.0, started + timeout_s - time.monotonic()))):
+                        waited = time.monotonic() - started
+                        if waited >= timeout_s:
+                            self._kill()
+                            raise WorkerCrashed(
+                                f"{self.toolchain.name} worker gave no answer to {op} in {timeout_s:.0f} s"
+                            )
+                        name, most = self.toolchain.name, timeout_s / 60
+                        LOG.info(f"{name}: {op} still running ({waited / 60:.0f} min, at most {most:.0f})")
                 header, out = receive(proc.stdout)  # type: ignore[arg-type]
             except (WireClosed, BrokenPipeError, OSError, ValueError) as exc:
                 code = self._kill()
