@@ -250,6 +250,13 @@ def test_a_plug_in_that_exits_at_import_decides_no_commands_fate(tmp_path: Path)
         command = [sys.executable, "-m", "yolo_edge.cli.main", *args]
         return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
 
+    read_at_import = (
+        "import yolo_edge.cli.main\nfrom yolo_edge.core import registry\nprint(registry.read.cache_info().currsize)"
+    )
+    imported = subprocess.run(
+        [sys.executable, "-c", read_at_import], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert imported.stdout.strip() == "0" and not imported.stderr, imported  # no plug-in runs at import
     checked = cli("check", str(tmp_path / "no-bundle"))
     assert checked.returncode == 2 and "no-bundle" in checked.stderr, checked
     assert "entry point 'exits' (bad_npu.exits:SPEC) does not load: SystemExit: 0: skipped" in checked.stderr

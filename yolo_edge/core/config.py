@@ -80,14 +80,15 @@ class Variant:
     kept: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        """A variant read from a plan (a bundle's ``plan.json``, a hand-written plan) names what exists."""
+        """A variant read from a plan (a bundle's ``plan.json``, a hand-written plan) names what exists (the registry
+        is asked only for a scheme or a quantizer: a module's ``Variant("fp32")`` reads no plug-in at import)."""
         for what, value, valid in (
-            ("precision", self.precision, PRECISIONS),
-            ("INT8 scheme", self.scheme, (None, *registry.schemes())),
-            ("quantizer", self.quantizer, (None, *registry.quantizers())),
+            ("precision", self.precision, lambda: PRECISIONS),
+            ("INT8 scheme", self.scheme, registry.schemes),
+            ("quantizer", self.quantizer, registry.quantizers),
         ):
-            if value not in valid:
-                shown = ", ".join(v for v in valid if v)
+            if value is not None and value not in valid():
+                shown = ", ".join(v for v in valid() if v)
                 raise YoloEdgeError(f"unknown {what} '{value}' in a precision variant; valid: {shown}")
         if self.precision != "int8" and (self.scheme or self.quantizer):
             raise YoloEdgeError(f"'{self.label}': only int8 has a scheme and a quantizer")

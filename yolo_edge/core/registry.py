@@ -150,7 +150,8 @@ def read() -> Registry:
 def _load(ep: importlib.metadata.EntryPoint) -> tuple[Any, str | None]:
     """``ep``'s object, or why it did not load; its standard output goes to stderr while it loads, at the file
     descriptor too (a native extension's prints)."""
-    sys.stdout.flush()
+    if sys.stdout is not None:  # None: started with its standard output closed
+        sys.stdout.flush()
     saved = _dup_stdout()
     try:
         with contextlib.redirect_stdout(sys.stderr):
