@@ -434,7 +434,7 @@ def test_a_deploy_compiles_each_graph_once_and_closes_everything_it_compiled(
     result = deploy(
         DeployRequest(device="host-lowp", config=tiny_cfg, data=tiny_images), quiet=True, out=tmp_path / "bundle"
     )
-    assert result.exit_code in (0, 1) and (tmp_path / "bundle" / "meta.json").is_file()
+    assert result.exit_code in (0, 1, 4) and (tmp_path / "bundle" / "meta.json").is_file()
     assert sum(seen.values()) >= 4  # the subgraphs' FP32 references at least, and what the checks compiled
     assert {k: n for k, n in seen.items() if n > 1} == {}
     assert [type(e).__name__ for e in opened if id(e) not in closed] == []

@@ -91,7 +91,7 @@ class DeployReport:
                 "imgsz": list(self.imgsz),
                 "sla_ms": self.limits.sla_ms,
                 "max_drift": self.limits.max_drift,
-                "verdict": "pass" if self.passed else "fail",
+                "verdict": self.verdict.lower(),  # pass, undecided or fail
                 "verdict_reasons": list(self.reasons),
                 "chosen_plan": self.chosen.name,
                 "plans": [r.to_dict() for r in self.plans],
@@ -347,7 +347,7 @@ def markdown(report: DeployReport) -> str:
         f"Device **{report.profile.name}** ({report.profile.kind}), {where}, "
         f"imgsz {report.imgsz[0]}x{report.imgsz[1]}, SLA p95 <= {limits.sla_ms} ms, "
         f"mAP drift limit {limits.max_drift}. "
-        f"Chosen plan: **{report.chosen.name}**. Verdict: **{'PASS' if report.passed else 'FAIL'}**"
+        f"Chosen plan: **{report.chosen.name}**. Verdict: **{report.verdict}**"
         + (f" ({'; '.join(report.reasons)})." if report.reasons else "."),
         "",
     ]
