@@ -202,6 +202,11 @@ def _report(runner: StreamRunner, events: EventLog, audits: dict[str, dict[str, 
             b, p = a["boxes_kept"], a["proven"]
             share = "" if b["share"] is None else f" ({b['share']:.1%})"
             line += f"; FP32 boxes kept {b['kept']}/{b['of']}{share}, deploy proved {p['kept']}/{p['of']}"
+            added = a.get("boxes_added") or {}
+            if added.get("of"):
+                line += f"; boxes added {added['added']}/{added['of']}" + (
+                    f", deploy proved {p['added']}/{p['boxes']}" if "added" in p else ""
+                )
             if a["unseen"]:
                 line += f"; {a['unseen']} of {a['frames']} frames lit unlike any the deploy proved (audited more often)"
             print(line + ("; on the CPU since a precision event" if a["on_cpu"] else ""), file=out)

@@ -111,11 +111,12 @@ def _end_line(rec: dict[str, Any], path: Path, line: int) -> dict[str, Any]:
         ):
             raise _bad(path, line, f"unit {printable(repr(unit), 60)}: each device's runs and ms must be numbers")
     for unit, a in audits.items():
-        kept = a.get("boxes_kept") if isinstance(a, dict) else None
+        parts = {"boxes_kept": ("kept", "of"), "boxes_added": ("added", "of")}  # the frames' audit's counts
         ok = isinstance(a, dict) and all(_is_number(a.get(k, 0)) for k in ("audits", "failed", "unseen", "frames"))
         ok = ok and all(a.get(k) is None or _is_number(a[k]) for k in ("min_cosine", "floor"))
-        ok = ok and (
-            kept is None or (isinstance(kept, dict) and all(_is_number(kept.get(k, 0)) for k in ("kept", "of")))
+        ok = ok and all(
+            a.get(part) is None or (isinstance(a[part], dict) and all(_is_number(a[part].get(k, 0)) for k in keys))
+            for part, keys in parts.items()
         )
         if not ok:
             raise _bad(path, line, f"audit of {printable(repr(unit), 60)}: its counts must be numbers")
@@ -243,6 +244,9 @@ def _add_audits(into: dict[str, dict[str, Any]], run: dict[str, Any]) -> None:
             acc["kept"] = acc.get("kept", 0) + int(a["boxes_kept"].get("kept", 0))
             acc["of"] = acc.get("of", 0) + int(a["boxes_kept"].get("of", 0))
             acc["unseen"] = acc.get("unseen", 0) + int(a.get("unseen", 0))
+            added = a.get("boxes_added") or {}
+            acc["added"] = acc.get("added", 0) + int(added.get("added", 0))
+            acc["boxes"] = acc.get("boxes", 0) + int(added.get("of", 0))
             acc["frames"] = acc.get("frames", 0) + int(a.get("frames", 0))
         low = a.get("min_cosine")
         if low is not None and (acc["min_cosine"] is None or low < acc["min_cosine"]):
@@ -390,6 +394,7 @@ def lines(report: EventsReport) -> list[str]:
         low = "" if a["min_cosine"] is None else f", lowest cosine {a['min_cosine']:.4f}"
         floor = "" if a["floor"] is None else f" (floor {a['floor']:.5f})"
         kept = f", FP32 boxes kept {a['kept']}/{a['of']}" if "of" in a else ""
+        kept += f", boxes added {a['added']}/{a['boxes']}" if a.get("boxes") else ""
         kept += f", {a['unseen']} of {a['frames']} frames lit unlike the proof's" if a.get("unseen") else ""
         out.append(
             f"precision audit of {printable(u, 80)}: {a['audits']} audits, {a['failed']} failed{floor}{low}{kept}"
