@@ -247,6 +247,10 @@ def test_the_audit_keeps_within_its_budget(demo_split, tensors, fast_cfg) -> Non
     figures = ex.auditor.figures()["backbone+neck"]
     ex.close()
     assert 4 <= figures["audits"] <= 5 and figures["failed"] == 0 and not events.events, figures
+    # the trigger's coverage, said: every audit the schedule called for is counted, done or not
+    from yolo_edge.runtime.audit import coverage
+
+    assert figures["due"] == 100 and f"{100 - figures['audits']} of 100 due not done" in coverage(figures)
 
 
 def test_a_unit_proven_exact_is_not_failed_for_its_arithmetic() -> None:

@@ -33,7 +33,7 @@ from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner,
 from yolo_edge.pipeline.metrics import MetricsServer
 from yolo_edge.pipeline.outputs import AnnotatedOutput, save_dirs
 from yolo_edge.pipeline.sources import DROP_POLICIES, SourceOptions, parse_source
-from yolo_edge.runtime.audit import FRAMES
+from yolo_edge.runtime.audit import FRAMES, coverage
 from yolo_edge.runtime.executor import EventLog
 
 AUDIT_DRAIN_S = 10.0  # at a run's end, how long the audits still running may hold its summary
@@ -165,16 +165,6 @@ def _how(r: StreamResult) -> str:
     if r.timing.board or (r.modelled and len(r.modelled) == len(r.timing.unit_ms)):
         return " modelled (board)"
     return f" ({', '.join(r.modelled)} modelled (board))" if r.modelled else ""
-
-
-def coverage(audit: dict[str, Any]) -> str:
-    """What an audit's figures say of the trigger's coverage: nothing where every audit due was done."""
-    due, done = int(audit.get("due", 0)), int(audit["audits"])
-    if due <= done:
-        return ""
-    return (
-        f" ({due - done} of {due} due not done: the CPU was too busy for the audit's share, coverage {done / due:.0%})"
-    )
 
 
 def _report(runner: StreamRunner, events: EventLog, audits: dict[str, dict[str, Any]], quiet_stdout: bool) -> list[str]:

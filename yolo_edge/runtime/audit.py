@@ -322,6 +322,16 @@ def _said(direction: int, k: int, n: int, p: float, rate: float) -> str:
     )
 
 
+def coverage(audit: Mapping[str, Any]) -> str:
+    """What an audit's figures say of the trigger's coverage: nothing where every audit due was done."""
+    due, done = int(audit.get("due", 0)), int(audit["audits"])
+    if due <= done:
+        return ""
+    return (
+        f" ({due - done} of {due} due not done: the CPU was too busy for the audit's share, coverage {done / due:.0%})"
+    )
+
+
 PARKED_KEEP = 1000  # audits a parked accelerator's recovery may look back over (a sparse scene needs many)
 FRAME_P = 0.05  # a frame's losses this improbable at the proven rate: failed, audited more often
 EVENT_P = 1e-3  # the window's most improbable run of losses this improbable (times the runs tried): an event
