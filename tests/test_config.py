@@ -110,3 +110,35 @@ def test_devices_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["devices"]) == 0
     out = capsys.readouterr().out
     assert "sim-edge-npu" in out and "auto ->" in out
+
+
+def test_a_config_file_sets_only_what_it_changes(tmp_path: Path) -> None:
+    """``validate: {max_drift: 0.02}`` alone is a whole config: the rest is the shipped default's; an unknown key or
+    a value out of range in it is still one line naming it in that file. A bundle's own deploy.yaml stays strict."""
+    from yolo_edge.core.config import load_stored_config
+
+    default = load_deploy_config()
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("validate:\n  max_drift: 0.02\n")
+    cfg = load_deploy_config(mine)
+    assert cfg.validate.max_drift == 0.02 and cfg.validate.sla_ms == default.validate.sla_ms
+    assert cfg.calib_images == default.calib_images and cfg.nms == default.nms
+    for text, said in (
+        ("validate:\n  max_drif: 0.02\n", "unknown key 'max_drif'"),
+        ("calib_images: -3\n", "mine.yaml"),
+    ):
+        mine.write_text(text)
+        with pytest.raises(YoloEdgeError, match=said):
+            load_deploy_config(mine)
+    mine.write_text("validate:\n  max_drift: 0.02\n")
+    with pytest.raises(YoloEdgeError, match="missing key"):
+        load_stored_config(mine)
+
+
+def test_deploy_takes_its_drift_limit_on_the_command_line() -> None:
+    from yolo_edge.flows.deploy import deploy_settings
+
+    assert deploy_settings(None, None, 0.03).validate.max_drift == 0.03
+    for bad in (1.5, float("nan")):
+        with pytest.raises(YoloEdgeError, match="--max-drift must be between 0 and 1"):
+            deploy_settings(None, None, bad)

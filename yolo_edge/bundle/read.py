@@ -15,7 +15,7 @@ import yaml
 
 from yolo_edge.backends.base import io_infos, self_contained
 from yolo_edge.bundle.layout import CALIB, FORMAT, MODEL, SAMPLE, UNITS, BundleMeta, StoredUnit
-from yolo_edge.core.config import DeployConfig, DeviceProfile, build_profile, load_deploy_config, read_yaml
+from yolo_edge.core.config import DeployConfig, DeviceProfile, build_profile, load_stored_config, read_yaml
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.files import json_loads, read_regular
 from yolo_edge.core.registry import artifact_suffixes, backends, unregistered
@@ -122,7 +122,7 @@ def read_bundle(path: Path) -> Stored:
         raise damaged(path, f"{type(exc).__name__}: {exc}") from None
     try:
         profile = build_profile(profile_data, str(profile_path))
-        config = load_deploy_config(config_path)
+        config = load_stored_config(config_path)
         check_plan(plan, units, profile)
     except (YoloEdgeError, yaml.YAMLError) as exc:
         raise damaged(path, str(exc)) from None

@@ -14,6 +14,7 @@ from yolo_edge.cli.common import (
     add_imgsz,
     add_model,
     add_trial_shards,
+    fraction,
     placement_line,
     positive_float,
     table,
@@ -33,6 +34,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_device(p)
     add_imgsz(p)
     p.add_argument("--sla-ms", type=positive_float, default=None, help="p95 end-to-end latency limit (default: config)")
+    p.add_argument(
+        "--max-drift",
+        type=fraction,
+        default=None,
+        help="mAP50 and mAP50-95 drift limit, a share (default: config, 0.01)",
+    )
     p.add_argument(
         "--data",
         default=None,
@@ -135,7 +142,7 @@ def deploy_request(args: argparse.Namespace, config: DeployConfig | None = None)
 
 
 def run(args: argparse.Namespace) -> int:
-    request = replace(deploy_request(args), sla_ms=args.sla_ms)
+    request = replace(deploy_request(args), sla_ms=args.sla_ms, max_drift=args.max_drift)
     result = deploy(request, out=args.out, quiet=args.quiet or args.json)
     r = result.report
     if args.json:

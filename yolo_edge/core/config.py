@@ -521,9 +521,26 @@ def configs_dir() -> Path:
 
 
 def load_deploy_config(path: str | Path | None = None) -> DeployConfig:
-    """The deploy settings from ``path`` (default: the shipped ``configs/default.yaml``), strictly validated."""
-    p = Path(path) if path else configs_dir() / "default.yaml"
-    return build(DeployConfig, read_yaml(p), str(p))
+    """The deploy settings: the shipped ``configs/default.yaml``, with ``path``'s laid over it key by key (a file
+    sets only what it changes: ``validate: {max_drift: 0.02}`` alone is a whole config), strictly validated (an
+    unknown key, a wrong type or a value out of range is a one-line error naming it in ``path``)."""
+    default = configs_dir() / "default.yaml"
+    if not path:
+        return build(DeployConfig, read_yaml(default), str(default))
+    p = Path(path)
+    return build(DeployConfig, overlay(read_yaml(default), read_yaml(p)), str(p))
+
+
+def load_stored_config(path: Path) -> DeployConfig:
+    """A bundle's ``deploy.yaml``, which its deploy wrote whole: every key present, nothing laid over a default."""
+    return build(DeployConfig, read_yaml(path), str(path))
+
+
+def overlay(base: Any, over: Any) -> Any:
+    """``over`` laid over ``base``: mappings merged key by key, anything else ``over``'s."""
+    if not isinstance(base, dict) or not isinstance(over, dict):
+        return over
+    return {**base, **{k: overlay(base.get(k), v) for k, v in over.items()}}
 
 
 def profile_names() -> list[str]:

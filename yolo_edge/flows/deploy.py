@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import math
 import sys
 import tempfile
 import time
@@ -262,6 +263,7 @@ class DeployRequest:
     class_map: str | None = None  # the data set's classes to the model's: DATA=MODEL,...
     config: str | Path | DeployConfig | None = None  # a deploy config (YAML or loaded); default: the shipped one
     sla_ms: float | None = None  # overrides the config's validate.sla_ms
+    max_drift: float | None = None  # overrides the config's validate.max_drift
     strict: bool = False  # fail instead of falling back to the CPU
     shards: int | None = None  # the trials' judging images detected in this many shards on a local Ray
     ray_address: str | None = None  # or on this Ray cluster, one shard per CPU
@@ -281,7 +283,7 @@ def _open(request: DeployRequest, stack: ExitStack, say: Log, bar: Bar) -> _Open
     one fails before the export) and its model exported into a folder of ``stack``'s."""
     laps = Laps()
     _say_progress(stack, say)
-    cfg = deploy_settings(request.config, request.sla_ms)
+    cfg = deploy_settings(request.config, request.sla_ms, request.max_drift)
     profile, npu = open_device(stack, request.device)
     source = None if request.data is None else read_data(request.data)
     model = request.model or demo_model_path()
@@ -435,15 +437,20 @@ def _proof_images(found: Searched, imgsz: ImgSize) -> list[Letterboxed]:
     return [letterbox(read_image(p), imgsz) for p in paths]
 
 
-def deploy_settings(config: str | Path | DeployConfig | None, sla_ms: float | None) -> DeployConfig:
-    """The deploy settings (a YAML path or a :class:`DeployConfig`; default: the shipped ones) with ``sla_ms`` if
-    given (a one-line error unless positive)."""
+def deploy_settings(
+    config: str | Path | DeployConfig | None, sla_ms: float | None, max_drift: float | None = None
+) -> DeployConfig:
+    """The deploy settings (a YAML path, which sets only what it changes, or a :class:`DeployConfig`; default: the
+    shipped ones) with ``sla_ms`` and ``max_drift`` if given (a one-line error out of range)."""
     cfg = config if isinstance(config, DeployConfig) else load_deploy_config(config)
-    if sla_ms is None:
-        return cfg
-    if sla_ms <= 0:
+    v = cfg.validate
+    if sla_ms is not None and not (math.isfinite(sla_ms) and sla_ms > 0):
         raise YoloEdgeError(f"--sla-ms must be positive, got {sla_ms}")
-    return replace(cfg, validate=replace(cfg.validate, sla_ms=float(sla_ms)))
+    if max_drift is not None and not (math.isfinite(max_drift) and 0 <= max_drift <= 1):
+        raise YoloEdgeError(f"--max-drift must be between 0 and 1 (a share of mAP), got {max_drift}")
+    sla = v.sla_ms if sla_ms is None else float(sla_ms)
+    drift = v.max_drift if max_drift is None else float(max_drift)
+    return replace(cfg, validate=replace(v, sla_ms=sla, max_drift=drift))
 
 
 def _compare(session: Session, found: Searched) -> _Plans:
