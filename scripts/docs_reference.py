@@ -175,7 +175,8 @@ def config_page() -> str:
         "",
         "## Deploy settings (`--config`)",
         "",
-        "A file of yours replaces `configs/default.yaml` as a whole; each key, its shipped value and what it does.",
+        "A file of yours sets only what it changes, laid over `configs/default.yaml` key by key "
+        "(`validate: {max_drift: 0.02}` alone is a whole config); each key, its shipped value and what it does.",
         "",
         "| key | shipped value | what it does |",
         "|---|---|---|",
