@@ -332,7 +332,9 @@ def test_frames_lit_unlike_the_proofs_are_audited_as_often_as_after_a_failed_aud
     assert figures[FRAMES]["unseen"] == 48 and figures[FRAMES]["frames"] == 96 and figures[FRAMES]["failed"] == 0
     auditor.events.finish(96, 1.0, figures)
     assert main(["events", str(log)]) == 0
-    assert "FP32 boxes kept 160/160, 48 of 96 frames lit unlike the proof's" in capsys.readouterr().out
+    assert (
+        "FP32 boxes kept 160/160, boxes added 0/160, 48 of 96 frames lit unlike the proof's" in capsys.readouterr().out
+    )
 
 
 def test_a_frames_unit_audit_and_its_frames_audit_share_the_twins_run() -> None:

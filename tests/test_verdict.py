@@ -240,11 +240,12 @@ def test_boxes_kept_counts_the_references_boxes_a_user_sees_in_the_plans_output(
     data = EvalData(ds, "shapes", "shapes", True)
     scorer = Scorer(data, ref, fast_cfg.validate, fast_cfg.nms)
     shown = sum(int((d.confidence >= conf).sum()) for d in ref)
-    assert shown > 10 and scorer.score(ref).kept == Kept(shown, shown, conf)
+    # the reference against itself: every box kept, none added (the other direction, boxes, counted too)
+    assert shown > 10 and scorer.score(ref).kept == Kept(shown, shown, conf, None, 0, shown)
     # a user who keeps only class 0 (``nms.classes``) sees only its boxes: only those are counted
     coins = sum(int(((d.confidence >= conf) & (d.class_id == 0)).sum()) for d in ref)
     only = Scorer(data, ref, fast_cfg.validate, replace(fast_cfg.nms, classes=(0,)))
-    assert 0 < coins < shown and only.score(ref).kept == Kept(coins, coins, conf, (0,))
+    assert 0 < coins < shown and only.score(ref).kept == Kept(coins, coins, conf, (0,), 0, coins)
     assert "boxes of classes [0] at conf" in kept_text(Kept(coins, coins, conf, (0,)))
 
     def dimmed(d: Detections) -> Detections:  # the image's best box scored just under the operating confidence

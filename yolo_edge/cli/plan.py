@@ -55,12 +55,15 @@ def run(args: argparse.Namespace) -> int:
     say = (lambda _m: None) if args.json else (lambda msg: print(f"  .. {msg}", file=sys.stderr))
     found = search_plan(deploy_request(args, cfg), say, progress_bar(not args.json))
     plan, space, search = found.plan, found.space, found.search
+    if found.warning is not None:
+        print(f"yolo-edge plan: WARNING: {found.warning}", file=sys.stderr)
     limits = Limits(cfg.validate.max_drift, cfg.validate.sla_ms)
     if args.plot is not None and search is not None:
         args.plot.write_bytes(search_plot(search, limits))
     if args.json:
         doc = plan.to_dict()
         doc["search"] = None if search is None else search_dict(search, limits)
+        doc["warning"] = found.warning
         doc["candidates"] = [{"placement": c.label, "estimated_ms": c.estimated_ms} for c in space.candidates()]
         doc["rejected"] = {
             n: [{"variant": r.variant.label, "reason": r.reason} for r in rs] for n, rs in space.rejected.items()

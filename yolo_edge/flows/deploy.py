@@ -247,6 +247,7 @@ class PlanResult:
     plan: PlacementPlan
     space: PlanSpace
     search: SearchRecord | None
+    warning: str | None = None  # what the figures cannot show (a foreign model checked on the demo's shapes)
 
 
 @dataclass(frozen=True)
@@ -325,12 +326,14 @@ def search_plan(request: DeployRequest, log: Log | None = None, bar: Bar | None 
         if opened.source is not None or exported.meta.names == CLASS_NAMES:
             found = plan_deployment(session, exported, opened.source, request)
             return PlanResult(found.plan, found.space, found.search.record)
-        if request.calib is None:  # the demo's synthetic shapes say nothing of another model's inputs (as deploy)
+        warning = None
+        if request.calib is None:  # the demo's synthetic shapes say little of another model's inputs: said, loudly
             names = exported.meta.names
             shown = printable(", ".join(names[:4]) + (", ..." if len(names) > 4 else ""), 80)
-            raise YoloEdgeError(
-                f"the model's {len(names)} classes ({shown}) are not the demo's: pass --data (or --calib) with its own "
-                "images; the shipped synthetic shapes would calibrate and check it"
+            warning = (
+                f"the model's {len(names)} classes ({shown}) are not the demo's, and no --data or --calib was given: "
+                "its INT8 calibration and precision check ran on the demo's synthetic shapes, which say little of its "
+                "inputs; pass --calib (or --data) with its own images"
             )
         session.say("no --data: the candidates are not judged (pass --data with the model's own images to search them)")
         cfg = session.cfg
@@ -339,7 +342,7 @@ def search_plan(request: DeployRequest, log: Log | None = None, bar: Bar | None 
         builder = stack.enter_context(Builder(session.profile, session.npu))
         split = split_model(exported)
         space, _ = plan_space(split, builder, cfg, images, request.strict, session.say)
-        return PlanResult(space.candidates()[0], space, None)
+        return PlanResult(space.candidates()[0], space, None, warning)
 
 
 def deploy(
