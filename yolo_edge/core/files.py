@@ -53,21 +53,27 @@ def package_versions(*packages: str) -> str:
     return ",".join(found)
 
 
-def read_regular(path: Path, what: str, max_bytes: int) -> bytes:
-    """The bytes of the regular file ``path`` (a symlink is followed), at most ``max_bytes``: a folder, a FIFO
-    or a device (``/dev/zero``) is refused before it is opened, so it cannot hang or exhaust memory, and a
-    larger file is refused; each a one-line error naming ``what``."""
+def regular_file(path: Path, what: str, max_bytes: int) -> os.stat_result:
+    """``path``'s stat where it is a regular file (a symlink is followed) of at most ``max_bytes``: a folder, a FIFO
+    or a device (``/dev/zero``) is refused before it is opened, so it cannot hang or exhaust memory, and a larger
+    file is refused; each a one-line error naming ``what``."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise YoloEdgeError(f"{what} not found: {path}") from None
+        raise YoloEdgeError(f"{what} not found: {printable(path, 300)}") from None
     except OSError as exc:
-        raise YoloEdgeError(f"{what} {path}: cannot read it ({exc.strerror})") from None
+        raise YoloEdgeError(f"{what} {printable(path, 300)}: cannot read it ({exc.strerror})") from None
     if not stat.S_ISREG(st.st_mode):
         kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, socket or device)"
-        raise YoloEdgeError(f"{what} {path} is {kind}; name a file")
+        raise YoloEdgeError(f"{what} {printable(path, 300)} is {kind}; name a file")
     if st.st_size > max_bytes:
-        raise YoloEdgeError(f"{what} {path} is {st.st_size} bytes, more than the {max_bytes} allowed")
+        raise YoloEdgeError(f"{what} {printable(path, 300)} is {st.st_size} bytes, more than the {max_bytes} allowed")
+    return st
+
+
+def read_regular(path: Path, what: str, max_bytes: int) -> bytes:
+    """The bytes of the regular file ``path``, at most ``max_bytes`` (:func:`regular_file` refuses anything else)."""
+    st = regular_file(path, what, max_bytes)
     try:
         with open(path, "rb") as f:
             # the size it had, and a byte more to see it grow (asking for max_bytes would allocate all of it)

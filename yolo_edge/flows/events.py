@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import stat
 import typing
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -25,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from yolo_edge.core.codec import plain
 from yolo_edge.core.config import FrameKind
 from yolo_edge.core.errors import YoloEdgeError
-from yolo_edge.core.files import printable
+from yolo_edge.core.files import printable, regular_file
 from yolo_edge.runtime.executor import MOVES, Action, Trigger
 
 if TYPE_CHECKING:
@@ -129,17 +127,7 @@ def _end_line(rec: dict[str, Any], path: Path, line: int) -> dict[str, Any]:
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
     """A log's lines, numbered from 1: a regular file only (a FIFO or ``/dev/zero`` is refused before it is read),
     at most :data:`MAX_LOG_BYTES`, each line at most :data:`MAX_LINE_BYTES`."""
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise YoloEdgeError(f"cannot read event log {printable(path, 300)}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise YoloEdgeError(f"event log {printable(path, 300)} is not a regular file (a folder, FIFO or device)")
-    if st.st_size > MAX_LOG_BYTES:
-        raise YoloEdgeError(
-            f"event log {printable(path, 300)} is {st.st_size:,} bytes, over the {MAX_LOG_BYTES:,} read; "
-            "split it (one file per day or per board) and pass the files"
-        )
+    regular_file(path, "event log", MAX_LOG_BYTES)
     try:
         with open(path, "rb") as f:
             for i, text in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
@@ -159,10 +147,7 @@ def read_logs(paths: Sequence[Path]) -> Logs:
     seen_files: set[tuple[int, int]] = set()
     ended: set[str] = set()
     for path in paths:
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            raise YoloEdgeError(f"cannot read event log {printable(path, 300)}: {exc.strerror or exc}") from None
+        st = regular_file(path, "event log", MAX_LOG_BYTES)
         if (st.st_dev, st.st_ino) in seen_files:
             continue
         seen_files.add((st.st_dev, st.st_ino))
