@@ -314,8 +314,8 @@ def _said(direction: int, k: int, n: int, p: float, rate: float) -> str:
     if direction == 0:
         return (
             f"{k} of the FP32 chain's {n} boxes lost over recent audited frames "
-            f"(p = {p:.2g} at the proven loss rate's bound {rate:.2%}"
-        ) + ")"
+            f"(p = {p:.2g} at the proven loss rate's bound {rate:.2%})"
+        )
     return (
         f"{k} of the accelerator's {n} boxes added (no FP32 box like them) over recent audited frames "
         f"(p = {p:.2g} at the proven rate's bound {rate:.2%})"
