@@ -148,11 +148,11 @@ def test_a_subgraph_whose_int8_fails_precision_tries_the_other_quantizers_first(
     demo: ExportedModel, fast_cfg: DeployConfig
 ) -> None:
     """host-lowp quantizes with NNCF; where every NNCF variant of a subgraph fails the precision check (here: a
-    score-error limit no INT8 meets), NNCF with min-max ranges and then onnxruntime's QDQ recipe are tried, in that
+    cosine floor no INT8 meets), NNCF with min-max ranges and then onnxruntime's QDQ recipe are tried, in that
     order, before layers are kept out of INT8 (the tests' second model's head: NNCF moves a class score by 0.13, with
     min-max ranges by 0.06, benchmarks/head_int8_scores.py). A subgraph that passes at NNCF compiles no other."""
     strict = replace(
-        fast_cfg, checks=replace(fast_cfg.checks, precision=replace(fast_cfg.checks.precision, max_score_error=1e-6))
+        fast_cfg, checks=replace(fast_cfg.checks, precision=replace(fast_cfg.checks.precision, min_cosine=1.0))
     )
     images = load_calibration(default_calib_dir(), demo.meta.imgsz, fast_cfg.calib_images + 4)
     for cfg, fails in ((strict, True), (fast_cfg, False)):

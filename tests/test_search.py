@@ -118,7 +118,7 @@ def _deploy(model: ExportedModel, profile: Path, small_cfg: Path, data: Path, tm
     """Deploy ``model`` with a precision check that lets anything finite through (the verdict must catch it) and
     the ``plan`` settings given."""
     cfg = yaml.safe_load(small_cfg.read_text())
-    cfg["checks"]["precision"].update(min_cosine=0.0, max_score_error=1.0)
+    cfg["checks"]["precision"].update(min_cosine=0.0, max_flips=1.0)
     cfg["plan"]["head_on_npu"] = "never"  # the drift is planted in the neck: the head stays out of the candidates
     cfg["plan"].update(plan)
     path = tmp_path / "lenient.yaml"
@@ -176,7 +176,7 @@ def test_the_search_stops_at_its_budget(
 ) -> None:
     """A budget of one candidate: the first fails drift, nothing else is judged, and the verdict says so."""
     cfg = yaml.safe_load(small_cfg.read_text())
-    cfg["checks"]["precision"].update(min_cosine=0.0, max_score_error=1.0)
+    cfg["checks"]["precision"].update(min_cosine=0.0, max_flips=1.0)
     cfg["plan"]["search_candidates"] = 1
     path = tmp_path / "one.yaml"
     path.write_text(yaml.safe_dump(cfg))

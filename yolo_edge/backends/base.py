@@ -347,9 +347,13 @@ class Backend(ABC):
     precisions: tuple[PrecisionName, ...] = ()
     int8_schemes: tuple[Scheme, ...] = ("u8",)  # INT8 activation schemes this backend can compile (config.INT8_SCHEMES)
     quantizers: tuple[Quantizer, ...] = ("qdq",)  # INT8 quantizers (config.QUANTIZERS), the preferred first
-    # tried only for a graph whose every INT8 variant by ``quantizers`` fails the precision check, before layers are
-    # kept out of INT8 (OpenVINO: onnxruntime's QDQ recipe where NNCF's loses the class scores, and the reverse)
+    # the vendor's stronger quantization: tried for a graph whose every INT8 variant by ``quantizers`` fails the
+    # precision check, and for a subgraph the verdict blames for drift, before layers are kept out of INT8 (OpenVINO:
+    # NNCF with min-max ranges, onnxruntime's QDQ recipe; Rockchip: its mmse and kl_divergence algorithms)
     fallback_quantizers: tuple[Quantizer, ...] = ()
+    # the vendor's published recipe for YOLOv8, judged beside every chosen plan: backbone, neck and head at this
+    # backend's first INT8 variant on the accelerator, DFL, decode and NMS on the CPU; where it was published
+    recipe: str = ""
     kept_precision: str | None = None  # what a layer kept out of INT8 computes in (None: no mixed precision)
     on_accelerator: bool = False  # runs on the profile's accelerator itself (a board's runtime), not a stand-in
 

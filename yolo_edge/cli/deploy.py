@@ -87,6 +87,9 @@ def _print_search(r: DeployReport) -> None:
     print(search_table(search, "the bundle's report.md") + "\n")
     if search.card_line():
         print(f"against the design card: {search.card_line()}\n")
+    recipe = search.recipe_line(r.limits)
+    if recipe:
+        print(f"against {recipe}\n")
     for line in search.undecided_lines(r.limits):
         print(line + "\n")
 

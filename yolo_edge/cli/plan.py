@@ -111,6 +111,7 @@ def format_plan(
             search_table(search, "plan --json"),
             "",
             *([f"against the design card: {search.card_line()}", ""] if search.card_line() else []),
+            *([f"against {line}", ""] if limits and (line := search.recipe_line(limits)) else []),
             *(line for u in (search.undecided_lines(limits) if limits else []) for line in (u, "")),
         ]
     else:

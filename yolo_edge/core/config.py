@@ -129,8 +129,8 @@ class NmsConfig:
 
 @dataclass(frozen=True)
 class PrecisionCheckConfig:
-    min_cosine: Annotated[float, Range(-1, 1)]  # end to end: the detector output's box and class-score cosine vs FP32
-    max_score_error: Annotated[float, Range(0, 1)]  # end to end: largest class-score error
+    min_cosine: Annotated[float, Range(-1, 1)]  # end to end: the detector output's cosines vs FP32; below: broken
+    max_flips: Annotated[float, Range(0, 1)]  # end to end: the share of scores crossing nms.conf; over it: broken
     local_min_cosine: Annotated[float, Range(-1, 1)]  # the subgraph's own outputs: below it a warning only
     images: Annotated[int, Range(1, MAX_IMAGES)]
 
@@ -532,8 +532,26 @@ def load_deploy_config(path: str | Path | None = None) -> DeployConfig:
 
 
 def load_stored_config(path: Path) -> DeployConfig:
-    """A bundle's ``deploy.yaml``, which its deploy wrote whole: every key present, nothing laid over a default."""
-    return build(DeployConfig, read_yaml(path), str(path))
+    """A bundle's ``deploy.yaml``, which its deploy wrote whole: every key present, nothing laid over a default (a
+    bundle written before a key was renamed reads with the key's new name: :func:`upgraded`)."""
+    return build(DeployConfig, upgraded(read_yaml(path)), str(path))
+
+
+# checks.precision.max_score_error (a constant tuned on the demo) became max_flips (scaled by the model's own scores
+# at its operating confidence) on 2026-12-07: a bundle's deploy already ran its checks, the shipped default stands in
+RENAMED = (("checks", "precision", "max_score_error", "max_flips"),)
+
+
+def upgraded(data: Any) -> Any:
+    """A bundle's stored settings with the keys of :data:`RENAMED` under their new names (the shipped default's
+    value: the old key's meant something else)."""
+    default = read_yaml(configs_dir() / "default.yaml")
+    for section, sub, old, new in RENAMED:
+        part = data.get(section) if isinstance(data, dict) else None
+        held = part.get(sub) if isinstance(part, dict) else None
+        if isinstance(held, dict) and old in held and new not in held:
+            data[section][sub] = {**{k: v for k, v in held.items() if k != old}, new: default[section][sub][new]}
+    return data
 
 
 def overlay(base: Any, over: Any) -> Any:

@@ -161,6 +161,15 @@ def search_dict(search: SearchRecord, limits: Limits) -> dict[str, Any]:
             "chosen": None if search.chosen is None else search.chosen.index,
             "card_layout": None if search.card is None else search.card.index,
             "card_line": search.card_line(),
+            "recipe": None
+            if search.recipe is None
+            else {
+                "what": search.recipe.what,
+                "candidate": None if search.recipe.trial is None else search.recipe.trial.index,
+                "needed_max_drift": search.recipe.needed_drift(),
+                "why_not_judged": search.recipe.why or None,
+                "line": search.recipe_line(limits),
+            },
             "undecided": search.undecided_lines(limits),
             "trials": [trial_dict(t) for t in search.trials],
         }
@@ -317,6 +326,7 @@ def _search_section(report: DeployReport) -> list[str]:
         "|" + "---|" * len(SEARCH_HEADER),
         *("| " + " | ".join(row) + " |" for row in search_rows(search)),
         *(["", f"Against the design card: {search.card_line()}."] if search.card_line() else []),
+        *(["", f"Against {line}."] if (line := search.recipe_line(report.limits)) else []),
         *(f"\n{line}." for line in search.undecided_lines(report.limits)),
     ]
 

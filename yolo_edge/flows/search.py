@@ -157,6 +157,26 @@ class Trial:
 
 
 @dataclass(frozen=True)
+class Recipe:
+    """The vendor's published recipe (``Backend.recipe``) as the search judged it: the trial, or why it was not."""
+
+    what: str
+    trial: Trial | None
+    why: str = ""  # not judged: a subgraph failed a check at the recipe's variant, no INT8 on this host, the budget
+
+    def needed_drift(self) -> float | None:
+        """The drift limit at which the recipe's drift would pass: the worse end of its interval (or the worse of
+        its mAP50 and mAP50-95 drifts where it has none), as a positive number; None: no drift was judged."""
+        if self.trial is None or self.trial.run.drift is None:
+            return None
+        d, interval = self.trial.run.drift, self.trial.run.drift_interval
+        worst = min(d.map50, d.map50_95)
+        if interval is not None:  # decided: the interval's lower end above the limit
+            worst = min(worst, interval.lo.map50, interval.lo.map50_95)
+        return max(0.0, -worst)
+
+
+@dataclass(frozen=True)
 class SearchRecord:
     """What a search found, as a report keeps it: its trials and why it stopped, and no runtime object (the
     detectors and units the search opened close with the deploy that opened them)."""
@@ -166,6 +186,7 @@ class SearchRecord:
     candidates: int  # placements the checks left
     stopped: str  # why the search ended
     card: Trial | None = None  # the design card's layout beside the chosen: its placement, head FP32 on the CPU
+    recipe: Recipe | None = None  # the vendor's published recipe beside the chosen (where the backend names one)
 
     @property
     def tally(self) -> str:
@@ -189,6 +210,28 @@ class SearchRecord:
             f"{'faster' if gain >= 0 else 'slower'} at p95 than head and decode FP32 on the CPU (the design card's "
             f"layout, candidate {card.index}); {_verdict(chosen)} against {_verdict(card)}"
         )
+
+    def recipe_line(self, limits: Limits) -> str | None:
+        """The vendor's recipe beside the chosen plan: its latency and drift, the drift limit it would need, and
+        whether the chosen plan is faster; or why it could not be judged."""
+        r = self.recipe
+        if r is None:
+            return None
+        if r.trial is None:
+            return f"the vendor's recipe, {r.what}, was not judged: {r.why}"
+        t, chosen = r.trial, self.chosen
+        line = f"the vendor's recipe, {r.what} (candidate {t.index}): {_verdict(t)}"
+        needed = r.needed_drift()
+        if needed is not None and "drift" in t.run.fails:
+            line += f"; it would pass at max_drift {needed:.4f} (the limit is {limits.max_drift})"
+        if chosen is not None and chosen is not t and chosen.speed_ratio and t.speed_ratio:
+            lat, rl = chosen.run.latency, t.run.latency
+            assert lat is not None and rl is not None
+            ratio = lat.end_to_end.p95 / rl.end_to_end.p95
+            line += f"; the chosen plan's p95 is {ratio:.2f}x the recipe's"
+        elif chosen is t:
+            line += "; it is the chosen plan"
+        return line
 
     def undecided_lines(self, limits: Limits) -> list[str]:
         """The candidates faster than the chosen (by median against the reference) whose drift was undecided: its
@@ -552,6 +595,32 @@ class _Search(_Trials):
             plan, "the design card's layout: head and decode FP32 on the CPU", always=True
         )
 
+    def recipe(self) -> Recipe | None:
+        """The vendor's published recipe (``Backend.recipe``) judged beside the chosen plan, always (the toolkit is
+        never slower than it without saying why): every subgraph but those a rule keeps on the CPU at the backend's
+        first INT8 variant; not judged where one of them failed a check at it (its reason given)."""
+        npu = self.planner.checker.npu
+        if not npu.recipe or self.space.base.strict:
+            return None
+        if "int8" not in self.planner.precisions:
+            return Recipe(npu.recipe, None, "this host computes no INT8 for the accelerator")
+        variant, chosen = npu.resolve(Variant("int8")), []
+        for name, opts in self.space.options.items():
+            if opts[-1].granularity == "rule":
+                chosen.append(opts[-1])
+                continue
+            found = next((o for o in opts if o.device == "npu" and _opt(o) == ("npu", variant, ())), None)
+            if found is None:
+                refused = next((r for r in self.space.rejected.get(name, ()) if r.variant == variant), None)
+                why = refused.reason if refused else f"{name} has no option at {variant.label}"
+                return Recipe(npu.recipe, None, f"{name} at {variant.label}: {why}")
+            chosen.append(found)
+        plan = self.space.placement(chosen)
+        if self.budget_left(count=False):
+            return Recipe(npu.recipe, self.trial_of(plan), "the search's time ran out")
+        trial = self.trial_of(plan) or self.try_plan(plan, f"the vendor's recipe: {npu.recipe}", always=True)
+        return Recipe(npu.recipe, trial)
+
     def relax(self, trial: Trial) -> None:
         """Judge each accelerator subgraph of a candidate that failed drift alone; drop and relax those that fail
         alone (with one accelerator subgraph, that is the one)."""
@@ -707,6 +776,7 @@ def search_plans(
     stopped = search.run()
     search.fused()
     card = search.card()
+    recipe = search.recipe()
     search.complete()
     session.laps.lap("search")
     kept = search.release(search.best() or (search.trials[0] if search.trials else None))
@@ -714,7 +784,7 @@ def search_plans(
     assert kept is None or chosen is None or kept.trial is chosen, "the open detector is the chosen trial's"
     detector, units, events = (kept.detector, kept.units, kept.events) if kept else (None, [], EventLog())
     return SearchResult(
-        SearchRecord(tuple(search.trials), chosen, search.candidates, stopped, card),
+        SearchRecord(tuple(search.trials), chosen, search.candidates, stopped, card, recipe),
         judge.reference,
         reference,
         judge.scorer,

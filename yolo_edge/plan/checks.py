@@ -5,9 +5,14 @@
 3. precision: statically, precision-sensitive ops at low precision; empirically, the graph compiled at
    NPU precision on calibration images fed through the preceding subgraphs, judged end to end: its outputs
    run through every later subgraph in FP32 and the detector output is compared with the FP32 model's
-   (box cosine, class-score cosine, largest class-score error). The subgraph's own outputs against FP32
-   (local cosine) are reported too, and below their threshold only warn: a local error may vanish in
-   the later layers (the demo neck's P5 at INT8) or grow there, and only the detector output tells.
+   (box cosine, class-score cosine, largest class-score error, and the share of class scores that cross the
+   operating confidence one way or the other: the flips). It refuses only what is broken (NaN/Inf, a decode at
+   low precision, a cosine far below anything a working quantizer gives, most of the model's own over-threshold
+   scores flipped: a figure scaled by the model's own margins at its threshold); a variant merely less exact
+   than another goes on to the search, whose verdict judges its drift end to end on the user's images, and its
+   figures rank it beside variants as fast. The subgraph's own outputs against FP32 (local cosine) are reported
+   too, and below their threshold only warn: a local error may vanish in the later layers (the demo neck's P5 at
+   INT8) or grow there, and only the detector output tells.
 4. performance: NPU time (measured or modelled) + boundary transfers vs CPU time.
 """
 
@@ -39,7 +44,6 @@ from yolo_edge.core.config import (
     DeployConfig,
     DeviceProfile,
     LatencyKind,
-    PrecisionCheckConfig,
     Variant,
 )
 from yolo_edge.devices.board import BoardCpu
@@ -205,7 +209,7 @@ class PrecisionCheck:
                 "precision", False, f"cannot compile at {variant.label}: {exc}", Precision(variant.precision)
             )
         outputs = [exe.run(feeds) for feeds in cand.feeds_eval]
-        result = judge(self.compiles.cfg.checks.precision, cand, variant, outputs)
+        result = judge(self.compiles.cfg, cand, variant, outputs)
         if result.passed or variant.precision != "int8":
             return result
         worst = ", ".join(f"{r.layer} ({r.op}) cos {r.cosine:.4f}" for r in self.ranked_layers(cand, variant)[:3])
@@ -408,6 +412,8 @@ class Fidelity:
     local_worst_tensor: str
     max_abs_error: float
     nan_inf: int
+    flips: float  # of the class scores over the operating confidence in either, the share over it in only one
+    over: int  # class scores over the operating confidence in the FP32 model's output, on every image together
 
 
 def memory_check(profile: DeviceProfile, info: GraphInfo, precision: str) -> CheckResult:
@@ -486,10 +492,12 @@ def int8_variants(checker: Checker, cand: Candidate) -> tuple[list[Variant], str
     )
 
 
-def fidelity(cand: Candidate, outputs: Sequence[dict[str, np.ndarray]]) -> Fidelity:
-    """``outputs`` of ``cand`` on each eval image against FP32, locally and through the later subgraphs."""
+def fidelity(cand: Candidate, outputs: Sequence[dict[str, np.ndarray]], conf: float) -> Fidelity:
+    """``outputs`` of ``cand`` on each eval image against FP32, locally and through the later subgraphs; the flips
+    at the operating confidence ``conf`` (``nms.conf``)."""
     local_cos, local_worst, worst_abs, bad_values = 1.0, "", 0.0, 0
     box_cos, score_cos, score_err = 1.0, 1.0, 0.0
+    either, one, over = 0, 0, 0
     for i, (out, ref) in enumerate(zip(outputs, cand.reference)):
         for name, r in ref.items():
             o = out[name]
@@ -504,23 +512,29 @@ def fidelity(cand: Candidate, outputs: Sequence[dict[str, np.ndarray]]) -> Fidel
         box_cos = min(box_cos, cosine(final[:, :4], want[:, :4]))  # boxes (rows 0-3), class scores (rows 4-)
         score_cos = min(score_cos, cosine(final[:, 4:], want[:, 4:]))
         score_err = max(score_err, float(np.abs(final[:, 4:] - want[:, 4:]).max()))
-    return Fidelity(box_cos, score_cos, score_err, local_cos, local_worst, worst_abs, bad_values)
+        was, now = want[:, 4:] >= conf, final[:, 4:] >= conf
+        either += int(np.count_nonzero(was | now))
+        one += int(np.count_nonzero(was ^ now))
+        over += int(np.count_nonzero(was))
+    flips = one / either if either else 0.0
+    return Fidelity(box_cos, score_cos, score_err, local_cos, local_worst, worst_abs, bad_values, flips, over)
 
 
 def judge(
-    pc: PrecisionCheckConfig,
+    cfg: DeployConfig,
     cand: Candidate,
     variant: Variant,
     outputs: Sequence[dict[str, np.ndarray]],
     what: str = "",
 ) -> CheckResult:
-    """The precision verdict on ``outputs`` (``cand`` at ``variant`` on each eval image): decided end to
-    end on the detector output, the subgraph's own outputs only warn."""
-    label, precision = variant.label, variant.precision
+    """The precision verdict on ``outputs`` (``cand`` at ``variant`` on each eval image): decided end to end on the
+    detector output, the subgraph's own outputs only warn. It refuses what is broken (see the module docstring);
+    the rest passes with its figures, for the search's verdict to judge by drift."""
+    pc, label, precision = cfg.checks.precision, variant.label, variant.precision
     sensitive = sorted({n.op_type for n in cand.info.nodes if n.op_type in SENSITIVE_OPS})
     if cand.final_output and precision != "fp32":
         sensitive.append("box/score concat (output0)")
-    f = fidelity(cand, outputs)
+    f = fidelity(cand, outputs, cfg.nms.conf)
     measured = Precision(
         precision,
         label,
@@ -534,8 +548,10 @@ def judge(
         f.nan_inf,
         ", ".join(sensitive) or None,
         pc.min_cosine,
-        pc.max_score_error,
+        pc.max_flips,
         pc.local_min_cosine,
+        flips=f.flips,
+        scores_over=f.over,
     )
     worst = min(f.box_cosine, f.score_cosine)
     problems = [f"{f.nan_inf} NaN/Inf values"] if f.nan_inf else []
@@ -544,19 +560,31 @@ def judge(
             f"detector output cosine {worst:.4f} (boxes {f.box_cosine:.4f}, class scores "
             f"{f.score_cosine:.4f}) < {pc.min_cosine}"
         )
-    if f.score_max_error > pc.max_score_error:
-        problems.append(f"class scores off by up to {f.score_max_error:.3f} > {pc.max_score_error}")
+    if f.flips > pc.max_flips:
+        problems.append(
+            f"{f.flips:.0%} of the class scores over the operating confidence {cfg.nms.conf} in either output are "
+            f"over it in only one > {pc.max_flips:.0%} ({f.over} over it in the FP32 model's)"
+        )
     if sensitive and precision != "fp32":
         problems.append(f"precision-sensitive ops at {precision}: {', '.join(sensitive)}")
     warn = f.local_min_cosine < pc.local_min_cosine and not cand.final_output
     warning = f"; warning: own output {f.local_worst_tensor} at cosine {f.local_min_cosine:.4f} < {pc.local_min_cosine}"
     warning = warning if warn else ""
-    if problems:
-        return CheckResult("precision", False, f"{what}{label}: " + "; ".join(problems) + warning, measured)
-    passed = (
-        f"{what}{label}: detector output cosine boxes {f.box_cosine:.4f}, class scores {f.score_cosine:.4f} "
-        f">= {pc.min_cosine}, score error {f.score_max_error:.3f}, no NaN/Inf{warning}"
+    figures = (
+        f"detector output cosine boxes {f.box_cosine:.4f}, class scores {f.score_cosine:.4f}, score error "
+        f"{f.score_max_error:.3f}, {f.flips:.1%} flipped at conf {cfg.nms.conf}"
     )
+    if problems:
+        needed = (
+            "no NaN/Inf, no precision-sensitive op at low precision"
+            if f.nan_inf or (sensitive and precision != "fp32")
+            else f"cosine >= {pc.min_cosine} and at most {pc.max_flips:.0%} flipped"
+        )
+        why = "; ".join(problems)
+        return CheckResult(
+            "precision", False, f"{what}{label}: broken: {why} (the search's verdict needs {needed}){warning}", measured
+        )
+    passed = f"{what}{label}: {figures}; not broken, its drift is the verdict's to judge, no NaN/Inf{warning}"
     return CheckResult("precision", True, passed, measured)
 
 

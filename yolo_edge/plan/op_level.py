@@ -98,4 +98,4 @@ def _precision(
         {n: out[n] for n in ref}
         for out, ref in ((run_chain(exes, f), r) for f, r in zip(cand.feeds_eval, cand.reference))
     ]
-    return judge(checker.cfg.checks.precision, cand, variant, outputs, what="op level at ")
+    return judge(checker.cfg, cand, variant, outputs, what="op level at ")

@@ -53,10 +53,12 @@ class Precision:
     max_abs_error: float | None = None
     nan_inf: int | None = None
     sensitive_ops: str | None = None
-    threshold_cosine: float | None = None
-    threshold_score_error: float | None = None
+    threshold_cosine: float | None = None  # below it: broken
+    threshold_flips: float | None = None  # over it: broken
     threshold_local_cosine: float | None = None
     worst_layers: str | None = None  # the backend's per-layer error, where it failed at INT8
+    flips: float | None = None  # the share of class scores over the operating confidence in only one of the two
+    scores_over: int | None = None  # class scores over the operating confidence in the FP32 model's output
 
 
 @dataclass(frozen=True)

@@ -141,6 +141,7 @@ class OpenVinoExecutable(Executable):
 class OpenVinoBackend(Backend):
     name = "openvino"
     kept_precision = "fp32"
+    recipe = "Ultralytics' OpenVINO INT8 export (NNCF's default preset over the network, the decode left out)"
 
     def __init__(
         self,

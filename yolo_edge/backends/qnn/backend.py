@@ -184,6 +184,7 @@ class QnnBackend(Backend):
     precisions = ("int8",)
     int8_schemes: tuple[Scheme, ...] = ("w8a8", "w8a16")  # uint8 weights; uint8 or uint16 activations
     quantizers = ("qnn",)
+    recipe = "Qualcomm AI Hub's YOLOv8 detection (w8a8 on the HTP, the decode after it on the CPU)"
     on_accelerator = platform.machine().lower() in ("aarch64", "arm64")  # a Snapdragon board: the HTP itself
 
     def __init__(self, htp_arch: str, vtcm_mb: int, schemes: tuple[Scheme, ...] = ("w8a8", "w8a16")) -> None:

@@ -46,7 +46,7 @@ from yolo_edge.backends.base import (
     io_infos,
     save_for_worker,
 )
-from yolo_edge.backends.rknn.spec import RKNN_SUFFIX, TOOLCHAIN, RknnOptions
+from yolo_edge.backends.rknn.spec import ALGORITHMS, RKNN_SUFFIX, TOOLCHAIN, RknnOptions
 from yolo_edge.core.config import DeviceProfile, Variant
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.toolchains import Worker, WorkerCrashed, WorkerError, toolchain_status
@@ -171,8 +171,10 @@ class RknnBackend(Backend):
     name = "rknn"
     precisions = ("int8", "fp16")
     int8_schemes = ("w8a8",)  # Rockchip's INT8: asymmetric int8 activations, per-channel int8 weights
-    quantizers = ("rknn",)
+    quantizers = ("rknn",)  # its "normal" algorithm, the model zoo's recipe
+    fallback_quantizers = ("rknn-mmse", "rknn-kl")  # its stronger algorithms (spec.ALGORITHMS)
     kept_precision = "fp16"  # hybrid quantization: a kept convolution runs in float16
+    recipe = "Rockchip's model zoo (examples/yolov8: INT8 by the normal algorithm, DFL and after on the CPU)"
 
     def __init__(self, target: str, worker: Worker | None = None) -> None:
         self.target = target
@@ -212,6 +214,7 @@ class RknnBackend(Backend):
         if quantize:
             (folder / "dataset.txt").write_text("".join(" ".join(paths) + "\n" for paths in samples))
             job["dataset"] = str(folder / "dataset.txt")
+            job["config"] = {"quantized_algorithm": ALGORITHMS[variant.quantizer or self.quantizers[0]]}
         return job
 
     def _lower(self, model: onnx.ModelProto, v: Variant, calib: CalibSet | None) -> dict[str, Any]:
@@ -299,6 +302,7 @@ class RknnLiteBackend(Backend):
     precisions = ("int8", "fp16")
     int8_schemes = ("w8a8",)
     quantizers = ("rknn",)
+    fallback_quantizers = ("rknn-mmse", "rknn-kl")  # a bundle's units quantized by any of Rockchip's algorithms
     kept_precision = "fp16"
     on_accelerator = True  # the board's NPU: measured, never wrapped as a simulation
 

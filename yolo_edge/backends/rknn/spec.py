@@ -9,6 +9,10 @@ from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.registry import BackendSpec, RuntimeOptions, Toolchain
 
 RKNN_SUFFIX = ".rknn"  # Rockchip's compiled graph, for RKNNLite on the board
+# Rockchip's quantizer by its quantization algorithm (rknn-toolkit2's config(quantized_algorithm=...)): "normal"
+# (min-max ranges; its model zoo's recipe for YOLOv8), and its two stronger ones, tried where the verdict finds
+# normal's drift too large: "mmse" (ranges minimising the mean squared error; slower to quantize) and "kl_divergence"
+ALGORITHMS = {"rknn": "normal", "rknn-mmse": "mmse", "rknn-kl": "kl_divergence"}
 CORE_MASKS = ("auto", "0", "1", "2", "0_1", "0_1_2", "all")
 
 
@@ -52,5 +56,5 @@ TOOLCHAIN = Toolchain(
 )
 
 SPEC = BackendSpec(
-    "rknn", "yolo_edge.backends.rknn.backend", RknnOptions, (RKNN_SUFFIX,), ("w8a8",), ("rknn",), TOOLCHAIN
+    "rknn", "yolo_edge.backends.rknn.backend", RknnOptions, (RKNN_SUFFIX,), ("w8a8",), tuple(ALGORITHMS), TOOLCHAIN
 )
