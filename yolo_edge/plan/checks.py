@@ -553,20 +553,7 @@ def judge(
         flips=f.flips,
         scores_over=f.over,
     )
-    worst = min(f.box_cosine, f.score_cosine)
-    problems = [f"{f.nan_inf} NaN/Inf values"] if f.nan_inf else []
-    if worst < pc.min_cosine:
-        problems.append(
-            f"detector output cosine {worst:.4f} (boxes {f.box_cosine:.4f}, class scores "
-            f"{f.score_cosine:.4f}) < {pc.min_cosine}"
-        )
-    if f.flips > pc.max_flips:
-        problems.append(
-            f"{f.flips:.0%} of the class scores over the operating confidence {cfg.nms.conf} in either output are "
-            f"over it in only one > {pc.max_flips:.0%} ({f.over} over it in the FP32 model's)"
-        )
-    if sensitive and precision != "fp32":
-        problems.append(f"precision-sensitive ops at {precision}: {', '.join(sensitive)}")
+    problems = broken(cfg, f, precision, sensitive)
     warn = f.local_min_cosine < pc.local_min_cosine and not cand.final_output
     warning = f"; warning: own output {f.local_worst_tensor} at cosine {f.local_min_cosine:.4f} < {pc.local_min_cosine}"
     warning = warning if warn else ""
@@ -586,6 +573,25 @@ def judge(
         )
     passed = f"{what}{label}: {figures}; not broken, its drift is the verdict's to judge, no NaN/Inf{warning}"
     return CheckResult("precision", True, passed, measured)
+
+
+def broken(cfg: DeployConfig, f: Fidelity, precision: str, sensitive: Sequence[str]) -> list[str]:
+    """What makes the figures ``f`` of a variant at ``precision`` broken (nothing: the verdict's to judge)."""
+    pc, worst = cfg.checks.precision, min(f.box_cosine, f.score_cosine)
+    problems = [f"{f.nan_inf} NaN/Inf values"] if f.nan_inf else []
+    if worst < pc.min_cosine:
+        problems.append(
+            f"detector output cosine {worst:.4f} (boxes {f.box_cosine:.4f}, class scores "
+            f"{f.score_cosine:.4f}) < {pc.min_cosine}"
+        )
+    if f.flips > pc.max_flips:
+        problems.append(
+            f"{f.flips:.0%} of the class scores over the operating confidence {cfg.nms.conf} in either output are "
+            f"over it in only one > {pc.max_flips:.0%} ({f.over} over it in the FP32 model's)"
+        )
+    if sensitive and precision != "fp32":
+        problems.append(f"precision-sensitive ops at {precision}: {', '.join(sensitive)}")
+    return problems
 
 
 def first_failure(results: dict[str, CheckResult]) -> str | None:

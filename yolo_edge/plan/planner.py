@@ -276,34 +276,35 @@ class Planner:
 
     def relax(self, option: SubgraphPlan, why: str) -> SubgraphPlan | None:
         """``option`` (an INT8 accelerator plan the verdict blames for drift) quantized by the accelerator's next
-        stronger quantizer (:meth:`stronger`: Rockchip's mmse, then kl_divergence; NNCF with min-max ranges, then the
+        stronger quantizer (:func:`stronger`: Rockchip's mmse, then kl_divergence; NNCF with min-max ranges, then the
         QDQ recipe), where one passes the checks; else with twice as many layers kept at higher precision (at least
         1 more), if that passes the checks and ``plan.max_kept_layers`` allows."""
         if option.device != "npu" or option.cpu_nodes:
             return None
-        stronger = self.stronger(option, why)
-        if stronger is not None:
-            return stronger
+        found = stronger(self, option, why)
+        if found is not None:
+            return found
         cand = self.subgraph_candidate(option.name)
         base = replace(option.variant, kept=())
         return self.mixed(cand, base, max(1, 2 * len(option.variant.kept)), why, option.cpu_ms, option.latency_kind)
 
-    def stronger(self, option: SubgraphPlan, why: str) -> SubgraphPlan | None:
-        """``option``'s INT8 variant (no layers kept) at the first of the accelerator's fallback quantizers after its
-        own that passes the checks, else None: the vendor's stronger quantization, tried before any layer leaves
-        INT8 (it costs no speed)."""
-        v, npu = option.variant, self.checker.npu
-        if v.precision != "int8" or v.kept:
-            return None
-        order = (*npu.quantizers, *npu.fallback_quantizers)
-        after = order[order.index(v.quantizer) + 1 :] if v.quantizer in order else ()
-        for quantizer in (q for q in after if q in npu.fallback_quantizers):
-            found = option_at(self, option.name, replace(v, quantizer=quantizer), why)
-            verdict = "passes" if found else "fails"
-            self.log(f"{option.name}: {v.label} -> {quantizer} after {why}: {verdict} the checks")
-            if found is not None:
-                return replace(found, reason=f"{found.reason}; quantized by {quantizer}, stronger, after {why}")
+
+def stronger(planner: Planner, option: SubgraphPlan, why: str) -> SubgraphPlan | None:
+    """``option``'s INT8 variant (no layers kept) at the first of the accelerator's fallback quantizers after its
+    own that passes the checks, else None: the vendor's stronger quantization, tried before any layer leaves
+    INT8 (it costs no speed)."""
+    v, npu = option.variant, planner.checker.npu
+    if v.precision != "int8" or v.kept:
         return None
+    order = (*npu.quantizers, *npu.fallback_quantizers)
+    after = order[order.index(v.quantizer) + 1 :] if v.quantizer in order else ()
+    for quantizer in (q for q in after if q in npu.fallback_quantizers):
+        found = option_at(planner, option.name, replace(v, quantizer=quantizer), why)
+        verdict = "passes" if found else "fails"
+        planner.log(f"{option.name}: {v.label} -> {quantizer} after {why}: {verdict} the checks")
+        if found is not None:
+            return replace(found, reason=f"{found.reason}; quantized by {quantizer}, stronger, after {why}")
+    return None
 
 
 def by_fallback(planner: Planner, cand: Candidate, why: str, cpu_ms: float, kind: LatencyKind) -> list[SubgraphPlan]:
