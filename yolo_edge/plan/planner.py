@@ -278,15 +278,22 @@ class Planner:
         """``option`` (an INT8 accelerator plan the verdict blames for drift) quantized by the accelerator's next
         stronger quantizer (:func:`stronger`: Rockchip's mmse, then kl_divergence; NNCF with min-max ranges, then the
         QDQ recipe), where one passes the checks; else with twice as many layers kept at higher precision (at least
-        1 more), if that passes the checks and ``plan.max_kept_layers`` allows."""
+        1 more; after the last stronger quantizer, 1 out of the preferred quantizer's INT8 first), if that passes the
+        checks and ``plan.max_kept_layers`` allows."""
         if option.device != "npu" or option.cpu_nodes:
             return None
         found = stronger(self, option, why)
         if found is not None:
             return found
-        cand = self.subgraph_candidate(option.name)
-        base = replace(option.variant, kept=())
-        return self.mixed(cand, base, max(1, 2 * len(option.variant.kept)), why, option.cpu_ms, option.latency_kind)
+        cand, v, npu = self.subgraph_candidate(option.name), option.variant, self.checker.npu
+        start, cpu_ms, kind = max(1, 2 * len(v.kept)), option.cpu_ms, option.latency_kind
+        if v.precision == "int8" and not v.kept and v.quantizer in npu.fallback_quantizers:
+            # the stronger quantizers failed drift too: layers are kept out of the preferred one's INT8 (what the
+            # per-layer errors rank), else out of this one's
+            first = self.mixed(cand, replace(v, quantizer=npu.quantizers[0]), 1, why, cpu_ms, kind)
+            if first is not None:
+                return first
+        return self.mixed(cand, replace(v, kept=()), start, why, cpu_ms, kind)
 
 
 def stronger(planner: Planner, option: SubgraphPlan, why: str) -> SubgraphPlan | None:
