@@ -256,6 +256,13 @@ def test_deploy_to_rk3588_writes_the_rknn_units(small_deploy) -> None:  # type: 
     assert "head=cpu/fp32" in card["placement"] and search["card_line"]
     assert card["latency_kind"] == "modelled (board)"  # its p95 is the board's, as the plans' rows say
     assert ("head on the accelerator" in search["card_line"]) is (split["head"].device == "npu")
+    # Rockchip's model zoo recipe (backbone, neck and head INT8 by the normal algorithm, the decode on the CPU), judged
+    recipe = search["recipe"]
+    assert recipe["what"].startswith("Rockchip's model zoo") and recipe["candidate"], recipe
+    placed = search["trials"][recipe["candidate"] - 1]["placement"]
+    assert all(f"{s}=npu/int8/w8a8/rknn" in placed for s in ("backbone", "neck", "head")) and "decode=cpu" in placed
+    md = (result.bundle / "report.md").read_text()
+    assert recipe["line"].startswith("the vendor's recipe") and recipe["line"] in md
 
 
 def _record_simulator(bundle_path: Path, images: list[Path], out: Path) -> list[dict[str, object]]:

@@ -145,6 +145,7 @@ class SimulatedNpu(Backend):
         self.quantizers = numerics.quantizers
         self.fallback_quantizers = numerics.fallback_quantizers
         self.kept_precision = numerics.kept_precision
+        self.recipe = numerics.recipe  # the numerics' vendor's recipe, its latency the board's
         self.faults = faults or profile.faults
         self.injector = FaultInjector(self.faults)
 
