@@ -211,7 +211,7 @@ class Planner:
                 if mixed is not None:
                     passed.append(mixed)
                     break
-        passed.sort(key=lambda p: p.latency_ms)
+        passed.sort(key=lambda p: (p.latency_ms, -exactness(p)))  # as fast: the more exact first
         if passed:
             why, checks = "on the CPU in FP32", {c: skipped(c, "on the CPU in FP32") for c in CHECKS}
         else:  # the old "back to the CPU", with each variant's reason and the last one's checks
@@ -294,6 +294,15 @@ class Planner:
             if first is not None:
                 return first
         return self.mixed(cand, replace(v, kept=()), start, why, cpu_ms, kind)
+
+
+def exactness(plan: SubgraphPlan) -> float:
+    """``plan``'s detector-output cosine (the lower of boxes and class scores) by its precision check: what ranks
+    variants as fast as each other (1.0 where nothing was measured: FP32, a rule)."""
+    measured = plan.checks["precision"].measured if "precision" in plan.checks else None
+    if not isinstance(measured, Precision) or measured.box_cosine is None or measured.score_cosine is None:
+        return 1.0
+    return min(measured.box_cosine, measured.score_cosine)
 
 
 def stronger(planner: Planner, option: SubgraphPlan, why: str) -> SubgraphPlan | None:
