@@ -16,12 +16,13 @@ too, and reported beside it (``SearchRecord.card_line``). Before that, the best 
 accelerator subgraphs at one of its variants (where each has it among its options) is judged: they compile as one
 unit, a saving no estimate sees (``_Search.fused``).
 
-A candidate that fails drift is relaxed where the drift comes from: each of its accelerator subgraphs is
+A candidate that fails drift (or is undecided with its drift past the limit: :func:`past_limit`) is relaxed where the
+drift comes from: each of its accelerator subgraphs is
 judged alone at its variant (its sensitivity: the drift with only that subgraph at low precision; each such
 run is itself a candidate and a row of the table). A subgraph variant that fails drift alone is dropped from
 every candidate still waiting (adding low precision elsewhere is not expected to win the drift back), and
-its INT8 form is retried with twice as many of its most sensitive layers at higher precision
-(:meth:`Planner.relax`). When every subgraph passes alone, only that combination is dropped.
+its INT8 form is retried at the backend's next stronger quantizer, then with twice as many of its most sensitive
+layers at higher precision (:meth:`Planner.relax`). When every subgraph passes alone, only that combination is dropped.
 
 Only what can change the answer is judged. A candidate is timed first; one that could not be chosen even if it
 passed (:meth:`_Search.beaten_by`: the choice rule, applied as if it had passed) is reported as not judged and its
@@ -222,7 +223,7 @@ class SearchRecord:
         t, chosen = r.trial, self.chosen
         line = f"the vendor's recipe, {r.what} (candidate {t.index}): {_verdict(t)}"
         needed = r.needed_drift()
-        if needed is not None and "drift" in t.run.fails:
+        if needed is not None and needed > limits.max_drift:
             line += f"; it would pass at max_drift {needed:.4f} (the limit is {limits.max_drift})"
         if chosen is not None and chosen is not t and chosen.speed_ratio and t.speed_ratio:
             lat, rl = chosen.run.latency, t.run.latency
@@ -551,7 +552,7 @@ class _Search(_Trials):
             if plan.key in self.seen or any((s.name, _opt(s)) in self.blamed for s in plan.subgraphs):
                 continue
             trial = self.try_plan(plan, "the fastest candidate left")
-            if "drift" in trial.run.fails:
+            if past_limit(trial, self.cfg.validate.max_drift):
                 self.relax(trial)
         best = self.best()
         return "a candidate passed" if best else "no candidate left"
@@ -634,8 +635,9 @@ class _Search(_Trials):
                     continue  # no budget left to find out
                 why = f"sensitivity: {s.name} alone at {s.variant.label}"
                 alone = self.try_plan(self.alone(trial.plan, s), why, always=True)
-            if "drift" in alone.run.fails:
-                self.blame(s, f"{s.name} alone at {s.variant.label} failed drift (candidate {alone.index})")
+            if past_limit(alone, self.cfg.validate.max_drift):
+                how = "failed drift" if "drift" in alone.run.fails else "drifted past the limit, undecided"
+                self.blame(s, f"{s.name} alone at {s.variant.label} {how} (candidate {alone.index})")
 
     def blame(self, option: SubgraphPlan, why: str) -> None:
         """Drop ``option`` from every waiting candidate; put its relaxed form (more layers kept) in its place."""
@@ -695,6 +697,17 @@ def _low_precision(plan: PlacementPlan) -> int:
 def _rank(precision: str) -> int:
     """How far below FP32 ``precision`` computes: 0 FP32, 1 FP16/BF16, 2 INT8."""
     return _PRECISION_RANK.get(precision, 2)
+
+
+def past_limit(trial: Trial, max_drift: float) -> bool:
+    """Whether ``trial`` fails drift, or is undecided with its drift past ``max_drift``: where the backend's stronger
+    quantization or layers kept out of INT8 may win the drift back (with few judging images a real loss is
+    undecided; judged again at a stronger variant, it may pass outright)."""
+    run = trial.run
+    if "drift" in run.fails:
+        return True
+    d = run.drift
+    return UNDECIDED in run.fails and d is not None and min(d.map50, d.map50_95) < -max_drift
 
 
 def _opt(s: SubgraphPlan) -> object:
