@@ -22,7 +22,8 @@ judged alone at its variant (its sensitivity: the drift with only that subgraph 
 run is itself a candidate and a row of the table). A subgraph variant that fails drift alone is dropped from
 every candidate still waiting (adding low precision elsewhere is not expected to win the drift back), and
 its INT8 form is retried at the backend's next stronger quantizer, then with twice as many of its most sensitive
-layers at higher precision (:meth:`Planner.relax`). When every subgraph passes alone, only that combination is dropped.
+layers at higher precision (:func:`~yolo_edge.plan.planner.relaxed`). When every subgraph passes alone, only that
+combination is dropped.
 
 Only what can change the answer is judged. A candidate is timed first; one that could not be chosen even if it
 passed (:meth:`_Search.beaten_by`: the choice rule, applied as if it had passed) is reported as not judged and its
@@ -66,7 +67,7 @@ from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace, SubgraphPlan
-from yolo_edge.plan.planner import Planner, option_at
+from yolo_edge.plan.planner import Planner, option_at, relaxed
 from yolo_edge.runtime.build import build_units
 from yolo_edge.runtime.executor import EventLog, SplitExecutor, Unit
 from yolo_edge.validate.accuracy import Scorer, detect_all
@@ -640,16 +641,17 @@ class _Search(_Trials):
                 self.blame(s, f"{s.name} alone at {s.variant.label} {how} (candidate {alone.index})")
 
     def blame(self, option: SubgraphPlan, why: str) -> None:
-        """Drop ``option`` from every waiting candidate; put its relaxed form (more layers kept) in its place."""
+        """Drop ``option`` from every waiting candidate; put its relaxed form (a stronger quantizer, or more layers
+        kept: :func:`~yolo_edge.plan.planner.relaxed`) in its place."""
         self.blamed.add((option.name, _opt(option)))
-        relaxed = self.planner.relax(option, why)
-        if relaxed is None:
+        found = relaxed(self.planner, option, why)
+        if found is None:
             return
-        self.say(f"{option.name}: relaxed to {relaxed.variant.label} ({why})")
+        self.say(f"{option.name}: relaxed to {found.variant.label} ({why})")
         having = [p for p in [*self.pool, *(t.plan for t in self.trials)] if _opt(p[option.name]) == _opt(option)]
         swapped = {}
         for p in having:  # every placement with the blamed option, judged or waiting, with the relaxed one instead
-            relaxed_plan = self.space.placement([relaxed if s.name == option.name else s for s in p.subgraphs])
+            relaxed_plan = self.space.placement([found if s.name == option.name else s for s in p.subgraphs])
             swapped[relaxed_plan.key] = relaxed_plan
         self.pool += [p for k, p in swapped.items() if k not in self.seen]
         self.pool.sort(key=lambda p: p.estimated_ms)

@@ -11,7 +11,7 @@
 
 Layer-level mixed precision: an INT8 variant that fails only the precision check is retried with its most
 sensitive layers (ranked by the backend's per-layer error) kept at higher precision, 1, 2, 4, ... up to
-``plan.max_kept_layers``, until it passes; :meth:`Planner.relax` does the same for a variant the verdict
+``plan.max_kept_layers``, until it passes; :func:`relaxed` does the same for a variant the verdict
 blames for drift. The checks prune; the search (``yolo_edge.flows.search``) decides among what is left.
 
 Example:
@@ -274,26 +274,27 @@ class Planner:
         plan = self._accelerated(cand, kept, results, f"all four checks pass at {kept.label}", cpu_ms, kind)
         return replace(plan, granularity="layer", kept_why=why)
 
-    def relax(self, option: SubgraphPlan, why: str) -> SubgraphPlan | None:
-        """``option`` (an INT8 accelerator plan the verdict blames for drift) quantized by the accelerator's next
-        stronger quantizer (:func:`stronger`: Rockchip's mmse, then kl_divergence; NNCF with min-max ranges, then the
-        QDQ recipe), where one passes the checks; else with twice as many layers kept at higher precision (at least
-        1 more; after the last stronger quantizer, 1 out of the preferred quantizer's INT8 first), if that passes the
-        checks and ``plan.max_kept_layers`` allows."""
-        if option.device != "npu" or option.cpu_nodes:
-            return None
-        found = stronger(self, option, why)
-        if found is not None:
-            return found
-        cand, v, npu = self.subgraph_candidate(option.name), option.variant, self.checker.npu
-        start, cpu_ms, kind = max(1, 2 * len(v.kept)), option.cpu_ms, option.latency_kind
-        if v.precision == "int8" and not v.kept and v.quantizer in npu.fallback_quantizers:
-            # the stronger quantizers failed drift too: layers are kept out of the preferred one's INT8 (what the
-            # per-layer errors rank), else out of this one's
-            first = self.mixed(cand, replace(v, quantizer=npu.quantizers[0]), 1, why, cpu_ms, kind)
-            if first is not None:
-                return first
-        return self.mixed(cand, replace(v, kept=()), start, why, cpu_ms, kind)
+
+def relaxed(planner: Planner, option: SubgraphPlan, why: str) -> SubgraphPlan | None:
+    """``option`` (an INT8 accelerator plan the verdict blames for drift) quantized by the accelerator's next
+    stronger quantizer (:func:`stronger`: Rockchip's mmse, then kl_divergence; NNCF with min-max ranges, then the
+    QDQ recipe), where one passes the checks; else with twice as many layers kept at higher precision (at least
+    1 more; after the last stronger quantizer, 1 out of the preferred quantizer's INT8 first), if that passes the
+    checks and ``plan.max_kept_layers`` allows."""
+    if option.device != "npu" or option.cpu_nodes:
+        return None
+    found = stronger(planner, option, why)
+    if found is not None:
+        return found
+    cand, v, npu = planner.subgraph_candidate(option.name), option.variant, planner.checker.npu
+    start, cpu_ms, kind = max(1, 2 * len(v.kept)), option.cpu_ms, option.latency_kind
+    if v.precision == "int8" and not v.kept and v.quantizer in npu.fallback_quantizers:
+        # the stronger quantizers failed drift too: layers are kept out of the preferred one's INT8 (what the
+        # per-layer errors rank), else out of this one's
+        first = planner.mixed(cand, replace(v, quantizer=npu.quantizers[0]), 1, why, cpu_ms, kind)
+        if first is not None:
+            return first
+    return planner.mixed(cand, replace(v, kept=()), start, why, cpu_ms, kind)
 
 
 def exactness(plan: SubgraphPlan) -> float:
@@ -470,7 +471,7 @@ def plan_space(
 ) -> tuple[PlanSpace, Planner]:
     """The placements of ``split`` the four checks leave on ``target`` (a profile, compiled for by a builder of the
     planner's own; or a deploy's builder, for its profile) with letterboxed calibration ``images``, and the planner
-    that made them (for :meth:`Planner.relax`; close it when done)."""
+    that made them (for :func:`relaxed`; close it when done)."""
     builder = target if isinstance(target, Builder) else None
     profile = target.profile if isinstance(target, Builder) else target
     assert profile is not None, "the planner needs a builder with a profile"
