@@ -545,12 +545,12 @@ RENAMED = (("checks", "precision", "max_score_error", "max_flips"),)
 def upgraded(data: Any) -> Any:
     """A bundle's stored settings with the keys of :data:`RENAMED` under their new names (the shipped default's
     value: the old key's meant something else)."""
-    default = read_yaml(configs_dir() / "default.yaml")
     for section, sub, old, new in RENAMED:
         part = data.get(section) if isinstance(data, dict) else None
         held = part.get(sub) if isinstance(part, dict) else None
-        if isinstance(held, dict) and old in held and new not in held:
-            data[section][sub] = {**{k: v for k, v in held.items() if k != old}, new: default[section][sub][new]}
+        if isinstance(held, dict) and old in held and new not in held:  # the default read only for an old bundle
+            default = read_yaml(configs_dir() / "default.yaml")[section][sub][new]
+            data[section][sub] = {**{k: v for k, v in held.items() if k != old}, new: default}
     return data
 
 
