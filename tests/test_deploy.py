@@ -255,13 +255,32 @@ def test_conditions_in_the_calibration_and_in_the_verdict(tiny_cfg: Path, few_im
     report, md = result.report, markdown(result.report)
     assert report.calibrated_conditions == ("night",) and "Calibrated with images changed by night." in md
     split = next(p for p in report.plans if p.name == "split")
-    if split.same_as_cpu:  # nothing on the accelerator: nothing to judge under a condition
-        assert not report.conditions
+    if split.same_as_cpu or (split.fails and not split.undecided):  # nothing the conditions say changes the answer
+        assert not report.conditions and report.conditions_not_judged
+        assert f"Not judged: {report.conditions_not_judged}." in md
         return
     night = report.conditions["night"]["split"]
     said = [f"{f} under night" for f in night.verdict(report.limits.max_drift)]
     assert [f for f in split.fails if f.endswith("under night")] == said
     assert f"| night | split | {night.reference.map50:.4f} |" in md
+
+
+def test_conditions_are_judged_where_they_can_change_the_answer() -> None:
+    """A split that fails already, or is undecided while the conditions are no part of its verdict, is not deployed
+    whatever they say: not judged (minutes on a real model), and why not is said; a passing split, or an undecided
+    one they can fail, is."""
+    from yolo_edge.flows.deploy import unjudged
+    from yolo_edge.validate.verdict import PlanRun
+
+    passed, undecided = PlanRun("split"), PlanRun("split", fails=["undecided drift"])
+    failed = PlanRun("split", fails=["drift", "undecided SLA"])
+    assert unjudged(passed, False) == unjudged(passed, True) == unjudged(undecided, True) == ""
+    assert unjudged(undecided, False) == (
+        "the split's verdict is not a pass (undecided drift) and they are no part of it (validate.conditions_verdict: "
+        "false): nothing they say would change the plan deployed"
+    )
+    assert unjudged(failed, True).startswith("the split's verdict is not a pass (fails drift, SLA undecided): nothing")
+    assert unjudged(PlanRun("split", same_as_cpu=True), True) == "the split puts nothing on the accelerator"
 
 
 def test_bundle_runs_without_torch_or_the_demo_generator(deployed: DeployResult, small: tuple[Path, Path]) -> None:

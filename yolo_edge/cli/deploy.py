@@ -169,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"fallback events: {ev.total}" + (f" {ev.by_trigger}" if ev.total else ""))
     if r.conditions:
         print("split under conditions, boxes kept of the FP32 reference's there: " + conditions_line(r))
+    elif r.conditions_not_judged:
+        print(f"conditions not judged: {r.conditions_not_judged}")
     print(
         f"chosen: {r.chosen.name}  SLA p95 <= {r.limits.sla_ms} ms  verdict: {r.verdict}"
         + (f" ({'; '.join(r.reasons)})" if r.reasons else "")

@@ -364,7 +364,7 @@ def deploy(
         found = plan_deployment(session, exported, opened.source, request)
         plans = _compare(session, found)
         session.laps.lap("three plans")
-        under = _conditions(session, found, plans)
+        under, unjudged = _conditions(session, found, plans)
         session.laps.lap("conditions")
         # whole-npu is a comparison row, never the deployment: decode must stay FP32 on the CPU
         chosen, none_ok = choose([plans.reference, plans.split], cfg.plan.tie_margin)  # FP32 first: wins a tie
@@ -372,6 +372,7 @@ def deploy(
         report = replace(
             _report(session, str(request.model or demo_model_path()), found, chosen_plan, plans, (chosen, none_ok), t0),
             conditions=under,
+            conditions_not_judged=unjudged,
             calibrated_conditions=found.calibrated_conditions,
             timings_s=session.laps.s,
         )
@@ -485,13 +486,18 @@ def _compare(session: Session, found: Searched) -> _Plans:
     return _Plans(whole, reference, split_run, detectors, search.units, search.events)
 
 
-def _conditions(session: Session, found: Searched, plans: _Plans) -> dict[str, dict[str, Judged]]:
+def _conditions(session: Session, found: Searched, plans: _Plans) -> tuple[dict[str, dict[str, Judged]], str]:
     """The split and the design card's layout (where it is another plan) under ``validate.conditions``, each against
     the FP32 reference under the same one, on the first ``conditions_images`` judging images; with
-    ``conditions_verdict``, a condition whose drift fails the split (or leaves it undecided) is in its verdict."""
+    ``conditions_verdict``, a condition whose drift fails the split (or leaves it undecided) is in its verdict.
+    Judged only where they can change the answer or describe the plan deployed (:func:`unjudged`); else none, and
+    why not (the second of the pair)."""
     v, cfg = session.cfg.validate, session.cfg
-    if not v.conditions or plans.split.same_as_cpu:
-        return {}
+    why_not = unjudged(plans.split, v.conditions_verdict) if v.conditions else ""
+    if not v.conditions or why_not:
+        if why_not:
+            session.say(f"conditions: not judged: {why_not}")
+        return {}, why_not
     detectors = {"split": plans.detectors["split"]}
     card = found.search.record.card
     if card is not None and card.plan != found.plan:
@@ -503,7 +509,20 @@ def _conditions(session: Session, found: Searched, plans: _Plans) -> dict[str, d
     if v.conditions_verdict:
         for name, by in judged.items():
             plans.split.fails += [f"{f} under {name}" for f in by["split"].verdict(v.max_drift)] if by else []
-    return judged
+    return judged, ""
+
+
+def unjudged(split: PlanRun, in_verdict: bool) -> str:
+    """Why the conditions are not judged for ``split`` ('' where they are): they judge a split that can be deployed
+    (it passed: they describe it, and with ``in_verdict`` may fail it) or, with ``in_verdict``, an undecided one
+    (a condition's failed drift makes it fail). A split that already fails, or is undecided while they are no part
+    of its verdict, is not deployed whatever they say: judging it there (minutes on a real model) changes nothing."""
+    if split.same_as_cpu:
+        return "the split puts nothing on the accelerator"
+    if split.ok or (in_verdict and split.undecided):
+        return ""
+    part = "" if in_verdict else " and they are no part of it (validate.conditions_verdict: false)"
+    return f"the split's verdict is not a pass ({split.status}){part}: nothing they say would change the plan deployed"
 
 
 def _report(

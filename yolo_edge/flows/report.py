@@ -50,6 +50,7 @@ class DeployReport:
     wall_s: float
     # condition -> plan (split, design card) -> its figures against the FP32 reference under it (validate.conditions)
     conditions: dict[str, dict[str, Judged]] = field(default_factory=dict)
+    conditions_not_judged: str = ""  # why validate.conditions were not judged ('' where they were, or none are set)
     calibrated_conditions: tuple[str, ...] = ()  # conditions some calibration images were changed by
     timings_s: dict[str, float] = field(default_factory=dict)  # wall time of each phase, in order (Laps)
 
@@ -121,6 +122,7 @@ class DeployReport:
                 "wall_s": self.wall_s,
                 "timings_s": dict(self.timings_s),
                 "conditions": {c: {p: j.to_dict() for p, j in by.items()} for c, by in self.conditions.items()},
+                "conditions_not_judged": self.conditions_not_judged or None,
                 "calibrated_conditions": list(self.calibrated_conditions),
             }
         )
@@ -397,6 +399,8 @@ def markdown(report: DeployReport) -> str:
 
 def _conditions_section(report: DeployReport) -> list[str]:
     """The plans under conditions the calibration never saw, each against the FP32 reference under the same one."""
+    if report.conditions_not_judged:
+        return ["", "## Conditions the calibration never saw", "", f"Not judged: {report.conditions_not_judged}."]
     if not report.conditions:
         return []
     rows = [j for by in report.conditions.values() for j in by.values()]
