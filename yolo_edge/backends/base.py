@@ -355,6 +355,9 @@ class Backend(ABC):
     # backend's first INT8 variant on the accelerator, DFL, decode and NMS on the CPU; where it was published
     recipe: str = ""
     kept_precision: str | None = None  # what a layer kept out of INT8 computes in (None: no mixed precision)
+    # a stream's contexts (one per NPU core) share one copy of a graph's weights (one compiled model, a request per
+    # context); False: each context loads its own (the memory check counts them; devices/limits.Residency)
+    shares_weights: bool = False
     on_accelerator: bool = False  # runs on the profile's accelerator itself (a board's runtime), not a stand-in
 
     def compile(

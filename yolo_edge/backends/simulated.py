@@ -162,7 +162,7 @@ class SimulatedNpu(Backend):
                 f"{self.profile.name}: {bad[0].node}: {bad[0].reason}"
                 + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "")
             )
-        why = memory_violation(memory_use(info, v.precision), self.profile)
+        why = memory_violation(memory_use(info, v.precision, v.scheme), self.profile)
         if why:
             raise NpuOutOfMemory(f"{self.profile.name}: {why}")
         self.numerics._admit(model, v)

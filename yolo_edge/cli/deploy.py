@@ -21,6 +21,7 @@ from yolo_edge.cli.common import (
 )
 from yolo_edge.core.codec import dumps
 from yolo_edge.core.config import DeployConfig
+from yolo_edge.devices.limits import ResidentMemory
 from yolo_edge.flows.deploy import DeployRequest, deploy
 from yolo_edge.flows.report import SEARCH_HEADER, DeployReport, search_rows
 from yolo_edge.flows.search import SearchRecord
@@ -39,6 +40,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=fraction,
         default=None,
         help="mAP50 and mAP50-95 drift limit, a share (default: config, 0.01)",
+    )
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        help="frames a call of an accelerator unit is planned for (default: config, 1): the memory check counts "
+        "them; a batch larger than fits runs as sub-batches of the largest that does",
     )
     p.add_argument(
         "--data",
@@ -145,7 +153,7 @@ def deploy_request(args: argparse.Namespace, config: DeployConfig | None = None)
 
 
 def run(args: argparse.Namespace) -> int:
-    request = replace(deploy_request(args), sla_ms=args.sla_ms, max_drift=args.max_drift)
+    request = replace(deploy_request(args), sla_ms=args.sla_ms, max_drift=args.max_drift, batch=args.batch)
     result = deploy(request, out=args.out, quiet=args.quiet or args.json)
     r = result.report
     if args.json:
@@ -167,6 +175,8 @@ def run(args: argparse.Namespace) -> int:
     print("deployed:   " + placement_line(r.placement) + (f"  ({r.profile.stand_in})" if r.profile.stand_in else ""))
     ev = r.fallback_events
     print(f"fallback events: {ev.total}" + (f" {ev.by_trigger}" if ev.total else ""))
+    if r.memory is not None:
+        print(memory_line(r.memory))
     if r.conditions:
         print("split under conditions, boxes kept of the FP32 reference's there: " + conditions_line(r))
     elif r.conditions_not_judged:
@@ -177,6 +187,17 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"bundle: {result.bundle}  (report.md, report.json, plots/)")
     return result.exit_code
+
+
+def memory_line(m: ResidentMemory) -> str:
+    """``memory: the accelerator units need 6.2 MiB at batch 1 of 4096 MiB (3 contexts); fits batch 256``."""
+    contexts = {u.residency.contexts for _, u in m.units}
+    held = f" ({max(contexts)} contexts a unit)" if max(contexts) > 1 else ""
+    over = f": runs as sub-batches of {m.runs_at}" if m.batch_fit < m.batch else ""
+    return (
+        f"memory: the split plan's accelerator units need {m.need_at(m.batch) / 2**20:.1f} MiB at batch {m.batch}"
+        f"{held} of {m.budget_bytes / 2**20:.0f} MiB{over}; the largest batch that fits: {m.batch_fit} (report.md)"
+    )
 
 
 def conditions_line(r: DeployReport) -> str:

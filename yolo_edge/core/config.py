@@ -52,6 +52,7 @@ Condition = Literal["dark", "night", "bright", "low_contrast", "noise", "blur", 
 Device = Literal["npu", "cpu"]  # where a subgraph or a unit runs
 # INT8 schemes whose activations are wider than a byte (Qualcomm's w8a16: uint8 weights, uint16 activations)
 ACTIVATION_BYTES = {"w8a16": 2}
+MAX_BATCH = 256  # the most frames one call of a unit may take (plan.batch, deploy --batch)
 
 T = TypeVar("T")
 
@@ -172,6 +173,9 @@ class PlanConfig:
     # the same for every trial), at an interval widened for the looks, and stops where one decides it; the chosen plan
     # is judged on every image ([]: every trial on every image)
     search_looks: tuple[float, ...] = (0.25, 0.5)
+    # frames a call of an accelerator unit is planned for (deploy --batch): the memory check counts them; one larger
+    # than fits runs as sub-batches of the largest that does (report.json memory.batch_fit)
+    batch: Annotated[int, Range(1, MAX_BATCH)] = 1
 
     def __post_init__(self) -> None:
         looks = self.search_looks

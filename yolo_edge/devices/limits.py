@@ -4,15 +4,21 @@ Shared by the planner's checks and the simulated NPU's compiler, so both refuse 
 Tileable ops (convolutions, elementwise, pooling, resize, channel concat/split) stream through SRAM in
 tiles; the others (softmax, transpose, reshape, concat/split/slice over other axes) need their whole
 working set, inputs plus outputs, in SRAM at once.
+
+Memory is counted as the runtime holds a graph (:class:`Residency`): ``batch`` frames a call, one context per
+NPU core a stream's pool loads, each context's activation buffers its own (live activations by liveness at the
+variant's activation width, times the batch) and its weights its own unless the runtime shares them
+(``Backend.shares_weights``). :meth:`MemoryUse.batch_fit` is the largest batch within the budget: a larger one
+asked for runs as sub-batches of it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import onnx
 
-from yolo_edge.core.config import PRECISION_BYTES, DeviceProfile
+from yolo_edge.core.config import ACTIVATION_BYTES, MAX_BATCH, PRECISION_BYTES, DeviceProfile
 from yolo_edge.model.graph import GraphInfo
 
 TILEABLE = {
@@ -87,25 +93,70 @@ def _tileable(node: onnx.NodeProto, info: GraphInfo) -> bool:
 
 
 @dataclass(frozen=True)
+class Residency:
+    """How the runtime holds a graph: ``batch`` frames a call, ``contexts`` of it loaded at once (a stream's pool:
+    one per NPU core), whose weights are loaded once in all where ``shared_weights`` (else once per context)."""
+
+    batch: int = 1
+    contexts: int = 1
+    shared_weights: bool = False
+
+
+@dataclass(frozen=True)
 class MemoryUse:
-    peak_activation_bytes: int
-    weight_bytes: int
-    largest_untiled_bytes: int  # working set of the largest non-tileable op
+    peak_activation_bytes: int  # one frame's live activations at their peak, at the variant's activation width
+    weight_bytes: int  # one copy of the weights at the variant's weight width
+    largest_untiled_bytes: int  # working set of the largest non-tileable op, one frame
     largest_untiled_node: str
+    residency: Residency = Residency()
+
+    def dram_at(self, batch: int) -> int:
+        """Bytes held at ``batch`` frames a call: every context's weights (once where shared) and activations."""
+        r = self.residency
+        copies = 1 if r.shared_weights else r.contexts
+        return self.weight_bytes * copies + self.peak_activation_bytes * batch * r.contexts
 
     @property
     def dram_bytes(self) -> int:
-        return self.peak_activation_bytes + self.weight_bytes
+        return self.dram_at(self.residency.batch)
+
+    @property
+    def untiled_bytes(self) -> int:
+        """The largest untiled working set of one call (the whole batch's tensors at once)."""
+        return self.largest_untiled_bytes * self.residency.batch
+
+    def batch_fit(self, profile: DeviceProfile) -> int:
+        """The largest batch (up to ``MAX_BATCH``) whose DRAM and untiled working set fit ``profile``; 0: not even
+        one frame does."""
+        return batch_fit([self], profile)
 
 
-def memory_use(info: GraphInfo, precision: str) -> MemoryUse:
+def batch_fit(uses: list[MemoryUse], profile: DeviceProfile) -> int:
+    """The largest batch (up to ``MAX_BATCH``) at which ``uses`` (graphs resident together: a deployment's
+    accelerator units) fit ``profile``'s DRAM together and each its SRAM; 0: not at batch 1."""
+    budget = profile.memory_mb * 2**20
+    fixed = sum(u.dram_at(0) for u in uses)
+    per_frame = sum(u.dram_at(1) for u in uses) - fixed
+    fit = MAX_BATCH if per_frame <= 0 else int((budget - fixed) // per_frame)
+    if profile.sram_kb is not None:
+        untiled = max((u.largest_untiled_bytes for u in uses), default=0)
+        fit = min(fit, int(profile.sram_kb * 1024 // untiled) if untiled else fit)
+    return max(0, min(fit, MAX_BATCH))
+
+
+def memory_use(
+    info: GraphInfo, precision: str, scheme: str | None = None, residency: Residency = Residency()
+) -> MemoryUse:
+    """``info``'s memory at ``precision`` (INT8: activations at ``scheme``'s width, w8a16's two bytes), held as
+    ``residency`` says."""
     width = PRECISION_BYTES[precision]
+    act_width = ACTIVATION_BYTES.get(scheme or "", width) if precision == "int8" else width
     worst, worst_node = 0, ""
     for node in info.nodes:
         if node.op_type in QDQ_OPS or _tileable(node, info):
             continue
         ws = sum(
-            info.tensors[t].bytes_at(width)
+            info.tensors[t].bytes_at(act_width)
             if info.tensors[t].elem_type == onnx.TensorProto.FLOAT
             else info.tensors[t].bytes
             for t in [*node.input, *node.output]
@@ -113,20 +164,81 @@ def memory_use(info: GraphInfo, precision: str) -> MemoryUse:
         )
         if ws > worst:
             worst, worst_node = ws, node.name
-    return MemoryUse(info.peak_activation_bytes(width), info.weight_bytes(width), worst, worst_node)
+    return MemoryUse(info.peak_activation_bytes(act_width), info.weight_bytes(width), worst, worst_node, residency)
 
 
 def memory_violation(use: MemoryUse, profile: DeviceProfile) -> str | None:
-    """Why the graph does not fit the profile's memory, or None when it fits."""
+    """Why the graph does not fit the profile's memory at one frame a call (a larger batch runs as sub-batches of
+    :meth:`MemoryUse.batch_fit`), or None when it fits."""
+    one = replace(use, residency=replace(use.residency, batch=1))
     budget = profile.memory_mb * 2**20
-    if use.dram_bytes > budget:
+    contexts = use.residency.contexts
+    held = f" ({contexts} contexts)" if contexts > 1 else ""
+    if one.dram_bytes > budget:
+        weights = use.weight_bytes * (1 if use.residency.shared_weights else contexts)
         return (
-            f"needs {use.dram_bytes / 2**20:.1f} MiB (activations {use.peak_activation_bytes / 2**20:.1f} "
-            f"+ weights {use.weight_bytes / 2**20:.1f}) > {profile.memory_mb:.0f} MiB"
+            f"needs {one.dram_bytes / 2**20:.1f} MiB{held} (activations {(one.dram_bytes - weights) / 2**20:.1f} "
+            f"+ weights {weights / 2**20:.1f}) > {profile.memory_mb:.0f} MiB"
         )
-    if profile.sram_kb is not None and use.largest_untiled_bytes > profile.sram_kb * 1024:
+    if profile.sram_kb is not None and one.untiled_bytes > profile.sram_kb * 1024:
         return (
-            f"{use.largest_untiled_node} cannot be tiled and needs {use.largest_untiled_bytes / 2**20:.2f} MiB "
+            f"{use.largest_untiled_node} cannot be tiled and needs {one.untiled_bytes / 2**20:.2f} MiB "
             f"of SRAM at once > {profile.sram_kb / 1024:.0f} MiB"
         )
     return None
+
+
+BATCHES = (1, 2, 4, 8, 16, 32)  # the batches whose need report.json gives (beside the one planned)
+
+
+@dataclass(frozen=True)
+class ResidentMemory:
+    """A deployment's accelerator units held together (``units``: name and memory of each, as the runtime holds
+    them) against the profile's budget: what each and all need by batch, and the largest batch that fits."""
+
+    budget_bytes: int
+    batch: int  # planned (plan.batch, deploy --batch)
+    batch_fit: int  # the largest batch at which every unit fits together (0: not one frame)
+    units: tuple[tuple[str, MemoryUse], ...]
+    unit_fits: tuple[int, ...]  # each unit's largest batch alone
+
+    @classmethod
+    def of(cls, units: list[tuple[str, MemoryUse]], profile: DeviceProfile) -> ResidentMemory:
+        batch = max((u.residency.batch for _, u in units), default=1)
+        fit = batch_fit([u for _, u in units], profile)
+        return cls(
+            int(profile.memory_mb * 2**20), batch, fit, tuple(units), tuple(u.batch_fit(profile) for _, u in units)
+        )
+
+    def need_at(self, batch: int) -> int:
+        return sum(u.dram_at(batch) for _, u in self.units)
+
+    @property
+    def runs_at(self) -> int:
+        """The batch a call runs at: the one planned, or sub-batches of the largest that fits."""
+        return max(1, min(self.batch, self.batch_fit))
+
+    def to_dict(self) -> dict[str, object]:
+        def mib(n: int) -> float:
+            return round(n / 2**20, 3)
+
+        batches = sorted({*BATCHES, self.batch})
+        return {
+            "budget_mb": mib(self.budget_bytes),
+            "batch": self.batch,
+            "batch_fit": self.batch_fit,
+            "runs_at": self.runs_at,
+            "need_mb_by_batch": {str(b): mib(self.need_at(b)) for b in batches},
+            "units": [
+                {
+                    "name": name,
+                    "weights_mb": mib(u.weight_bytes),
+                    "activations_mb_per_frame": mib(u.peak_activation_bytes),
+                    "contexts": u.residency.contexts,
+                    "shared_weights": u.residency.shared_weights,
+                    "batch_fit": fit,
+                    "need_mb_by_batch": {str(b): mib(u.dram_at(b)) for b in batches},
+                }
+                for (name, u), fit in zip(self.units, self.unit_fits)
+            ],
+        }

@@ -42,7 +42,7 @@ from yolo_edge.backends.builder import Builder
 from yolo_edge.bundle.layout import BundleMeta, Contents, DataRecord, bundle_files
 from yolo_edge.bundle.write import check_writable, write_bundle
 from yolo_edge.core.cluster import probe
-from yolo_edge.core.config import DeployConfig, DeviceProfile, load_deploy_config
+from yolo_edge.core.config import MAX_BATCH, DeployConfig, DeviceProfile, load_deploy_config
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.files import printable
 from yolo_edge.core.host import cpu_name
@@ -50,6 +50,7 @@ from yolo_edge.core.progress import Bar, progress_bar
 from yolo_edge.core.version import __version__
 from yolo_edge.data.resolve import Calibration, DataSource, EvalData, read_data, resolve_data
 from yolo_edge.demo import CLASS_NAMES
+from yolo_edge.devices.limits import Residency, ResidentMemory, memory_use
 from yolo_edge.flows.report import DeployReport, report_files
 from yolo_edge.flows.search import (
     Laps,
@@ -265,6 +266,7 @@ class DeployRequest:
     config: str | Path | DeployConfig | None = None  # a deploy config (YAML or loaded); default: the shipped one
     sla_ms: float | None = None  # overrides the config's validate.sla_ms
     max_drift: float | None = None  # overrides the config's validate.max_drift
+    batch: int | None = None  # overrides the config's plan.batch: frames a call of an accelerator unit
     strict: bool = False  # fail instead of falling back to the CPU
     shards: int | None = None  # the trials' judging images detected in this many shards on a local Ray
     ray_address: str | None = None  # or on this Ray cluster, one shard per CPU
@@ -284,7 +286,7 @@ def _open(request: DeployRequest, stack: ExitStack, say: Log, bar: Bar) -> _Open
     one fails before the export) and its model exported into a folder of ``stack``'s."""
     laps = Laps()
     _say_progress(stack, say)
-    cfg = deploy_settings(request.config, request.sla_ms, request.max_drift)
+    cfg = deploy_settings(request.config, request.sla_ms, request.max_drift, request.batch)
     profile, npu = open_device(stack, request.device)
     source = None if request.data is None else read_data(request.data)
     model = request.model or demo_model_path()
@@ -373,6 +375,7 @@ def deploy(
             _report(session, str(request.model or demo_model_path()), found, chosen_plan, plans, (chosen, none_ok), t0),
             conditions=under,
             conditions_not_judged=unjudged,
+            memory=resident(session, found, found.plan),
             calibrated_conditions=found.calibrated_conditions,
             timings_s=session.laps.s,
         )
@@ -442,12 +445,19 @@ def _proof_images(found: Searched, imgsz: ImgSize) -> list[Letterboxed]:
 
 
 def deploy_settings(
-    config: str | Path | DeployConfig | None, sla_ms: float | None, max_drift: float | None = None
+    config: str | Path | DeployConfig | None,
+    sla_ms: float | None,
+    max_drift: float | None = None,
+    batch: int | None = None,
 ) -> DeployConfig:
     """The deploy settings (a YAML path, which sets only what it changes, or a :class:`DeployConfig`; default: the
-    shipped ones) with ``sla_ms`` and ``max_drift`` if given (a one-line error out of range)."""
+    shipped ones) with ``sla_ms``, ``max_drift`` and ``batch`` if given (a one-line error out of range)."""
     cfg = config if isinstance(config, DeployConfig) else load_deploy_config(config)
     v = cfg.validate
+    if batch is not None and not 1 <= batch <= MAX_BATCH:
+        raise YoloEdgeError(f"--batch must be a whole number of frames from 1 to {MAX_BATCH}, got {batch}")
+    if batch is not None:
+        cfg = replace(cfg, plan=replace(cfg.plan, batch=batch))
     if sla_ms is not None and not (math.isfinite(sla_ms) and sla_ms > 0):
         raise YoloEdgeError(f"--sla-ms must be positive, got {sla_ms}")
     if max_drift is not None and not (math.isfinite(max_drift) and 0 <= max_drift <= 1):
@@ -510,6 +520,20 @@ def _conditions(session: Session, found: Searched, plans: _Plans) -> tuple[dict[
         for name, by in judged.items():
             plans.split.fails += [f"{f} under {name}" for f in by["split"].verdict(v.max_drift)] if by else []
     return judged, ""
+
+
+def resident(session: Session, found: Searched, plan: PlacementPlan) -> ResidentMemory | None:
+    """``plan``'s accelerator units (the split plan's: what the planner sized, deployed or not) as the runtime holds
+    them together (``plan.batch`` frames a call, a context per
+    NPU core, the weights shared where the backend shares them) against the profile's budget; None: no unit on the
+    accelerator."""
+    cfg, profile = session.cfg, session.profile
+    units = [u for u in plan_units(found.split, plan, cfg.runtime.fuse_units) if u.device == "npu"]
+    if not units:
+        return None
+    held = Residency(cfg.plan.batch, profile.npu_cores, found.builder.npu.shares_weights)
+    uses = [(u.name, memory_use(GraphInfo.of(u.model), u.variant.precision, u.variant.scheme, held)) for u in units]
+    return ResidentMemory.of(uses, profile)
 
 
 def unjudged(split: PlanRun, in_verdict: bool) -> str:

@@ -16,6 +16,7 @@ from yolo_edge.core.codec import dumps, plain
 from yolo_edge.core.config import BOARD, DeviceProfile
 from yolo_edge.core.version import __version__
 from yolo_edge.data.resolve import Calibration, EvalData
+from yolo_edge.devices.limits import ResidentMemory
 from yolo_edge.flows.plots import cdf_figure, phases_figure, png, search_figure
 from yolo_edge.flows.search import SearchRecord, Trial
 from yolo_edge.model.meta import DEMO_WEIGHTS, demo_model_path
@@ -51,6 +52,7 @@ class DeployReport:
     # condition -> plan (split, design card) -> its figures against the FP32 reference under it (validate.conditions)
     conditions: dict[str, dict[str, Judged]] = field(default_factory=dict)
     conditions_not_judged: str = ""  # why validate.conditions were not judged ('' where they were, or none are set)
+    memory: ResidentMemory | None = None  # the split plan's accelerator units held together (None: none)
     calibrated_conditions: tuple[str, ...] = ()  # conditions some calibration images were changed by
     timings_s: dict[str, float] = field(default_factory=dict)  # wall time of each phase, in order (Laps)
 
@@ -123,6 +125,7 @@ class DeployReport:
                 "timings_s": dict(self.timings_s),
                 "conditions": {c: {p: j.to_dict() for p, j in by.items()} for c, by in self.conditions.items()},
                 "conditions_not_judged": self.conditions_not_judged or None,
+                "memory": None if self.memory is None else self.memory.to_dict(),
                 "calibrated_conditions": list(self.calibrated_conditions),
             }
         )
@@ -387,6 +390,7 @@ def markdown(report: DeployReport) -> str:
         *_placement_section(report),
         *_phases(report.chosen.latency),
     ]
+    lines += _memory_section(report.memory)
     lines += _conditions_section(report)
     ev = report.fallback_events
     lines += ["", "## Runtime fallback", "", f"{ev.total} events while judging, by trigger (the four of the"
@@ -395,6 +399,41 @@ def markdown(report: DeployReport) -> str:
     lines += [f"| {k} | {ev.by_trigger.get(k, 0)} |" for k in typing.get_args(Trigger)]
     lines += ["", "Plots: `plots/latency_cdf.png`, `plots/phases.png`, `plots/search.png`.", ""]
     return "\n".join(lines)
+
+
+def _memory_section(memory: ResidentMemory | None) -> list[str]:
+    """The accelerator units held together, by batch, against the budget (the memory check's figures)."""
+    if memory is None:
+        return []
+    m = memory.to_dict()
+    need = m["need_mb_by_batch"]
+    assert isinstance(need, dict) and isinstance(m["units"], list)
+    over = (
+        f" A batch of {memory.batch} does not fit: it runs as sub-batches of {memory.runs_at}."
+        if memory.batch_fit < memory.batch
+        else ""
+    )
+    lines = [
+        "",
+        "## Memory",
+        "",
+        f"The split plan's accelerator units as the runtime holds them together (each context's own activations x "
+        f"the batch, the weights once per context unless the runtime shares them), against the budget of "
+        f"{m['budget_mb']:.0f} MiB: planned batch {memory.batch}, the largest that fits {memory.batch_fit}.{over}",
+        "",
+        "| unit | contexts | weights MiB | activations MiB a frame | fits batch | "
+        + " | ".join(f"B={b}" for b in need)
+        + " |",
+        "|---|---|---|---|---|" + "---|" * len(need),
+    ]
+    for u in m["units"]:
+        by = " | ".join(f"{v:.1f}" for v in u["need_mb_by_batch"].values())
+        lines.append(
+            f"| {u['name']} | {u['contexts']}{' (shared weights)' if u['shared_weights'] else ''} | "
+            f"{u['weights_mb']:.1f} | {u['activations_mb_per_frame']:.1f} | {u['batch_fit']} | {by} |"
+        )
+    lines.append(f"| all together | | | | {memory.batch_fit} | {' | '.join(f'{v:.1f}' for v in need.values())} |")
+    return lines
 
 
 def _conditions_section(report: DeployReport) -> list[str]:

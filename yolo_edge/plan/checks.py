@@ -48,7 +48,7 @@ from yolo_edge.core.config import (
 )
 from yolo_edge.devices.board import BoardCpu
 from yolo_edge.devices.cost import cpu_time, npu_time, transfer_time
-from yolo_edge.devices.limits import memory_use, memory_violation, unsupported_ops
+from yolo_edge.devices.limits import MemoryUse, Residency, memory_use, memory_violation, unsupported_ops
 from yolo_edge.model.decode import HeadOutputs, count_candidates, head_candidates, head_xywh
 from yolo_edge.model.graph import GraphInfo, part
 from yolo_edge.plan.results import CheckResult, Memory, OpSupport, Performance, Precision, skipped
@@ -167,8 +167,10 @@ class MemoryCheck:
         self.compiles = compiles
 
     def __call__(self, cand: Candidate, variant: Variant | str) -> CheckResult:
-        precision = variant if isinstance(variant, str) else variant.precision
-        found = memory_check(self.compiles.profile, cand.info, precision)
+        v = Variant.parse(variant) if isinstance(variant, str) else variant
+        c = self.compiles
+        held = Residency(c.cfg.plan.batch, c.profile.npu_cores, c.npu.shares_weights)
+        found = memory_check(c.profile, memory_use(cand.info, v.precision, v.scheme, held))
         if found.passed is False:
             return found
         return compiled_memory(found, self.compiles.npu, lambda: self.compiles(cand, variant))
@@ -416,9 +418,11 @@ class Fidelity:
     over: int  # class scores over the operating confidence in the FP32 model's output, on every image together
 
 
-def memory_check(profile: DeviceProfile, info: GraphInfo, precision: str) -> CheckResult:
-    """2. Peak live activations + weights at ``precision`` vs the DRAM budget; untiled working sets vs SRAM."""
-    use = memory_use(info, precision)
+def memory_check(profile: DeviceProfile, use: MemoryUse) -> CheckResult:
+    """2. Peak live activations + weights (held as the runtime holds them: ``use.residency``) vs the DRAM budget;
+    untiled working sets vs SRAM. It fails only where one frame does not fit: a batch larger than fits runs as
+    sub-batches of the largest that does (``Memory.batch_fit``)."""
+    fit, held = use.batch_fit(profile), use.residency
     measured = Memory(
         use.peak_activation_bytes,
         use.weight_bytes,
@@ -427,14 +431,25 @@ def memory_check(profile: DeviceProfile, info: GraphInfo, precision: str) -> Che
         use.largest_untiled_bytes,
         use.largest_untiled_node or None,
         int(profile.sram_kb * 1024) if profile.sram_kb is not None else None,
+        held.batch,
+        held.contexts,
+        fit,
     )
     why = memory_violation(use, profile)
     if why:
         return CheckResult("memory", False, why, measured)
+    contexts = f" ({held.contexts} contexts)" if held.contexts > 1 else ""
+    at = f" at batch {held.batch}{contexts}" if held.batch > 1 or contexts else ""
+    over = (
+        f"; batch {held.batch} needs {use.dram_bytes / 2**20:.1f} MiB: runs as sub-batches of {fit}"
+        if fit < held.batch
+        else ""
+    )
+    shown = use.dram_at(min(fit, held.batch))
     return CheckResult(
         "memory",
         True,
-        f"{use.dram_bytes / 2**20:.1f} MiB of {profile.memory_mb:.0f} MiB"
+        f"{shown / 2**20:.1f} MiB of {profile.memory_mb:.0f} MiB{at}{over}; fits batch {fit}"
         + (
             f"; largest untiled working set {use.largest_untiled_bytes / 2**20:.2f} MiB fits SRAM"
             if profile.sram_kb and use.largest_untiled_bytes

@@ -34,6 +34,9 @@ class Memory:
     largest_untiled_bytes: int
     largest_untiled_node: str | None
     sram_bytes: int | None
+    batch: int = 1  # frames a call, as planned (plan.batch)
+    contexts: int = 1  # copies loaded at once (a stream's pool: one per NPU core)
+    batch_fit: int | None = None  # the largest batch within the budgets (0: not one frame)
 
 
 @dataclass(frozen=True)

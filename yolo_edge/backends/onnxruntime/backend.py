@@ -55,6 +55,7 @@ class OrtExecutable(Executable):
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
     kept_precision = "fp32"
+    shares_weights = True  # one compiled model (session) serves every request in flight
 
     def __init__(self, providers: Sequence[str] = (CPU_EP,), threads: int | None = None) -> None:
         available = ort.get_available_providers()

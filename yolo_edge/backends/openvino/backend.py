@@ -141,6 +141,7 @@ class OpenVinoExecutable(Executable):
 class OpenVinoBackend(Backend):
     name = "openvino"
     kept_precision = "fp32"
+    shares_weights = True  # one compiled model (session) serves every request in flight
     recipe = "Ultralytics' OpenVINO INT8 export (NNCF's default preset over the network, the decode left out)"
 
     def __init__(
