@@ -54,7 +54,7 @@ from yolo_edge.pipeline.postprocess import (
 )
 from yolo_edge.pipeline.preprocess import default_calib_dir, read_image  # noqa: E402
 from yolo_edge.runtime.audit import FRAMES  # noqa: E402
-from yolo_edge.runtime.executor import EventLog  # noqa: E402
+from yolo_edge.runtime.events import EventLog  # noqa: E402
 from yolo_edge.validate.conditions import CONDITIONS  # noqa: E402
 
 CONF = 0.25

@@ -40,7 +40,7 @@ from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration  #
 from yolo_edge.plan.placement import boundary_tensors  # noqa: E402
 from yolo_edge.plan.planner import plan_space  # noqa: E402
 from yolo_edge.runtime.build import build_units  # noqa: E402
-from yolo_edge.runtime.executor import EventLog  # noqa: E402
+from yolo_edge.runtime.events import EventLog  # noqa: E402
 
 
 def our_int8_units(model: str, work: Path) -> dict[str, Path]:

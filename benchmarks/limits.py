@@ -36,7 +36,8 @@ from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import default_calib_dir, letterbox, load_calibration, read_image
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
 from yolo_edge.runtime.build import build_units
-from yolo_edge.runtime.executor import EventLog, SplitExecutor
+from yolo_edge.runtime.events import EventLog
+from yolo_edge.runtime.executor import SplitExecutor
 
 GEMM_N = 2048
 GEMM_OPS = ("Conv", "MatMul", "Gemm")

@@ -36,7 +36,8 @@ from yolo_edge.model.split import cut, split_model
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import default_calib_dir
 from yolo_edge.runtime.build import UnitFeeds, UnitPlan, UnitSources, compile_units
-from yolo_edge.runtime.executor import EventLog, SplitExecutor
+from yolo_edge.runtime.events import EventLog
+from yolo_edge.runtime.executor import SplitExecutor
 from yolo_edge.validate.accuracy import Scorer, detect_all
 
 

@@ -47,7 +47,8 @@ from yolo_edge.pipeline.detector import Detector  # noqa: E402
 from yolo_edge.pipeline.preprocess import load_images  # noqa: E402
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors  # noqa: E402
 from yolo_edge.runtime.build import build_units  # noqa: E402
-from yolo_edge.runtime.executor import EventLog, SplitExecutor  # noqa: E402
+from yolo_edge.runtime.events import EventLog  # noqa: E402
+from yolo_edge.runtime.executor import SplitExecutor  # noqa: E402
 from yolo_edge.validate.accuracy import Scorer, detect_all  # noqa: E402
 
 RECIPES = ("int8/u8/nncf", "int8/s8/nncf", "int8/u8/qdq", "int8/s8/qdq")

@@ -29,7 +29,8 @@ from yolo_edge.pipeline.postprocess import postprocess
 from yolo_edge.pipeline.preprocess import Letterboxed, letterbox
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.runtime.build import build_units
-from yolo_edge.runtime.executor import EventLog, SplitExecutor
+from yolo_edge.runtime.events import EventLog
+from yolo_edge.runtime.executor import SplitExecutor
 
 BLOCK = 4  # timed calls in a row per path and round
 

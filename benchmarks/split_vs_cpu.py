@@ -37,7 +37,8 @@ from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.checks import cosine
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
 from yolo_edge.runtime.build import build_units
-from yolo_edge.runtime.executor import EventLog, SplitExecutor
+from yolo_edge.runtime.events import EventLog
+from yolo_edge.runtime.executor import SplitExecutor
 
 
 def measure(imgsz: int, precisions: list[str], profile: DeviceProfile, frames: int, fuse: bool) -> None:

@@ -63,7 +63,8 @@ from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration  #
 from yolo_edge.plan.placement import boundary_tensors  # noqa: E402
 from yolo_edge.plan.planner import plan_model  # noqa: E402
 from yolo_edge.runtime.build import build_units  # noqa: E402
-from yolo_edge.runtime.executor import EventLog, SplitExecutor  # noqa: E402
+from yolo_edge.runtime.events import EventLog  # noqa: E402
+from yolo_edge.runtime.executor import SplitExecutor  # noqa: E402
 from yolo_edge.validate.latency import measure_latencies  # noqa: E402
 
 IMGSZ = 640

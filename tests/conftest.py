@@ -413,7 +413,7 @@ def plan_bundle(out: Path, split, plan, tensors: list, cfg) -> Path:  # type: ig
     from yolo_edge.core.version import __version__
     from yolo_edge.pipeline.preprocess import default_calib_dir
     from yolo_edge.runtime.build import build_units, plan_units, unit_sample
-    from yolo_edge.runtime.executor import EventLog
+    from yolo_edge.runtime.events import EventLog
 
     profile = load_profile(plan.device)
     calib_files = sorted(default_calib_dir().glob("*.jpg"))[: cfg.calib_images]

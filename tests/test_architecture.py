@@ -68,6 +68,69 @@ def test_no_module_imports_from_a_lower_layer() -> None:
     assert not wrong, "\n".join(wrong)
 
 
+def _module_level_imports() -> dict[str, set[str]]:
+    """Each module's yolo_edge imports made when it is imported (its top-level statements and the bodies of its
+    top-level ``if``s, ``TYPE_CHECKING`` included): not a function's own import, which runs only when called."""
+    files = {_name(p): p for p in PACKAGE.rglob("*.py")}
+    out: dict[str, set[str]] = {}
+    for name, path in files.items():
+        body = ast.parse(path.read_text()).body
+        nodes = [n for stmt in body for n in (stmt.body if isinstance(stmt, ast.If) else [stmt])]
+        imported = set()
+        for node in nodes:
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("yolo_edge"):
+                imported |= {
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in files else node.module for a in node.names
+                }
+            elif isinstance(node, ast.Import):
+                imported |= {a.name for a in node.names if a.name.startswith("yolo_edge")}
+        out[name] = {m for m in imported if m in files and m != name}
+    return out
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph``: its strongly connected parts of more than one module."""
+    order: list[str] = []
+    seen: set[str] = set()
+    for start in graph:  # the modules by when their depth-first walk finishes (iteratively: no recursion limit)
+        stack = [(start, iter(sorted(graph[start])))] if start not in seen else []
+        seen.add(start)
+        while stack:
+            node, rest = stack[-1]
+            nxt = next((m for m in rest if m not in seen), None)
+            if nxt is None:
+                order.append(node)
+                stack.pop()
+            else:
+                seen.add(nxt)
+                stack.append((nxt, iter(sorted(graph.get(nxt, ())))))
+    reverse: dict[str, set[str]] = {m: set() for m in graph}
+    for m, targets in graph.items():
+        for t in targets:
+            reverse.setdefault(t, set()).add(m)
+    found, done = [], set()
+    for node in reversed(order):
+        if node in done:
+            continue
+        part, todo = [], [node]
+        done.add(node)
+        while todo:
+            m = todo.pop()
+            part.append(m)
+            todo += [r for r in reverse[m] if r not in done]
+            done |= set(reverse[m])
+        if len(part) > 1:
+            found.append(sorted(part))
+    return found
+
+
+def test_no_import_circle() -> None:
+    """No two modules need each other when imported (the runtime's audit and executor did, through a
+    ``TYPE_CHECKING`` import: the executor is carved into events, units and the executor); the rule sees a circle."""
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles(_module_level_imports()) == []
+
+
 def test_no_module_imports_a_private_name_of_another() -> None:
     """A leading underscore is a module's own: neither the package nor the tests import one from elsewhere."""
     wrong = []

@@ -26,7 +26,8 @@ from yolo_edge.core.config import DeployConfig, Faults, load_profile
 from yolo_edge.model.split import SplitModel
 from yolo_edge.runtime.audit import audit_floors, outputs_cosine
 from yolo_edge.runtime.build import build_units
-from yolo_edge.runtime.executor import EventLog, SplitExecutor
+from yolo_edge.runtime.events import EventLog
+from yolo_edge.runtime.executor import SplitExecutor
 
 # each output x (1 + 2 N(0, 1)) while degraded: a cosine of about 1/sqrt(5) with what it was, far under any INT8
 # floor's slack on any CPU (an AVX2-only host's INT8 units here sit near 0.9 with their twins, an AVX-512 VNNI one's

@@ -21,7 +21,8 @@ from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.preprocess import default_calib_dir, read_image
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.runtime.build import build_units, plan_units
-from yolo_edge.runtime.executor import EventLog, SplitExecutor
+from yolo_edge.runtime.events import EventLog
+from yolo_edge.runtime.executor import SplitExecutor
 from yolo_edge.validate.latency import LatencyResult, measure_latency
 from yolo_edge.validate.verdict import Limits, failures
 

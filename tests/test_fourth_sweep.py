@@ -24,7 +24,7 @@ from yolo_edge.flows.predict import Results
 from yolo_edge.pipeline.engine import WINDOW, Recent
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.sources import KEPT, FrameQueue, Reader, SourceOptions, StreamStats, parse_source
-from yolo_edge.runtime.executor import KEPT_EVENTS, EventLog
+from yolo_edge.runtime.events import KEPT_EVENTS, EventLog
 
 
 def test_A_a_device_node_or_fifo_at_an_output_path_is_refused_never_replaced(tmp_path: Path) -> None:

@@ -139,7 +139,8 @@ def test_plans_are_timed_frame_by_frame_in_turn(demo: ExportedModel, calib_image
     from yolo_edge.pipeline.detector import Detector
     from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
     from yolo_edge.runtime.build import build_units
-    from yolo_edge.runtime.executor import EventLog, SplitExecutor
+    from yolo_edge.runtime.events import EventLog
+    from yolo_edge.runtime.executor import SplitExecutor
     from yolo_edge.validate.latency import measure_latencies
 
     cfg = load_deploy_config()

@@ -35,7 +35,9 @@ from yolo_edge.model.split import SplitModel, split_model
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.plan.planner import plan_model
 from yolo_edge.plan.results import Precision
-from yolo_edge.runtime.executor import EventLog, SplitExecutor, Unit
+from yolo_edge.runtime.events import EventLog
+from yolo_edge.runtime.executor import SplitExecutor
+from yolo_edge.runtime.units import Unit
 from yolo_edge.toolchains import install_toolchain, toolchain_status
 from yolo_edge.toolchains.wire import receive, send
 

@@ -27,7 +27,9 @@ from yolo_edge.model.split import SplitModel
 from yolo_edge.plan.checks import cosine
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
 from yolo_edge.runtime.build import build_units, plan_units
-from yolo_edge.runtime.executor import CircuitBreaker, EventLog, SplitExecutor, Unit
+from yolo_edge.runtime.events import EventLog
+from yolo_edge.runtime.executor import SplitExecutor
+from yolo_edge.runtime.units import CircuitBreaker, Unit
 
 
 def hand_plan(split: SplitModel, npu: dict[str, str], device: str = "hand") -> PlacementPlan:
@@ -108,7 +110,8 @@ from yolo_edge.model.export import export_model
 from yolo_edge.model.meta import demo_model_path
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
-from yolo_edge.runtime.executor import EventLog, SplitExecutor
+from yolo_edge.runtime.executor import SplitExecutor
+from yolo_edge.runtime.events import EventLog
 from yolo_edge.backends.builder import Builder
 from yolo_edge.runtime.build import build_units
 from yolo_edge.model.split import split_model

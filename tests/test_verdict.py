@@ -49,7 +49,8 @@ from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
 from yolo_edge.plan.planner import Planner, plan_space
 from yolo_edge.plan.results import Precision
 from yolo_edge.runtime.build import build_units, whole_graph_unit
-from yolo_edge.runtime.executor import EventLog, SplitExecutor
+from yolo_edge.runtime.events import EventLog
+from yolo_edge.runtime.executor import SplitExecutor
 from yolo_edge.validate.accuracy import (
     Accuracy,
     Interval,

@@ -21,7 +21,8 @@ from yolo_edge.model.split import SplitModel
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.runtime.audit import Lighting
 from yolo_edge.runtime.build import UnitPlan, unit_name
-from yolo_edge.runtime.executor import EventLog, Unit
+from yolo_edge.runtime.events import EventLog
+from yolo_edge.runtime.units import Unit
 
 # 5: units.json, every unit's FP32 graph and one boundary sample stored; 6: the units end at the head (the decode
 # is the detector's candidate-first post-processing); 7: a profile's runtime_options are its backend's own

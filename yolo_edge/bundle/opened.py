@@ -25,7 +25,8 @@ from yolo_edge.pipeline.preprocess import load_calibration
 from yolo_edge.pipeline.sources import parse_source
 from yolo_edge.plan.placement import PlacementPlan
 from yolo_edge.runtime.build import UnitFeeds, UnitPlan, UnitSources, compile_units, plan_units
-from yolo_edge.runtime.executor import EventLog, SplitExecutor
+from yolo_edge.runtime.events import EventLog
+from yolo_edge.runtime.executor import SplitExecutor
 
 
 @dataclass

@@ -34,7 +34,7 @@ from yolo_edge.pipeline.metrics import MetricsServer
 from yolo_edge.pipeline.outputs import AnnotatedOutput, save_dirs
 from yolo_edge.pipeline.sources import DROP_POLICIES, SourceOptions, parse_source
 from yolo_edge.runtime.audit import FRAMES, coverage
-from yolo_edge.runtime.executor import EventLog
+from yolo_edge.runtime.events import EventLog
 
 AUDIT_DRAIN_S = 10.0  # at a run's end, how long the audits still running may hold its summary
 

@@ -80,7 +80,9 @@ from yolo_edge.plan.planner import plan_space
 from yolo_edge.plan.results import Memory
 from yolo_edge.runtime.audit import Lighting, audit_floors
 from yolo_edge.runtime.build import build_units, plan_units, unit_sample, whole_graph_unit
-from yolo_edge.runtime.executor import EventLog, SplitExecutor, Unit
+from yolo_edge.runtime.events import EventLog
+from yolo_edge.runtime.executor import SplitExecutor
+from yolo_edge.runtime.units import Unit
 from yolo_edge.toolchains.worker import LOG as TOOLCHAIN_LOG
 from yolo_edge.validate.accuracy import detect_all
 from yolo_edge.validate.conditions import CONDITIONS, Judged, first_images, judge_under

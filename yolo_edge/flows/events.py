@@ -1,7 +1,7 @@
 """The fallback log read back (``yolo-edge events LOG [LOG ...]``): the reference's "analyse the fallback log: how
 often each trigger fires, the causes, and performance after each fallback, to decide what to recompile".
 
-A log is the JSONL that ``yolo-edge run --events`` appends (:class:`yolo_edge.runtime.executor.EventLog`): one line per
+A log is the JSONL that ``yolo-edge run --events`` appends (:class:`yolo_edge.runtime.events.EventLog`): one line per
 event (with the run's id and the unit's median time before it), an ``after`` line with the unit's median time over
 the runs after a move, and a ``run`` line at the run's end (its frames, seconds, each unit's runs and time per
 device, the precision audit's figures). One file may hold many runs, and many files many devices; a run killed
@@ -24,7 +24,7 @@ from yolo_edge.core.codec import plain
 from yolo_edge.core.config import FrameKind
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.files import printable, regular_file
-from yolo_edge.runtime.executor import MOVES, Action, Trigger
+from yolo_edge.runtime.events import MOVES, Action, Trigger
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

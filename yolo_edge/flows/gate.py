@@ -29,7 +29,7 @@ from yolo_edge.core.progress import progress_bar
 from yolo_edge.data.resolve import EvalData
 from yolo_edge.flows.val import ValRequest, ValResult, bench_spread, bundle_eval_data, val_bundle
 from yolo_edge.model.meta import sha256_file
-from yolo_edge.runtime.executor import EventLog
+from yolo_edge.runtime.events import EventLog
 from yolo_edge.validate.latency import LatencyResult
 from yolo_edge.validate.noise import FAILS, UNDECIDED, Spread, judge, undecided_line
 from yolo_edge.validate.verdict import (

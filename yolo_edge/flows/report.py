@@ -22,7 +22,7 @@ from yolo_edge.flows.search import SearchRecord, Trial
 from yolo_edge.model.meta import DEMO_WEIGHTS, demo_model_path
 from yolo_edge.pipeline.postprocess import KEPT_IOU
 from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
-from yolo_edge.runtime.executor import EventSummary, Trigger
+from yolo_edge.runtime.events import EventSummary, Trigger
 from yolo_edge.validate.accuracy import Interval, MapResult
 from yolo_edge.validate.conditions import Judged
 from yolo_edge.validate.latency import LatencyResult

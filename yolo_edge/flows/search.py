@@ -69,7 +69,9 @@ from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.plan.placement import PlacementPlan, PlanSpace, SubgraphPlan
 from yolo_edge.plan.planner import Planner, option_at, relaxed
 from yolo_edge.runtime.build import build_units
-from yolo_edge.runtime.executor import EventLog, SplitExecutor, Unit
+from yolo_edge.runtime.events import EventLog
+from yolo_edge.runtime.executor import SplitExecutor
+from yolo_edge.runtime.units import Unit
 from yolo_edge.validate.accuracy import Scorer, detect_all
 from yolo_edge.validate.latency import LATENCY_IMAGES, LatencyResult
 from yolo_edge.validate.noise import Frames, Spread, time_in_rounds

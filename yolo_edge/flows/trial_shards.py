@@ -34,7 +34,7 @@ from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import read_image
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.runtime.executor import EventLog
+from yolo_edge.runtime.events import EventLog
 
 Tensors = dict[str, np.ndarray]
 

@@ -21,7 +21,7 @@ from yolo_edge.data.resolve import DEMO, EvalData, resolve_eval_data
 from yolo_edge.pipeline.detector import Detector
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import read_image
-from yolo_edge.runtime.executor import EventLog, EventSummary
+from yolo_edge.runtime.events import EventLog, EventSummary
 from yolo_edge.validate.accuracy import Scorer, detect_all
 from yolo_edge.validate.conditions import Judged, judge_under
 from yolo_edge.validate.latency import LATENCY_IMAGES, LatencyResult, measure_latency

@@ -34,7 +34,8 @@ from yolo_edge.pipeline.detector import Detector, FrameTiming
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import Letterboxed
 from yolo_edge.pipeline.sources import Captured, DropCause, FrameQueue, Reader, Source, SourceOptions, StreamStats
-from yolo_edge.runtime.executor import SplitExecutor, Unit, UnitRun
+from yolo_edge.runtime.executor import SplitExecutor
+from yolo_edge.runtime.units import Unit, UnitRun
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import numpy as np
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.pipeline.engine import StreamRunner
 from yolo_edge.pipeline.sources import DROP_CAUSES
-from yolo_edge.runtime.executor import EventLog
+from yolo_edge.runtime.events import EventLog
 
 Rows = list[tuple[dict[str, str], float]]
 

@@ -40,7 +40,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -48,9 +48,8 @@ from yolo_edge.backends.base import Executable, NpuError
 from yolo_edge.backends.onnxruntime.backend import OnnxRuntimeBackend
 from yolo_edge.core.codec import plain
 from yolo_edge.core.config import RuntimeConfig
-
-if TYPE_CHECKING:
-    from yolo_edge.runtime.executor import EventLog, Unit
+from yolo_edge.runtime.events import EventLog
+from yolo_edge.runtime.units import Unit
 
 Tensors = Mapping[str, np.ndarray]
 QUEUE = 8  # audits waiting for the worker (an audited frame offers one per accelerator unit and one of its boxes);

@@ -27,6 +27,7 @@ from yolo_edge.backends.base import (
     NpuCompileError,
     NpuOutOfMemory,
     io_infos,
+    median_run_s,
 )
 from yolo_edge.backends.builder import Builder
 from yolo_edge.core.config import Device, Variant
@@ -34,7 +35,8 @@ from yolo_edge.devices.board import BoardCpu
 from yolo_edge.model.graph import PARTS, SUBGRAPHS, GraphInfo, part
 from yolo_edge.model.split import SplitModel, cut, device_runs
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.runtime.executor import DeferredTwin, EventLog, Trigger, Unit, median_run_s
+from yolo_edge.runtime.events import EventLog, Trigger
+from yolo_edge.runtime.units import DeferredTwin, Unit
 
 EXECUTED = tuple(p.name for p in PARTS if p.unit)  # the subgraphs a plan's units run, in order (not the decode)
 Twin = Executable | DeferredTwin  # a CPU twin, or one compiled off the path to the first frame

@@ -17,20 +17,18 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from yolo_edge.core.errors import YoloEdgeError
+from yolo_edge.core.registry import Toolchain
 from yolo_edge.toolchains.wire import Arrays, WireClosed, receive, send
 
 # a call still running says so every HEARTBEAT_S on this logger (deploy and plan show it as their progress): a
 # vendor compiler's step can take many minutes (an Ethos-U plan took 22 in silence)
 LOG = logging.getLogger("yolo_edge.toolchains")
 HEARTBEAT_S = 60.0
-
-if TYPE_CHECKING:
-    from yolo_edge.toolchains import Toolchain
 
 
 class WorkerCrashed(RuntimeError):
