@@ -12,7 +12,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from yolo_edge.core.config import MAX_BATCH, load_profile
-from yolo_edge.devices.limits import Residency, ResidentMemory, batch_fit, memory_use, memory_violation
+from yolo_edge.devices.limits import (
+    Residency,
+    ResidentMemory,
+    RuntimeMemory,
+    batch_fit,
+    memory_use,
+    memory_violation,
+)
 from yolo_edge.model.graph import GraphInfo
 from yolo_edge.plan.checks import memory_check
 from yolo_edge.plan.results import Memory
@@ -46,8 +53,11 @@ def test_activations_scale_with_the_batch_weights_with_the_contexts() -> None:
     assert frame == 2 * 8 * 32 * 32 * 4
     three = memory_use(info, "fp32", residency=Residency(batch=8, contexts=3))
     assert three.dram_bytes == 3 * one.weight_bytes + 8 * 3 * frame
-    shared = memory_use(info, "fp32", residency=Residency(batch=8, contexts=3, shared_weights=True))
+    shared = memory_use(info, "fp32", residency=Residency(batch=8, contexts=3, runtime=RuntimeMemory(True)))
     assert shared.dram_bytes == one.weight_bytes + 8 * 3 * frame
+    # a runtime's own memory per context, and activations beyond the liveness peak
+    own = memory_use(info, "fp32", residency=Residency(batch=8, contexts=3, runtime=RuntimeMemory(True, 2.0, 1.5)))
+    assert own.dram_bytes == one.weight_bytes + 3 * 2 * 2**20 + 8 * 3 * int(1.5 * frame)
     # INT8: weights a byte; w8a16's activations two bytes, not one (Qualcomm's uint16 activations)
     a8, a16 = memory_use(info, "int8", "u8"), memory_use(info, "int8", "w8a16")
     assert a8.weight_bytes == a16.weight_bytes == 8 * 27
@@ -101,9 +111,11 @@ def test_deploy_batch_out_of_range_is_one_line(tmp_path: Path, capsys: pytest.Ca
 
 def test_the_report_gives_the_units_memory_by_batch(deployed) -> None:  # type: ignore[no-untyped-def]
     """report.json ``memory``: the split plan's accelerator units held together by batch against the budget
-    (host-lowp: OpenVINO shares a unit's weights among its requests), report.md's table and deploy's line."""
+    (host-lowp: OpenVINO shares a unit's weights among its requests, and holds memory of its own), report.md's
+    table and deploy's line."""
     import json
 
+    from yolo_edge.backends.openvino.backend import OpenVinoBackend
     from yolo_edge.cli.deploy import memory_line
 
     report, bundle = deployed.report, deployed.bundle
@@ -111,7 +123,7 @@ def test_the_report_gives_the_units_memory_by_batch(deployed) -> None:  # type: 
     assert (
         report.split_plan.npu_subgraphs and m is not None
     )  # the split plan holds the demo's backbone there and m.batch == 1 and m.runs_at == 1 and m.batch_fit >= 32
-    assert all(u.residency == Residency(1, 1, True) for _, u in m.units)
+    assert all(u.residency == Residency(1, 1, OpenVinoBackend.memory) for _, u in m.units)
     fixed, frame = m.need_at(0), m.need_at(1) - m.need_at(0)
     assert frame > 0 and all(m.need_at(b) == fixed + b * frame for b in (2, 8, 32))
     r = json.loads((bundle / "report.json").read_text())["memory"]

@@ -34,6 +34,7 @@ from yolo_edge.core.config import PrecisionName, Quantizer, Scheme, Variant
 from yolo_edge.core.errors import InternalError, YoloEdgeError
 from yolo_edge.core.pixels import is_pixels, to_pixels, to_tensor
 from yolo_edge.core.registry import QDQ_SUFFIX
+from yolo_edge.devices.limits import RuntimeMemory
 from yolo_edge.model.graph import TensorInfo, control_flow
 
 Feeds = Mapping[str, np.ndarray]
@@ -355,9 +356,9 @@ class Backend(ABC):
     # backend's first INT8 variant on the accelerator, DFL, decode and NMS on the CPU; where it was published
     recipe: str = ""
     kept_precision: str | None = None  # what a layer kept out of INT8 computes in (None: no mixed precision)
-    # a stream's contexts (one per NPU core) share one copy of a graph's weights (one compiled model, a request per
-    # context); False: each context loads its own (the memory check counts them; devices/limits.Residency)
-    shares_weights: bool = False
+    # what the runtime holds of a graph besides its liveness count (devices/limits.RuntimeMemory): whether a stream's
+    # contexts share one copy of the weights, its own memory per context, its activations' multiple
+    memory: RuntimeMemory = RuntimeMemory()
     on_accelerator: bool = False  # runs on the profile's accelerator itself (a board's runtime), not a stand-in
 
     def compile(

@@ -8,12 +8,14 @@ working set, inputs plus outputs, in SRAM at once.
 Memory is counted as the runtime holds a graph (:class:`Residency`): ``batch`` frames a call, one context per
 NPU core a stream's pool loads, each context's activation buffers its own (live activations by liveness at the
 variant's activation width, times the batch) and its weights its own unless the runtime shares them
-(``Backend.shares_weights``). :meth:`MemoryUse.batch_fit` is the largest batch within the budget: a larger one
-asked for runs as sub-batches of it.
+(``Backend.memory``, a :class:`RuntimeMemory`, which adds the runtime's own memory per context and its
+activations' multiple where they were measured). :meth:`MemoryUse.batch_fit` is the largest batch within the
+budget: a larger one asked for runs as sub-batches of it.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import onnx
@@ -93,13 +95,26 @@ def _tileable(node: onnx.NodeProto, info: GraphInfo) -> bool:
 
 
 @dataclass(frozen=True)
+class RuntimeMemory:
+    """What a runtime holds of a graph besides its bytes as the liveness count has them: whether its contexts share
+    one copy of the weights, its own memory per context (``own_mb``: libraries' buffers, compiled kernels, the graph
+    read), and its activations as a multiple of the liveness peak (``activation_factor``: buffers it does not reuse).
+    Measured for the host's runtimes by ``benchmarks/memory_estimate.py`` (fitted on the demo, checked on YOLOv8n at
+    640); a board's runtime is counted as the liveness count has it (0 and 1) until measured."""
+
+    shares_weights: bool = False
+    own_mb: float = 0.0
+    activation_factor: float = 1.0
+
+
+@dataclass(frozen=True)
 class Residency:
     """How the runtime holds a graph: ``batch`` frames a call, ``contexts`` of it loaded at once (a stream's pool:
-    one per NPU core), whose weights are loaded once in all where ``shared_weights`` (else once per context)."""
+    one per NPU core), and what the ``runtime`` holds besides (:class:`RuntimeMemory`)."""
 
     batch: int = 1
     contexts: int = 1
-    shared_weights: bool = False
+    runtime: RuntimeMemory = RuntimeMemory()
 
 
 @dataclass(frozen=True)
@@ -112,9 +127,10 @@ class MemoryUse:
 
     def dram_at(self, batch: int) -> int:
         """Bytes held at ``batch`` frames a call: every context's weights (once where shared) and activations."""
-        r = self.residency
-        copies = 1 if r.shared_weights else r.contexts
-        return self.weight_bytes * copies + self.peak_activation_bytes * batch * r.contexts
+        r, rt = self.residency, self.residency.runtime
+        copies = 1 if rt.shares_weights else r.contexts
+        frame = math.ceil(self.peak_activation_bytes * rt.activation_factor)
+        return self.weight_bytes * copies + int(rt.own_mb * 2**20) * r.contexts + frame * batch * r.contexts
 
     @property
     def dram_bytes(self) -> int:
@@ -175,10 +191,10 @@ def memory_violation(use: MemoryUse, profile: DeviceProfile) -> str | None:
     contexts = use.residency.contexts
     held = f" ({contexts} contexts)" if contexts > 1 else ""
     if one.dram_bytes > budget:
-        weights = use.weight_bytes * (1 if use.residency.shared_weights else contexts)
+        weights = use.weight_bytes * (1 if use.residency.runtime.shares_weights else contexts)
         return (
-            f"needs {one.dram_bytes / 2**20:.1f} MiB{held} (activations {(one.dram_bytes - weights) / 2**20:.1f} "
-            f"+ weights {weights / 2**20:.1f}) > {profile.memory_mb:.0f} MiB"
+            f"needs {one.dram_bytes / 2**20:.1f} MiB{held} (weights {weights / 2**20:.1f}, the rest activations and "
+            f"the runtime's own) > {profile.memory_mb:.0f} MiB"
         )
     if profile.sram_kb is not None and one.untiled_bytes > profile.sram_kb * 1024:
         return (
@@ -235,7 +251,9 @@ class ResidentMemory:
                     "weights_mb": mib(u.weight_bytes),
                     "activations_mb_per_frame": mib(u.peak_activation_bytes),
                     "contexts": u.residency.contexts,
-                    "shared_weights": u.residency.shared_weights,
+                    "shared_weights": u.residency.runtime.shares_weights,
+                    "runtime_own_mb": u.residency.runtime.own_mb,
+                    "activation_factor": u.residency.runtime.activation_factor,
                     "batch_fit": fit,
                     "need_mb_by_batch": {str(b): mib(u.dram_at(b)) for b in batches},
                 }

@@ -533,7 +533,7 @@ def resident(session: Session, found: Searched, plan: PlacementPlan) -> Resident
     units = [u for u in plan_units(found.split, plan, cfg.runtime.fuse_units) if u.device == "npu"]
     if not units:
         return None
-    held = Residency(cfg.plan.batch, profile.npu_cores, found.builder.npu.shares_weights)
+    held = Residency(cfg.plan.batch, profile.npu_cores, found.builder.npu.memory)
     uses = [(u.name, memory_use(GraphInfo.of(u.model), u.variant.precision, u.variant.scheme, held)) for u in units]
     return ResidentMemory.of(uses, profile)
 

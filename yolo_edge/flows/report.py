@@ -418,7 +418,8 @@ def _memory_section(memory: ResidentMemory | None) -> list[str]:
         "## Memory",
         "",
         f"The split plan's accelerator units as the runtime holds them together (each context's own activations x "
-        f"the batch, the weights once per context unless the runtime shares them), against the budget of "
+        f"the batch, the weights once per context unless the runtime shares them, and the runtime's own memory where "
+        f"measured: devices/limits.RuntimeMemory), against the budget of "
         f"{m['budget_mb']:.0f} MiB: planned batch {memory.batch}, the largest that fits {memory.batch_fit}.{over}",
         "",
         "| unit | contexts | weights MiB | activations MiB a frame | fits batch | "

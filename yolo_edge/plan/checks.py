@@ -169,7 +169,7 @@ class MemoryCheck:
     def __call__(self, cand: Candidate, variant: Variant | str) -> CheckResult:
         v = Variant.parse(variant) if isinstance(variant, str) else variant
         c = self.compiles
-        held = Residency(c.cfg.plan.batch, c.profile.npu_cores, c.npu.shares_weights)
+        held = Residency(c.cfg.plan.batch, c.profile.npu_cores, c.npu.memory)
         found = memory_check(c.profile, memory_use(cand.info, v.precision, v.scheme, held))
         if found.passed is False:
             return found

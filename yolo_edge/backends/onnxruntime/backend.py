@@ -25,6 +25,7 @@ from yolo_edge.backends.onnxruntime.spec import OnnxRuntimeOptions
 from yolo_edge.core.config import DeviceProfile, Variant
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.host import runtime_threads
+from yolo_edge.devices.limits import RuntimeMemory
 
 CPU_EP = "CPUExecutionProvider"
 Graph = tuple[onnx.ModelProto, bytes | None]  # the graph a session is created from, and its bytes where stored
@@ -55,7 +56,9 @@ class OrtExecutable(Executable):
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
     kept_precision = "fp32"
-    shares_weights = True  # one compiled model (session) serves every request in flight
+    # one compiled model (session) serves every request in flight; its own memory and activations' multiple fitted on
+    # the demo by benchmarks/memory_estimate.py (checked there on YOLOv8n at 640)
+    memory = RuntimeMemory(shares_weights=True, own_mb=26.7, activation_factor=1.31)
 
     def __init__(self, providers: Sequence[str] = (CPU_EP,), threads: int | None = None) -> None:
         available = ort.get_available_providers()

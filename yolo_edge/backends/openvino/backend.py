@@ -44,6 +44,7 @@ from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.host import capped_kernels, runtime_threads
 from yolo_edge.core.pixels import IMAGE
 from yolo_edge.core.registry import QDQ_SUFFIX
+from yolo_edge.devices.limits import RuntimeMemory
 from yolo_edge.model.decode import head_maps
 
 _HINT = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
@@ -141,7 +142,9 @@ class OpenVinoExecutable(Executable):
 class OpenVinoBackend(Backend):
     name = "openvino"
     kept_precision = "fp32"
-    shares_weights = True  # one compiled model (session) serves every request in flight
+    # one compiled model (session) serves every request in flight; its own memory and activations' multiple fitted on
+    # the demo by benchmarks/memory_estimate.py (checked there on YOLOv8n at 640)
+    memory = RuntimeMemory(shares_weights=True, own_mb=68.6, activation_factor=1.0)
     recipe = "Ultralytics' OpenVINO INT8 export (NNCF's default preset over the network, the decode left out)"
 
     def __init__(
