@@ -60,7 +60,9 @@ def report_rows(report: dict[str, Any]) -> list[str]:
     phases = (split or {}).get("latency", {}).get("phases", {})
     shown = ", ".join(f"{name} {p['p50']:.2f}" for name, p in phases.items())
     chosen = next((t for t in search.get("trials", []) if t["index"] == search.get("chosen")), {})
-    placement = chosen.get("placement", "")
+    subgraphs = (report.get("split_plan") or {}).get("subgraphs", [])
+    planned = ", ".join(f"{s['name']}={s['device']}/{s['precision']}" for s in subgraphs)
+    placement = chosen.get("placement") or (f"{planned} (the split plan: no candidate passed)" if planned else "")
     return [*rows, "", f"Split phases, p50 ms: {shown or '-'}.", f"Split placement: {placement or '-'}."]
 
 
