@@ -439,8 +439,18 @@ def _memory_section(memory: ResidentMemory | None) -> list[str]:
 
 def _conditions_section(report: DeployReport) -> list[str]:
     """The plans under conditions the calibration never saw, each against the FP32 reference under the same one."""
+    calibrated = (
+        f" Calibrated with images changed by {', '.join(report.calibrated_conditions)}."
+        if report.calibrated_conditions
+        else " Calibrated on the images as they are."
+    )
     if report.conditions_not_judged:
-        return ["", "## Conditions the calibration never saw", "", f"Not judged: {report.conditions_not_judged}."]
+        return [
+            "",
+            "## Conditions the calibration never saw",
+            "",
+            f"Not judged: {report.conditions_not_judged}.{calibrated}",
+        ]
     if not report.conditions:
         return []
     rows = [j for by in report.conditions.values() for j in by.values()]
@@ -455,12 +465,7 @@ def _conditions_section(report: DeployReport) -> list[str]:
         f"{images or 'The '}judging images changed (validate/conditions.py), seen alike by each plan and the "
         f"FP32 reference; drift of {what}50 with its {level}interval, boxes kept of the reference's there; `images`: "
         "a plan's row is judged on fewer where an earlier look of the same images decided it (at a wider interval, "
-        "`plan.search_looks`)."
-        + (
-            f" Calibrated with images changed by {', '.join(report.calibrated_conditions)}."
-            if report.calibrated_conditions
-            else " Calibrated on the images as they are."
-        ),  # fmt: skip
+        "`plan.search_looks`)." + calibrated,
         "",
         f"| condition | plan | reference {what}50 | plan {what}50 | drift {what}50 | boxes kept | images | verdict |",
         "|---|---|---|---|---|---|---|---|",
