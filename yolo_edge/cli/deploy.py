@@ -190,7 +190,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def memory_line(m: ResidentMemory) -> str:
-    """``memory: the accelerator units need 6.2 MiB at batch 1 of 4096 MiB (3 contexts); fits batch 256``."""
+    """``memory: the split plan's accelerator units need X MiB at batch B (3 contexts a unit) of 4096 MiB; the
+    largest batch that fits: K (report.md)``, with ``: runs as sub-batches of K`` where B does not fit."""
     contexts = {u.residency.contexts for _, u in m.units}
     held = f" ({max(contexts)} contexts a unit)" if max(contexts) > 1 else ""
     over = f": runs as sub-batches of {m.runs_at}" if m.batch_fit < m.batch else ""

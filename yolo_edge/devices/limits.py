@@ -234,11 +234,16 @@ class ResidentMemory:
         """The batch a call runs at: the one planned, or sub-batches of the largest that fits."""
         return max(1, min(self.batch, self.batch_fit))
 
+    @property
+    def batches(self) -> list[int]:
+        """The batches whose need is reported: 1, 2, 4 ... 32 and the one planned."""
+        return sorted({*BATCHES, self.batch})
+
     def to_dict(self) -> dict[str, object]:
         def mib(n: int) -> float:
             return round(n / 2**20, 3)
 
-        batches = sorted({*BATCHES, self.batch})
+        batches = self.batches
         return {
             "budget_mb": mib(self.budget_bytes),
             "batch": self.batch,

@@ -526,9 +526,8 @@ def _conditions(session: Session, found: Searched, plans: _Plans) -> tuple[dict[
 
 def resident(session: Session, found: Searched, plan: PlacementPlan) -> ResidentMemory | None:
     """``plan``'s accelerator units (the split plan's: what the planner sized, deployed or not) as the runtime holds
-    them together (``plan.batch`` frames a call, a context per
-    NPU core, the weights shared where the backend shares them) against the profile's budget; None: no unit on the
-    accelerator."""
+    them together (``plan.batch`` frames a call, a context per NPU core, the backend's ``RuntimeMemory``) against the
+    profile's budget; None: no unit on the accelerator."""
     cfg, profile = session.cfg, session.profile
     units = [u for u in plan_units(found.split, plan, cfg.runtime.fuse_units) if u.device == "npu"]
     if not units:

@@ -405,9 +405,7 @@ def _memory_section(memory: ResidentMemory | None) -> list[str]:
     """The accelerator units held together, by batch, against the budget (the memory check's figures)."""
     if memory is None:
         return []
-    m = memory.to_dict()
-    need = m["need_mb_by_batch"]
-    assert isinstance(need, dict) and isinstance(m["units"], list)
+    batches = memory.batches
     over = (
         f" A batch of {memory.batch} does not fit: it runs as sub-batches of {memory.runs_at}."
         if memory.batch_fit < memory.batch
@@ -419,21 +417,23 @@ def _memory_section(memory: ResidentMemory | None) -> list[str]:
         "",
         f"The split plan's accelerator units as the runtime holds them together (each context's own activations x "
         f"the batch, the weights once per context unless the runtime shares them, and the runtime's own memory where "
-        f"measured: devices/limits.RuntimeMemory), against the budget of "
-        f"{m['budget_mb']:.0f} MiB: planned batch {memory.batch}, the largest that fits {memory.batch_fit}.{over}",
+        f"measured: devices/limits.RuntimeMemory), against the budget of {memory.budget_bytes / 2**20:.0f} MiB: "
+        f"planned batch {memory.batch}, the largest that fits {memory.batch_fit}.{over}",
         "",
         "| unit | contexts | weights MiB | activations MiB a frame | fits batch | "
-        + " | ".join(f"B={b}" for b in need)
+        + " | ".join(f"B={b}" for b in batches)
         + " |",
-        "|---|---|---|---|---|" + "---|" * len(need),
+        "|---|---|---|---|---|" + "---|" * len(batches),
     ]
-    for u in m["units"]:
-        by = " | ".join(f"{v:.1f}" for v in u["need_mb_by_batch"].values())
+    for (name, u), fit in zip(memory.units, memory.unit_fits):
+        shared = " (shared weights)" if u.residency.runtime.shares_weights else ""
+        by = " | ".join(f"{u.dram_at(b) / 2**20:.1f}" for b in batches)
         lines.append(
-            f"| {u['name']} | {u['contexts']}{' (shared weights)' if u['shared_weights'] else ''} | "
-            f"{u['weights_mb']:.1f} | {u['activations_mb_per_frame']:.1f} | {u['batch_fit']} | {by} |"
+            f"| {name} | {u.residency.contexts}{shared} | {u.weight_bytes / 2**20:.1f} | "
+            f"{u.peak_activation_bytes / 2**20:.1f} | {fit} | {by} |"
         )
-    lines.append(f"| all together | | | | {memory.batch_fit} | {' | '.join(f'{v:.1f}' for v in need.values())} |")
+    every = " | ".join(f"{memory.need_at(b) / 2**20:.1f}" for b in batches)
+    lines.append(f"| all together | | | | {memory.batch_fit} | {every} |")
     return lines
 
 
