@@ -315,3 +315,33 @@ def test_the_performance_check_decides_on_paired_rounds_and_keeps_close_calls(
     assert result.passed is passed and measured.close is close and len(calls) == timings, result.reason
     assert calls[1:] == [3 * fast_cfg.checks.performance.runs] * (timings - 1)  # the second look is three times longer
     assert ("close to 1.5x" in result.reason) is close and "per-round" in result.reason
+
+
+@pytest.mark.parametrize(
+    ("added", "needed", "probes"),
+    [
+        ([0.9, 0.02, 0.02, 0.02, 0.01, 0.01, 0.01, 0.01], 1, [1]),  # one layer adds most: it alone, one compile
+        ([0.1] * 8, 6, [4, 7, 6, 5]),  # spread evenly: a plain bisection
+        ([0.1] * 8, None, [4, 7, 8]),  # nothing passes: 3 compiles (1, 2, 4, 8 walked took 4)
+        ([0.5, 0.2, 0.1, 0.1, 0.05, 0.05, 0.0, 0.0], 3, [1, 4, 3, 2]),  # the last two add nothing: not tried
+    ],
+)
+def test_the_kept_layer_ladder_is_bisected_from_half_the_error(
+    added: list[float], needed: int | None, probes: list[int]
+) -> None:
+    """The fewest kept layers that pass, found by probing where the kept layers add half the ranked error, then
+    bisecting: never more probes than the walk 1, 2, 4, 8 took, and the count found is the fewest, not a power of 2."""
+    from yolo_edge.backends.base import LayerError
+    from yolo_edge.plan.planner import kept_counts, ladder
+
+    ranked = [LayerError(f"conv{i}", "Conv", 1.0 - a, a) for i, a in enumerate(added)]
+    counts = kept_counts(ranked, 1, 8)
+    tried: list[int] = []
+
+    def passes(k: int) -> bool:
+        tried.append(k)
+        return needed is not None and k >= needed
+
+    assert ladder(counts, added, passes) == needed
+    assert tried == probes and len(tried) <= 4
+    assert counts == list(range(1, 1 + sum(a > 0 for a in added)))

@@ -10,9 +10,10 @@
   plus their transfers beat running the subgraph on the CPU.
 
 Layer-level mixed precision: an INT8 variant that fails only the precision check is retried with its most
-sensitive layers (ranked by the backend's per-layer error) kept at higher precision, 1, 2, 4, ... up to
-``plan.max_kept_layers``, until it passes; :func:`relaxed` does the same for a variant the verdict
-blames for drift. The checks prune; the search (``yolo_edge.flows.search``) decides among what is left.
+sensitive layers (ranked by the backend's per-layer error) kept at higher precision: the fewest that pass, up to
+``plan.max_kept_layers``, found by a bisection that starts where the kept layers add half the error
+(:func:`ladder`); :func:`relaxed` does the same, from twice the layers kept, for a variant the verdict blames for
+drift. The checks prune; the search (``yolo_edge.flows.search``) decides among what is left.
 
 Example:
     >>> plan = plan_model(split, load_profile("sim-edge-npu"), load_deploy_config(), images)  # doctest: +SKIP
@@ -259,8 +260,8 @@ class Planner:
     def mixed(
         self, cand: Candidate, variant: Variant, start: int, after: str, cpu_ms: float, kind: LatencyKind
     ) -> SubgraphPlan | None:
-        """``variant`` with ``start``, then twice as many, ... of ``cand``'s most sensitive layers kept at the
-        backend's higher precision, up to ``plan.max_kept_layers``: the first that passes the checks, else None."""
+        """``variant`` with the fewest of ``cand``'s most sensitive layers, ``start`` or more, kept at the backend's
+        higher precision, up to ``plan.max_kept_layers``, that passes the checks (:func:`keep_layers`), else None."""
         found = keep_layers(self.checker, cand, variant, start, self.cfg.plan.max_kept_layers, self.log)
         if found is None:
             return None
@@ -421,22 +422,54 @@ def plan_options(planner: Planner, strict: bool = False) -> PlanSpace:
 def keep_layers(
     checker: Checker, cand: Candidate, variant: Variant, start: int, most: int, log: Log
 ) -> tuple[Variant, dict[str, CheckResult], list[LayerError]] | None:
-    """Layer-level mixed precision: ``variant`` with ``start``, ``2 * start``, ... (up to ``most``) of ``cand``'s
-    layers that add the most error kept at the backend's higher precision; the first that passes the checks
-    (the variant, its checks, the layers), else None."""
+    """Layer-level mixed precision: ``variant`` with the fewest of ``cand``'s layers that add the most error kept
+    at the backend's higher precision, from ``start`` up to ``most``, that passes the checks (the variant, its
+    checks, the layers), else None. The counts are searched, not walked (:func:`ladder`): each compile halves them."""
     npu = checker.npu
     if variant.precision != "int8" or npu.kept_precision is None or most < start:
         return None
     ranked = checker.precision.ranked_layers(cand, replace(variant, kept=()))
-    k = start
-    while ranked and k <= min(most, len(ranked)):
+    counts = kept_counts(ranked, start, most)
+    found: tuple[Variant, dict[str, CheckResult], list[LayerError]] | None = None
+
+    def passes(k: int) -> bool:
+        nonlocal found
         trial = replace(variant, kept=tuple(r.layer for r in ranked[:k]))
-        log(f"{cand.name}: {trial.label}, keeping {k} layer(s) at {npu.kept_precision}")
+        log(f"{cand.name}: {trial.label}, keeping {k} layer(s) at {npu.kept_precision} (of {counts[0]}-{counts[-1]})")
         results = checker.run_all(cand, trial)
-        if first_failure(results) is None:
-            return trial, results, ranked[:k]
-        k *= 2
-    return None
+        if first_failure(results) is not None:
+            return False
+        found = trial, results, ranked[:k]
+        return True
+
+    if counts:
+        ladder(counts, [r.added for r in ranked], passes)
+    return found
+
+
+def kept_counts(ranked: Sequence[LayerError], start: int, most: int) -> list[int]:
+    """The counts of ``ranked``'s layers (worst first) that can be kept: ``start`` to ``most``, and no more than
+    the layers the per-layer errors say add any error (keeping one that adds none cannot pass what fewer did not)."""
+    adding = sum(1 for r in ranked if r.added > 0)
+    return list(range(start, min(most, adding) + 1))
+
+
+def ladder(counts: Sequence[int], added: Sequence[float], passes: Callable[[int], bool]) -> int | None:
+    """The fewest of ``counts`` (ascending) for which ``passes`` (more kept layers err less: the first that passes
+    bounds the rest): the first probe is the count whose layers add half the error ``added`` ranks (worst first),
+    then a bisection of the side left; so at most 1 + ceil(log2(len(counts))) probes, where walking 1, 2, 4, 8 took
+    up to 4 and found no count between them."""
+    cumulative = np.cumsum([max(0.0, a) for a in added])
+    mass = [float(cumulative[k - 1]) if k else 0.0 for k in counts]
+    lo, hi = 0, len(counts)  # the answer's index is in [lo, hi); hi == len(counts): none passed yet
+    mid = next(i for i, m in enumerate(mass) if m >= mass[-1] / 2)
+    while lo < hi:
+        if passes(counts[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+        mid = (lo + hi) // 2
+    return counts[lo] if lo < len(counts) else None
 
 
 def _op_level_plan(
