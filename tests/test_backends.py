@@ -4,6 +4,7 @@ quantization (calibrated on real subgraph outputs, cached) and the OpenVINO reci
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import onnx
 import pytest
 
 from yolo_edge.backends import cpu_backend, create_backend, device_status, runtime_backend
-from yolo_edge.backends.base import Backend, CalibSet, io_infos
+from yolo_edge.backends.base import Backend, CalibSet, Executable, Feeds, NpuCompileError, io_infos
 from yolo_edge.backends.onnxruntime.backend import OnnxRuntimeBackend
 from yolo_edge.backends.quantize import cache_dir, quantize_int8
 from yolo_edge.core.config import DeviceProfile, Variant, build, load_profile, profile_names
@@ -98,7 +99,25 @@ def _keeps_the_contract(
                     # (quantizing, converting) again; only a backend that loads nothing (Rockchip's simulator) lowers
                     loads = backend._load(head, backend.resolve(precision), stored) is not None
                     assert loads != bool(lowered), (profile.name, precision, loads, lowered)
+                _batches_or_says_why(backend, head, precision, calib, exe, [sample, {n: tensors[5][n] for n in names}])
                 exe.close()
+
+
+def _batches_or_says_why(
+    backend: Backend, head: onnx.ModelProto, precision: str, calib: CalibSet, one: Executable, frames: list[Feeds]
+) -> None:
+    """At batch 2 the backend gives each frame what its batch-1 executable ``one`` gives, or refuses before any
+    work with its reason (Vela's batch 1)."""
+    if backend.max_batch == 1:
+        with pytest.raises(NpuCompileError, match=f"cannot compile batch 2: {re.escape(backend.batch_refusal)}"):
+            backend.compile(head, precision, calib, batch=2)
+        return
+    two = backend.compile(head, precision, calib, batch=2)
+    rows = two.run({n: np.concatenate([f[n] for f in frames]) for n in frames[0]})
+    for i, frame in enumerate(frames):
+        alone = one.run(frame)
+        assert all(cosine(rows[n][i : i + 1], alone[n]) >= 0.9999 for n in alone), (backend.name, precision, i)
+    two.close()
 
 
 PLUGINS = Path(__file__).parent / "plugins"

@@ -35,6 +35,7 @@ from yolo_edge.core.errors import InternalError, YoloEdgeError
 from yolo_edge.core.pixels import is_pixels, to_pixels, to_tensor
 from yolo_edge.core.registry import QDQ_SUFFIX
 from yolo_edge.devices.limits import RuntimeMemory
+from yolo_edge.model.batch import BatchRefused, at_batch
 from yolo_edge.model.graph import TensorInfo, control_flow
 
 Feeds = Mapping[str, np.ndarray]
@@ -124,6 +125,11 @@ class UnsupportedOperator(NpuCompileError):
     def __init__(self, message: str, nodes: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.nodes = nodes
+
+
+class NpuAllocationError(NpuError):
+    """An allocation failed at run time (the driver could not give a call its buffers now): a smaller batch may
+    fit where this one did not."""
 
 
 class NpuOutOfMemory(NpuCompileError):
@@ -360,6 +366,10 @@ class Backend(ABC):
     # contexts share one copy of the weights, its own memory per context, its activations' multiple
     memory: RuntimeMemory = RuntimeMemory()
     on_accelerator: bool = False  # runs on the profile's accelerator itself (a board's runtime), not a stand-in
+    # the most frames one compiled call takes (None: any; 1: a batch runs as that many calls, as Vela requires) and,
+    # where it is 1, why
+    max_batch: int | None = 1
+    batch_refusal: str = "it compiles batch 1 only"
 
     def compile(
         self,
@@ -367,21 +377,41 @@ class Backend(ABC):
         variant: Variant | str,
         calib: CalibSet | None = None,
         artifact: Artifact | None = None,
+        batch: int = 1,
     ) -> Executable:
-        """Compile ``model`` as ``variant`` (a precision, or for INT8 also its scheme, quantizer and kept layers:
-        defaults the backend's first); INT8 needs ``calib`` (feeds of this subgraph; read only when the backend
-        quantizes). ``artifact`` is ``model`` already compiled (a bundle's unit files): what the backend can run of
-        it runs as it is, and ``model`` is what limits are checked on.
+        """Compile ``model`` (a graph taking one frame) as ``variant`` (a precision, or for INT8 also its scheme,
+        quantizer and kept layers: defaults the backend's first) taking ``batch`` frames a call; INT8 needs ``calib``
+        (feeds of this subgraph at batch 1; read only when the backend quantizes). ``artifact`` is ``model`` already
+        compiled at batch 1 (a bundle's unit files): what the backend can run of it runs as it is, and ``model`` is
+        what limits are checked on.
 
-        The same steps for every backend, each its own: refuse what the device cannot take (``_admit``), load what
-        ``artifact`` stores (``_load``), else lower ``model`` to the variant (``_lower``: quantize, convert), then
-        build it for the runtime (``_build``)."""
+        The same steps for every backend, each its own: refuse what the device cannot take (``_admit``, at the
+        batch), load what ``artifact`` stores (``_load``), else lower ``model`` to the variant (``_lower``: quantize,
+        convert; at batch 1, as it was calibrated), give the program the batch (``_rebatch``), then build it for the
+        runtime (``_build``). A batch larger than :attr:`max_batch` raises :class:`NpuCompileError` saying why."""
         v = self.resolve(variant)
-        self._admit(model, v)
+        batched = model if batch == 1 else self._batched(model, batch)
+        self._admit(batched, v)
         program = self._load(model, v, artifact) if artifact else None
         if program is None:
             program = self._lower(model, v, calib)
-        return self._build(model, v, program)
+        if batch != 1:
+            program = self._rebatch(program, batch)
+        return self._build(batched, v, program)
+
+    def _batched(self, model: onnx.ModelProto, batch: int) -> onnx.ModelProto:
+        """``model`` at ``batch`` frames (:func:`~yolo_edge.model.batch.at_batch`), where this backend batches."""
+        if self.max_batch is not None and batch > self.max_batch:
+            raise NpuCompileError(f"{self.name} cannot compile batch {batch}: {self.batch_refusal}")
+        try:
+            return at_batch(model, batch)
+        except BatchRefused as exc:
+            raise NpuCompileError(f"cannot compile batch {batch}: {exc}") from None
+
+    def _rebatch(self, program: Any, batch: int) -> Any:
+        """``program`` (what :meth:`_load` or :meth:`_lower` made, at batch 1) taking ``batch`` frames a call; a backend
+        with a :attr:`max_batch` above 1 implements it."""
+        raise InternalError(f"{self.name} declares batches of up to {self.max_batch} but cannot give one")
 
     def _admit(self, model: onnx.ModelProto, v: Variant) -> None:
         """Raise :class:`NpuCompileError` before any work when the device cannot take ``model`` at ``v``."""

@@ -49,8 +49,8 @@ class Builder:
         self._stack = ExitStack()
         self._cpu: Backend | None = None
         self._npu = npu
-        self._compiled: dict[tuple[str, str, Variant, str], Executable] = {}
-        self._refused: dict[tuple[str, str, Variant, str], NpuOutOfMemory] = {}
+        self._compiled: dict[Key, Executable] = {}
+        self._refused: dict[Key, NpuOutOfMemory] = {}
         self.compiles = 0  # graphs compiled (cache misses): what a deploy's compile-count test reads
         self._lock = threading.RLock()  # a loaded bundle compiles its CPU twins on a thread of their own
 
@@ -81,10 +81,15 @@ class Builder:
         return self._cached("cpu", model, Variant("fp32"), None, artifact, lambda: self.cpu)
 
     def compile(
-        self, model: onnx.ModelProto, variant: Variant, calib: CalibSet | None = None, artifact: Artifact | None = None
+        self,
+        model: onnx.ModelProto,
+        variant: Variant,
+        calib: CalibSet | None = None,
+        artifact: Artifact | None = None,
+        batch: int = 1,
     ) -> Executable:
-        """``model`` compiled on the accelerator at ``variant`` (see :meth:`Backend.compile`)."""
-        return self._cached("npu", model, variant, calib, artifact, lambda: self.npu)
+        """``model`` compiled on the accelerator at ``variant``, ``batch`` frames a call (:meth:`Backend.compile`)."""
+        return self._cached("npu", model, variant, calib, artifact, lambda: self.npu, batch)
 
     def refusal(self, model: onnx.ModelProto, variant: Variant, calib: CalibSet | None) -> NpuOutOfMemory | None:
         """The accelerator compiler's memory refusal of ``model`` at ``variant``, where a compile here met one
@@ -101,12 +106,13 @@ class Builder:
         calib: CalibSet | None,
         artifact: Artifact | None,
         backend: Callable[[], Backend],
+        batch: int = 1,
     ) -> Executable:
         # the lock guards the cache, never a compile: a compile may read a lazy calibration set that waits on a
         # CPU twin compiling through this builder on a thread of its own
         chosen = backend()
         resolved = chosen.resolve(variant)
-        key = _key(where, model, resolved, calib, artifact)
+        key = _key(where, model, resolved, calib, artifact, batch)
         with self._lock:
             found, refused = self._compiled.get(key), self._refused.get(key)
         if found is not None:
@@ -114,7 +120,7 @@ class Builder:
         if refused is not None:  # the compiler's memory refusal is as deterministic as its output: not asked twice
             raise refused
         try:
-            exe = chosen.compile(model, resolved, calib, artifact)
+            exe = chosen.compile(model, resolved, calib, artifact, batch)
         except NpuOutOfMemory as exc:
             with self._lock:
                 self._refused[key] = exc
@@ -144,12 +150,20 @@ class Builder:
         self.close()
 
 
+Key = tuple[str, str, Variant, str, int]  # where, the graph, the variant, what else it reads, the batch
+
+
 def _key(
-    where: str, model: onnx.ModelProto, resolved: Variant, calib: CalibSet | None, artifact: Artifact | None
-) -> tuple[str, str, Variant, str]:
+    where: str,
+    model: onnx.ModelProto,
+    resolved: Variant,
+    calib: CalibSet | None,
+    artifact: Artifact | None,
+    batch: int = 1,
+) -> Key:
     # a stored FP32 graph is what the backend compiles (its bytes are in the key's inputs): not serialized again
     graph = "stored" if artifact and FP32_SUFFIX in artifact else _digest(model)
-    return (where, graph, resolved, _inputs(resolved, calib, artifact))
+    return (where, graph, resolved, _inputs(resolved, calib, artifact), batch)
 
 
 def _digest(model: onnx.ModelProto) -> str:

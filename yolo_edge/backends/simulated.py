@@ -21,6 +21,7 @@ from yolo_edge.backends.base import (
     CalibSet,
     Executable,
     Feeds,
+    NpuAllocationError,
     NpuError,
     NpuOutOfMemory,
     UnsupportedOperator,
@@ -38,7 +39,7 @@ class FaultInjector:
         self.faults = faults
         self._rng = np.random.default_rng(faults.seed)
         self._lock = threading.Lock()
-        self.injected = {"error": 0, "nan": 0, "hang": 0, "degrade": 0}
+        self.injected = {"error": 0, "nan": 0, "hang": 0, "degrade": 0, "oom": 0}
         self.calls = 0
 
     def draw(self) -> str | None:
@@ -99,6 +100,8 @@ class SimulatedExecutable(Executable):
         fault = self.injector.draw()
         if fault == "error":
             raise NpuError("injected NPU error")
+        if fault == "oom":
+            raise NpuAllocationError("injected allocation failure: no memory for this call's buffers")
         if fault == "hang":
             time.sleep(self.hang_s)
         t0 = time.perf_counter()
@@ -110,10 +113,11 @@ class SimulatedExecutable(Executable):
             with self._count_lock:
                 self._computing -= 1
         self._numerics_s = time.perf_counter() - t0
-        if fault == "nan":
+        if fault == "nan":  # in one frame's row of a batch (the call's number picks it)
             first = self.outputs[0].name
             outs[first] = outs[first].copy()
-            outs[first].reshape(-1)[:: max(1, outs[first].size // 7)] = np.nan
+            row = outs[first][self.injector.calls % len(outs[first])].reshape(-1)
+            row[:: max(1, row.size // 7)] = np.nan
         if fault == "degrade":  # silently wrong: every output noised, finite, nothing the NaN check sees
             rng = np.random.default_rng(self.injector.calls)
             noise = self.injector.faults.degrade_noise
@@ -146,6 +150,7 @@ class SimulatedNpu(Backend):
         self.fallback_quantizers = numerics.fallback_quantizers
         self.kept_precision = numerics.kept_precision
         self.recipe = numerics.recipe  # the numerics' vendor's recipe, its latency the board's
+        self.max_batch, self.batch_refusal = numerics.max_batch, numerics.batch_refusal  # the numerics' compiler's
         self.faults = faults or profile.faults
         self.injector = FaultInjector(self.faults)
 

@@ -24,7 +24,7 @@ from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
 from yolo_edge.pipeline.preprocess import load_calibration
 from yolo_edge.pipeline.sources import parse_source
 from yolo_edge.plan.placement import PlacementPlan
-from yolo_edge.runtime.build import UnitFeeds, UnitPlan, UnitSources, compile_units, plan_units
+from yolo_edge.runtime.build import UnitFeeds, UnitPlan, UnitSources, batch_units, compile_units, plan_units
 from yolo_edge.runtime.events import EventLog
 from yolo_edge.runtime.executor import SplitExecutor
 
@@ -61,11 +61,16 @@ class Bundle:
         return split_model(self.exported)
 
     def executor(
-        self, plan: PlacementPlan | None = None, events: EventLog | None = None, as_placed: bool = False
+        self,
+        plan: PlacementPlan | None = None,
+        events: EventLog | None = None,
+        as_placed: bool = False,
+        batch: int = 1,
     ) -> SplitExecutor:
         """The stored units compiled into an executor (what is compiled is loaded as it is; the rest is compiled,
-        calibrated on the stored images), or ``plan``'s units when another plan is asked for. Where a unit cannot
-        be placed as the plan says, ``executor.placement_problems`` says so."""
+        calibrated on the stored images), or ``plan``'s units when another plan is asked for; its accelerator units
+        also at ``batch`` frames a call, or the largest batch that fits (``executor.batch`` says which, and why).
+        Where a unit cannot be placed as the plan says, ``executor.placement_problems`` says so."""
         events = events or EventLog()
         if plan is None or plan == self.plan:
             plan, planned = self.plan, list(self.units)
@@ -86,9 +91,11 @@ class Bundle:
                 # domain, renamed IR outputs, a damaged context): the bundle, someone else's, is damaged
                 said = (str(exc).strip().splitlines() or [""])[0][:200]
                 raise damaged(self.path, f"a runtime refused its stored units: {type(exc).__name__}: {said}") from None
+            batching = batch_units(units, builder, batch, events)
             executor = SplitExecutor(
                 units, self.config.runtime, self.profile, events, owns=stack.pop_all(), as_placed=as_placed
             )
+            executor.batch = batching
         if self.meta.kept is not None and plan == self.plan:  # the frames' audit judges against what deploy proved
             executor.auditor.prove(self.meta.kept, self.meta.added, self.meta.lighting)
         built = {u.name: u for u in units}
@@ -114,11 +121,13 @@ class Bundle:
     def _subgraph(self, name: str) -> onnx.ModelProto:
         return read_graph(self.path, f"subgraphs/{name}.onnx")[0]
 
-    def detector(self, events: EventLog | None = None, as_placed: bool = False) -> Detector:
+    def detector(self, events: EventLog | None = None, as_placed: bool = False, batch: int = 1) -> Detector:
         """The stored plan's detector. ``as_placed``: every unit stays where the plan put it unless its accelerator
         fails (no move to the CPU because the accelerator ran slow on a busy machine): what val and the gate
-        measure, so the same bundle and data give the same figures however loaded the machine is."""
-        return Detector(self.executor(events=events, as_placed=as_placed), self.meta.model, self.config.nms)
+        measure, so the same bundle and data give the same figures however loaded the machine is. ``batch``: frames
+        a call of its accelerator units in a stream (:meth:`executor`)."""
+        executor = self.executor(events=events, as_placed=as_placed, batch=batch)
+        return Detector(executor, self.meta.model, self.config.nms)
 
     def stream(self, sources: Sequence[str], options: StreamOptions | None = None) -> StreamRunner:
         """A pipelined run over ``sources`` (files, folders, videos, camera indices, stream URLs):

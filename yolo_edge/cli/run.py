@@ -26,6 +26,7 @@ from typing import Any
 from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import positive_float, warn_placement
 from yolo_edge.core.codec import dumps
+from yolo_edge.core.config import MAX_BATCH
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.files import JsonArrayWriter, check_can_write, printable
 from yolo_edge.flows.predict import Results, nms_settings, speed_of
@@ -75,6 +76,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-age-ms", type=positive_float, default=None, help="live sources: drop frames older than this")
     p.add_argument(
         "--in-flight", type=int, default=None, help="frames in the pipeline at once (default: one per stage, +1)"
+    )
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        help="frames a call of an accelerator unit takes (default 1); more than its memory holds runs as sub-batches "
+        "of the largest that fits (a memory event says so)",
     )
     p.add_argument("--sequential", action="store_true", help="run the units in turn instead of pipelined")
     p.add_argument(
@@ -232,6 +240,8 @@ def run(args: argparse.Namespace) -> int:
         check_can_write(args.events, "--events")
     if args.in_flight is not None and args.in_flight < 1:
         raise YoloEdgeError(f"--in-flight must be >= 1, got {args.in_flight}")
+    if not 1 <= args.batch <= MAX_BATCH:
+        raise YoloEdgeError(f"--batch must be a whole number of frames from 1 to {MAX_BATCH}, got {args.batch}")
     if args.save_txt and args.save is None:
         raise YoloEdgeError("--save-txt writes the labels into SAVE/labels/: give --save DIR too")
     if args.save_json is not None:
@@ -256,9 +266,11 @@ def run(args: argparse.Namespace) -> int:
     labels = args.save / "labels" if args.save_txt else None
     results = JsonArrayWriter(args.save_json) if args.save_json is not None else None
     sinks = Sinks(args.json, output, not args.quiet, labels, args.save_conf, results, len(sources) > 1)
-    with bundle.detector(events=events) as detector:
+    with bundle.detector(events=events, batch=args.batch) as detector:
         detector.nms = nms
         warn_placement(detector.executor.placement_problems, "run")
+        if detector.executor.batch.why:
+            print(f"yolo-edge run: --batch {args.batch}: {detector.executor.batch.why}", file=sys.stderr)
         sinks.audits = detector.executor.auditor.figures
         started = time.monotonic()
         runner = StreamRunner(detector, sources, options)

@@ -45,7 +45,7 @@ ProfileKind = Literal["real", "simulated", "cpu"]
 LatencyKind = Literal["measured", "modelled"]
 BOARD: Final = "modelled (board)"
 FrameKind = Literal["measured", "modelled NPU + measured CPU", "modelled (board)"]
-FaultKind = Literal["error", "nan", "hang", "degrade"]
+FaultKind = Literal["error", "nan", "hang", "degrade", "oom"]  # oom: an allocation fails at run time (a burst)
 AuditAction = Literal["move_to_cpu", "alert"]
 # photometric conditions a plan is judged under beside the judging images as they are (validate/conditions.py)
 Condition = Literal["dark", "night", "bright", "low_contrast", "noise", "blur", "jpeg"]
@@ -313,7 +313,7 @@ class Faults:
 
     def __post_init__(self) -> None:
         if self.burst_kind not in typing.get_args(FaultKind):
-            raise YoloEdgeError(f"faults.burst_kind must be error, nan, hang or degrade, got '{self.burst_kind}'")
+            raise YoloEdgeError(f"faults.burst_kind must be error, nan, hang, degrade or oom, got '{self.burst_kind}'")
         if self.error_rate + self.nan_rate + self.hang_rate + self.degrade_rate > 1:
             raise YoloEdgeError("faults: error_rate + nan_rate + hang_rate + degrade_rate must not exceed 1")
 

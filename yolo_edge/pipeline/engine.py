@@ -45,6 +45,9 @@ class StreamOptions:
     pipelined: bool = True
     emulate_latency: bool = False
     order_timeout_s: float = 5.0  # a result waiting this long for an earlier frame of its stream goes out anyway
+    # a batched accelerator stage (run --batch) waits this long for a batch to fill: past it, what it has runs a frame
+    # a call (as OpenVINO's BATCH plugin falls back to batch 1 after its timeout)
+    batch_timeout_s: float = 0.1
 
 
 @dataclass
@@ -158,22 +161,26 @@ class StreamRunner:
         # unbounded: the in-flight cap bounds them, and a put never blocks a stage that is shutting down
         qs: list[queue.Queue[_Job | None]] = [queue.Queue() for _ in range(len(stages) + 1)]
         pools = [self._pool(units) for units in stages]
-        self._admission.size(self.options.in_flight or sum(pools) + 1, pools[0])
+        rows = [_batch(units) for units in stages]  # frames a worker of each stage takes at once
+        slots = [p * r for p, r in zip(pools, rows)]
+        self._admission.size(self.options.in_flight or sum(slots) + 1, slots[0])
         scheduler = _Scheduler(self.detector, self._readers, self._admission, self._stop, self.clock, qs[0])
         self._threads = [self._thread("scheduler", qs[0], scheduler.run)]
         for k, (units, pool) in enumerate(zip(stages, pools)):
             admit = self._admission.admit if k == 0 else None
             stage = _Stage(self.detector.executor, units, (qs[k], qs[k + 1]), pool, admit, self._stop, self._sleep)
+            stage.timeout_s = self.options.batch_timeout_s
             self._threads += [self._thread(f"stage-{k}.{w}", qs[k + 1], stage.run) for w in range(pool)]
         self._threads.append(self._thread("nms", self._results, lambda: self._nms(qs[-1])))
         for t in self._threads:
             t.daemon = True
             t.start()
 
-    def _sleep(self, unit: Unit, run: UnitRun) -> None:
-        """With ``emulate_latency``, an accelerator unit of a simulated profile takes its modelled time."""
-        if self.options.emulate_latency and run.device == "npu" and unit.modelled_s is not None:
-            time.sleep(max(0.0, unit.modelled_s - run.ms / 1e3))
+    def _sleep(self, run: UnitRun) -> None:
+        """With ``emulate_latency``, an accelerator unit of a simulated profile takes its modelled time (a batch's
+        call: ``run`` sums its rows)."""
+        if self.options.emulate_latency and run.device == "npu" and run.modelled_ms is not None:
+            time.sleep(max(0.0, (run.modelled_ms - run.ms) / 1e3))
 
     def _thread(self, name: str, out: queue.Queue[Any], target: Callable[[], None]) -> threading.Thread:
         """A pipeline thread whose failure ends the run: the error is kept for the consumer to raise (a write that
@@ -387,31 +394,71 @@ class _Stage:
         workers: int,
         admit: threading.Semaphore | None,
         stop: threading.Event,
-        sleep: Callable[[Unit, UnitRun], None],
+        sleep: Callable[[UnitRun], None],
     ) -> None:
         self.executor, self.units, (self.inp, self.out) = executor, units, queues
         self.admit = admit  # the first stage frees a worker for the scheduler after each frame
         self.stop, self.sleep = stop, sleep
+        self.timeout_s = StreamOptions.batch_timeout_s  # how long a batch may wait to fill
         self._left = workers
         self._lock = threading.Lock()
 
     def run(self) -> None:
         while True:
-            job = self.inp.get()
-            if job is None or self.stop.is_set():
+            jobs, ended = self._take()
+            if len(self.units) == 1 and jobs:
+                self._rows(self.units[0], jobs)
+            for job in jobs if len(self.units) > 1 else ():
+                for unit in self.units:
+                    outs, run = self.executor.run_unit(unit, job.tensors, job.frame)
+                    self.sleep(run)
+                    job.tensors.update(outs)
+                    job.runs.append(run)
+            for job in jobs:
+                if self.admit is not None:
+                    self.admit.release()
+                self.out.put(job)
+            if ended:
                 with self._lock:
                     self._left -= 1
                     last = self._left == 0
                 (self.out if last else self.inp).put(None)
                 return
-            for unit in self.units:
-                outs, run = self.executor.run_unit(unit, job.tensors, job.frame)
-                self.sleep(unit, run)
-                job.tensors.update(outs)
-                job.runs.append(run)
-            if self.admit is not None:
-                self.admit.release()
-            self.out.put(job)
+
+    def _take(self) -> tuple[list[_Job], bool]:
+        """The next frames for one call (a batched unit's: as many as its batch, or what came within ``timeout_s``),
+        and whether the end mark (or a stop) came."""
+        first = self.inp.get()
+        if first is None or self.stop.is_set():
+            return [], True
+        jobs, batch = [first], _batch(self.units)
+        deadline = time.monotonic() + self.timeout_s
+        while len(jobs) < batch:
+            try:
+                job = self.inp.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if job is None:
+                return jobs, True
+            jobs.append(job)
+        return jobs, self.stop.is_set()
+
+    def _rows(self, unit: Unit, jobs: list[_Job]) -> None:
+        """One unit for ``jobs``: one call of its batch where it has that many (``SplitExecutor.run_rows``)."""
+        done = self.executor.run_rows(unit, [j.tensors for j in jobs], [j.frame for j in jobs])
+        npu = [r for _, r in done if r.device == "npu"]
+        if npu:  # the call's modelled time is the batch's, its measured time shared by its rows
+            modelled = [r.modelled_ms for r in npu]
+            total = None if None in modelled else sum(m for m in modelled if m is not None)
+            self.sleep(UnitRun(unit.name, "npu", sum(r.ms for r in npu), total))
+        for job, (outs, run) in zip(jobs, done):
+            job.tensors.update(outs)
+            job.runs.append(run)
+
+
+def _batch(units: list[Unit]) -> int:
+    """Frames a stage's call takes: a single unit's batch (``Unit.batch``), else 1."""
+    return units[0].batch if len(units) == 1 else 1
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from yolo_edge.backends.base import (
 from yolo_edge.backends.builder import Builder
 from yolo_edge.core.config import Device, Variant
 from yolo_edge.devices.board import BoardCpu
+from yolo_edge.devices.limits import Residency, batch_fit, memory_use
 from yolo_edge.model.graph import PARTS, SUBGRAPHS, GraphInfo, part
 from yolo_edge.model.split import SplitModel, cut, device_runs
 from yolo_edge.plan.placement import PlacementPlan
@@ -322,3 +323,74 @@ def whole_graph_unit(model: onnx.ModelProto, builder: Builder, variant: Variant,
     board_s = board.graph_s(GraphInfo.of(model)) if board is not None else None
     name = unit_name(SUBGRAPHS, None)  # as the reference's one unit is named: one name for the whole model
     return Unit(name, SUBGRAPHS, twin, npu_exe, cpu_s, npu_exe.modelled_s, board_cpu_s=board_s, board=board)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """Frames a call of the accelerator units: ``asked`` (``run --batch``), what they run at, and why that is less
+    (the accelerator's memory, or a compiler that takes one frame a call); ``memory``: the memory sized it."""
+
+    asked: int = 1
+    runs_at: int = 1
+    why: str = ""
+    memory: bool = False
+
+
+def plan_batch(units: Sequence[Unit], builder: Builder, batch: int) -> BatchPlan:
+    """The batch ``units`` (the accelerator units, resident together) run at when ``batch`` is asked: the largest that
+    fits the profile's memory with a context per NPU core (``devices.limits.batch_fit``) and that the backend
+    compiles (``Backend.max_batch``)."""
+    profile = builder.profile
+    if batch == 1 or not units or profile is None:
+        why = "" if batch == 1 or units else "nothing runs on the accelerator: the CPU takes a frame a call"
+        return BatchPlan(batch, 1, why)
+    npu = builder.npu
+    if npu.max_batch is not None and npu.max_batch < batch:
+        return BatchPlan(batch, npu.max_batch, f"{npu.name} {npu.batch_refusal}")
+    held = Residency(batch, profile.npu_cores, npu.memory)
+    uses = [memory_use(GraphInfo.of(_graph(u)), u.npu.precision, u.npu.variant.scheme, held) for u in units if u.npu]
+    fit = batch_fit(uses, profile)
+    if fit >= batch:
+        return BatchPlan(batch, batch)
+    need = sum(u.dram_at(batch) for u in uses) / 2**20
+    contexts = f", {profile.npu_cores} contexts" if profile.npu_cores > 1 else ""
+    why = (
+        f"batch {batch} needs {need:.1f} MiB > the accelerator's {profile.memory_mb:g} MiB (its units together"
+        f"{contexts}): runs as sub-batches of {max(1, fit)}"
+    )
+    return BatchPlan(batch, max(1, fit), why, memory=True)
+
+
+def batch_units(units: Sequence[Unit], builder: Builder, batch: int, events: EventLog) -> BatchPlan:
+    """Give each accelerator unit of ``units`` an executable taking the batch :func:`plan_batch` chooses, compiled
+    from what its batch-1 executable runs (the same quantized graph: no calibration again), and what compiles it at
+    another (``Unit.rebatch``); a ``memory`` event where the memory sizes the batch below ``batch``. A unit its
+    compiler refuses at the batch keeps a frame a call (said in the plan's ``why``)."""
+    accel = [u for u in units if u.npu is not None and u.npu is not u.twin and u.graph is not None]
+    chosen = plan_batch(accel, builder, batch)
+    if chosen.memory:
+        events.add(-1, ",".join(u.name for u in accel), "memory", "sub_batch", chosen.why)
+    refused = []
+    for unit in accel if chosen.runs_at > 1 else ():
+        rebatch = _rebatch(unit, builder)
+        try:
+            unit.batched, unit.rebatch = rebatch(chosen.runs_at), rebatch
+        except NpuCompileError as exc:
+            refused.append(f"{unit.name} runs a frame a call ({exc})")
+    return replace(chosen, why="; ".join([chosen.why, *refused]).strip("; ")) if refused else chosen
+
+
+def _rebatch(unit: Unit, builder: Builder) -> Callable[[int], Executable]:
+    """What compiles ``unit``'s accelerator executable at a batch: from its batch-1 executable's own program."""
+    npu, graph = unit.npu, _graph(unit)
+    assert npu is not None
+
+    def compiled(batch: int) -> Executable:
+        return builder.compile(graph, npu.variant, None, npu.artifact_files(), batch)
+
+    return compiled
+
+
+def _graph(unit: Unit) -> onnx.ModelProto:
+    assert unit.graph is not None, "a compiled unit keeps its FP32 graph"
+    return unit.graph

@@ -29,6 +29,8 @@ Action = Literal[
     "move_to_npu",
     "compile_on_cpu",
     "alert",
+    "sub_batch",  # a batch asked for runs as sub-batches of the largest that fits the accelerator's memory
+    "shrink_batch",  # an allocation failed at run time: the batch halves (its rows run at batch 1 meanwhile)
 ]
 
 

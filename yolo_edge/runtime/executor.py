@@ -28,13 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from yolo_edge.backends.base import Executable, NpuError, NpuTimeout, median_run_s
+from yolo_edge.backends.base import Executable, NpuAllocationError, NpuError, NpuTimeout, median_run_s
 from yolo_edge.core.config import BOARD, DeviceProfile, RuntimeConfig
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.devices.cost import transfer_time
 from yolo_edge.model.graph import TensorInfo
 from yolo_edge.runtime.audit import Auditor
-from yolo_edge.runtime.events import EventLog
+from yolo_edge.runtime.build import BatchPlan
+from yolo_edge.runtime.events import EventLog, Trigger
 from yolo_edge.runtime.units import CircuitBreaker, DeferredTwin, Transfer, Unit, UnitRun
 
 
@@ -178,6 +179,7 @@ class SplitExecutor:
         self.outputs = frame_outputs(self.units)
         self.output_names = tuple(t.name for t in self.outputs)
         self.placement_problems: list[str] = []  # units that could not be placed as the plan says (Bundle.executor)
+        self.batch = BatchPlan()  # frames a call of the accelerator units in a stream (Bundle.executor's batch)
         # the `cpu` profile's accelerator is the CPU reference itself: moving a unit to the CPU gains nothing,
         # and timing one engine against itself only measures noise
         self.performance_fallback = not as_placed and (profile is None or profile.kind != "cpu")
@@ -208,19 +210,27 @@ class SplitExecutor:
         self.close()
 
     # ---------------------------------------------------------------- one unit
+    def _limit(self, exe: Executable, frames: int) -> float:
+        """Seconds an accelerator call of ``frames`` frames may take (a simulator's own time on this host is not the
+        board's: its slack is added)."""
+        return self.cfg.unit_timeout_s * frames + exe.host_slack_s
+
+    def _call(self, exe: Executable, feeds: dict[str, np.ndarray], limit: float) -> dict[str, np.ndarray]:
+        """One accelerator call within ``limit`` seconds (else :class:`NpuTimeout` or ``FutureTimeout``)."""
+        if exe.bounded:  # its runtime waits with the deadline and cancels the call past it
+            return exe.run(feeds, limit)
+        # on a pool thread, given up on past the deadline (a hung driver's thread is left behind)
+        return answer_within(self._pool.submit(exe.run, feeds), limit, exe)
+
     def _npu_call(
         self, unit: Unit, feeds: dict[str, np.ndarray], frame: int
     ) -> tuple[dict[str, np.ndarray] | None, float]:
         """Run the NPU twin with a timeout; returns (outputs or None on failure, seconds spent)."""
         assert unit.npu is not None
-        npu = unit.npu
         t0 = self.clock()
-        limit = self.cfg.unit_timeout_s + npu.host_slack_s  # a simulator's own time on this host is not the board's
+        limit = self._limit(unit.npu, 1)
         try:
-            if npu.bounded:  # its runtime waits with the deadline and cancels the call past it
-                outs = npu.run(feeds, limit)
-            else:  # on a pool thread, given up on past the deadline (a hung driver's thread is left behind)
-                outs = answer_within(self._pool.submit(npu.run, feeds), limit, npu)
+            outs = self._call(unit.npu, feeds, limit)
         except (FutureTimeout, NpuTimeout):
             self.events.add(frame, unit.name, "timeout", "retry_cpu", f"no answer in {limit:.3g} s")
             self.breaker.record(False, frame, unit.name, "timeout")
@@ -295,6 +305,93 @@ class SplitExecutor:
                     self.auditor.offer(unit, frame, feeds, outs, npu=True)
                     self.events.timed(unit.name, "npu", spent * 1e3 if modelled is None else modelled)
                     return outs, UnitRun(unit.name, "npu", spent * 1e3, modelled)
+        outs, run = self._on_cpu(unit, feeds, frame, spent)
+        self.auditor.offer(unit, frame, feeds, outs, npu=False)  # a unit a precision event moved here: probed
+        return outs, run
+
+    # ---------------------------------------------------------------- a batch of frames
+    def run_rows(
+        self, unit: Unit, rows: Sequence[dict[str, np.ndarray]], frames: Sequence[int]
+    ) -> list[tuple[dict[str, np.ndarray], UnitRun]]:
+        """Run one unit for several frames (``rows``: each frame's tensors): one call of its batched executable where
+        it takes that many frames and the unit is on its accelerator, else each frame as :meth:`run_unit` runs it.
+        The grain of a fallback is the row: a row with NaN/Inf re-runs alone on the CPU twin, a call that fails or
+        times out re-runs each of its rows there (the breaker counts calls), and an allocation failure halves the
+        batch (:meth:`_shrink`) and runs these rows a frame a call on the accelerator, never on the CPU for it."""
+        batched = unit.batched
+        if (
+            batched is None
+            or len(rows) != unit.batch
+            or unit.parked
+            or unit.precision_parked
+            or unit.npu is None
+            or not self.breaker.allow()
+        ):
+            return [self.run_unit(unit, r, f) for r, f in zip(rows, frames)]
+        feeds = {n: np.concatenate([r[n] for r in rows]) for n in unit.input_names}
+        t0 = self.clock()
+        limit = self._limit(batched, len(rows))
+        try:
+            outs = self._call(batched, feeds, limit)
+        except NpuAllocationError as exc:
+            self._shrink(unit, batched, frames, exc)
+            return [self.run_unit(unit, r, f) for r, f in zip(rows, frames)]
+        except (
+            FutureTimeout,
+            NpuTimeout,
+            NpuError,
+        ) as exc:  # the call's failure: each of its frames re-runs on the CPU
+            timeout = not isinstance(exc, NpuError) or isinstance(exc, NpuTimeout)
+            trigger: Trigger = "timeout" if timeout else "runtime_error"
+            why = f"no answer in {limit:.3g} s" if timeout else f"{type(exc).__name__}: {exc}"
+            for f in frames:
+                self.events.add(f, unit.name, trigger, "retry_cpu", f"a call of {len(rows)} frames: {why}")
+            self.breaker.record(False, frames[0], unit.name, trigger)
+            spent = self.clock() - t0
+            return [self._on_cpu(unit, r, f, spent / len(rows)) for r, f in zip(rows, frames)]
+        per_row = (self.clock() - t0) / len(rows)
+        split = [{k: v[i : i + 1] for k, v in outs.items()} for i in range(len(rows))]
+        bad = [i for i, o in enumerate(split) if not all(np.isfinite(a).all() for a in o.values())]
+        self.breaker.record(not bad, frames[0], unit.name, "nan" if bad else None)
+        if self.performance_fallback and unit.modelled_s is None:
+            self._hysteresis(unit, per_row, False, frames[0], rows[0])  # a call's time a row against a frame's
+        modelled = None if batched.modelled_s is None else batched.modelled_s * 1e3 / len(rows)
+        done: list[tuple[dict[str, np.ndarray], UnitRun]] = []
+        for i, (row, f) in enumerate(zip(rows, frames)):
+            if i in bad:
+                self.events.add(f, unit.name, "nan", "retry_cpu", f"NaN/Inf in row {i} of a batch of {len(rows)}")
+                done.append(self._on_cpu(unit, row, f, per_row))
+                continue
+            self.events.timed(unit.name, "npu", per_row * 1e3 if modelled is None else modelled)
+            done.append((split[i], UnitRun(unit.name, "npu", per_row * 1e3, modelled)))
+        good = next((i for i in range(len(rows)) if i not in bad), None)
+        if good is not None:  # the audit samples one row of the call
+            self.auditor.offer(unit, frames[good], rows[good], split[good], npu=True)
+        return done
+
+    def _shrink(self, unit: Unit, batched: Executable, frames: Sequence[int], exc: NpuAllocationError) -> None:
+        """An allocation failure at run time: the unit's batch halves (compiled again; 1: each frame a call of its
+        batch-1 executable), and a ``memory`` event says what failed and the batch chosen."""
+        size = len(frames)
+        half = size // 2
+        with unit.lock:
+            if unit.batched is not batched:  # shrunk meanwhile by another worker
+                return
+            unit.batched = unit.rebatch(half) if half > 1 and unit.rebatch is not None else None
+        self.events.add(
+            frames[0],
+            unit.name,
+            "memory",
+            "shrink_batch",
+            f"a call of {size} frames failed to allocate ({exc}); runs at batch {max(1, unit.batch)} from now on, "
+            f"these {size} frames a frame a call on the accelerator",
+        )
+
+    def _on_cpu(
+        self, unit: Unit, row: dict[str, np.ndarray], frame: int, spent: float
+    ) -> tuple[dict[str, np.ndarray], UnitRun]:
+        """One frame's unit on its CPU twin after its accelerator call failed (``spent`` seconds of it its share)."""
+        feeds = {n: row[n] for n in unit.input_names}
         try:
             outs = unit.cpu.run(feeds)
         except NpuError as exc:  # the CPU runtime failed: no fallback is left (a damaged graph, no memory for it)
@@ -303,9 +400,9 @@ class SplitExecutor:
                 "here: deploy it again, or free memory"
             ) from None
         board = None if unit.board_cpu_s is None else unit.board_cpu_s * 1e3
-        self.auditor.offer(unit, frame, feeds, outs, npu=False)  # a unit a precision event moved here: probed
-        self.events.timed(unit.name, "cpu", (spent + unit.cpu.last_run_s) * 1e3 if board is None else board)
-        return outs, UnitRun(unit.name, "cpu", (spent + unit.cpu.last_run_s) * 1e3, board)
+        ms = (spent + unit.cpu.last_run_s) * 1e3
+        self.events.timed(unit.name, "cpu", ms if board is None else board)
+        return outs, UnitRun(unit.name, "cpu", ms, board)
 
     # ---------------------------------------------------------------- one frame
     def run(self, feeds: dict[str, np.ndarray], frame: int = 0) -> FrameResult:

@@ -119,6 +119,10 @@ class Unit:
     audit_floor: float | None = None  # the lowest cosine with its FP32 twin the deploy accepted (audit.py)
     graph: onnx.ModelProto | None = None  # its FP32 graph, which the audit compiles its own twin of
     precision_parked: bool = False  # moved to the CPU by a precision event: only audits run the accelerator
+    # the accelerator executable taking ``batch`` frames a call (run --batch; None: each frame a call of ``npu``) and
+    # what compiles it at another batch (an allocation failure at run time halves it)
+    batched: Executable | None = None
+    rebatch: Callable[[int], Executable] | None = None
     slow_run: list[float] = field(default_factory=list)  # accelerator seconds of the current run of slow frames
     good_probes: int = 0
     since_probe: int = 0
@@ -133,6 +137,11 @@ class Unit:
     def _shape(self) -> Executable:
         """An executable with this unit's inputs and outputs, without waiting for a deferred twin."""
         return self.npu if isinstance(self.twin, DeferredTwin) and self.npu is not None else self.cpu
+
+    @property
+    def batch(self) -> int:
+        """Frames one accelerator call takes (1 without a batched executable)."""
+        return 1 if self.batched is None else self.batched.inputs[0].shape[0]
 
     @property
     def input_names(self) -> list[str]:

@@ -187,6 +187,7 @@ class EthosUBackend(Backend):
     numerics on LiteRT's reference kernels."""
 
     name = "ethos-u"
+    batch_refusal = "Vela requires batch 1 ('IFM batch size must be 1'): a batch runs as that many calls"
     precisions = ("int8",)
     quantizers = ("tflite",)  # TensorFlow Lite's post-training full-integer quantization
 
@@ -340,6 +341,7 @@ class EthosUBoardBackend(Backend):
     """The board: a bundle's ``_vela.tflite`` units on LiteRT with the Ethos-U delegate (the NPU), no toolchain."""
 
     name = "ethos-u-board"
+    batch_refusal = "Vela requires batch 1 ('IFM batch size must be 1'): a batch runs as that many calls"
     precisions = ("int8",)
     quantizers = ("tflite",)
     on_accelerator = True  # the board's NPU: measured, never wrapped as a simulation

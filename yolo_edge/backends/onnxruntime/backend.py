@@ -26,6 +26,7 @@ from yolo_edge.core.config import DeviceProfile, Variant
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.host import runtime_threads
 from yolo_edge.devices.limits import RuntimeMemory
+from yolo_edge.model.batch import at_batch
 
 CPU_EP = "CPUExecutionProvider"
 Graph = tuple[onnx.ModelProto, bytes | None]  # the graph a session is created from, and its bytes where stored
@@ -59,6 +60,7 @@ class OnnxRuntimeBackend(Backend):
     # one compiled model (session) serves every request in flight; its own memory and activations' multiple fitted on
     # the demo by benchmarks/memory_estimate.py (checked there on YOLOv8n at 640)
     memory = RuntimeMemory(shares_weights=True, own_mb=26.7, activation_factor=1.31)
+    max_batch = None  # a static batch of any size: the graph rewritten for it (model.batch.at_batch)
 
     def __init__(self, providers: Sequence[str] = (CPU_EP,), threads: int | None = None) -> None:
         available = ort.get_available_providers()
@@ -95,6 +97,10 @@ class OnnxRuntimeBackend(Backend):
         from yolo_edge.backends.quantize import quantize_int8  # onnxruntime.quantization: when quantizing
 
         return quantize_int8(model, calib or [], exclude=v.kept), None  # INT8: u8 only, onnxruntime's fast x86 path
+
+    def _rebatch(self, program: Graph, batch: int) -> Graph:
+        """The graph (FP32, or INT8 as quantized at batch 1: its QDQ nodes act on each frame alone) at ``batch``."""
+        return at_batch(program[0], batch), None  # program[1], where given, is program[0]'s bytes
 
     def _build(self, model: onnx.ModelProto, v: Variant, program: Graph) -> Executable:
         graph, data = program

@@ -145,6 +145,7 @@ class OpenVinoBackend(Backend):
     # one compiled model (session) serves every request in flight; its own memory and activations' multiple fitted on
     # the demo by benchmarks/memory_estimate.py (checked there on YOLOv8n at 640)
     memory = RuntimeMemory(shares_weights=True, own_mb=68.6, activation_factor=1.0)
+    max_batch = None  # any static batch: OpenVINO reshapes the model for it
     recipe = "Ultralytics' OpenVINO INT8 export (NNCF's default preset over the network, the decode left out)"
 
     def __init__(
@@ -218,6 +219,19 @@ class OpenVinoBackend(Backend):
             xml, weights = quantize_nncf(model, calib or [], v.scheme, v.kept, minmax=v.quantizer == "nncf-minmax")
             return read_ir(xml, weights), {OV_XML_SUFFIX: xml, OV_BIN_SUFFIX: weights}
         return read_onnx(model), {}
+
+    def _rebatch(self, program: Graph, batch: int) -> Graph:
+        """The OpenVINO model (FP32, or INT8 as NNCF quantized it at batch 1) reshaped to ``batch`` frames by
+        OpenVINO itself; what a bundle stores stays the batch-1 model (a batch is given it again on load)."""
+        ov_model, stored = program
+        batched = ov_model.clone()
+        shapes = {p.get_any_name(): [batch, *p.get_partial_shape().to_shape()[1:]] for p in batched.inputs}
+        try:
+            batched.reshape(shapes)
+        except RuntimeError as exc:
+            why = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+            raise NpuCompileError(f"OpenVINO cannot give it batch {batch}: {why[-1] if why else exc}") from None
+        return batched, stored
 
     def _build(self, model: onnx.ModelProto, v: Variant, program: Graph) -> Executable:
         ov_model, stored = program

@@ -181,6 +181,7 @@ class QnnBackend(Backend):
     """Qualcomm's HTP: its QDQ recipe, its compiler, its simulator (or the NPU on a Snapdragon board)."""
 
     name = "qnn"
+    batch_refusal = "yolo-edge compiles QNN context binaries at batch 1: a batch runs as that many calls"
     precisions = ("int8",)
     int8_schemes: tuple[Scheme, ...] = ("w8a8", "w8a16")  # uint8 weights; uint8 or uint16 activations
     quantizers = ("qnn",)

@@ -169,6 +169,8 @@ class RknnBackend(Backend):
     """rknn-toolkit2 in its worker: Rockchip's compiler and quantizer, numerics on its simulator."""
 
     name = "rknn"
+    # Rockchip's build takes rknn_batch_size; yolo-edge does not pass it yet
+    batch_refusal = "yolo-edge does not yet pass rknn_batch_size to Rockchip's build: a batch runs as that many calls"
     precisions = ("int8", "fp16")
     int8_schemes = ("w8a8",)  # Rockchip's INT8: asymmetric int8 activations, per-channel int8 weights
     quantizers = ("rknn",)  # its "normal" algorithm, the model zoo's recipe
@@ -299,6 +301,7 @@ class RknnLiteBackend(Backend):
     """The board: ``rknnlite.api.RKNNLite`` runs a bundle's ``.rknn`` files on the NPU cores of ``core_mask``."""
 
     name = "rknn-lite"
+    batch_refusal = "a board's .rknn is compiled at batch 1 by deploy: a batch runs as that many calls"
     precisions = ("int8", "fp16")
     int8_schemes = ("w8a8",)
     quantizers = ("rknn",)
