@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import signal
 import socketserver
 import subprocess
@@ -568,3 +569,32 @@ def test_a_streamed_frame_on_a_simulated_board_is_priced_as_bench_prices_it(smal
         assert s.board and b.board and (s.transfer_ms > 0) == ("npu" in s.unit_device.values()), s
         phases = ("preprocess_ms", "unit_ms", "unit_device", "transfer_ms", "postprocess_ms")
         assert [getattr(s, p) for p in phases] == [getattr(b, p) for p in phases], (name, s, b)
+
+
+@pytest.mark.parametrize("device", ["host-lowp", "sim-edge-npu"])
+def test_run_batch_8_gives_the_detections_run_batch_1_gives(
+    device: str,
+    deployed: DeployResult,
+    small_deploy,
+    video300: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    """``run --batch 8`` and ``run --batch 1`` on 300 frames of a video: every frame, in order, the same detections
+    (OpenVINO's batched kernels may round a score's last digits: boxes within 0.01 px, scores within 1e-4)."""
+    bundle = deployed.bundle if device == "host-lowp" else small_deploy(device).bundle
+    runs = []
+    for batch in ("1", "8"):
+        cmd = [*CLI, "run", str(bundle), "--source", str(video300), "--json", "--batch", batch]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        runs.append([json.loads(x) for x in proc.stdout.splitlines()])
+        calls = re.search(r"batch 8 asked, 8 run: accelerator calls (\d+) of 8 frames", proc.stderr)
+        assert (calls is not None and int(calls[1]) >= 25) == (batch == "8"), proc.stderr  # the stage fills batches
+    one, eight = runs
+    assert [x["frame"] for x in eight] == [x["frame"] for x in one] == list(range(300))
+    boxes = 0
+    for a, b in zip(one, eight):
+        assert [d["class_id"] for d in a["detections"]] == [d["class_id"] for d in b["detections"]], a["frame"]
+        for da, db in zip(a["detections"], b["detections"]):
+            assert np.allclose(da["xyxy"], db["xyxy"], atol=0.01) and abs(da["confidence"] - db["confidence"]) <= 1e-4
+            boxes += 1
+    assert boxes > 100  # the video has things to find

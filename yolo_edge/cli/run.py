@@ -214,6 +214,13 @@ def _report(runner: StreamRunner, events: EventLog, audits: dict[str, dict[str, 
             line += f", cosine with the FP32 twin min {a['min_cosine']:.4f} last {a['last_cosine']:.4f}"
         skipped = f", {a['skipped']} skipped (the audit worker was busy)" if a["skipped"] else ""
         print(line + skipped + ("; on the CPU since a precision event" if a["on_cpu"] else ""), file=out)
+    executor = runner.detector.executor
+    if executor.batch.asked > 1:  # what the batch did: calls of the batch, and the frames that ran a frame a call
+        calls = ", ".join(f"{n} of {b} frames" for b, n in sorted(executor.batch_calls.items(), reverse=True))
+        print(
+            f"batch {executor.batch.asked} asked, {executor.batch.runs_at} run: accelerator calls {calls or 'none'}",
+            file=out,
+        )
     ev = events.summary()
     print(f"{ev.total} fallback events" + (f": {ev.by_trigger}" if ev.total else ""), file=out)
     for st in runner.stats:

@@ -19,6 +19,7 @@ import queue
 import statistics
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -180,6 +181,7 @@ class SplitExecutor:
         self.output_names = tuple(t.name for t in self.outputs)
         self.placement_problems: list[str] = []  # units that could not be placed as the plan says (Bundle.executor)
         self.batch = BatchPlan()  # frames a call of the accelerator units in a stream (Bundle.executor's batch)
+        self.batch_calls: Counter[int] = Counter()  # the batched units' accelerator calls, by frames a call
         # the `cpu` profile's accelerator is the CPU reference itself: moving a unit to the CPU gains nothing,
         # and timing one engine against itself only measures noise
         self.performance_fallback = not as_placed and (profile is None or profile.kind != "cpu")
@@ -327,6 +329,8 @@ class SplitExecutor:
             or unit.npu is None
             or not self.breaker.allow()
         ):
+            if batched is not None:
+                self.batch_calls[1] += len(rows)
             return [self.run_unit(unit, r, f) for r, f in zip(rows, frames)]
         feeds = {n: np.concatenate([r[n] for r in rows]) for n in unit.input_names}
         t0 = self.clock()
@@ -350,6 +354,7 @@ class SplitExecutor:
             spent = self.clock() - t0
             return [self._on_cpu(unit, r, f, spent / len(rows)) for r, f in zip(rows, frames)]
         per_row = (self.clock() - t0) / len(rows)
+        self.batch_calls[len(rows)] += 1
         split = [{k: v[i : i + 1] for k, v in outs.items()} for i in range(len(rows))]
         bad = [i for i, o in enumerate(split) if not all(np.isfinite(a).all() for a in o.values())]
         self.breaker.record(not bad, frames[0], unit.name, "nan" if bad else None)
