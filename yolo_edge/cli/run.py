@@ -75,7 +75,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--max-age-ms", type=positive_float, default=None, help="live sources: drop frames older than this")
     p.add_argument(
-        "--in-flight", type=int, default=None, help="frames in the pipeline at once (default: one per stage, +1)"
+        "--in-flight",
+        type=int,
+        default=None,
+        help="frames in the pipeline at once (default: one per stage worker, times its batch, +1)",
     )
     p.add_argument(
         "--batch",
