@@ -173,7 +173,7 @@ def test_the_design_documents_case_batch_32_over_the_budget_runs_as_sub_batches(
     units, builder, events = _sim_units(demo_split, tensors, memory_mb=budget)
     chosen = batch_units(units, builder, 32, events)
     assert (chosen.asked, chosen.runs_at, chosen.memory) == (32, 5, True), chosen
-    assert "runs as sub-batches of 5" in chosen.why and f"> the accelerator's {budget:g} MiB" in chosen.why
+    assert "runs as sub-batches of 5" in chosen.why and f"> the accelerator's {budget:.1f} MiB" in chosen.why
     memory = [e for e in events.events if e.trigger == "memory"]
     assert [(e.action, e.detail) for e in memory] == [("sub_batch", chosen.why)]
     ex = SplitExecutor(units, fast_cfg.runtime, builder.profile, events)

@@ -214,7 +214,7 @@ def test_a_simulator_slow_on_a_loaded_host_is_no_board_timeout(demo_split: Any, 
     from yolo_edge.backends.onnxruntime.backend import OnnxRuntimeBackend
     from yolo_edge.backends.simulated import SimulatedNpu
     from yolo_edge.core.config import Faults, load_profile
-    from yolo_edge.runtime.executor import answer_within
+    from yolo_edge.runtime.calls import answer_within
 
     neck = demo_split["neck"]
     calib = [{t.name: x[t.name] for t in neck.inputs} for x in tensors[:1]]

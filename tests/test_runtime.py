@@ -445,7 +445,7 @@ def test_an_accelerator_call_that_never_returns_does_not_keep_the_process_from_e
     import time
 
     code = (
-        "import time\nfrom concurrent.futures import TimeoutError\nfrom yolo_edge.runtime.executor import DaemonPool\n"
+        "import time\nfrom concurrent.futures import TimeoutError\nfrom yolo_edge.runtime.calls import DaemonPool\n"
         "pool = DaemonPool(2, 'npu')\nhung = pool.submit(time.sleep, 120)\n"
         "try:\n    hung.result(timeout=0.2)\nexcept TimeoutError:\n    print('timed out')\n"
         "print(pool.submit(sum, [1, 2]).result(timeout=5))\npool.shutdown()\n"

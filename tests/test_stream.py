@@ -579,7 +579,8 @@ def test_run_batch_8_gives_the_detections_run_batch_1_gives(
     video300: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     """``run --batch 8`` and ``run --batch 1`` on 300 frames of a video: every frame, in order, the same detections
-    (OpenVINO's batched kernels may round a score's last digits: boxes within 0.01 px, scores within 1e-4)."""
+    (OpenVINO's batched kernels may round a score's last digits: boxes within 0.01 px, scores within 1e-4); the batch
+    is used where it pays, and where it does not ``run`` says so."""
     bundle = deployed.bundle if device == "host-lowp" else small_deploy(device).bundle
     runs = []
     for batch in ("1", "8"):
@@ -588,7 +589,13 @@ def test_run_batch_8_gives_the_detections_run_batch_1_gives(
         assert proc.returncode == 0, proc.stderr
         runs.append([json.loads(x) for x in proc.stdout.splitlines()])
         calls = re.search(r"batch 8 asked, 8 run: accelerator calls (\d+) of 8 frames", proc.stderr)
-        assert (calls is not None and int(calls[1]) >= 25) == (batch == "8"), proc.stderr  # the stage fills batches
+        # the stage fills its batches, where the batch pays: by the board's model on a simulated board (it does), by
+        # rounds measured here on the host (it may not on a loaded machine: then said, and a frame a call)
+        slower = re.search(
+            r"runs a frame a call: batch 8 was x[\d.]+ the frames a second of batch 1 in round", proc.stderr
+        )
+        filled = calls is not None and int(calls[1]) >= 25
+        assert (filled or (slower is not None and device == "host-lowp")) == (batch == "8"), proc.stderr
     one, eight = runs
     assert [x["frame"] for x in eight] == [x["frame"] for x in one] == list(range(300))
     boxes = 0

@@ -91,7 +91,7 @@ class Bundle:
                 # domain, renamed IR outputs, a damaged context): the bundle, someone else's, is damaged
                 said = (str(exc).strip().splitlines() or [""])[0][:200]
                 raise damaged(self.path, f"a runtime refused its stored units: {type(exc).__name__}: {said}") from None
-            batching = batch_units(units, builder, batch, events)
+            batching = batch_units(units, builder, batch, events, dict(self.sample))
             executor = SplitExecutor(
                 units, self.config.runtime, self.profile, events, owns=stack.pop_all(), as_placed=as_placed
             )

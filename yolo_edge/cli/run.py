@@ -87,6 +87,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="frames a call of an accelerator unit takes (default 1); more than its memory holds runs as sub-batches "
         "of the largest that fits (a memory event says so)",
     )
+    p.add_argument(
+        "--batch-timeout-ms",
+        type=positive_float,
+        default=1000.0,
+        help="with --batch: how long a batch waits to fill before what it has runs a frame a call (default 1000)",
+    )
     p.add_argument("--sequential", action="store_true", help="run the units in turn instead of pipelined")
     p.add_argument(
         "--emulate-latency", action="store_true", help="simulated accelerators take their modelled time (sleeping)"
@@ -245,7 +251,8 @@ def source_names(args: argparse.Namespace) -> list[str]:
     return named
 
 
-def run(args: argparse.Namespace) -> int:
+def check_args(args: argparse.Namespace) -> None:
+    """``run``'s arguments that are wrong before anything is read: a one-line error saying how to fix each."""
     if args.events is not None:
         check_can_write(args.events, "--events")
     if args.in_flight is not None and args.in_flight < 1:
@@ -256,6 +263,10 @@ def run(args: argparse.Namespace) -> int:
         raise YoloEdgeError("--save-txt writes the labels into SAVE/labels/: give --save DIR too")
     if args.save_json is not None:
         check_can_write(args.save_json, "--save-json")
+
+
+def run(args: argparse.Namespace) -> int:
+    check_args(args)
     sources = [parse_source(s) for s in source_names(args)]  # a bad source fails before the bundle is compiled
     save = save_dirs(args.save, sources) if args.save else None
     bundle = load_bundle(args.bundle)
@@ -270,6 +281,7 @@ def run(args: argparse.Namespace) -> int:
         in_flight=args.in_flight,
         pipelined=not args.sequential,
         emulate_latency=args.emulate_latency,
+        batch_timeout_s=args.batch_timeout_ms / 1e3,
     )
     events = EventLog(args.events)
     output = AnnotatedOutput(sources, save, args.video_format) if save is not None else None

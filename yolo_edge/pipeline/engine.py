@@ -46,8 +46,8 @@ class StreamOptions:
     emulate_latency: bool = False
     order_timeout_s: float = 5.0  # a result waiting this long for an earlier frame of its stream goes out anyway
     # a batched accelerator stage (run --batch) waits this long for a batch to fill: past it, what it has runs a frame
-    # a call (as OpenVINO's BATCH plugin falls back to batch 1 after its timeout)
-    batch_timeout_s: float = 0.1
+    # a call (OpenVINO's BATCH plugin falls back to batch 1 after its timeout, 1000 ms by default, as here)
+    batch_timeout_s: float = 1.0
 
 
 @dataclass
@@ -402,6 +402,7 @@ class _Stage:
         self.timeout_s = StreamOptions.batch_timeout_s  # how long a batch may wait to fill
         self._left = workers
         self._lock = threading.Lock()
+        self._gather = threading.Lock()
 
     def run(self) -> None:
         while True:
@@ -428,10 +429,18 @@ class _Stage:
     def _take(self) -> tuple[list[_Job], bool]:
         """The next frames for one call (a batched unit's: as many as its batch, or what came within ``timeout_s``),
         and whether the end mark (or a stop) came."""
+        batch = _batch(self.units)
+        if batch == 1:
+            job = self.inp.get()
+            return ([], True) if job is None or self.stop.is_set() else ([job], False)
+        with self._gather:  # one worker of the pool fills its batch at a time: they do not split the frames
+            return self._fill(batch)
+
+    def _fill(self, batch: int) -> tuple[list[_Job], bool]:
         first = self.inp.get()
         if first is None or self.stop.is_set():
             return [], True
-        jobs, batch = [first], _batch(self.units)
+        jobs = [first]
         deadline = time.monotonic() + self.timeout_s
         while len(jobs) < batch:
             try:

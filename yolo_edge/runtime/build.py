@@ -355,29 +355,76 @@ def plan_batch(units: Sequence[Unit], builder: Builder, batch: int) -> BatchPlan
     need = sum(u.dram_at(batch) for u in uses) / 2**20
     contexts = f", {profile.npu_cores} contexts" if profile.npu_cores > 1 else ""
     why = (
-        f"batch {batch} needs {need:.1f} MiB > the accelerator's {profile.memory_mb:g} MiB (its units together"
+        f"batch {batch} needs {need:.1f} MiB > the accelerator's {profile.memory_mb:.1f} MiB (its units together"
         f"{contexts}): runs as sub-batches of {max(1, fit)}"
     )
     return BatchPlan(batch, max(1, fit), why, memory=True)
 
 
-def batch_units(units: Sequence[Unit], builder: Builder, batch: int, events: EventLog) -> BatchPlan:
+PAY_ROUNDS = 5  # rounds in which a batch must be at least as fast a frame as batch 1 to be used
+
+
+def batch_units(
+    units: Sequence[Unit], builder: Builder, batch: int, events: EventLog, sample: Tensors | None = None
+) -> BatchPlan:
     """Give each accelerator unit of ``units`` an executable taking the batch :func:`plan_batch` chooses, compiled
     from what its batch-1 executable runs (the same quantized graph: no calibration again), and what compiles it at
-    another (``Unit.rebatch``); a ``memory`` event where the memory sizes the batch below ``batch``. A unit its
-    compiler refuses at the batch keeps a frame a call (said in the plan's ``why``)."""
+    another (``Unit.rebatch``), where the batch pays (:func:`batch_pays`, on ``sample``: a frame's boundary tensors);
+    a ``memory`` event where the memory sizes the batch below ``batch``. A unit its compiler refuses at the batch, or
+    on which the batch does not pay, keeps a frame a call (said in the plan's ``why``)."""
     accel = [u for u in units if u.npu is not None and u.npu is not u.twin and u.graph is not None]
     chosen = plan_batch(accel, builder, batch)
     if chosen.memory:
         events.add(-1, ",".join(u.name for u in accel), "memory", "sub_batch", chosen.why)
-    refused = []
+    said = []
     for unit in accel if chosen.runs_at > 1 else ():
         rebatch = _rebatch(unit, builder)
         try:
-            unit.batched, unit.rebatch = rebatch(chosen.runs_at), rebatch
+            batched = rebatch(chosen.runs_at)
         except NpuCompileError as exc:
-            refused.append(f"{unit.name} runs a frame a call ({exc})")
-    return replace(chosen, why="; ".join([chosen.why, *refused]).strip("; ")) if refused else chosen
+            said.append(f"{unit.name} runs a frame a call ({exc})")
+            continue
+        why_not = "" if sample is None else batch_pays(unit, batched, sample)
+        if why_not:
+            said.append(f"{unit.name} runs a frame a call: {why_not}")
+            continue
+        unit.batched, unit.rebatch = batched, rebatch
+    return replace(chosen, why="; ".join([chosen.why, *said]).strip("; ")) if said else chosen
+
+
+def batch_pays(unit: Unit, batched: Executable, sample: Tensors, rounds: int = PAY_ROUNDS) -> str:
+    """Why ``batched`` does not pay for ``unit`` ('' where it does): a frame of a batched call must take no longer
+    than a batch-1 call, by the board's model where the accelerator's time is modelled, else measured here on
+    ``sample`` in ``rounds`` rounds (each: a batch of batch-1 calls and one batched call, in turn) and in every one."""
+    npu, size = unit.npu, batched.inputs[0].shape[0]
+    assert npu is not None
+    if npu.modelled_s is not None and batched.modelled_s is not None:
+        ratio = npu.modelled_s * size / batched.modelled_s
+        return "" if ratio >= 1.0 - 1e-9 else f"batch {size} is x{ratio:.2f} the frames a second of batch 1 (modelled)"
+    ratios = pay_rounds(npu, batched, {n: sample[n] for n in unit.input_names}, rounds)
+    slow = next((k for k, r in enumerate(ratios) if r < 1.0), None)
+    if slow is None:
+        return ""
+    return f"batch {size} was x{ratios[slow]:.2f} the frames a second of batch 1 in round {slow + 1} of {rounds} here"
+
+
+def pay_rounds(one: Executable, batched: Executable, row: Tensors, rounds: int) -> list[float]:
+    """Each round's frames a second of ``batched`` over ``one`` (a batch-1 executable of the same unit) on ``row`` (a
+    frame's inputs, repeated to fill the batch): a round is as many calls of ``one`` as the batch has frames, then one
+    call of ``batched``, so that a machine that slows meanwhile slows both alike; after one untimed call of each."""
+    size = batched.inputs[0].shape[0]
+    rows = {n: np.concatenate([a] * size) for n, a in row.items()}
+    one.run(row)
+    batched.run(rows)  # untimed: a fresh executable's first call allocates
+    ratios = []
+    for _ in range(rounds):
+        alone = 0.0
+        for _ in range(size):
+            one.run(row)
+            alone += one.last_run_s
+        batched.run(rows)
+        ratios.append(alone / batched.last_run_s)
+    return ratios
 
 
 def _rebatch(unit: Unit, builder: Builder) -> Callable[[int], Executable]:

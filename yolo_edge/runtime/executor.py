@@ -15,28 +15,22 @@ different units of different frames in different threads.
 
 from __future__ import annotations
 
-import queue
-import statistics
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
-from yolo_edge.backends.base import Executable, NpuAllocationError, NpuError, NpuTimeout, median_run_s
+from yolo_edge.backends.base import NpuAllocationError
 from yolo_edge.core.config import BOARD, DeviceProfile, RuntimeConfig
-from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.devices.cost import transfer_time
 from yolo_edge.model.graph import TensorInfo
 from yolo_edge.runtime.audit import Auditor
 from yolo_edge.runtime.build import BatchPlan
-from yolo_edge.runtime.events import EventLog, Trigger
+from yolo_edge.runtime.calls import Calls
+from yolo_edge.runtime.events import EventLog
 from yolo_edge.runtime.units import CircuitBreaker, DeferredTwin, Transfer, Unit, UnitRun
 
 
@@ -60,59 +54,6 @@ class FrameResult:
         return sum(s.ms for s in self.units)
 
 
-class DaemonPool:
-    """Accelerator calls on daemon threads, each call's result a :class:`Future`. Not a ThreadPoolExecutor: the
-    interpreter joins those at exit, so one accelerator call that never returns (a hung driver) would keep a
-    ``run`` from ever ending after its summary; a daemon thread stuck in such a call is left behind at exit.
-    Up to ``workers`` threads, started as calls come; a hung one is replaced by the next idle one."""
-
-    def __init__(self, workers: int, name: str) -> None:
-        self.workers, self.name = workers, name
-        self._calls: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = (
-            queue.SimpleQueue()
-        )
-        self._threads: list[threading.Thread] = []
-        self._idle = 0
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("the accelerator call pool is shut down")
-            if self._idle == 0 and len(self._threads) < self.workers:
-                t = threading.Thread(target=self._work, name=f"{self.name}-{len(self._threads)}", daemon=True)
-                self._threads.append(t)
-                t.start()
-            else:
-                self._idle -= 1 if self._idle else 0
-        self._calls.put((future, fn, args))
-        return future
-
-    def _work(self) -> None:
-        while True:
-            item = self._calls.get()
-            if item is None:
-                return
-            future, fn, args = item
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(fn(*args))
-                except BaseException as exc:  # handed to the caller, which decides (a bug propagates there)
-                    future.set_exception(exc)
-            with self._lock:
-                self._idle += 1
-
-    def shutdown(self) -> None:
-        """No more calls; idle threads end, a thread still in a call is left to the process's exit."""
-        with self._lock:
-            self._closed = True
-            threads = len(self._threads)
-        for _ in range(threads):
-            self._calls.put(None)
-
-
 def frame_outputs(units: Sequence[Unit]) -> tuple[TensorInfo, ...]:
     """A frame's result: what no later unit reads (the head's raw outputs, which the detector decodes; or output0
     where one unit runs the whole model)."""
@@ -122,18 +63,6 @@ def frame_outputs(units: Sequence[Unit]) -> tuple[TensorInfo, ...]:
         final[:0] = [t for t in unit.outputs if t.name not in read_later]
         read_later.update(unit.input_names)
     return tuple(final)
-
-
-def answer_within(call: Future[dict[str, np.ndarray]], limit: float, npu: Executable) -> dict[str, np.ndarray]:
-    """A pool call's outputs within ``limit`` seconds, else :class:`FutureTimeout`; past it, waited for as long as a
-    simulator is still computing numerics on this host (``npu.host_busy``: a loaded host's wall time is not the
-    board's, and must not fire the board's timeout trigger; its worker's own call timeout bounds it)."""
-    while True:
-        try:
-            return call.result(timeout=limit)
-        except FutureTimeout:
-            if not npu.host_busy:
-                raise
 
 
 class SplitExecutor:
@@ -158,7 +87,6 @@ class SplitExecutor:
         self.units = list(units)
         self._owned = owns or ExitStack()  # what the units were compiled by (a builder): closed after them
         self._borrowed = borrowed or owns is not None  # the units' executables are closed by what compiled them
-        self.cfg = cfg
         self.profile = profile
         # a simulated board: its CPU phases (letterbox, NMS; the units' board_cpu_s) modelled, as its accelerator is;
         # found once, by the builder that compiled the units
@@ -175,7 +103,7 @@ class SplitExecutor:
         self.events.latency = self.latency_kind
         self.clock = clock
         self.breaker = CircuitBreaker(cfg.breaker_failures, cfg.breaker_cooldown_s, self.events, clock)
-        self._pool = DaemonPool(8, "npu")
+        self.calls = Calls(cfg, self.events, self.breaker, clock)  # holds the runtime settings (``cfg``)
         self.input_name = self.units[0].input_names[0]  # the image
         self.outputs = frame_outputs(self.units)
         self.output_names = tuple(t.name for t in self.outputs)
@@ -189,6 +117,15 @@ class SplitExecutor:
         self.auditor = Auditor(replace(cfg, audit_every=0) if as_placed else cfg, self.events, self.units, clock)
 
     @property
+    def cfg(self) -> RuntimeConfig:
+        """The runtime settings: its calls' deadlines and hysteresis, the probes (set anew: in force at once)."""
+        return self.calls.cfg
+
+    @cfg.setter
+    def cfg(self, value: RuntimeConfig) -> None:
+        self.calls.cfg = value
+
+    @property
     def takes_pixels(self) -> bool:
         """The first unit's accelerator takes the image as the letterbox's pixels (yolo_edge.core.pixels): a frame is
         fed them, and a CPU twin taking that unit over normalises them in its own call."""
@@ -199,7 +136,7 @@ class SplitExecutor:
         """Stop the accelerator call pool and release the units' accelerator executables (a toolchain worker's
         compiled graphs), or leave them to the builder they are borrowed from; the executor is not used after this."""
         self.auditor.close()
-        self._pool.shutdown()
+        self.calls.pool.shutdown()
         for unit in self.units if not self._borrowed else ():
             if unit.npu is not None:
                 unit.npu.close()
@@ -212,76 +149,6 @@ class SplitExecutor:
         self.close()
 
     # ---------------------------------------------------------------- one unit
-    def _limit(self, exe: Executable, frames: int) -> float:
-        """Seconds an accelerator call of ``frames`` frames may take (a simulator's own time on this host is not the
-        board's: its slack is added)."""
-        return self.cfg.unit_timeout_s * frames + exe.host_slack_s
-
-    def _call(self, exe: Executable, feeds: dict[str, np.ndarray], limit: float) -> dict[str, np.ndarray]:
-        """One accelerator call within ``limit`` seconds (else :class:`NpuTimeout` or ``FutureTimeout``)."""
-        if exe.bounded:  # its runtime waits with the deadline and cancels the call past it
-            return exe.run(feeds, limit)
-        # on a pool thread, given up on past the deadline (a hung driver's thread is left behind)
-        return answer_within(self._pool.submit(exe.run, feeds), limit, exe)
-
-    def _npu_call(
-        self, unit: Unit, feeds: dict[str, np.ndarray], frame: int
-    ) -> tuple[dict[str, np.ndarray] | None, float]:
-        """Run the NPU twin with a timeout; returns (outputs or None on failure, seconds spent)."""
-        assert unit.npu is not None
-        t0 = self.clock()
-        limit = self._limit(unit.npu, 1)
-        try:
-            outs = self._call(unit.npu, feeds, limit)
-        except (FutureTimeout, NpuTimeout):
-            self.events.add(frame, unit.name, "timeout", "retry_cpu", f"no answer in {limit:.3g} s")
-            self.breaker.record(False, frame, unit.name, "timeout")
-            return None, self.clock() - t0
-        except NpuError as exc:  # the accelerator's failure: this frame re-runs on the CPU (a bug propagates)
-            self.events.add(frame, unit.name, "runtime_error", "retry_cpu", f"{type(exc).__name__}: {exc}")
-            self.breaker.record(False, frame, unit.name, "runtime_error")
-            return None, self.clock() - t0
-        elapsed = self.clock() - t0
-        if not all(np.isfinite(a).all() for a in outs.values()):
-            self.events.add(frame, unit.name, "nan", "retry_cpu", "NaN/Inf in the NPU output")
-            self.breaker.record(False, frame, unit.name, "nan")
-            return None, elapsed
-        self.breaker.record(True, frame, unit.name, None)
-        return outs, elapsed
-
-    def _hysteresis(self, unit: Unit, elapsed: float, probing: bool, frame: int, feeds: dict[str, np.ndarray]) -> None:
-        if unit.cpu_estimate_s is None:  # not estimated: nothing to judge against (a CPU profile, modelled latency)
-            return
-        slow = elapsed > self.cfg.slow_ratio * unit.cpu_estimate_s
-        with unit.lock:
-            if probing:
-                unit.good_probes = 0 if slow else unit.good_probes + 1
-                if unit.good_probes >= self.cfg.recover_probes:
-                    unit.parked, unit.good_probes, unit.slow_run = False, 0, []
-                    self.events.add(
-                        frame, unit.name, "recovered", "move_to_npu", f"{self.cfg.recover_probes} good probes in a row"
-                    )
-                return
-            unit.slow_run = [*unit.slow_run, elapsed] if slow else []
-            if len(unit.slow_run) < self.cfg.slow_frames:
-                return
-            npu_s, unit.slow_run = statistics.median(unit.slow_run), []
-            # Before moving: time the CPU twin now, on this frame. A busy machine slows the CPU as much as the
-            # accelerator; measured against an estimate from a quiet minute, that would move the unit for nothing.
-            cpu_now_s = median_run_s(unit.cpu, feeds)
-            if npu_s <= self.cfg.slow_ratio * cpu_now_s:
-                unit.cpu_estimate_s = cpu_now_s
-                return
-            unit.parked, unit.since_probe = True, 0
-            self.events.add(
-                frame,
-                unit.name,
-                "performance",
-                "move_to_cpu",
-                f"{self.cfg.slow_frames} frames over {self.cfg.slow_ratio}x the CPU estimate: the accelerator's median "
-                f"{npu_s * 1e3:.2f} ms against {cpu_now_s * 1e3:.2f} ms for the CPU on this frame",
-            )
-
     def run_unit(self, unit: Unit, tensors: dict[str, np.ndarray], frame: int) -> tuple[dict[str, np.ndarray], UnitRun]:
         """Run one unit for one frame (NPU with fallback, or CPU); thread-safe; its time to the event log."""
         feeds = {n: tensors[n] for n in unit.input_names}
@@ -295,19 +162,19 @@ class SplitExecutor:
                     if due:
                         unit.since_probe = 0
             if (not probing or due) and self.breaker.allow():
-                outs, spent = self._npu_call(unit, feeds, frame)
+                outs, spent = self.calls.npu_call(unit, feeds, frame)
                 if frame > 0 and isinstance(unit.twin, DeferredTwin):  # the first frame is out: build the fallback
                     unit.twin.start()
                 if outs is not None:
                     # a simulated accelerator's time is modelled: how long the host takes to simulate it (Rockchip's
                     # simulator: tens of ms) says nothing about the board, so only a real one can be slow
                     if self.performance_fallback and unit.modelled_s is None:
-                        self._hysteresis(unit, spent, probing, frame, feeds)
+                        self.calls.hysteresis(unit, spent, probing, frame, feeds)
                     modelled = None if unit.modelled_s is None else unit.modelled_s * 1e3
                     self.auditor.offer(unit, frame, feeds, outs, npu=True)
                     self.events.timed(unit.name, "npu", spent * 1e3 if modelled is None else modelled)
                     return outs, UnitRun(unit.name, "npu", spent * 1e3, modelled)
-        outs, run = self._on_cpu(unit, feeds, frame, spent)
+        outs, run = self.calls.on_cpu(unit, feeds, frame, spent)
         self.auditor.offer(unit, frame, feeds, outs, npu=False)  # a unit a precision event moved here: probed
         return outs, run
 
@@ -319,7 +186,7 @@ class SplitExecutor:
         it takes that many frames and the unit is on its accelerator, else each frame as :meth:`run_unit` runs it.
         The grain of a fallback is the row: a row with NaN/Inf re-runs alone on the CPU twin, a call that fails or
         times out re-runs each of its rows there (the breaker counts calls), and an allocation failure halves the
-        batch (:meth:`_shrink`) and runs these rows a frame a call on the accelerator, never on the CPU for it."""
+        batch (``Calls.shrink``) and runs these rows a frame a call on the accelerator, never on the CPU for it."""
         batched = unit.batched
         if (
             batched is None
@@ -333,39 +200,37 @@ class SplitExecutor:
                 self.batch_calls[1] += len(rows)
             return [self.run_unit(unit, r, f) for r, f in zip(rows, frames)]
         feeds = {n: np.concatenate([r[n] for r in rows]) for n in unit.input_names}
-        t0 = self.clock()
-        limit = self._limit(batched, len(rows))
         try:
-            outs = self._call(batched, feeds, limit)
-        except NpuAllocationError as exc:
-            self._shrink(unit, batched, frames, exc)
+            outs, per_row = self.calls.batch_call(unit, batched, feeds, frames)
+        except NpuAllocationError:  # the batch shrank: these frames a frame a call, still on the accelerator
             return [self.run_unit(unit, r, f) for r, f in zip(rows, frames)]
-        except (
-            FutureTimeout,
-            NpuTimeout,
-            NpuError,
-        ) as exc:  # the call's failure: each of its frames re-runs on the CPU
-            timeout = not isinstance(exc, NpuError) or isinstance(exc, NpuTimeout)
-            trigger: Trigger = "timeout" if timeout else "runtime_error"
-            why = f"no answer in {limit:.3g} s" if timeout else f"{type(exc).__name__}: {exc}"
-            for f in frames:
-                self.events.add(f, unit.name, trigger, "retry_cpu", f"a call of {len(rows)} frames: {why}")
-            self.breaker.record(False, frames[0], unit.name, trigger)
-            spent = self.clock() - t0
-            return [self._on_cpu(unit, r, f, spent / len(rows)) for r, f in zip(rows, frames)]
-        per_row = (self.clock() - t0) / len(rows)
+        if outs is None:  # the call failed: each of its frames re-runs on the CPU
+            return [self.calls.on_cpu(unit, r, f, per_row) for r, f in zip(rows, frames)]
         self.batch_calls[len(rows)] += 1
+        if self.performance_fallback and unit.modelled_s is None:
+            self.calls.hysteresis(unit, per_row, False, frames[0], rows[0])  # a call's time a row against a frame's
+        return self._rows_out(unit, rows, frames, outs, per_row)
+
+    def _rows_out(
+        self,
+        unit: Unit,
+        rows: Sequence[dict[str, np.ndarray]],
+        frames: Sequence[int],
+        outs: dict[str, np.ndarray],
+        per_row: float,
+    ) -> list[tuple[dict[str, np.ndarray], UnitRun]]:
+        """A batched call's ``outs`` cut into its frames, each judged alone: a row with NaN/Inf re-runs on the CPU twin
+        (its event names the frame); the breaker counts the call; the audit samples one good row."""
         split = [{k: v[i : i + 1] for k, v in outs.items()} for i in range(len(rows))]
         bad = [i for i, o in enumerate(split) if not all(np.isfinite(a).all() for a in o.values())]
         self.breaker.record(not bad, frames[0], unit.name, "nan" if bad else None)
-        if self.performance_fallback and unit.modelled_s is None:
-            self._hysteresis(unit, per_row, False, frames[0], rows[0])  # a call's time a row against a frame's
-        modelled = None if batched.modelled_s is None else batched.modelled_s * 1e3 / len(rows)
+        batched = unit.batched
+        modelled = None if batched is None or batched.modelled_s is None else batched.modelled_s * 1e3 / len(rows)
         done: list[tuple[dict[str, np.ndarray], UnitRun]] = []
         for i, (row, f) in enumerate(zip(rows, frames)):
             if i in bad:
                 self.events.add(f, unit.name, "nan", "retry_cpu", f"NaN/Inf in row {i} of a batch of {len(rows)}")
-                done.append(self._on_cpu(unit, row, f, per_row))
+                done.append(self.calls.on_cpu(unit, row, f, per_row))
                 continue
             self.events.timed(unit.name, "npu", per_row * 1e3 if modelled is None else modelled)
             done.append((split[i], UnitRun(unit.name, "npu", per_row * 1e3, modelled)))
@@ -373,41 +238,6 @@ class SplitExecutor:
         if good is not None:  # the audit samples one row of the call
             self.auditor.offer(unit, frames[good], rows[good], split[good], npu=True)
         return done
-
-    def _shrink(self, unit: Unit, batched: Executable, frames: Sequence[int], exc: NpuAllocationError) -> None:
-        """An allocation failure at run time: the unit's batch halves (compiled again; 1: each frame a call of its
-        batch-1 executable), and a ``memory`` event says what failed and the batch chosen."""
-        size = len(frames)
-        half = size // 2
-        with unit.lock:
-            if unit.batched is not batched:  # shrunk meanwhile by another worker
-                return
-            unit.batched = unit.rebatch(half) if half > 1 and unit.rebatch is not None else None
-        self.events.add(
-            frames[0],
-            unit.name,
-            "memory",
-            "shrink_batch",
-            f"a call of {size} frames failed to allocate ({exc}); runs at batch {max(1, unit.batch)} from now on, "
-            f"these {size} frames a frame a call on the accelerator",
-        )
-
-    def _on_cpu(
-        self, unit: Unit, row: dict[str, np.ndarray], frame: int, spent: float
-    ) -> tuple[dict[str, np.ndarray], UnitRun]:
-        """One frame's unit on its CPU twin after its accelerator call failed (``spent`` seconds of it its share)."""
-        feeds = {n: row[n] for n in unit.input_names}
-        try:
-            outs = unit.cpu.run(feeds)
-        except NpuError as exc:  # the CPU runtime failed: no fallback is left (a damaged graph, no memory for it)
-            raise YoloEdgeError(
-                f"unit {unit.name} failed on the CPU, where nothing can take it over ({exc}); its graph cannot run "
-                "here: deploy it again, or free memory"
-            ) from None
-        board = None if unit.board_cpu_s is None else unit.board_cpu_s * 1e3
-        ms = (spent + unit.cpu.last_run_s) * 1e3
-        self.events.timed(unit.name, "cpu", ms if board is None else board)
-        return outs, UnitRun(unit.name, "cpu", ms, board)
 
     # ---------------------------------------------------------------- one frame
     def run(self, feeds: dict[str, np.ndarray], frame: int = 0) -> FrameResult:
