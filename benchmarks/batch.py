@@ -42,7 +42,7 @@ from yolo_edge.pipeline.engine import StreamRunner
 from yolo_edge.pipeline.preprocess import default_calib_dir, load_calibration
 from yolo_edge.pipeline.sources import parse_source
 from yolo_edge.plan.placement import PlacementPlan, boundary_tensors
-from yolo_edge.runtime.build import batch_units, build_units, pay_rounds
+from yolo_edge.runtime.build import batch_units, build_units, pay_rounds, row_difference
 from yolo_edge.runtime.events import EventLog
 from yolo_edge.runtime.executor import SplitExecutor
 from yolo_edge.runtime.units import Unit
@@ -122,13 +122,7 @@ def throughput(name: str, split: SplitModel, tensors: list[Tensors], batches: li
     for b in batches:
         batched = builder.compile(unit.graph, npu.variant, None, npu.artifact_files(), b)
         ratios = pay_rounds(npu, batched, row, rounds)
-        frames = [{n: t[n] for n in unit.input_names} for t in tensors[8 : 8 + b]]
-        rows = batched.run({n: np.concatenate([f[n] for f in frames]) for n in unit.input_names})
-        diff = max(
-            float(np.abs(rows[k][i : i + 1] - v).max() / (np.abs(v).max() or 1.0))
-            for i, f in enumerate(frames)
-            for k, v in npu.run(f).items()
-        )
+        diff = row_difference(unit, batched, tensors[8 : 8 + b])
         print(
             f"| {b} | {rounds} | {min(ratios):.2f}x | {statistics.median(ratios):.2f}x | {max(ratios):.2f}x "
             f"| {'yes' if min(ratios) >= 1.0 else 'no'} | {diff:.1e} of the output's range |"
@@ -153,7 +147,7 @@ def main() -> int:
             tensors = boundary_tensors(split, load_calibration(default_calib_dir(), split.exported.meta.imgsz, 16))
             if i == 0:
                 design_case(split, tensors)
-                print("## 2. Batched throughput and identity on host-lowp (OpenVINO INT8, measured)\n")
+                print("\n## 2. Batched throughput and identity on host-lowp (OpenVINO INT8, measured)\n")
             throughput(name, split, tensors, args.batches, args.rounds)
     return 0
 

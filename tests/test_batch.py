@@ -4,7 +4,9 @@ sizes the batch by the accelerator's memory (the design document's batch 32), an
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -16,6 +18,7 @@ from yolo_edge.backends.builder import Builder
 from yolo_edge.backends.onnxruntime.backend import OnnxRuntimeBackend
 from yolo_edge.backends.openvino.backend import OpenVinoBackend
 from yolo_edge.backends.simulated import SimulatedNpu
+from yolo_edge.cli.main import main
 from yolo_edge.core.config import DeployConfig, Faults, load_profile
 from yolo_edge.devices.limits import Residency, memory_use
 from yolo_edge.model.batch import BatchRefused, at_batch
@@ -232,3 +235,28 @@ def test_a_nan_row_reruns_alone_on_the_cpu_and_an_allocation_failure_halves_the_
     assert [run.device for _, run in ex.run_rows(unit, rows[:2], [4, 5])] == ["npu", "npu"]
     ex.close()
     builder.close()
+
+
+def test_deploy_batch_proves_the_batch_and_run_takes_it_from_the_bundle(
+    tiny_cfg: Path, tiny_images: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``deploy --batch 4`` on a simulated board: its report says the batch the units run at (the board's model says
+    it pays) and that each batched frame equals its batch-1 call (onnxruntime's numerics: bit for bit); ``run`` with
+    no ``--batch`` takes the bundle's, and its detections are those of ``run --batch 1``."""
+    out = tmp_path / "bundle"
+    args = ["deploy", "--device", "sim-edge-npu", "--config", str(tiny_cfg), "--data", str(tiny_images)]
+    assert main([*args, "--batch", "4", "--out", str(out)]) in (0, 4)
+    printed = capsys.readouterr().out
+    doc = json.loads((out / "report.json").read_text())
+    batch = doc["batch"]
+    assert (batch["asked"], batch["runs_at"], batch["why"]) == (4, 4, ""), batch
+    assert batch["difference"] and all(d == 0.0 for d in batch["difference"].values()), batch
+    assert "batch 4: run --batch runs it at 4; batched frames equal batch 1's bit for bit" in printed
+    assert "Batch 4 asked: the accelerator units run at 4." in (out / "report.md").read_text()
+    got = []
+    for extra in ([], ["--batch", "1"]):
+        assert main(["run", str(out), "--source", str(tiny_images), "--json", "--quiet", *extra]) == 0
+        captured = capsys.readouterr()
+        got.append([json.loads(x)["detections"] for x in captured.out.splitlines()])
+        assert ("batch 4 asked, 4 run: accelerator calls 1 of 4 frames, 2 of 1 frames" in captured.err) == (not extra)
+    assert got[0] == got[1] and len(got[0]) == 6

@@ -177,6 +177,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"fallback events: {ev.total}" + (f" {ev.by_trigger}" if ev.total else ""))
     if r.memory is not None:
         print(memory_line(r.memory))
+    if r.batch is not None:
+        p, worst = r.batch.plan, max(r.batch.difference.values(), default=None)
+        same = (
+            ""
+            if worst is None
+            else "; batched frames equal batch 1's "
+            + ("bit for bit" if worst == 0 else f"within {worst:.1e} of the output's range")
+        )
+        print(f"batch {p.asked}: run --batch runs it at {p.runs_at}" + (f" ({p.why})" if p.why else "") + same)
     if r.conditions:
         print("split under conditions, boxes kept of the FP32 reference's there: " + conditions_line(r))
     elif r.conditions_not_judged:

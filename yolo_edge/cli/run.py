@@ -80,19 +80,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="frames in the pipeline at once (default: one per stage worker, times its batch, +1)",
     )
-    p.add_argument(
-        "--batch",
-        type=int,
-        default=1,
-        help="frames a call of an accelerator unit takes (default 1); more than its memory holds runs as sub-batches "
-        "of the largest that fits (a memory event says so)",
-    )
-    p.add_argument(
-        "--batch-timeout-ms",
-        type=positive_float,
-        default=1000.0,
-        help="with --batch: how long a batch waits to fill before what it has runs a frame a call (default 1000)",
-    )
+    _batch_arguments(p)
     p.add_argument("--sequential", action="store_true", help="run the units in turn instead of pipelined")
     p.add_argument(
         "--emulate-latency", action="store_true", help="simulated accelerators take their modelled time (sleeping)"
@@ -101,6 +89,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on 127.0.0.1:PORT")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
+
+
+def _batch_arguments(p: argparse.ArgumentParser) -> None:
+    """``--batch`` and how long a batch waits to fill."""
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        help="frames a call of an accelerator unit takes (default: the batch deploy planned, deploy --batch; 1); more "
+        "than its memory holds runs as sub-batches of the largest that fits (a memory event says so)",
+    )
+    p.add_argument(
+        "--batch-timeout-ms",
+        type=positive_float,
+        default=1000.0,
+        help="with --batch: how long a batch waits to fill before what it has runs a frame a call (default 1000)",
+    )
 
 
 @dataclass
@@ -257,7 +262,7 @@ def check_args(args: argparse.Namespace) -> None:
         check_can_write(args.events, "--events")
     if args.in_flight is not None and args.in_flight < 1:
         raise YoloEdgeError(f"--in-flight must be >= 1, got {args.in_flight}")
-    if not 1 <= args.batch <= MAX_BATCH:
+    if args.batch is not None and not 1 <= args.batch <= MAX_BATCH:
         raise YoloEdgeError(f"--batch must be a whole number of frames from 1 to {MAX_BATCH}, got {args.batch}")
     if args.save_txt and args.save is None:
         raise YoloEdgeError("--save-txt writes the labels into SAVE/labels/: give --save DIR too")
@@ -288,11 +293,12 @@ def run(args: argparse.Namespace) -> int:
     labels = args.save / "labels" if args.save_txt else None
     results = JsonArrayWriter(args.save_json) if args.save_json is not None else None
     sinks = Sinks(args.json, output, not args.quiet, labels, args.save_conf, results, len(sources) > 1)
-    with bundle.detector(events=events, batch=args.batch) as detector:
+    batch = bundle.config.plan.batch if args.batch is None else args.batch
+    with bundle.detector(events=events, batch=batch) as detector:
         detector.nms = nms
         warn_placement(detector.executor.placement_problems, "run")
         if detector.executor.batch.why:
-            print(f"yolo-edge run: --batch {args.batch}: {detector.executor.batch.why}", file=sys.stderr)
+            print(f"yolo-edge run: batch {batch}: {detector.executor.batch.why}", file=sys.stderr)
         sinks.audits = detector.executor.auditor.figures
         started = time.monotonic()
         runner = StreamRunner(detector, sources, options)

@@ -79,7 +79,7 @@ from yolo_edge.plan.placement import PlacementPlan, PlanSpace, boundary_tensors
 from yolo_edge.plan.planner import plan_space
 from yolo_edge.plan.results import Memory
 from yolo_edge.runtime.audit import Lighting, audit_floors
-from yolo_edge.runtime.build import build_units, plan_units, unit_sample, whole_graph_unit
+from yolo_edge.runtime.build import BatchProof, build_units, plan_units, prove_batch, unit_sample, whole_graph_unit
 from yolo_edge.runtime.events import EventLog
 from yolo_edge.runtime.executor import SplitExecutor
 from yolo_edge.runtime.units import Unit
@@ -378,6 +378,7 @@ def deploy(
             conditions=under,
             conditions_not_judged=unjudged,
             memory=resident(session, found, found.plan),
+            batch=_batch_proof(session, found, plans, exported.meta.imgsz),
             calibrated_conditions=found.calibrated_conditions,
             timings_s=session.laps.s,
         )
@@ -535,6 +536,18 @@ def resident(session: Session, found: Searched, plan: PlacementPlan) -> Resident
     held = Residency(cfg.plan.batch, profile.npu_cores, found.builder.npu.memory)
     uses = [(u.name, memory_use(GraphInfo.of(u.model), u.variant.precision, u.variant.scheme, held)) for u in units]
     return ResidentMemory.of(uses, profile)
+
+
+def _batch_proof(session: Session, found: Searched, plans: _Plans, imgsz: ImgSize) -> BatchProof | None:
+    """``deploy --batch N`` (N > 1) on the split plan's accelerator units, as ``run`` would take it: the batch they run
+    at and why, and each batched frame against its batch-1 call on the first N proof images (None: batch 1, or
+    nothing on the accelerator)."""
+    batch = session.cfg.plan.batch
+    if batch == 1 or not any(u.npu is not None for u in plans.split_units):
+        return None
+    images = [lb.tensor for lb in _proof_images(found, imgsz)[:batch]]
+    frames = boundary_tensors(found.split, images)
+    return prove_batch(plans.split_units, found.builder, batch, frames)
 
 
 def unjudged(split: PlanRun, in_verdict: bool) -> str:

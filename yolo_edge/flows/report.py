@@ -22,6 +22,7 @@ from yolo_edge.flows.search import SearchRecord, Trial
 from yolo_edge.model.meta import DEMO_WEIGHTS, demo_model_path
 from yolo_edge.pipeline.postprocess import KEPT_IOU
 from yolo_edge.plan.placement import PlacementPlan, SubgraphPlan
+from yolo_edge.runtime.build import BatchProof
 from yolo_edge.runtime.events import EventSummary, Trigger
 from yolo_edge.validate.accuracy import Interval, MapResult
 from yolo_edge.validate.conditions import Judged
@@ -53,6 +54,7 @@ class DeployReport:
     conditions: dict[str, dict[str, Judged]] = field(default_factory=dict)
     conditions_not_judged: str = ""  # why validate.conditions were not judged ('' where they were, or none are set)
     memory: ResidentMemory | None = None  # the split plan's accelerator units held together (None: none)
+    batch: BatchProof | None = None  # deploy --batch N: the batch its units run at, each batched frame against batch 1
     calibrated_conditions: tuple[str, ...] = ()  # conditions some calibration images were changed by
     timings_s: dict[str, float] = field(default_factory=dict)  # wall time of each phase, in order (Laps)
 
@@ -126,6 +128,7 @@ class DeployReport:
                 "conditions": {c: {p: j.to_dict() for p, j in by.items()} for c, by in self.conditions.items()},
                 "conditions_not_judged": self.conditions_not_judged or None,
                 "memory": None if self.memory is None else self.memory.to_dict(),
+                "batch": None if self.batch is None else self.batch.to_dict(),
                 "calibrated_conditions": list(self.calibrated_conditions),
             }
         )
@@ -391,6 +394,7 @@ def markdown(report: DeployReport) -> str:
         *_phases(report.chosen.latency),
     ]
     lines += _memory_section(report.memory)
+    lines += _batch_lines(report.batch)
     lines += _conditions_section(report)
     ev = report.fallback_events
     lines += ["", "## Runtime fallback", "", f"{ev.total} events while judging, by trigger (the four of the"
@@ -399,6 +403,19 @@ def markdown(report: DeployReport) -> str:
     lines += [f"| {k} | {ev.by_trigger.get(k, 0)} |" for k in typing.get_args(Trigger)]
     lines += ["", "Plots: `plots/latency_cdf.png`, `plots/phases.png`, `plots/search.png`.", ""]
     return "\n".join(lines)
+
+
+def _batch_lines(proof: BatchProof | None) -> list[str]:
+    """The batch deploy was asked to plan (``--batch N``), as ``run`` takes it, and its frames against batch 1."""
+    if proof is None:
+        return []
+    p = proof.plan
+    why = f" ({p.why})" if p.why else ""
+    lines = ["", f"Batch {p.asked} asked: the accelerator units run at {p.runs_at}{why}."]
+    for unit, diff in proof.difference.items():
+        same = "bit for bit" if diff == 0 else f"within {diff:.1e} of the output's range"
+        lines.append(f"- {unit}: each frame of a batched call equals its batch-1 call {same} ({proof.frames} frames)")
+    return lines
 
 
 def _memory_section(memory: ResidentMemory | None) -> list[str]:

@@ -378,18 +378,76 @@ def batch_units(
         events.add(-1, ",".join(u.name for u in accel), "memory", "sub_batch", chosen.why)
     said = []
     for unit in accel if chosen.runs_at > 1 else ():
-        rebatch = _rebatch(unit, builder)
-        try:
-            batched = rebatch(chosen.runs_at)
-        except NpuCompileError as exc:
-            said.append(f"{unit.name} runs a frame a call ({exc})")
+        batched, why_not = _batched(unit, builder, chosen.runs_at, sample)
+        if batched is None:
+            said.append(why_not)
             continue
-        why_not = "" if sample is None else batch_pays(unit, batched, sample)
-        if why_not:
-            said.append(f"{unit.name} runs a frame a call: {why_not}")
-            continue
-        unit.batched, unit.rebatch = batched, rebatch
+        unit.batched, unit.rebatch = batched, _rebatch(unit, builder)
     return replace(chosen, why="; ".join([chosen.why, *said]).strip("; ")) if said else chosen
+
+
+def _batched(unit: Unit, builder: Builder, size: int, sample: Tensors | None) -> tuple[Executable | None, str]:
+    """``unit``'s accelerator executable at ``size`` frames a call where it compiles and pays (on ``sample``), else
+    None and why the unit runs a frame a call."""
+    try:
+        batched = _rebatch(unit, builder)(size)
+    except NpuCompileError as exc:
+        return None, f"{unit.name} runs a frame a call ({exc})"
+    why_not = "" if sample is None else batch_pays(unit, batched, sample)
+    return (None, f"{unit.name} runs a frame a call: {why_not}") if why_not else (batched, "")
+
+
+@dataclass(frozen=True)
+class BatchProof:
+    """A deploy's batch (``deploy --batch N``) checked on its accelerator units: what they run at and why
+    (:class:`BatchPlan`), and for each unit batched the largest difference of a frame's row of a batched call from its
+    batch-1 call over ``frames`` real frames, relative to the output's range (0.0: bit for bit)."""
+
+    plan: BatchPlan
+    difference: dict[str, float]
+    frames: int
+
+    def to_dict(self) -> dict[str, object]:
+        p = self.plan
+        return {
+            "asked": p.asked,
+            "runs_at": p.runs_at,
+            "why": p.why,
+            "frames": self.frames,
+            "difference": self.difference,
+        }
+
+
+def prove_batch(units: Sequence[Unit], builder: Builder, batch: int, frames: Sequence[Tensors]) -> BatchProof:
+    """``batch`` as ``run`` would take it on ``units`` (:func:`plan_batch`, then each unit's batch where it compiles and
+    pays), each batched unit's frames against their batch-1 calls (:func:`row_difference`, on ``frames``: boundary
+    tensors of real images); ``units`` are left as they were (a frame a call)."""
+    accel = [u for u in units if u.npu is not None and u.npu is not u.twin and u.graph is not None]
+    chosen = plan_batch(accel, builder, batch)
+    said, differences = [], {}
+    for unit in accel if chosen.runs_at > 1 else ():
+        batched, why_not = _batched(unit, builder, chosen.runs_at, frames[0])
+        if batched is None:
+            said.append(why_not)
+            continue
+        differences[unit.name] = row_difference(unit, batched, frames)
+    why = "; ".join([chosen.why, *said]).strip("; ")
+    return BatchProof(replace(chosen, why=why), differences, len(frames))
+
+
+def row_difference(unit: Unit, batched: Executable, frames: Sequence[Tensors]) -> float:
+    """The largest difference between a frame's row of one call of ``batched`` (filled with ``frames`` in turn) and
+    ``unit``'s batch-1 call on that frame, relative to the output's range (0.0: bit for bit)."""
+    npu, size = unit.npu, batched.inputs[0].shape[0]
+    assert npu is not None and frames
+    rows = [{n: frames[i % len(frames)][n] for n in unit.input_names} for i in range(size)]
+    out = batched.run({n: np.concatenate([r[n] for r in rows]) for n in unit.input_names})
+    worst = 0.0
+    for i, row in enumerate(rows):
+        for name, alone in npu.run(row).items():
+            scale = float(np.abs(alone).max()) or 1.0
+            worst = max(worst, float(np.abs(out[name][i : i + 1] - alone).max()) / scale)
+    return worst
 
 
 def batch_pays(unit: Unit, batched: Executable, sample: Tensors, rounds: int = PAY_ROUNDS) -> str:
