@@ -346,7 +346,7 @@ def plan_batch(units: Sequence[Unit], builder: Builder, batch: int) -> BatchPlan
         return BatchPlan(batch, 1, why)
     npu = builder.npu
     if npu.max_batch is not None and npu.max_batch < batch:
-        return BatchPlan(batch, npu.max_batch, f"{npu.name} {npu.batch_refusal}")
+        return BatchPlan(batch, npu.max_batch, f"{profile.name}: {npu.batch_refusal}")
     held = Residency(batch, profile.npu_cores, npu.memory)
     uses = [memory_use(GraphInfo.of(_graph(u)), u.npu.precision, u.npu.variant.scheme, held) for u in units if u.npu]
     fit = batch_fit(uses, profile)
