@@ -169,8 +169,13 @@ class RknnBackend(Backend):
     """rknn-toolkit2 in its worker: Rockchip's compiler and quantizer, numerics on its simulator."""
 
     name = "rknn"
-    # Rockchip's build takes rknn_batch_size; yolo-edge does not pass it yet
-    batch_refusal = "yolo-edge does not yet pass rknn_batch_size to Rockchip's build: a batch runs as that many calls"
+    # Rockchip's build takes rknn_batch_size, but its runtime takes a batch only for inputs of 1, 3 or 4 channels
+    # ("only support input channel in [1,3,4] when batch_size > 1", airockchip/rknn-toolkit2 issue 83): a split's
+    # neck and head read feature maps; yolo-edge does not pass it yet
+    batch_refusal = (
+        "Rockchip's runtime batches only inputs of 1, 3 or 4 channels (a split's later units read feature maps) and "
+        "yolo-edge does not pass rknn_batch_size yet: a batch runs as that many calls"
+    )
     precisions = ("int8", "fp16")
     int8_schemes = ("w8a8",)  # Rockchip's INT8: asymmetric int8 activations, per-channel int8 weights
     quantizers = ("rknn",)  # its "normal" algorithm, the model zoo's recipe
