@@ -77,7 +77,7 @@ def budget_for(units: list[Unit], builder: Builder, frames: float) -> float:
 
 
 def design_case(split: SplitModel, tensors: list[Tensors]) -> None:
-    print("## 1. Batch 32 asked, a budget that holds 5 frames a call (simulated RK3588)\n")
+    print("### 1. Batch 32 asked, a budget that holds 5 frames a call (simulated RK3588)\n")
     probe, builder, _ = sim_units(split, tensors, None)
     budget = budget_for(probe, builder, 5.5)
     builder.close()
@@ -115,7 +115,7 @@ def throughput(name: str, split: SplitModel, tensors: list[Tensors], batches: li
     unit, builder = host_unit(split, tensors)
     npu = unit.npu
     assert npu is not None and unit.graph is not None
-    print(f"### {name}: unit {unit.name} at {npu.variant.label} on OpenVINO\n")
+    print(f"#### {name}: unit {unit.name} at {npu.variant.label} on OpenVINO\n")
     print("| batch | rounds | ratio min | median | max | pays in every round | largest difference from batch 1 |")
     print("|---|---|---|---|---|---|---|")
     row = {n: tensors[0][n] for n in unit.input_names}
@@ -147,7 +147,7 @@ def main() -> int:
             tensors = boundary_tensors(split, load_calibration(default_calib_dir(), split.exported.meta.imgsz, 16))
             if i == 0:
                 design_case(split, tensors)
-                print("\n## 2. Batched throughput and identity on host-lowp (OpenVINO INT8, measured)\n")
+                print("\n### 2. Batched throughput and identity on host-lowp (OpenVINO INT8, measured)\n")
             throughput(name, split, tensors, args.batches, args.rounds)
     return 0
 

@@ -120,7 +120,11 @@ class Builder:
         if refused is not None:  # the compiler's memory refusal is as deterministic as its output: not asked twice
             raise refused
         try:
-            exe = chosen.compile(model, resolved, calib, artifact, batch)
+            exe = (
+                chosen.compile(model, resolved, calib, artifact)
+                if batch == 1
+                else chosen.compile(model, resolved, calib, artifact, batch=batch)
+            )
         except NpuOutOfMemory as exc:
             with self._lock:
                 self._refused[key] = exc
