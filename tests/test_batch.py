@@ -241,7 +241,7 @@ def test_deploy_batch_proves_the_batch_and_run_takes_it_from_the_bundle(
     tiny_cfg: Path, tiny_images: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``deploy --batch 4`` on a simulated board: its report says the batch the units run at (the board's model says
-    it pays) and that each batched frame equals its batch-1 call (onnxruntime's numerics: bit for bit); ``run`` with
+    it pays) and that each batched frame equals its batch-1 call (to float rounding); ``run`` with
     no ``--batch`` takes the bundle's, and its detections are those of ``run --batch 1``."""
     out = tmp_path / "bundle"
     args = ["deploy", "--device", "sim-edge-npu", "--config", str(tiny_cfg), "--data", str(tiny_images)]
@@ -250,8 +250,9 @@ def test_deploy_batch_proves_the_batch_and_run_takes_it_from_the_bundle(
     doc = json.loads((out / "report.json").read_text())
     batch = doc["batch"]
     assert (batch["asked"], batch["runs_at"], batch["why"]) == (4, 4, ""), batch
-    assert batch["difference"] and all(d == 0.0 for d in batch["difference"].values()), batch
-    assert "batch 4: run --batch runs it at 4; batched frames equal batch 1's bit for bit" in printed
+    # bit for bit on this CPU's kernels; another CPU's may round a batch's sums otherwise: float rounding at most
+    assert batch["difference"] and all(d <= 1e-5 for d in batch["difference"].values()), batch
+    assert "batch 4: run --batch runs it at 4; batched frames equal batch 1's " in printed
     assert "Batch 4 asked: the accelerator units run at 4." in (out / "report.md").read_text()
     got = []
     for extra in ([], ["--batch", "1"]):
@@ -259,4 +260,7 @@ def test_deploy_batch_proves_the_batch_and_run_takes_it_from_the_bundle(
         captured = capsys.readouterr()
         got.append([json.loads(x)["detections"] for x in captured.out.splitlines()])
         assert ("batch 4 asked, 4 run: accelerator calls 1 of 4 frames, 2 of 1 frames" in captured.err) == (not extra)
-    assert got[0] == got[1] and len(got[0]) == 6
+    assert len(got[0]) == len(got[1]) == 6
+    for four, one in zip(*got):
+        assert [d["class_id"] for d in four] == [d["class_id"] for d in one]
+        assert all(np.allclose(a["xyxy"], b["xyxy"], atol=0.01) for a, b in zip(four, one))
