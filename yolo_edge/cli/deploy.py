@@ -22,6 +22,7 @@ from yolo_edge.cli.common import (
 from yolo_edge.core.codec import dumps
 from yolo_edge.core.config import DeployConfig
 from yolo_edge.devices.limits import ResidentMemory
+from yolo_edge.devices.throughput import Throughput
 from yolo_edge.flows.deploy import DeployRequest, deploy
 from yolo_edge.flows.report import SEARCH_HEADER, DeployReport, search_rows
 from yolo_edge.flows.search import SearchRecord
@@ -47,6 +48,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="frames a call of an accelerator unit is planned for (default: config, 1): the memory check counts "
         "them; a batch larger than fits runs as sub-batches of the largest that does",
+    )
+    p.add_argument(
+        "--streams",
+        type=int,
+        default=None,
+        help="cameras the plan must serve at once (default: config, 1): with --streams or --fps the verdict judges "
+        "the throughput, every frame delivered and p95 within the SLA, on the board's cores (modelled)",
+    )
+    p.add_argument(
+        "--fps", type=positive_float, default=None, help="frames a second each camera captures (default: 30)"
     )
     p.add_argument(
         "--data",
@@ -153,7 +164,10 @@ def deploy_request(args: argparse.Namespace, config: DeployConfig | None = None)
 
 
 def run(args: argparse.Namespace) -> int:
-    request = replace(deploy_request(args), sla_ms=args.sla_ms, max_drift=args.max_drift, batch=args.batch)
+    streams = None if args.streams is None and args.fps is None else (args.streams or 1, args.fps)
+    request = replace(
+        deploy_request(args), sla_ms=args.sla_ms, max_drift=args.max_drift, batch=args.batch, streams=streams
+    )
     result = deploy(request, out=args.out, quiet=args.quiet or args.json)
     r = result.report
     if args.json:
@@ -186,6 +200,8 @@ def run(args: argparse.Namespace) -> int:
             + ("bit for bit" if worst == 0 else f"within {worst:.1e} of the output's range")
         )
         print(f"batch {p.asked}: run --batch runs it at {p.runs_at}" + (f" ({p.why})" if p.why else "") + same)
+    if r.throughput is not None:
+        print(throughput_line(r.throughput))
     if r.conditions:
         print("split under conditions, boxes kept of the FP32 reference's there: " + conditions_line(r))
     elif r.conditions_not_judged:
@@ -196,6 +212,21 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"bundle: {result.bundle}  (report.md, report.json, plots/)")
     return result.exit_code
+
+
+def throughput_line(t: Throughput) -> str:
+    """``cameras: serves up to 9 streams at 30 FPS (3 contexts, 1 a core; sustains 290 FPS, bottleneck ...)``: how
+    many cameras the deployed plan serves, and the verdict on the streams asked (report.md's Throughput)."""
+    if t.chosen is None:
+        return f"cameras: {t.reason}" + (f" ({t.status})" if t.asked else "")
+    c = t.chosen
+    held = "" if t.held_out_error is None else f", multi-core model's held-out error {t.held_out_error:.1%}"
+    line = (
+        f"cameras: serves up to {t.max_streams} streams at {t.fps:g} FPS within p95 {t.sla_ms:g} ms "
+        f"({c.mode.label(c.cores)}: sustains {c.capacity_fps:.0f} FPS, bottleneck {c.bottleneck}; modelled, "
+        f"board{held})"
+    )
+    return line + (f"; {t.streams} x {t.fps:g} FPS asked: {t.status}" if t.asked else "")
 
 
 def memory_line(m: ResidentMemory) -> str:

@@ -52,6 +52,7 @@ Condition = Literal["dark", "night", "bright", "low_contrast", "noise", "blur", 
 Device = Literal["npu", "cpu"]  # where a subgraph or a unit runs
 # INT8 schemes whose activations are wider than a byte (Qualcomm's w8a16: uint8 weights, uint16 activations)
 ACTIVATION_BYTES = {"w8a16": 2}
+MAX_STREAMS = 64  # deploy --streams: the most cameras one plan is judged for
 MAX_BATCH = 256  # the most frames one call of a unit may take (plan.batch, deploy --batch)
 
 T = TypeVar("T")
@@ -176,6 +177,10 @@ class PlanConfig:
     # frames a call of an accelerator unit is planned for (deploy --batch): the memory check counts them; one larger
     # than fits runs as sub-batches of the largest that does (report.json memory.batch_fit)
     batch: Annotated[int, Range(1, MAX_BATCH)] = 1
+    # cameras the plan must serve at once (deploy --streams), each at fps frames a second (deploy --fps): with either
+    # set, the verdict judges the throughput (devices/throughput.py: every frame, p95 within the SLA)
+    streams: Annotated[int, Range(1, MAX_STREAMS)] = 1
+    fps: Annotated[float | None, Range(0, 1000, lo_open=True)] = None
 
     def __post_init__(self) -> None:
         looks = self.search_looks
@@ -295,6 +300,20 @@ class CpuModel:
 
 
 @dataclass(frozen=True)
+class Multicore:
+    """How the accelerator's cores serve several frames at once (``devices/throughput.py``), fitted to published
+    figures for the board (``benchmarks/throughput.py`` fits them and prints the figure held out)."""
+
+    # the host's time a call, off the core (the runtime's call overhead): with one context a core the core idles
+    # through it, a second context's call fills it
+    call_gap_us: Annotated[float, Range(0, FIGURE.hi)] = 0.0
+    # the share of one call that one context on all cores splits across them (Amdahl's law); 0: no such mode
+    parallel_fraction: Annotated[float, Range(0, 1)] = 0.0
+    # the model's relative error on the published figure it was not fitted to (None: not checked)
+    held_out_error: Annotated[float | None, Range(0, 10)] = None
+
+
+@dataclass(frozen=True)
 class Faults:
     """Fault injection for simulated NPUs: per-call probabilities, deterministic from ``seed``, plus an
     optional burst: calls ``burst_start`` .. ``burst_start + burst_len - 1`` all fail with ``burst_kind``."""
@@ -351,6 +370,7 @@ class DeviceProfile:
     cpu: CpuModel | None = None  # the board's CPU, for modelled profiles (docs/board-cpu.md)
     faults: Faults = Faults()  # injected accelerator faults (simulated profiles), to exercise the fallback
     npu_cores: int = 1  # accelerator cores: a stream runs a pool of one context per core (RK3588: 3)
+    multicore: Multicore = Multicore()  # how the cores serve several frames at once (deploy --streams)
     # the Ray custom resource of the nodes that hold this device (its board, its toolchain, its GPU): a sweep's
     # configurations for it run only there; none: any node (the host CPU, a simulation with its stack in the main env)
     node_resource: str | None = None

@@ -42,7 +42,15 @@ from yolo_edge.backends.builder import Builder
 from yolo_edge.bundle.layout import BundleMeta, Contents, DataRecord, bundle_files
 from yolo_edge.bundle.write import check_writable, write_bundle
 from yolo_edge.core.cluster import probe
-from yolo_edge.core.config import MAX_BATCH, DeployConfig, DeviceProfile, load_deploy_config
+from yolo_edge.core.config import (
+    BOARD,
+    MAX_BATCH,
+    MAX_STREAMS,
+    DeployConfig,
+    DeviceProfile,
+    PlanConfig,
+    load_deploy_config,
+)
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.files import printable
 from yolo_edge.core.host import cpu_name
@@ -51,6 +59,7 @@ from yolo_edge.core.version import __version__
 from yolo_edge.data.resolve import Calibration, DataSource, EvalData, read_data, resolve_data
 from yolo_edge.demo import CLASS_NAMES
 from yolo_edge.devices.limits import Residency, ResidentMemory, memory_use
+from yolo_edge.devices.throughput import CAMERA_FPS, Throughput, not_modelled, plan_throughput, stages
 from yolo_edge.flows.report import DeployReport, report_files
 from yolo_edge.flows.search import (
     Laps,
@@ -269,6 +278,7 @@ class DeployRequest:
     sla_ms: float | None = None  # overrides the config's validate.sla_ms
     max_drift: float | None = None  # overrides the config's validate.max_drift
     batch: int | None = None  # overrides the config's plan.batch: frames a call of an accelerator unit
+    streams: tuple[int, float | None] | None = None  # overrides plan.streams and plan.fps: cameras, and each one's rate
     strict: bool = False  # fail instead of falling back to the CPU
     shards: int | None = None  # the trials' judging images detected in this many shards on a local Ray
     ray_address: str | None = None  # or on this Ray cluster, one shard per CPU
@@ -288,7 +298,7 @@ def _open(request: DeployRequest, stack: ExitStack, say: Log, bar: Bar) -> _Open
     one fails before the export) and its model exported into a folder of ``stack``'s."""
     laps = Laps()
     _say_progress(stack, say)
-    cfg = deploy_settings(request.config, request.sla_ms, request.max_drift, request.batch)
+    cfg = deploy_settings(request.config, request.sla_ms, request.max_drift, request.batch, request.streams)
     profile, npu = open_device(stack, request.device)
     source = None if request.data is None else read_data(request.data)
     model = request.model or demo_model_path()
@@ -373,12 +383,19 @@ def deploy(
         # whole-npu is a comparison row, never the deployment: decode must stay FP32 on the CPU
         chosen, none_ok = choose([plans.reference, plans.split], cfg.plan.tie_margin)  # FP32 first: wins a tie
         chosen_plan = found.plan if chosen.name == "split" else found.plan.all_cpu()
+        report = _report(
+            session, str(request.model or demo_model_path()), found, chosen_plan, plans, (chosen, none_ok), t0
+        )
+        served = _throughput(session, found, chosen, chosen_plan)
         report = replace(
-            _report(session, str(request.model or demo_model_path()), found, chosen_plan, plans, (chosen, none_ok), t0),
+            report,
+            reasons=report.reasons
+            + ((f"throughput: {served.reason}",) if served.asked and served.status != "ok" else ()),
             conditions=under,
             conditions_not_judged=unjudged,
             memory=resident(session, found, found.plan),
             batch=_batch_proof(session, found, plans, exported.meta.imgsz),
+            throughput=served,
             calibrated_conditions=found.calibrated_conditions,
             timings_s=session.laps.s,
         )
@@ -447,16 +464,29 @@ def _proof_images(found: Searched, imgsz: ImgSize) -> list[Letterboxed]:
     return [letterbox(read_image(p), imgsz) for p in paths]
 
 
+def _streams(plan: PlanConfig, streams: int, fps: float | None) -> PlanConfig:
+    """``plan`` with deploy's ``--streams`` and ``--fps`` (a one-line error out of range)."""
+    if not 1 <= streams <= MAX_STREAMS:
+        raise YoloEdgeError(f"--streams must be a whole number of cameras from 1 to {MAX_STREAMS}, got {streams}")
+    if fps is not None and not (math.isfinite(fps) and 0 < fps <= 1000):
+        raise YoloEdgeError(f"--fps must be a rate a camera captures at, above 0 and at most 1000, got {fps}")
+    return replace(plan, streams=streams, fps=plan.fps if fps is None else float(fps))
+
+
 def deploy_settings(
     config: str | Path | DeployConfig | None,
     sla_ms: float | None,
     max_drift: float | None = None,
     batch: int | None = None,
+    streams: tuple[int, float | None] | None = None,
 ) -> DeployConfig:
     """The deploy settings (a YAML path, which sets only what it changes, or a :class:`DeployConfig`; default: the
-    shipped ones) with ``sla_ms``, ``max_drift`` and ``batch`` if given (a one-line error out of range)."""
+    shipped ones) with ``sla_ms``, ``max_drift``, ``batch`` and ``streams`` (cameras, each one's FPS or None) if given
+    (a one-line error out of range)."""
     cfg = config if isinstance(config, DeployConfig) else load_deploy_config(config)
     v = cfg.validate
+    if streams is not None:
+        cfg = replace(cfg, plan=_streams(cfg.plan, *streams))
     if batch is not None and not 1 <= batch <= MAX_BATCH:
         raise YoloEdgeError(f"--batch must be a whole number of frames from 1 to {MAX_BATCH}, got {batch}")
     if batch is not None:
@@ -536,6 +566,22 @@ def resident(session: Session, found: Searched, plan: PlacementPlan) -> Resident
     held = Residency(cfg.plan.batch, profile.npu_cores, found.builder.npu.memory)
     uses = [(u.name, memory_use(GraphInfo.of(u.model), u.variant.precision, u.variant.scheme, held)) for u in units]
     return ResidentMemory.of(uses, profile)
+
+
+def _throughput(session: Session, found: Searched, chosen: PlanRun, plan: PlacementPlan) -> Throughput:
+    """How many cameras the deployed plan serves on the board (``deploy --streams N --fps F``: whether it serves N at
+    F each, which the verdict then judges): its modelled phases through the stream engine's stages, on the profile's
+    cores as its ``multicore`` model says (devices/throughput.py); a profile measured here is not modelled."""
+    cfg, profile = session.cfg, session.profile
+    load, sla = (cfg.plan.streams, cfg.plan.fps or CAMERA_FPS), cfg.validate.sla_ms
+    asked = cfg.plan.streams > 1 or cfg.plan.fps is not None
+    if chosen.latency is None or chosen.latency.kind != BOARD:
+        return not_modelled(load, profile, sla, asked)
+    npu = [u.name for u in plan_units(found.split, plan, cfg.runtime.fuse_units) if u.device == "npu"]
+    phases = {name: p.p50 for name, p in chosen.latency.phases.items()}
+    memory = resident(session, found, plan)
+    held = [] if memory is None else [u for _, u in memory.units]
+    return plan_throughput(stages(phases, npu, profile), profile, load, sla, asked, held)
 
 
 def _batch_proof(session: Session, found: Searched, plans: _Plans, imgsz: ImgSize) -> BatchProof | None:

@@ -17,6 +17,7 @@ from yolo_edge.core.config import BOARD, DeviceProfile
 from yolo_edge.core.version import __version__
 from yolo_edge.data.resolve import Calibration, EvalData
 from yolo_edge.devices.limits import ResidentMemory
+from yolo_edge.devices.throughput import Throughput
 from yolo_edge.flows.plots import cdf_figure, phases_figure, png, search_figure
 from yolo_edge.flows.search import SearchRecord, Trial
 from yolo_edge.model.meta import DEMO_WEIGHTS, demo_model_path
@@ -55,17 +56,27 @@ class DeployReport:
     conditions_not_judged: str = ""  # why validate.conditions were not judged ('' where they were, or none are set)
     memory: ResidentMemory | None = None  # the split plan's accelerator units held together (None: none)
     batch: BatchProof | None = None  # deploy --batch N: the batch its units run at, each batched frame against batch 1
+    throughput: Throughput | None = None  # the cameras the deployed plan serves (judged where deploy --streams/--fps)
     calibrated_conditions: tuple[str, ...] = ()  # conditions some calibration images were changed by
     timings_s: dict[str, float] = field(default_factory=dict)  # wall time of each phase, in order (Laps)
 
     @property
     def passed(self) -> bool:
-        return self.chosen.ok
+        return self.chosen.ok and self._throughput in ("ok", None)
 
     @property
     def undecided(self) -> bool:
-        """The chosen plan neither passed nor failed: its drift or p95 is within the noise (exit 4, as ``check``)."""
-        return self.chosen.undecided
+        """Neither passed nor failed: the chosen plan's drift or p95 is within the noise (exit 4, as ``check``), or it
+        passes and its throughput, asked, is measured on the board rather than modelled here."""
+        if self._throughput == "fails":
+            return False
+        return self.chosen.undecided or (self.chosen.ok and self._throughput == "not modelled")
+
+    @property
+    def _throughput(self) -> str | None:
+        """The throughput's status where deploy was asked for one (None: not asked)."""
+        t = self.throughput
+        return t.status if t is not None and t.asked else None
 
     @property
     def verdict(self) -> str:
@@ -129,6 +140,7 @@ class DeployReport:
                 "conditions_not_judged": self.conditions_not_judged or None,
                 "memory": None if self.memory is None else self.memory.to_dict(),
                 "batch": None if self.batch is None else self.batch.to_dict(),
+                "throughput": None if self.throughput is None else self.throughput.to_dict(),
                 "calibrated_conditions": list(self.calibrated_conditions),
             }
         )
@@ -395,6 +407,7 @@ def markdown(report: DeployReport) -> str:
     ]
     lines += _memory_section(report.memory)
     lines += _batch_lines(report.batch)
+    lines += throughput_lines(report.throughput)
     lines += _conditions_section(report)
     ev = report.fallback_events
     lines += ["", "## Runtime fallback", "", f"{ev.total} events while judging, by trigger (the four of the"
@@ -415,6 +428,33 @@ def _batch_lines(proof: BatchProof | None) -> list[str]:
     for unit, diff in proof.difference.items():
         same = "bit for bit" if diff == 0 else f"within {diff:.1e} of the output's range"
         lines.append(f"- {unit}: each frame of a batched call equals its batch-1 call {same} ({proof.frames} frames)")
+    return lines
+
+
+def throughput_lines(t: Throughput | None) -> list[str]:
+    """How many cameras the deployed plan serves: each way of running it on the cores, what it sustains, its p95
+    at the streams asked, its bottleneck and memory (modelled, board), and the chosen one."""
+    if t is None:
+        return []
+    head = f"{t.streams} x {t.fps:g} FPS" + ("" if t.asked else " (not asked: deploy --streams N --fps F judges it)")
+    lines = ["", "## Throughput", "", f"{head}: **{t.status}**: {t.reason}.", ""]
+    if t.chosen is None:
+        return lines
+    held = "" if t.held_out_error is None else f"; the multi-core model's held-out error {t.held_out_error:.1%}"
+    lines += [
+        f"Serves up to **{t.max_streams} streams at {t.fps:g} FPS** within p95 {t.sla_ms:g} ms, modelled "
+        f"(board){held}.",
+        "",
+        "| cores run as | sustains FPS | p50 ms | p95 ms | bottleneck | accelerator memory MiB | |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for o in t.options:
+        mem = "-" if o.memory_bytes is None else f"{o.memory_bytes / 2**20:.1f} of {t.budget_bytes / 2**20:.0f}"
+        mark = "chosen" if o is t.chosen else ""
+        lines.append(
+            f"| {o.mode.label(o.cores)} | {o.capacity_fps:.0f} | {o.p50_ms:.1f} | {o.p95_ms:.1f} | "
+            f"{o.bottleneck} ({o.utilisation[o.bottleneck]:.0%}) | {mem} | {mark} |"
+        )
     return lines
 
 

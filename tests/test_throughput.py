@@ -1,0 +1,130 @@
+"""Many cameras, one board: the multi-core model reproduces the published figures it was fitted to, the event
+simulation serves what the stages allow (no more), the plan picks the way of running the cores that serves the
+streams, and deploy's verdict judges the streams it was asked for."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from yolo_edge.core.config import Multicore, load_profile
+from yolo_edge.devices.throughput import (
+    CoreMode,
+    Stage,
+    arrivals,
+    on_cores,
+    plan_throughput,
+    simulate,
+    stages,
+    sustained,
+)
+
+
+def _fps(stage_list: list[Stage], mode: CoreMode, cores: int, frames: int = 600) -> float:
+    latencies, _, _ = simulate(stage_list, mode, cores, [0.0] * frames)
+    return sustained(latencies)
+
+
+def test_the_rk3588_profile_reproduces_the_published_multi_core_figures() -> None:
+    """YOLOv5s on RK3588 (benchmarks/throughput.py's sources): with the profile's fitted call gap and tri-core share,
+    one context a core gives 173.57 FPS, two 177.10, three and four no more (held out), and one context on all three
+    cores 9.86 ms a frame where three single-core contexts take 18.84 ms each."""
+    profile = load_profile("rk3588")
+    gap = profile.multicore.call_gap_us * 1e-6
+    core_s = 3 / 177.10
+    npu = [Stage("yolov5s", "npu", core_s, gap)]
+    assert _fps(npu, CoreMode(1), 3) == pytest.approx(173.57, rel=0.005)
+    for contexts in (2, 3, 4):
+        assert _fps(npu, CoreMode(contexts), 3) == pytest.approx(177.10, rel=0.005)
+    single = [Stage("yolov5s", "npu", 18.84e-3 - gap, gap)]
+    tri = CoreMode(1, all_cores=True)
+    assert 1e3 / _fps(on_cores(single, tri, profile), tri, 3) == pytest.approx(9.86, rel=0.005)
+    assert 3e3 / _fps(single, CoreMode(1), 3) == pytest.approx(18.84, rel=0.005)
+
+
+def test_a_cpu_stage_bounds_the_aggregate_and_every_frame_comes_out() -> None:
+    """However many cores the accelerator has, a 10 ms CPU stage (one worker) sustains 100 FPS; every captured
+    frame is delivered, in a simulation as long as the capture."""
+    run = [Stage("preprocess", "cpu", 0.010), Stage("unit", "npu", 0.005), Stage("decode+nms", "cpu", 0.002)]
+    assert _fps(run, CoreMode(1), 3) == pytest.approx(100.0, rel=0.01)
+    captured = arrivals(3, 30.0, 2.0)
+    latencies, busy, _ = simulate(run, CoreMode(1), 3, captured)
+    assert len(latencies) == len(captured) == 180 and all(0.017 - 1e-9 <= s < 0.1 for s in latencies)
+    assert busy["preprocess"] == pytest.approx(180 * 0.010)
+
+
+def test_the_plan_picks_the_mode_that_serves_and_fails_past_the_bottleneck() -> None:
+    """On a three-core board, 6 streams of 30 FPS of a 13 ms accelerator unit need its three cores (one context
+    on all of them sustains less); 20 streams exceed every mode and fail, naming the bottleneck; the most streams
+    served is where the capacity ends."""
+    profile = load_profile("rk3588")
+    run = stages({"preprocess": 1.0, "b+n+h": 13.0, "transfers": 0.5, "decode+nms": 2.0}, ["b+n+h"], profile)
+    assert [s.device for s in run] == ["cpu", "npu", "cpu"] and run[1].gap_s == pytest.approx(0.000845)
+    six = plan_throughput(run, profile, (6, 30.0), 100.0, asked=True)
+    assert six.status == "ok" and six.chosen is not None and not six.chosen.mode.all_cores, six.reason
+    tri = next(o for o in six.options if o.mode.all_cores)
+    assert tri.capacity_fps < 180 <= six.chosen.capacity_fps
+    assert 6 <= six.max_streams <= six.chosen.capacity_fps / 30
+    many = plan_throughput(run, profile, (20, 30.0), 100.0, asked=True)
+    assert many.status == "fails" and "the most any mode sustains" in many.reason and "npu core" in many.reason
+    assert many.max_streams == six.max_streams
+    one_core = replace(profile, npu_cores=1, multicore=Multicore())
+    alone = plan_throughput(run, one_core, (6, 30.0), 100.0, asked=True)
+    assert [o.mode for o in alone.options] == [CoreMode(1)] and alone.status == "fails"
+
+
+def test_a_mode_whose_contexts_do_not_fit_the_memory_is_not_one() -> None:
+    """The memory check counts every context: on a budget that holds one context of the unit, only one context on
+    all cores is a way of running it."""
+    from yolo_edge.devices.limits import MemoryUse
+
+    profile = replace(load_profile("rk3588"), memory_mb=6.0)
+    use = MemoryUse(
+        peak_activation_bytes=2 * 2**20, weight_bytes=3 * 2**20, largest_untiled_bytes=0, largest_untiled_node=""
+    )
+    run = stages({"preprocess": 1.0, "u": 13.0, "decode+nms": 2.0}, ["u"], profile)
+    t = plan_throughput(run, profile, (2, 30.0), 100.0, asked=True, units_memory=[use])
+    assert [o.mode for o in t.options] == [CoreMode(1, all_cores=True)] and t.status == "ok", t.reason
+    assert t.to_dict()["memory_mb"] == pytest.approx(5.0)
+
+
+def test_deploy_streams_is_judged_by_the_verdict(
+    tiny_cfg: Path, tiny_images: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``deploy --streams 64 --fps 1000`` on a simulated board: no plan serves 64,000 frames a second, so a deploy
+    whose plan passes fails on throughput (exit 1, the reason said), with the bundle written and how many cameras
+    it does serve in report.json, report.md and deploy's output; out of range is one line (exit 2)."""
+    from yolo_edge.cli.main import main
+
+    out = tmp_path / "bundle"
+    args = ["deploy", "--device", "sim-edge-npu", "--config", str(tiny_cfg), "--data", str(tiny_images)]
+    assert main([*args, "--streams", "64", "--fps", "1000", "--out", str(out)]) == 1
+    printed = capsys.readouterr().out
+    doc = json.loads((out / "report.json").read_text())
+    t = doc["throughput"]
+    assert (t["streams"], t["fps"], t["asked"], t["status"]) == (64, 1000.0, True, "fails"), t
+    assert t["capacity_fps"] < 64000 and t["max_streams"] >= 1 and t["kind"] == "modelled (board)"
+    assert doc["verdict"] == "fail" and any(r.startswith("throughput: ") for r in doc["verdict_reasons"])
+    assert f"cameras: serves up to {t['max_streams']} streams at 1000 FPS" in printed
+    assert "64 x 1000 FPS asked: fails" in printed
+    assert "## Throughput" in (out / "report.md").read_text()
+    assert main([*args, "--streams", "0", "--out", str(tmp_path / "b2")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--streams must be a whole number of cameras from 1 to 64, got 0" in err
+    assert not (tmp_path / "b2").exists()
+
+
+def test_a_host_profile_says_its_throughput_is_measured_not_modelled(deployed) -> None:  # type: ignore[no-untyped-def]
+    """host-lowp's latency is measured here: its report does not model cameras, and says how to measure them; asked
+    for streams, a passing plan is undecided (exit 4), never a pass on a figure nobody measured."""
+    from yolo_edge.devices.throughput import not_modelled
+
+    report = deployed.report
+    t = report.throughput
+    assert t is not None and t.status == "not modelled" and not t.asked and "yolo-edge run" in t.reason
+    assert report.passed
+    asked = replace(report, throughput=not_modelled((4, 30.0), report.profile, 100.0, asked=True))
+    assert not asked.passed and asked.undecided and asked.verdict == "UNDECIDED"
