@@ -133,6 +133,9 @@ def test_a_video_gives_every_frame_in_order_and_a_playable_annotated_video(
     readable = _readable(tmp_path / "out" / "clip300" / "clip300.avi")  # one folder per source
     assert readable == 300 and len(list((tmp_path / "out" / "calib").glob("*.jpg"))) == len(list(folder.glob("*.jpg")))
     assert "clip300.avi: 300 read, 300 delivered, dropped: none" in proc.stderr
+    # every stream together: the frames delivered, and their rate from the first capture to the last result
+    both = re.search(r"2 streams: (\d+) frames delivered, ([\d.]+) FPS in all \(measured\)", proc.stderr)
+    assert both is not None and int(both[1]) == len(lines) and float(both[2]) > 0, proc.stderr[-500:]
 
 
 def _runner(deployed: DeployResult, urls: list[str], split: bool = False, **options: object) -> StreamRunner:

@@ -228,6 +228,13 @@ def _report(runner: StreamRunner, events: EventLog, audits: dict[str, dict[str, 
             line += f", cosine with the FP32 twin min {a['min_cosine']:.4f} last {a['last_cosine']:.4f}"
         skipped = f", {a['skipped']} skipped (the audit worker was busy)" if a["skipped"] else ""
         print(line + skipped + ("; on the CPU since a precision event" if a["on_cpu"] else ""), file=out)
+    if len(runner.stats) > 1 and runner.aggregate_fps is not None:
+        delivered = sum(st.delivered for st in runner.stats)
+        print(
+            f"{len(runner.stats)} streams: {delivered} frames delivered, {runner.aggregate_fps:.1f} FPS in all "
+            "(measured)",
+            file=out,
+        )
     executor = runner.detector.executor
     if executor.batch.asked > 1:  # what the batch did: calls of the batch, and the frames that ran a frame a call
         calls = ", ".join(f"{n} of {b} frames" for b, n in sorted(executor.batch_calls.items(), reverse=True))

@@ -112,6 +112,7 @@ class StreamRunner:
         self.stats = [StreamStats(s) for s in sources]
         self.latency_ms = [Recent() for _ in sources]
         self.age_ms = [Recent() for _ in sources]
+        self.span: tuple[float, float] | None = None  # the first delivered frame's capture, the last delivery
         self._stop = threading.Event()
         opts = options.sources
         self._queues = [
@@ -253,6 +254,8 @@ class StreamRunner:
         if sink_error is None:
             self.latency_ms[result.stream].add((self.clock() - result.t_capture) * 1e3)
             self.age_ms[result.stream].add(result.age_ms)
+            first = result.t_capture if self.span is None else min(self.span[0], result.t_capture)
+            self.span = (first, self.clock())
             stats.deliver()
         else:
             stats.drop("sink_error")
@@ -275,6 +278,13 @@ class StreamRunner:
             self.stats[s].drop("shutdown", n)
         if self._close_detector:
             self.detector.close()
+
+    @property
+    def aggregate_fps(self) -> float | None:
+        """Frames delivered a second, every stream together, from the first frame's capture to the last delivery."""
+        if self.span is None or self.span[1] <= self.span[0]:
+            return None
+        return sum(st.delivered for st in self.stats) / (self.span[1] - self.span[0])
 
     def __enter__(self) -> StreamRunner:
         return self
