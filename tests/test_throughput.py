@@ -94,8 +94,8 @@ def test_a_mode_whose_contexts_do_not_fit_the_memory_is_not_one() -> None:
 def test_deploy_streams_is_judged_by_the_verdict(
     tiny_cfg: Path, tiny_images: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``deploy --streams 64 --fps 30`` on a simulated board: no plan of the demo serves 1,920 frames a second, so a deploy
-    whose plan passes fails on throughput (exit 1, the reason said), with the bundle written and how many cameras
+    """``deploy --streams 64 --fps 30`` on a simulated board: no plan of the demo serves 1,920 frames a second, so a
+    deploy whose plan passes fails on throughput (exit 1, the reason said), with the bundle written and how many cameras
     it does serve in report.json, report.md and deploy's output; out of range is one line (exit 2)."""
     from yolo_edge.cli.main import main
 
