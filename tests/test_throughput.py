@@ -128,3 +128,21 @@ def test_a_host_profile_says_its_throughput_is_measured_not_modelled(deployed) -
     assert report.passed
     asked = replace(report, throughput=not_modelled((4, 30.0), report.profile, 100.0, asked=True))
     assert not asked.passed and asked.undecided and asked.verdict == "UNDECIDED"
+
+
+def test_bench_streams_measures_the_aggregate_of_run_s_pipeline(deployed, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """``bench --streams 2``: the bundle's stream engine on two streams of the same 12 frames against one, every
+    frame delivered (or the bench fails), the aggregate in --json and in the printed line; one stream is one line
+    (exit 2)."""
+    from yolo_edge.cli.main import main
+
+    bundle = str(deployed.bundle)
+    assert main(["bench", bundle, "--streams", "2", "--runs", "12", "--json", "--quiet"]) == 0
+    s = json.loads(capsys.readouterr().out)["streams"]
+    assert (s["streams"], s["frames"], s["kind"]) == (2, 12, "measured") and s["aggregate_fps"] > 0, s
+    assert s["ratio"] == pytest.approx(s["aggregate_fps"] / s["one_stream_fps"], rel=1e-3)
+    assert main(["bench", bundle, "--streams", "2", "--runs", "12", "--quiet"]) == 0
+    assert "2 streams of 12 frames: " in capsys.readouterr().out
+    assert main(["bench", bundle, "--streams", "1", "--runs", "12", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--streams must be a whole number of streams from 2 to 64, got 1" in err

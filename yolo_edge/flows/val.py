@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -14,13 +15,15 @@ from typing import Any, cast
 from yolo_edge.bundle import Bundle, load_bundle
 from yolo_edge.core.cluster import ray_session
 from yolo_edge.core.codec import plain
-from yolo_edge.core.config import Condition
+from yolo_edge.core.config import MAX_STREAMS, Condition
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.progress import Bar, progress_bar, ticks
 from yolo_edge.data.resolve import DEMO, EvalData, resolve_eval_data
 from yolo_edge.pipeline.detector import Detector
+from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
 from yolo_edge.pipeline.postprocess import Detections
 from yolo_edge.pipeline.preprocess import read_image
+from yolo_edge.pipeline.sources import parse_source
 from yolo_edge.runtime.events import EventLog, EventSummary
 from yolo_edge.validate.accuracy import Scorer, detect_all
 from yolo_edge.validate.conditions import Judged, judge_under
@@ -164,6 +167,59 @@ class BenchResult:
             "fallback_events": self.events.to_dict(),
             "placement_problems": self.placement_problems,
         }
+
+
+@dataclass(frozen=True)
+class StreamsBench:
+    """``bench --streams N``: the bundle's pipelined run (``run``'s engine) on N streams of the same frames against
+    one stream, timed here one after the other, every frame delivered: frames a second, every stream together (the
+    frames are files, read as fast as the pipeline takes them: a camera's capture-to-result latency is ``run``'s)."""
+
+    streams: int
+    frames: int  # each stream's
+    aggregate_fps: float
+    one_stream_fps: float
+
+    @property
+    def ratio(self) -> float:
+        return self.aggregate_fps / self.one_stream_fps
+
+    def to_dict(self) -> dict[str, Any]:
+        return plain({**self.__dict__, "ratio": self.ratio, "kind": "measured"})
+
+
+def bench_streams(
+    bundle: str | Path | Bundle, data: str | Path | None = None, streams: int = 2, runs: int | None = None
+) -> StreamsBench:
+    """The bundle's stream engine on ``streams`` copies of ``runs`` frames of ``data``'s images (default: what deploy
+    judged on; ``runs``: its config's latency runs), after one stream of them on the same compiled detector."""
+    check_streams(streams)
+    b = bundle if isinstance(bundle, Bundle) else load_bundle(bundle)
+    records = bundle_eval_data(b, data).dataset.records
+    n = runs or b.config.validate.latency_runs
+    with tempfile.TemporaryDirectory(prefix="yolo-edge-streams-") as tmp, b.detector() as detector:
+        folder = Path(tmp)
+        for i in range(n):  # the images cycled to ``n`` frames: links, not copies
+            path = Path(records[i % len(records)].path).resolve()
+            (folder / f"{i:06d}{path.suffix}").symlink_to(path)
+        one, many = (_streamed(detector, [str(folder)] * k) for k in (1, streams))
+    return StreamsBench(streams, n, many, one)
+
+
+def check_streams(streams: int) -> None:
+    """``bench --streams``'s count, before any work: a one-line error out of range."""
+    if not 2 <= streams <= MAX_STREAMS:
+        raise YoloEdgeError(f"--streams must be a whole number of streams from 2 to {MAX_STREAMS}, got {streams}")
+
+
+def _streamed(detector: Detector, sources: list[str]) -> float:
+    """Aggregate FPS of a pipelined run over ``sources``, every frame delivered."""
+    with StreamRunner(detector, [parse_source(s) for s in sources], StreamOptions()) as runner:
+        runner.run(lambda _r: None)
+        missing = sum(st.read - st.delivered for st in runner.stats)
+        if missing or runner.aggregate_fps is None:
+            raise YoloEdgeError(f"bench --streams: {missing} frames of {len(sources)} streams were not delivered")
+        return runner.aggregate_fps
 
 
 def bench_bundle(
