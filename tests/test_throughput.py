@@ -146,3 +146,38 @@ def test_bench_streams_measures_the_aggregate_of_run_s_pipeline(deployed, capsys
     assert main(["bench", bundle, "--streams", "1", "--runs", "12", "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--streams must be a whole number of streams from 2 to 64, got 1" in err
+
+
+def test_a_simulated_board_holds_the_contexts_its_bundle_chose(demo_split, tensors) -> None:  # type: ignore[no-untyped-def]
+    """The way deploy --streams chose is the bundle's profile's ``multicore``: a stream of a simulated rk3588 then
+    holds two contexts a core (6 calls at once), or one context on all three cores whose call is the Amdahl share of
+    a core's; what deploy writes is the chosen way, and only where it was asked for streams."""
+    from yolo_edge.backends.builder import Builder
+    from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
+    from yolo_edge.backends.simulated import SimulatedNpu
+    from yolo_edge.flows.deploy import as_served
+    from yolo_edge.plan.placement import PlacementPlan
+    from yolo_edge.runtime.build import build_units
+    from yolo_edge.runtime.events import EventLog
+
+    base = load_profile("rk3588")
+    got = {}
+    for per_core, all_cores in ((1, False), (2, False), (1, True)):
+        profile = replace(base, multicore=replace(base.multicore, contexts_per_core=per_core, all_cores=all_cores))
+        plan = PlacementPlan.manual(demo_split, {"backbone": "int8"}, "rk3588")
+        with Builder(profile, SimulatedNpu(profile, OnnxRuntimeBackend())) as builder:
+            unit = next(u for u in build_units(demo_split, plan, builder, tensors[:2], EventLog()) if u.npu)
+            assert unit.npu is not None and unit.npu.modelled_s is not None
+            got[(per_core, all_cores)] = (unit.npu.concurrency, unit.npu.modelled_s)
+    assert [c for c, _ in got.values()] == [3, 6, 1]
+    one, _, tri = (s for _, s in got.values())
+    assert got[(2, False)][1] == one and tri == pytest.approx(one * (1 - 0.728 + 0.728 / 3))
+    run = stages({"preprocess": 1.0, "u": 13.0, "decode+nms": 2.0}, ["u"], base)
+    asked, not_asked = (plan_throughput(run, base, (6, 30.0), 100.0, asked=a) for a in (True, False))
+    assert asked.chosen is not None
+    kept = as_served(base, asked).multicore
+    assert (kept.contexts_per_core, kept.all_cores) == (
+        asked.chosen.mode.contexts_per_core,
+        asked.chosen.mode.all_cores,
+    )
+    assert as_served(base, not_asked) == base

@@ -183,8 +183,10 @@ class SimulatedNpu(Backend):
         if modelled is None:
             kept = self.kept_precision or v.precision
             modelled = npu_time(GraphInfo.of(model), self.profile, v.precision, v.kept, kept, v.scheme).total_s
+        cores, multicore = self.profile.npu_cores, self.profile.multicore
+        modelled *= multicore.share(cores)  # one context on all the cores: a call split across them
         exe = SimulatedExecutable(inner, modelled, self.injector, self.faults.hang_s, f"sim:{self.profile.name}")
-        exe.concurrency = self.profile.npu_cores
+        exe.concurrency = multicore.contexts(cores)
         return exe
 
 

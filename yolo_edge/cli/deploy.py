@@ -164,7 +164,8 @@ def deploy_request(args: argparse.Namespace, config: DeployConfig | None = None)
 
 
 def run(args: argparse.Namespace) -> int:
-    streams = None if args.streams is None and args.fps is None else (args.streams or 1, args.fps)
+    asked = args.streams is not None or args.fps is not None
+    streams = (1 if args.streams is None else args.streams, args.fps) if asked else None
     request = replace(
         deploy_request(args), sla_ms=args.sla_ms, max_drift=args.max_drift, batch=args.batch, streams=streams
     )

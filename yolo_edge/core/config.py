@@ -311,6 +311,19 @@ class Multicore:
     parallel_fraction: Annotated[float, Range(0, 1)] = 0.0
     # the model's relative error on the published figure it was not fitted to (None: not checked)
     held_out_error: Annotated[float | None, Range(0, 10)] = None
+    # how a stream runs an accelerator unit: this many contexts pinned to each core, or one context on all the cores
+    # (all_cores); deploy --streams writes the way it chose into the bundle's profile
+    contexts_per_core: Annotated[int, Range(1, 4)] = 1
+    all_cores: bool = False
+
+    def contexts(self, cores: int) -> int:
+        """The contexts a stream holds of one accelerator unit on ``cores`` cores."""
+        return 1 if self.all_cores else self.contexts_per_core * cores
+
+    def share(self, cores: int) -> float:
+        """A call's time with one context on all ``cores`` against on one core (Amdahl's law; 1 otherwise)."""
+        p = self.parallel_fraction
+        return 1 - p + p / cores if self.all_cores and cores > 1 else 1.0
 
 
 @dataclass(frozen=True)

@@ -172,8 +172,8 @@ def on_cores(stage_list: Sequence[Stage], mode: CoreMode, profile: DeviceProfile
     """The stages as ``mode`` runs them: on all cores, an accelerator call's time as Amdahl's law splits it."""
     if not mode.all_cores:
         return list(stage_list)
-    p, k = profile.multicore.parallel_fraction, profile.npu_cores
-    return [replace(s, busy_s=s.busy_s * (1 - p + p / k)) if s.device == "npu" else s for s in stage_list]
+    share = replace(profile.multicore, all_cores=True).share(profile.npu_cores)
+    return [replace(s, busy_s=s.busy_s * share) if s.device == "npu" else s for s in stage_list]
 
 
 def arrivals(streams: int, fps: float, seconds: float, seed: int = 0) -> list[float]:

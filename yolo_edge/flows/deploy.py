@@ -443,7 +443,7 @@ def _bundle_files(
         exported=exported,
         split=found.split,
         plan=chosen_plan,
-        profile=profile,
+        profile=as_served(profile, report.throughput),
         config=cfg,
         planned=planned,
         units=units,
@@ -452,6 +452,16 @@ def _bundle_files(
         events=events,
     )
     return bundle_files(contents, report_files(report))
+
+
+def as_served(profile: DeviceProfile, served: Throughput | None) -> DeviceProfile:
+    """The profile a bundle keeps: where deploy was asked for streams, with the way it chose to run the
+    accelerator's cores (``multicore.contexts_per_core``, ``all_cores``), which ``run`` then holds."""
+    if served is None or not served.asked or served.chosen is None:
+        return profile
+    mode = served.chosen.mode
+    chosen = replace(profile.multicore, contexts_per_core=mode.contexts_per_core, all_cores=mode.all_cores)
+    return replace(profile, multicore=chosen)
 
 
 FLOOR_JUDGING = 64  # judging images the audit floors are measured on, beside the calibration source's

@@ -47,7 +47,7 @@ from yolo_edge.backends.base import (
     save_for_worker,
 )
 from yolo_edge.backends.rknn.spec import ALGORITHMS, RKNN_SUFFIX, TOOLCHAIN, RknnOptions
-from yolo_edge.core.config import DeviceProfile, Variant
+from yolo_edge.core.config import DeviceProfile, Multicore, Variant
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.toolchains import Worker, WorkerCrashed, WorkerError, toolchain_status
 
@@ -314,8 +314,8 @@ class RknnLiteBackend(Backend):
     kept_precision = "fp16"
     on_accelerator = True  # the board's NPU: measured, never wrapped as a simulation
 
-    def __init__(self, core_mask: str, cores: int = 1) -> None:
-        self.core_mask, self.cores = core_mask, cores
+    def __init__(self, core_mask: str, cores: int = 1, multicore: Multicore | None = None) -> None:
+        self.core_mask, self.cores, self.multicore = core_mask, cores, multicore or Multicore()
         self._dir = Path(tempfile.mkdtemp(prefix="yolo-edge-rknnlite-"))
         self._remove_dir = weakref.finalize(self, shutil.rmtree, self._dir, True)
 
@@ -340,10 +340,15 @@ class RknnLiteBackend(Backend):
 
         path = self._dir / f"unit{len(list(self._dir.iterdir()))}{RKNN_SUFFIX}"
         path.write_bytes(program)
-        # a pool of one context per core (NPU_CORE_0, _1, ...) when the profile has several; else the core mask
-        masks = (
-            [f"NPU_CORE_{k}" for k in range(self.cores)] if self.cores > 1 else [f"NPU_CORE_{self.core_mask.upper()}"]
-        )
+        # with several cores, the way the bundle's profile says a stream runs them (deploy --streams chose it): a pool
+        # of contexts_per_core contexts pinned to each core (NPU_CORE_0, _1, ...), or one context on all of them
+        # (Rockchip's tri-core mode); with one core, the core mask
+        if self.cores > 1 and self.multicore.all_cores:
+            masks = ["NPU_CORE_" + "_".join(str(k) for k in range(self.cores))]
+        elif self.cores > 1:
+            masks = [f"NPU_CORE_{k}" for _ in range(self.multicore.contexts_per_core) for k in range(self.cores)]
+        else:
+            masks = [f"NPU_CORE_{self.core_mask.upper()}"] * self.multicore.contexts_per_core
         runtimes = []
         for mask in masks:
             runtime = RKNNLite()
@@ -363,7 +368,7 @@ def backend_for(profile: DeviceProfile) -> Backend:
     options = profile.runtime_options
     assert isinstance(options, RknnOptions)  # config builds a profile's options as its runtime's
     if present(profile):
-        return RknnLiteBackend(options.core_mask, profile.npu_cores)
+        return RknnLiteBackend(options.core_mask, profile.npu_cores, profile.multicore)
     worker = Worker(TOOLCHAIN)  # the backend's own: asked first whether it starts (one that does not is no use)
     status = toolchain_status(TOOLCHAIN, worker=worker)
     if not status.usable:
