@@ -352,6 +352,43 @@ def test_the_board_runs_the_bundles_rknn_files_without_torch_or_toolchain(small_
         assert np.allclose(got, dets.xyxy, atol=0.05)
 
 
+@pytest.mark.parametrize(("per_core", "all_cores", "masks"), [(2, False, [1, 2, 4, 1, 2, 4]), (1, True, [7])])
+def test_the_board_holds_the_contexts_the_bundle_chose(  # type: ignore[no-untyped-def]
+    small_deploy, tmp_path: Path, per_core: int, all_cores: bool, masks: list[int]
+) -> None:
+    """A bundle whose profile says how its stream runs the cores (deploy --streams writes the way it chose): RKNNLite
+    (FAKED: it returns the simulator's outputs) loads the unit as two contexts pinned to each core, or as one context
+    on all three (Rockchip's tri-core mode, NPU_CORE_0_1_2)."""
+    import shutil
+
+    import yaml
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(small_deploy("rk3588").bundle, bundle)
+    profile = yaml.safe_load((bundle / "profile.yaml").read_text())
+    profile["multicore"].update(contexts_per_core=per_core, all_cores=all_cores)
+    (bundle / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
+    source = tmp_path / "frames"
+    source.mkdir()
+    for p in sorted(bundle.glob("calib/*.jpg"))[:2]:
+        (source / p.name).write_bytes(p.read_bytes())
+    _record_simulator(bundle, sorted(source.iterdir()), tmp_path / "recordings.npz")
+    log = tmp_path / "rknnlite.jsonl"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(FAKES),
+        "FAKE_RKNNLITE_RECORDINGS": str(tmp_path / "recordings.npz"),
+        "FAKE_RKNNLITE_LOG": str(log),
+        "YOLO_EDGE_TOOLCHAINS": str(tmp_path / "no-toolchains"),
+    }
+    cmd = [sys.executable, "-m", "yolo_edge.cli.main", "run", str(bundle), "--source", str(source), "--json"]
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [c["core_mask"] for c in calls if c["call"] == "init_runtime"] == masks
+    assert len(run.stdout.splitlines()) == 2
+
+
 def test_without_the_toolchain_rk3588_says_how_to_get_it(tmp_path: Path, few_images: Path) -> None:
     env = {**os.environ, "YOLO_EDGE_TOOLCHAINS": str(tmp_path / "none")}
 
