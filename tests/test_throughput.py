@@ -153,7 +153,7 @@ def test_a_simulated_board_holds_the_contexts_its_bundle_chose(demo_split, tenso
     holds two contexts a core (6 calls at once), or one context on all three cores whose call is the Amdahl share of
     a core's; what deploy writes is the chosen way, and only where it was asked for streams."""
     from yolo_edge.backends.builder import Builder
-    from yolo_edge.backends.onnxruntime import OnnxRuntimeBackend
+    from yolo_edge.backends.onnxruntime.backend import OnnxRuntimeBackend
     from yolo_edge.backends.simulated import SimulatedNpu
     from yolo_edge.flows.deploy import as_served
     from yolo_edge.plan.placement import PlacementPlan

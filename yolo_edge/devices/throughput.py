@@ -390,7 +390,7 @@ def most_streams(
                 return True
         return False
 
-    lo, hi = 0, MAX_STREAMS
+    lo, hi = 0, min(MAX_STREAMS, int(max(capacity.values(), default=0.0) / fps))
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if served(mid) else (lo, mid - 1)
