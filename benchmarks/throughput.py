@@ -149,7 +149,9 @@ def deploy_table() -> int:
     print("| cores run as | sustains FPS | p95 ms at 8 x 30 | bottleneck | memory MiB |")
     print("|---|---|---|---|---|")
     for o in t["options"]:
-        print(f"| {o['mode']} | {o['capacity_fps']:.0f} | {o['p95_ms']:.1f} | {o['bottleneck']} | {o['memory_mb']} |")
+        print(
+            f"| {o['mode']} | {o['capacity_fps']:.0f} | {o['p95_ms']:.1f} | {o['bottleneck']} | {o['memory_mb']:.1f} |"
+        )
     met = t["status"] == "ok" and t["capacity_fps"] >= 240
     print(f"\n- {t['reason']}; serves up to {t['max_streams']} streams at 30 FPS (modelled, board)")
     print(f"- 8 x 30 FPS (>= 240 FPS) within the SLA: {'met' if met else 'not met'}")
@@ -166,7 +168,8 @@ def host_table() -> int:
         bundle = Path(tmp) / "host"
         env = {**os.environ, "YOLO_OFFLINE": "1"}
         cli = [sys.executable, "-m", "yolo_edge.cli.main"]
-        done = subprocess.run([*cli, "deploy", "--device", "host-lowp", "--out", str(bundle), "--quiet"], env=env)
+        cmd = [*cli, "deploy", "--device", "host-lowp", "--out", str(bundle), "--quiet"]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if not (bundle / "units.json").is_file():
             print(f"host-lowp deploy wrote no bundle (exit {done.returncode})")
             return 1
@@ -175,7 +178,8 @@ def host_table() -> int:
         units = sorted((bundle / "units").glob("*.ov.xml"))
         app = []
         for unit in units:
-            cmd = ["benchmark_app", "-m", str(unit), "-d", "CPU", "-hint", "throughput", "-t", "15"]
+            app_path = Path(sys.executable).parent / "benchmark_app"  # OpenVINO's, in this environment
+            cmd = [str(app_path), "-m", str(unit), "-d", "CPU", "-hint", "throughput", "-t", "15"]
             out = subprocess.run(cmd, capture_output=True, text=True, env=env).stdout
             found = re.search(r"Throughput:\s+([\d.]+) FPS", out)
             app.append((unit.name, float(found[1]) if found else None))

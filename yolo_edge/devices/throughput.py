@@ -400,9 +400,10 @@ def most_streams(
 def not_modelled(load: tuple[int, float], profile: DeviceProfile, sla_ms: float, asked: bool) -> Throughput:
     """A profile whose latency is measured on this host: its throughput is measured by ``run`` on its streams, not
     modelled here."""
+    sources = f"{load[0]} sources" if load[0] > 1 else "its sources"
     why = (
-        f"{profile.name}'s latency is measured on this host, not modelled: run the bundle on {load[0]} sources "
-        "(`yolo-edge run`) to measure the aggregate"
+        f"{profile.name}'s latency is measured on this host, not modelled: measure the aggregate with `yolo-edge "
+        f"bench BUNDLE --streams N`, or run the bundle on {sources} (`yolo-edge run`)"
     )
     budget = int(profile.memory_mb * 2**20)
     return Throughput(load[0], load[1], asked, sla_ms, None, (), 0, budget, None, "not modelled", why)
