@@ -209,7 +209,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--skip-deploy", action="store_true", help="only the fit and YOLOv8n's table: no deploy")
     args = parser.parse_args()
-    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores (every figure below is modelled: the host does not matter)\n")
+    kinds = "the fit and the boards' figures are modelled; host-lowp's are measured here"
+    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores ({kinds})\n")
     worst = model_table()
     code = max(0 if worst <= 0.10 else 1, yolov8n_table("rk3588", 6), yolov8n_table("qcs6490", 8))
     return code if args.skip_deploy else max(code, deploy_table(), host_table())
