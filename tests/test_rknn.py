@@ -299,6 +299,18 @@ def _record_simulator(bundle_path: Path, images: list[Path], out: Path) -> list[
     return found
 
 
+def _board_env(tmp_path: Path, log: Path) -> dict[str, str]:
+    """The environment of a board run: the FAKED RKNNLite (its recordings in ``tmp_path``, its calls logged to
+    ``log``) on the path, and no toolchain."""
+    return {
+        **os.environ,
+        "PYTHONPATH": str(FAKES),
+        "FAKE_RKNNLITE_RECORDINGS": str(tmp_path / "recordings.npz"),
+        "FAKE_RKNNLITE_LOG": str(log),
+        "YOLO_EDGE_TOOLCHAINS": str(tmp_path / "no-toolchains"),
+    }
+
+
 def test_the_board_runs_the_bundles_rknn_files_without_torch_or_toolchain(small_deploy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """`yolo-edge run` as on an RK3588 board: RKNNLite (FAKED: it returns the simulator's outputs) loads the
     bundle's .rknn unit once per NPU core, the CPU units run on onnxruntime; torch cannot be imported and no
@@ -311,13 +323,7 @@ def test_the_board_runs_the_bundles_rknn_files_without_torch_or_toolchain(small_
         (source / p.name).write_bytes(p.read_bytes())
     host = _record_simulator(bundle, sorted(source.iterdir()), tmp_path / "recordings.npz")
     log = tmp_path / "rknnlite.jsonl"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(FAKES),
-        "FAKE_RKNNLITE_RECORDINGS": str(tmp_path / "recordings.npz"),
-        "FAKE_RKNNLITE_LOG": str(log),
-        "YOLO_EDGE_TOOLCHAINS": str(tmp_path / "no-toolchains"),
-    }
+    env = _board_env(tmp_path, log)
     code = (
         "import sys\n"
         "class Block:\n"
@@ -374,13 +380,7 @@ def test_the_board_holds_the_contexts_the_bundle_chose(  # type: ignore[no-untyp
         (source / p.name).write_bytes(p.read_bytes())
     _record_simulator(bundle, sorted(source.iterdir()), tmp_path / "recordings.npz")
     log = tmp_path / "rknnlite.jsonl"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(FAKES),
-        "FAKE_RKNNLITE_RECORDINGS": str(tmp_path / "recordings.npz"),
-        "FAKE_RKNNLITE_LOG": str(log),
-        "YOLO_EDGE_TOOLCHAINS": str(tmp_path / "no-toolchains"),
-    }
+    env = _board_env(tmp_path, log)
     cmd = [sys.executable, "-m", "yolo_edge.cli.main", "run", str(bundle), "--source", str(source), "--json"]
     run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr

@@ -216,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def throughput_line(t: Throughput) -> str:
-    """``cameras: serves up to 9 streams at 30 FPS (3 contexts, 1 a core; sustains 290 FPS, bottleneck ...)``: how
+    """``cameras: serves up to N streams at F FPS (2 contexts a core: sustains X FPS, bottleneck ...)``: how
     many cameras the deployed plan serves, and the verdict on the streams asked (report.md's Throughput)."""
     if t.chosen is None:
         return f"cameras: {t.reason}" + (f" ({t.status})" if t.asked else "")

@@ -67,7 +67,7 @@ class DeployReport:
     @property
     def undecided(self) -> bool:
         """Neither passed nor failed: the chosen plan's drift or p95 is within the noise (exit 4, as ``check``), or it
-        passes and its throughput, asked, is measured on the board rather than modelled here."""
+        passes and its throughput, asked, is the profile's to measure (a host's), not modelled here."""
         if self._throughput == "fails":
             return False
         return self.chosen.undecided or (self.chosen.ok and self._throughput == "not modelled")
