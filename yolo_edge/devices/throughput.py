@@ -351,7 +351,7 @@ def plan_throughput(
         return Throughput(streams, fps, asked, sla_ms, None, (), 0, budget, held, "fails", why)
     meets = [o for o in options if o.capacity_fps >= streams * fps and o.p95_ms <= sla_ms]
     chosen = min(meets, key=lambda o: o.p95_ms) if meets else max(options, key=lambda o: o.capacity_fps)
-    most = most_streams(stage_list, profile, [o.mode for o in options], fps, sla_ms)
+    most = most_streams(stage_list, profile, options, fps, sla_ms)
     if meets:
         status: Status = "ok"
         reason = (
@@ -371,26 +371,24 @@ def plan_throughput(
 
 
 def most_streams(
-    stage_list: Sequence[Stage], profile: DeviceProfile, mode_list: Sequence[CoreMode], fps: float, sla_ms: float
+    stage_list: Sequence[Stage], profile: DeviceProfile, options: Sequence[Served], fps: float, sla_ms: float
 ) -> int:
-    """The most streams at ``fps`` that one of ``mode_list`` serves with p95 within ``sla_ms`` (at most
-    :data:`MAX_STREAMS`): a bisection on the streams, each judged by the simulation."""
-
-    capacity = {mode: serve(stage_list, mode, profile, (1, fps), None).capacity_fps for mode in mode_list}
+    """The most streams at ``fps`` that one of the ways ``options`` simulated serves with p95 within ``sla_ms`` (at
+    most :data:`MAX_STREAMS`, and what each sustains): a bisection on the streams, each judged by the simulation."""
 
     def served(n: int) -> bool:
-        for mode in mode_list:
-            if n * fps > capacity[mode]:
+        for option in options:
+            if n * fps > option.capacity_fps:
                 continue
-            run = on_cores(stage_list, mode, profile)
+            run = on_cores(stage_list, option.mode, profile)
             captured = arrivals(n, fps, SECONDS)
-            latencies, _, _ = simulate(run, mode, profile.npu_cores, captured)
+            latencies, _, _ = simulate(run, option.mode, profile.npu_cores, captured)
             kept = latencies[int(len(latencies) * WARMUP) :]
             if percentile(kept, 0.95) * 1e3 <= sla_ms:
                 return True
         return False
 
-    lo, hi = 0, min(MAX_STREAMS, int(max(capacity.values(), default=0.0) / fps))
+    lo, hi = 0, min(MAX_STREAMS, int(max((o.capacity_fps for o in options), default=0.0) / fps))
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if served(mid) else (lo, mid - 1)

@@ -386,14 +386,15 @@ def deploy(
         report = _report(
             session, str(request.model or demo_model_path()), found, chosen_plan, plans, (chosen, none_ok), t0
         )
-        served = _throughput(session, found, chosen, chosen_plan)
+        memory = resident(session, found, found.plan)  # the split plan's: what the planner sized
+        served = _throughput(session, found, chosen, chosen_plan, memory if chosen.name == "split" else None)
         report = replace(
             report,
             reasons=report.reasons
             + ((f"throughput: {served.reason}",) if served.asked and served.status != "ok" else ()),
             conditions=under,
             conditions_not_judged=unjudged,
-            memory=resident(session, found, found.plan),
+            memory=memory,
             batch=_batch_proof(session, found, plans, exported.meta.imgsz),
             throughput=served,
             calibrated_conditions=found.calibrated_conditions,
@@ -578,10 +579,13 @@ def resident(session: Session, found: Searched, plan: PlacementPlan) -> Resident
     return ResidentMemory.of(uses, profile)
 
 
-def _throughput(session: Session, found: Searched, chosen: PlanRun, plan: PlacementPlan) -> Throughput:
+def _throughput(
+    session: Session, found: Searched, chosen: PlanRun, plan: PlacementPlan, memory: ResidentMemory | None
+) -> Throughput:
     """How many cameras the deployed plan serves on the board (``deploy --streams N --fps F``: whether it serves N at
     F each, which the verdict then judges): its modelled phases through the stream engine's stages, on the profile's
-    cores as its ``multicore`` model says (devices/throughput.py); a profile measured here is not modelled."""
+    cores as its ``multicore`` model says (devices/throughput.py), its accelerator units' ``memory`` counted for every
+    context; a profile measured here is not modelled."""
     cfg, profile = session.cfg, session.profile
     load, sla = (cfg.plan.streams, cfg.plan.fps or CAMERA_FPS), cfg.validate.sla_ms
     asked = cfg.plan.streams > 1 or cfg.plan.fps is not None
@@ -589,7 +593,6 @@ def _throughput(session: Session, found: Searched, chosen: PlanRun, plan: Placem
         return not_modelled(load, profile, sla, asked)
     npu = [u.name for u in plan_units(found.split, plan, cfg.runtime.fuse_units) if u.device == "npu"]
     phases = {name: p.p50 for name, p in chosen.latency.phases.items()}
-    memory = resident(session, found, plan)
     held = [] if memory is None else [u for _, u in memory.units]
     return plan_throughput(stages(phases, npu, profile), profile, load, sla, asked, held)
 
