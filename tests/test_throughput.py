@@ -5,9 +5,11 @@ streams, and deploy's verdict judges the streams it was asked for."""
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from yolo_edge.core.config import Multicore, load_profile
@@ -181,3 +183,60 @@ def test_a_simulated_board_holds_the_contexts_its_bundle_chose(demo_split, tenso
         asked.chosen.mode.all_cores,
     )
     assert as_served(base, not_asked) == base
+
+
+def test_openvino_serves_several_streams_in_its_throughput_mode(demo_split, tensors, few_images: Path) -> None:  # type: ignore[no-untyped-def]
+    """On a host profile the accelerator unit is OpenVINO's: a run of several streams compiles it with the THROUGHPUT
+    hint and holds as many requests in flight as the plugin finds best (at most the streams), one stream the LATENCY
+    compile with one; every stream's detections are the one-stream run's, frame for frame."""
+    from yolo_edge.backends.builder import Builder
+    from yolo_edge.backends.openvino.backend import OpenVinoExecutable
+    from yolo_edge.core.config import load_deploy_config
+    from yolo_edge.pipeline.detector import Detector
+    from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
+    from yolo_edge.pipeline.sources import parse_source
+    from yolo_edge.plan.placement import PlacementPlan
+    from yolo_edge.runtime.build import build_units
+    from yolo_edge.runtime.events import EventLog
+    from yolo_edge.runtime.executor import SplitExecutor
+
+    cfg, profile = load_deploy_config(), load_profile("host-lowp")
+    plan = PlacementPlan.manual(demo_split, {"backbone": "int8/u8/nncf", "neck": "int8/u8/nncf"}, "host-lowp")
+    builder = Builder(profile)
+    units = build_units(demo_split, plan, builder, tensors[:8], EventLog())
+    exe = next(u.npu for u in units if u.npu is not None)
+    assert isinstance(exe, OpenVinoExecutable)
+    seen: list[tuple[str, int]] = []
+
+    def runs(k: int) -> list[list[tuple[int, object]]]:
+        with StreamRunner(detector, [parse_source(str(few_images))] * k, StreamOptions()) as runner:
+            got: list[list[tuple[int, object]]] = [[] for _ in range(k)]
+            for r in runner:
+                seen.append((str(exe.compiled.get_property("PERFORMANCE_HINT")), exe.concurrency))
+                got[r.stream].append((r.index, r.detections))
+            return got
+
+    owned = ExitStack()
+    owned.enter_context(builder)
+    # as placed: a busy machine does not move the unit to its FP32 twin mid-run (the frames would differ by that)
+    executor = SplitExecutor(units, cfg.runtime, profile, owns=owned, as_placed=True)
+    with Detector(executor, demo_split.exported.meta, cfg.nms) as detector:
+        (alone,) = runs(1)
+        assert {s for s in seen} == {("LATENCY", 1)}, seen
+        seen.clear()
+        three = runs(3)
+        optimal = int(exe.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+        assert {s for s in seen} == {("THROUGHPUT", min(3, optimal))}, seen
+        first = three[0]
+        for stream in three:  # every stream the same, bit for bit, in order
+            assert [f for f, _ in stream] == [f for f, _ in alone] and len(alone) == 16
+            for (_, d), (_, a) in zip(stream, first):
+                assert np.array_equal(d.class_id, a.class_id) and np.array_equal(d.xyxy, a.xyxy), (d, a)
+        worst = 0.0
+        for (_, d), (_, a) in zip(first, alone):  # against one stream: OpenVINO's two compiles round alike
+            assert np.array_equal(d.class_id, a.class_id), (d, a)
+            worst = max(worst, float(np.abs(d.xyxy - a.xyxy).max(initial=0.0)))
+        assert worst <= 1.0, worst
+        seen.clear()
+        runs(1)
+        assert {s for s in seen} == {("LATENCY", 1)}, seen

@@ -269,6 +269,12 @@ class Executable(ABC):
             return {QDQ_SUFFIX: self.model.SerializeToString()}
         return {}
 
+    def serve(self, streams: int) -> None:
+        """Be ready for ``streams`` streams at once (the stream engine says so as a run starts): a runtime with a
+        throughput mode of its own takes it for several and sets :attr:`concurrency` to the calls it runs at once
+        (OpenVINO's THROUGHPUT hint); by default nothing changes (the contexts chosen at compile, or one call)."""
+        return None
+
     def close(self) -> None:
         """Release what the executable holds outside this process (a toolchain worker's compiled graph)."""
         return None

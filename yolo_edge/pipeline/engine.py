@@ -159,6 +159,8 @@ class StreamRunner:
         for r in self._readers:
             r.start()
         stages = self._stages()
+        for npu in (u.npu for units in stages for u in units if u.npu is not None):
+            npu.serve(len(self._readers))  # a runtime's throughput mode for several streams (OpenVINO's)
         # unbounded: the in-flight cap bounds them, and a put never blocks a stage that is shutting down
         qs: list[queue.Queue[_Job | None]] = [queue.Queue() for _ in range(len(stages) + 1)]
         pools = [self._pool(units) for units in stages]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -58,18 +59,33 @@ def _threads() -> dict[str, int]:
     return {"INFERENCE_NUM_THREADS": n} if n else {}
 
 
+@dataclass(frozen=True)
+class Compile:
+    """What an executable was compiled from, to compile it again in another performance mode: the OpenVINO model,
+    the plugin's device name and its configuration."""
+
+    ov_model: Any
+    device: str
+    config: dict[str, Any]
+
+    def compiled(self, hint: str) -> Any:
+        return core().compile_model(self.ov_model, self.device, {**self.config, "PERFORMANCE_HINT": hint})
+
+
 class OpenVinoExecutable(Executable):
     def __init__(
         self,
         compiled: Any,
         model: onnx.ModelProto,
         variant: Variant,
-        device: str,
         artifact: dict[str, bytes],
+        source: Compile,
         nhwc: frozenset[str] = frozenset(),
     ) -> None:
         inputs, outputs = io_infos(model)
-        super().__init__(inputs, outputs, variant, device, model)
+        super().__init__(inputs, outputs, variant, source.device.lower(), model)
+        self._source = source
+        self._modes = {source.config["PERFORMANCE_HINT"]: compiled}  # each performance mode compiled, once
         self.compiled = compiled
         self._artifact = artifact
         self._tls = threading.local()
@@ -92,10 +108,25 @@ class OpenVinoExecutable(Executable):
     def bounded(self) -> bool:
         return True
 
+    def serve(self, streams: int) -> None:
+        """OpenVINO's throughput mode for several streams: the model compiled with the THROUGHPUT hint (the plugin
+        splits the cores into its own streams, each running a request), :attr:`concurrency` its optimal number of
+        requests in flight, at most ``streams``; one stream: the LATENCY compile (all cores on one request). Each
+        mode is compiled once; not while a stream runs."""
+        hint = "THROUGHPUT" if streams > 1 else "LATENCY"
+        if hint not in self._modes:  # the graph compiled once already: only the plugin's streams differ
+            self._modes[hint] = self._source.compiled(hint)
+        self.compiled = self._modes[hint]
+        self._ports = [self.compiled.output(t.name) for t in self.outputs]
+        requests = int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+        self.concurrency = max(1, min(streams, requests)) if streams > 1 else 1
+
     def _request(self) -> Any:
         request = getattr(self._tls, "request", None)
-        if request is None:  # one infer request per thread: requests are not thread-safe
+        if request is None or getattr(self._tls, "compiled", None) is not self.compiled:
+            # one infer request per thread (requests are not thread-safe), of the mode compiled now
             request = self._tls.request = self.compiled.create_infer_request()
+            self._tls.compiled = self.compiled
         return request
 
     def _into_fresh(self, request: Any) -> list[np.ndarray]:
@@ -241,13 +272,14 @@ class OpenVinoBackend(Backend):
         if pixels or nhwc:
             ov_model = _frame_io(ov_model, pixels, sorted(nhwc))
         config = {"INFERENCE_PRECISION_HINT": _HINT[v.precision], "PERFORMANCE_HINT": "LATENCY", **_threads()}
+        source = Compile(ov_model, self.device, config)
         try:
-            compiled = core().compile_model(ov_model, self.device, config)
+            compiled = source.compiled("LATENCY")
         except RuntimeError as exc:  # the plugin has no kernel for a node at this precision on this CPU
             lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
             why = next((ln for ln in lines if "node" in ln.lower()), lines[-1] if lines else type(exc).__name__)
             raise NpuCompileError(f"OpenVINO {self.device} cannot compile it at {v.label}: {why}") from None
-        exe = OpenVinoExecutable(compiled, model, v, self.device.lower(), stored, nhwc)
+        exe = OpenVinoExecutable(compiled, model, v, stored, source, nhwc)
         if pixels:
             exe.pixel_inputs = frozenset({IMAGE})
         return exe
