@@ -468,14 +468,18 @@ def test_the_int8_cache_is_keyed_on_the_graph_and_a_damaged_entry_is_rebuilt(
     demo_split: SplitModel,
     tensors: list,  # type: ignore[type-arg]
     capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The same graph with other metadata (ultralytics writes the export date there) hits the same entry; an
-    entry cut short is discarded with a warning and rebuilt, not a DecodeError on every later deploy."""
+    entry cut short is discarded with a warning and rebuilt, not a DecodeError on every later deploy. A cache of
+    its own: it counts the entries, which another xdist worker quantizing into the session's cache would add to."""
+    monkeypatch.setenv("YOLO_EDGE_CACHE", str(tmp_path / "cache"))
     neck = demo_split["neck"]
     calib = [{t.name: x[t.name] for t in neck.inputs} for x in tensors[:2]]
     before = set(cache_dir().glob("*.onnx"))
     q = quantize_int8(neck.model, calib, exclude=("/model.12/cv1/conv/Conv",))
-    (entry,) = set(cache_dir().glob("*.onnx")) - before  # this test's own (no other test keeps that layer)
+    (entry,) = set(cache_dir().glob("*.onnx")) - before
     dated = onnx.ModelProto()
     dated.CopyFrom(neck.model)
     onnx.helper.set_model_props(dated, {"date": "2026-12-01T12:00:00"})
