@@ -281,3 +281,17 @@ def test_a_process_that_loads_a_bundle_imports_no_planner() -> None:
     code = "import yolo_edge\nprint(yolo_edge.deploy.__module__, yolo_edge.sweep.__module__)"  # functions, as before
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert shown == ["yolo_edge.flows.deploy", "yolo_edge.flows.sweep"]
+
+
+def test_the_cli_wires_no_executor_and_no_stream_engine() -> None:
+    """The CLI parses arguments into a request, calls a flow and prints: no module of ``yolo_edge/cli`` reaches into
+    an executor (``.executor``) or builds a detector or the stream engine itself (``run`` is ``flows.run``)."""
+    found = []
+    for path in sorted((ROOT / "yolo_edge" / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ("executor", "detector"):
+                found.append(f"{path.name}:{node.lineno} .{node.attr}")
+            names = [a.name for a in node.names] if isinstance(node, (ast.Import, ast.ImportFrom)) else []
+            if {"StreamRunner", "SplitExecutor", "Detector"} & set(names):
+                found.append(f"{path.name}:{node.lineno} imports {names}")
+    assert found == []

@@ -119,3 +119,28 @@ def test_an_undecided_trial_past_the_limit_is_relaxed_like_a_failed_one() -> Non
     assert not past_limit(trial([UNDECIDED], -0.0066, -0.0089), 0.01)  # undecided, its estimate within the limit
     assert not past_limit(trial([], -0.002, -0.003), 0.01)
     assert not past_limit(trial(["SLA"], -0.02, -0.02), 0.01)  # only a drift verdict relaxes
+
+
+def test_where_none_passed_deploy_bundles_the_fastest_trial_undecided_within_the_limit() -> None:
+    """The official YOLOv8n on host-lowp (``benchmarks/vs_ultralytics_int8.py``, 80 photos judging): nothing passed,
+    and deploy bundled its first trial (-0.0079 / -0.0158: past the limit, 0.59x the reference) where a later one was
+    faster (0.48x) and within the limit (+0.0001 / -0.0057), undecided only for the noise. That one is the fallback;
+    a trial past the limit, failing drift, or not timed never is."""
+    from types import SimpleNamespace
+
+    from yolo_edge.flows.search import fastest_hopeful
+    from yolo_edge.validate.accuracy import MapResult
+    from yolo_edge.validate.verdict import UNDECIDED
+
+    def trial(fails: list[str], drift: tuple[float, float], ratio: float | None):  # type: ignore[no-untyped-def]
+        return SimpleNamespace(run=SimpleNamespace(fails=fails, drift=MapResult(*drift)), speed_ratio=ratio)
+
+    first = trial([UNDECIDED, "SLA"], (-0.0079, -0.0158), 0.59)
+    within = trial([UNDECIDED, "SLA"], (0.0001, -0.0057), 0.48)
+    slower = trial([UNDECIDED], (-0.0022, -0.0065), 0.83)
+    assert fastest_hopeful([first, slower, within], 0.01) is within
+    assert fastest_hopeful([first, slower], 0.01) is slower
+    failed = trial(["drift"], (-0.001, -0.002), 0.3)
+    untimed = trial([UNDECIDED], (0.0, 0.0), None)
+    passed = trial([], (0.0, 0.0), 0.2)  # a passing trial is the search's choice, not a fallback
+    assert fastest_hopeful([first, failed, untimed, passed], 0.01) is None

@@ -17,27 +17,22 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from yolo_edge.bundle import load_bundle
 from yolo_edge.cli.common import positive_float, warn_placement
 from yolo_edge.core.codec import dumps
 from yolo_edge.core.config import MAX_BATCH
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.core.files import JsonArrayWriter, check_can_write, printable
-from yolo_edge.flows.predict import Results, nms_settings, speed_of
-from yolo_edge.pipeline.engine import StreamOptions, StreamResult, StreamRunner, summarize
-from yolo_edge.pipeline.metrics import MetricsServer
+from yolo_edge.flows.predict import Results, speed_of
+from yolo_edge.flows.run import NmsOverrides, RunOutcome, RunRequest, StreamRun
+from yolo_edge.pipeline.engine import StreamOptions, StreamResult
 from yolo_edge.pipeline.outputs import AnnotatedOutput, save_dirs
 from yolo_edge.pipeline.sources import DROP_POLICIES, SourceOptions, parse_source
 from yolo_edge.runtime.audit import FRAMES, coverage
-from yolo_edge.runtime.events import EventLog
-
-AUDIT_DRAIN_S = 10.0  # at a run's end, how long the audits still running may hold its summary
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -189,12 +184,11 @@ def _how(r: StreamResult) -> str:
     return f" ({', '.join(r.modelled)} modelled (board))" if r.modelled else ""
 
 
-def _report(runner: StreamRunner, events: EventLog, audits: dict[str, dict[str, Any]], quiet_stdout: bool) -> list[str]:
+def _report(outcome: RunOutcome, quiet_stdout: bool) -> None:
     """One summary line per stream, the precision audit's per unit, then the fallback events (on stderr with
-    --json: stdout is the JSONL; or when stdout's reader has gone); returns the problems."""
+    --json: stdout is the JSONL; or when stdout's reader has gone)."""
     out = sys.stderr if quiet_stdout else sys.stdout
-    problems: list[str] = []
-    for s in summarize(runner):
+    for s in outcome.streams:
         dropped = ", ".join(f"{k} {v}" for k, v in sorted(s.dropped.items())) or "none"
         line = f"{printable(s.source, 1000)}: {s.read} read, {s.delivered} delivered, dropped: {dropped}"
         if s.latency_ms is not None:
@@ -208,47 +202,44 @@ def _report(runner: StreamRunner, events: EventLog, audits: dict[str, dict[str, 
             if redirect is not None:  # FFmpeg followed it: said, with where it went
                 line += f" (redirected to {printable(redirect['to'])}, another host)"
         print(line, file=out)
-    for unit, a in audits.items():
-        line = f"precision audit of {unit}: {a['audits']} audits, {a['failed']} failed" + coverage(a)
-        if unit == FRAMES:
-            b, p = a["boxes_kept"], a["proven"]
-            share = "" if b["share"] is None else f" ({b['share']:.1%})"
-            line += f"; FP32 boxes kept {b['kept']}/{b['of']}{share}, deploy proved {p['kept']}/{p['of']}"
-            added = a.get("boxes_added") or {}
-            if added.get("of"):
-                line += f"; boxes added {added['added']}/{added['of']}" + (
-                    f", deploy proved {p['added']}/{p['boxes']}" if "added" in p else ""
-                )
-            if a["unseen"]:
-                line += f"; {a['unseen']} of {a['frames']} frames lit unlike any the deploy proved (audited more often)"
-            print(line + ("; on the CPU since a precision event" if a["on_cpu"] else ""), file=out)
-            continue
-        line += f" (floor {a['floor']:.5f})"
-        if a["min_cosine"] is not None:
-            line += f", cosine with the FP32 twin min {a['min_cosine']:.4f} last {a['last_cosine']:.4f}"
-        skipped = f", {a['skipped']} skipped (the audit worker was busy)" if a["skipped"] else ""
-        print(line + skipped + ("; on the CPU since a precision event" if a["on_cpu"] else ""), file=out)
-    if len(runner.stats) > 1 and runner.aggregate_fps is not None:
-        delivered = sum(st.delivered for st in runner.stats)
+    for unit, a in outcome.audits.items():
+        print(_audit_line(unit, a), file=out)
+    if len(outcome.streams) > 1 and outcome.aggregate_fps is not None:
         print(
-            f"{len(runner.stats)} streams: {delivered} frames delivered, {runner.aggregate_fps:.1f} FPS in all "
-            "(measured)",
+            f"{len(outcome.streams)} streams: {outcome.delivered} frames delivered, {outcome.aggregate_fps:.1f} FPS "
+            "in all (measured)",
             file=out,
         )
-    executor = runner.detector.executor
-    if executor.batch.asked > 1:  # what the batch did: calls of the batch, and the frames that ran a frame a call
-        calls = ", ".join(f"{n} of {b} frames" for b, n in sorted(executor.batch_calls.items(), reverse=True))
+    if outcome.batch.asked > 1:  # what the batch did: calls of the batch, and the frames that ran a frame a call
+        calls = ", ".join(f"{n} of {b} frames" for b, n in sorted(outcome.batch_calls.items(), reverse=True))
         print(
-            f"batch {executor.batch.asked} asked, {executor.batch.runs_at} run: accelerator calls {calls or 'none'}",
+            f"batch {outcome.batch.asked} asked, {outcome.batch.runs_at} run: accelerator calls {calls or 'none'}",
             file=out,
         )
-    ev = events.summary()
+    ev = outcome.events
     print(f"{ev.total} fallback events" + (f": {ev.by_trigger}" if ev.total else ""), file=out)
-    for st in runner.stats:
-        problems += st.problems
-    if events.write_error:
-        problems.append(events.write_error)
-    return problems
+
+
+def _audit_line(unit: str, a: dict[str, Any]) -> str:
+    """The precision audit of one unit (or of the frames: the FP32 boxes kept and added)."""
+    line = f"precision audit of {unit}: {a['audits']} audits, {a['failed']} failed" + coverage(a)
+    if unit == FRAMES:
+        b, p = a["boxes_kept"], a["proven"]
+        share = "" if b["share"] is None else f" ({b['share']:.1%})"
+        line += f"; FP32 boxes kept {b['kept']}/{b['of']}{share}, deploy proved {p['kept']}/{p['of']}"
+        added = a.get("boxes_added") or {}
+        if added.get("of"):
+            line += f"; boxes added {added['added']}/{added['of']}" + (
+                f", deploy proved {p['added']}/{p['boxes']}" if "added" in p else ""
+            )
+        if a["unseen"]:
+            line += f"; {a['unseen']} of {a['frames']} frames lit unlike any the deploy proved (audited more often)"
+        return line + ("; on the CPU since a precision event" if a["on_cpu"] else "")
+    line += f" (floor {a['floor']:.5f})"
+    if a["min_cosine"] is not None:
+        line += f", cosine with the FP32 twin min {a['min_cosine']:.4f} last {a['last_cosine']:.4f}"
+    skipped = f", {a['skipped']} skipped (the audit worker was busy)" if a["skipped"] else ""
+    return line + skipped + ("; on the CPU since a precision event" if a["on_cpu"] else "")
 
 
 def source_names(args: argparse.Namespace) -> list[str]:
@@ -277,12 +268,9 @@ def check_args(args: argparse.Namespace) -> None:
         check_can_write(args.save_json, "--save-json")
 
 
-def run(args: argparse.Namespace) -> int:
+def request_of(args: argparse.Namespace) -> RunRequest:
+    """``run``'s arguments as a request (checked: a one-line error for each that is wrong before anything is read)."""
     check_args(args)
-    sources = [parse_source(s) for s in source_names(args)]  # a bad source fails before the bundle is compiled
-    save = save_dirs(args.save, sources) if args.save else None
-    bundle = load_bundle(args.bundle)
-    nms = nms_settings(bundle.config.nms, bundle.meta.model.names, args.conf, args.iou, args.classes, args.max_det)
     options = StreamOptions(
         SourceOptions(
             drop_policy=args.drop_policy,
@@ -295,42 +283,44 @@ def run(args: argparse.Namespace) -> int:
         emulate_latency=args.emulate_latency,
         batch_timeout_s=args.batch_timeout_ms / 1e3,
     )
-    events = EventLog(args.events)
-    output = AnnotatedOutput(sources, save, args.video_format) if save is not None else None
-    labels = args.save / "labels" if args.save_txt else None
-    results = JsonArrayWriter(args.save_json) if args.save_json is not None else None
-    sinks = Sinks(args.json, output, not args.quiet, labels, args.save_conf, results, len(sources) > 1)
-    batch = bundle.config.plan.batch if args.batch is None else args.batch
-    with bundle.detector(events=events, batch=batch) as detector:
-        detector.nms = nms
-        warn_placement(detector.executor.placement_problems, "run")
-        if detector.executor.batch.why:
-            print(f"yolo-edge run: batch {batch}: {detector.executor.batch.why}", file=sys.stderr)
-        sinks.audits = detector.executor.auditor.figures
-        started = time.monotonic()
-        runner = StreamRunner(detector, sources, options)
-        metrics = MetricsServer(runner, events, args.metrics_port) if args.metrics_port is not None else None
-        if metrics is not None:
-            print(f"yolo-edge run: metrics at {metrics.url}", file=sys.stderr)
+    classes = tuple(args.classes) if args.classes is not None else None
+    nms = NmsOverrides(args.conf, args.iou, classes, args.max_det)
+    names = tuple(source_names(args))
+    return RunRequest(Path(args.bundle), names, options, args.batch, nms, args.events, args.metrics_port)
+
+
+def run(args: argparse.Namespace) -> int:
+    request = request_of(args)
+    # a --save that cannot hold the outputs is an error before the bundle is compiled
+    save = save_dirs(args.save, [parse_source(s) for s in request.sources]) if args.save else None
+    with StreamRun(request) as flow:
+        output = AnnotatedOutput(flow.sources, save, args.video_format) if save is not None else None
+        labels = args.save / "labels" if args.save_txt else None
+        results = JsonArrayWriter(args.save_json) if args.save_json is not None else None
+        many = len(flow.sources) > 1
+        sinks = Sinks(args.json, output, not args.quiet, labels, args.save_conf, results, many, flow.audits)
+        warn_placement(flow.placement_problems, "run")
+        if flow.batch_note:
+            print(f"yolo-edge run: {flow.batch_note}", file=sys.stderr)
+        if flow.metrics_url is not None:
+            print(f"yolo-edge run: metrics at {flow.metrics_url}", file=sys.stderr)
         gone = False
         try:
-            runner.run(sinks)
+            flow.run(sinks)
         except BrokenPipeError:  # the reader of stdout left (`| head`): the stream stopped; exit 141 (cli.main)
             gone = True
             raise
         finally:  # after Ctrl-C or SIGTERM too: the videos finalised, the accounting printed
             sinks.close()
-            runner.stop()
-            if metrics is not None:
-                metrics.close()
-            audits = detector.executor.auditor.figures(AUDIT_DRAIN_S)  # the last frames' audits in them
-            events.finish(sum(st.delivered for st in runner.stats), time.monotonic() - started, audits)
-            problems = _report(runner, events, audits, args.json or gone)
+            outcome = flow.finish()
+            _report(outcome, args.json or gone)
+            problems = list(outcome.problems)
             if results is not None and results.error is not None:
                 problems.append(f"--save-json {results.error}")
     for line in problems:
         print(f"yolo-edge run: {printable(line, 1000)}", file=sys.stderr)
     if problems:
-        done = sum(st.delivered for st in runner.stats)
-        print(f"yolo-edge run: {done} frames done, {len(problems)} problem(s) above: exit 1", file=sys.stderr)
+        print(
+            f"yolo-edge run: {outcome.delivered} frames done, {len(problems)} problem(s) above: exit 1", file=sys.stderr
+        )
     return 1 if problems else 0

@@ -5,10 +5,10 @@ The planner's four checks leave, per subgraph, the precision variants that pass 
 (drift against the FP32 reference, p95 against the SLA) until one passes. Three plans are then compared on
 the same images, as in the reference's case study: **whole-npu** (the whole graph on the accelerator at its
 first precision), **whole-cpu** (FP32 on the CPU, the reference) and **split** (the search's choice, or
-when nothing passed, the fastest candidate it judged). Each gets a status (ok, or the check it fails),
-end-to-end latency percentiles (the plans timed together, frame by frame in turn, so that a noisy minute
-on a shared machine does not pick the winner), a memory peak and its mAP drift against the FP32
-reference: on labels of the model's own classes, or, without them, as agreement with the reference
+when nothing passed, the fastest whose drift is undecided within the limit, else the first it judged). Each gets a
+status (ok, or the check it fails), end-to-end latency percentiles (the plans timed together, frame by frame in
+turn, so that a noisy minute on a shared machine does not pick the winner), a memory peak and its mAP drift against
+the FP32 reference: on labels of the model's own classes, or, without them, as agreement with the reference
 (``validate.accuracy``), both reported where both exist. Calibration images never judge
 (``data.resolve``). The chosen plan is the faster (p95) of split and whole-cpu that is ok; whole-npu is
 reported for comparison only (the decode must stay FP32 on the CPU). When no plan is ok the verdict is
@@ -187,7 +187,7 @@ class Searched:
     space: PlanSpace  # what the four checks left
     builder: Builder  # every graph of this deploy is compiled by it, once (the checks', the trials', the bundle's)
     search: SearchResult
-    plan: PlacementPlan  # the split plan: the search's choice, else the fastest candidate it judged
+    plan: PlacementPlan  # the split plan: the search's choice, else its fallback, else the first it judged
     calibrated_conditions: tuple[str, ...] = ()  # conditions some calibration images were changed by
 
 

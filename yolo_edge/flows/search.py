@@ -30,7 +30,8 @@ passed (:meth:`_Search.beaten_by`: the choice rule, applied as if it had passed)
 drift never scored. Of candidates estimated within ``plan.search_margin`` of each other the one with the least at
 low precision is judged first (a tie goes to it). A trial's drift is scored look by look
 (:mod:`yolo_edge.validate.sequential`: a quarter, half, then every judging image) and stops at the first look that
-decides it; the chosen plan (else the first judged) is judged on every image before the deploy reports it
+decides it; the chosen plan (where none passed, the fastest whose drift is undecided within the limit:
+:func:`fastest_hopeful`; else the first judged) is judged on every image before the deploy reports it
 (:meth:`_Search.complete`). Each look's images are detected here or, with ``--shards``, by Ray actors
 (``flows.trial_shards``); the reference's detections are computed once.
 
@@ -191,6 +192,7 @@ class SearchRecord:
     stopped: str  # why the search ended
     card: Trial | None = None  # the design card's layout beside the chosen: its placement, head FP32 on the CPU
     recipe: Recipe | None = None  # the vendor's published recipe beside the chosen (where the backend names one)
+    fallback: Trial | None = None  # where none passed, the one deploy reports and bundles (:func:`hopeful`)
 
     @property
     def tally(self) -> str:
@@ -250,8 +252,9 @@ class SearchRecord:
 
     @property
     def shown(self) -> Trial | None:
-        """The trial deploy reports as its split plan: the chosen one, else the fastest judged."""
-        return self.chosen or (self.trials[0] if self.trials else None)
+        """The trial deploy reports as its split plan: the chosen one, else the search's fallback (the fastest whose
+        drift is undecided within the limit), else the first judged."""
+        return self.chosen or self.fallback or (self.trials[0] if self.trials else None)
 
 
 @dataclass
@@ -262,7 +265,7 @@ class SearchResult:
     reference: PlanRun  # whole-cpu, the FP32 reference: its detections and accuracy
     reference_detector: Detector
     scorer: Scorer  # scores any other plan on the same images against the same reference
-    detector: Detector | None  # the chosen trial's (or, when none passed, the first trial's), still open
+    detector: Detector | None  # the shown trial's (the chosen, else the fallback, else the first), still open
     units: list[Unit]
     events: EventLog
 
@@ -452,11 +455,29 @@ class _Trials:
         trial.wall_s = round(self.clock() - t0, 1)
         self.trials.append(trial)
         self.say(f"{name}: {trial.status}" + (f" ({trial.stopped})" if trial.judged else ""))
-        if trial.passed or not self.held:
+        before = self.fallback()
+        if trial.passed or not self.held or (before is not trial and self.fallback(trial) is trial):
             self.held[trial.index] = _Held(trial, detector, units, events, found)
         else:
             detector.close()
+        if before is not None and before.index in self.held and not self._needed(before):
+            self.held.pop(before.index).detector.close()  # a faster hopeful one took its place
         return trial
+
+    def fallback(self, candidate: Trial | None = None) -> Trial | None:
+        """Where none passed, the trial deploy reports and bundles: the fastest (by measured median) of those held
+        (and ``candidate``) whose drift is undecided within the limit (:func:`hopeful`): more judging images may
+        prove it; None: none is."""
+        pool = [t for t in self.trials if t.index in self.held] + ([candidate] if candidate is not None else [])
+        return fastest_hopeful(pool, self.cfg.validate.max_drift)
+
+    def shown(self) -> Trial | None:
+        """The trial deploy reports: the chosen one, else the fallback, else the first judged."""
+        return self.best() or self.fallback() or (self.trials[0] if self.trials else None)
+
+    def _needed(self, trial: Trial) -> bool:
+        """Whether a held trial's detector may still be the one deploy keeps."""
+        return trial.passed or trial is self.trials[0] or trial is self.fallback()
 
     def judge_drift(
         self, trial: Trial, detector: Detector, found: dict[int, Detections], looks: Sequence[Look]
@@ -479,7 +500,7 @@ class _Trials:
         search. One that no longer passes leaves the choice to the next; a trial left unjudged because it could not
         beat one that passed is judged where it now could."""
         while True:
-            target = self.best() or (self.trials[0] if self.trials else None)
+            target = self.shown()
             if target is not None and target.images < self.judge.looks.all.size:
                 held = self.held[target.index]
                 self.say(f"candidate {target.index}: judged on every judging image, as the plan deploy reports")
@@ -703,6 +724,21 @@ def _rank(precision: str) -> int:
     return _PRECISION_RANK.get(precision, 2)
 
 
+def fastest_hopeful(trials: Sequence[Trial], max_drift: float) -> Trial | None:
+    """The fastest of ``trials`` (by measured median against the reference) whose drift is undecided within the
+    limit (:func:`hopeful`); None: none is."""
+    found = [t for t in trials if hopeful(t, max_drift) and t.speed_ratio is not None]
+    return min(found, key=lambda t: t.speed_ratio or 0.0) if found else None
+
+
+def hopeful(trial: Trial, max_drift: float) -> bool:
+    """Whether ``trial`` failed no drift and its drift is undecided with both figures within ``max_drift``: the noise
+    of too few judging images, not a loss the figures show (its latency may still fail or be undecided: on a busy
+    machine every trial's SLA can be)."""
+    run, d = trial.run, trial.run.drift
+    return UNDECIDED in run.fails and d is not None and not past_limit(trial, max_drift)
+
+
 def past_limit(trial: Trial, max_drift: float) -> bool:
     """Whether ``trial`` fails drift, or is undecided with its drift past ``max_drift``: where the backend's stronger
     quantization or layers kept out of INT8 may win the drift back (with few judging images a real loss is
@@ -796,12 +832,13 @@ def search_plans(
     recipe = search.recipe()
     search.complete()
     session.laps.lap("search")
-    kept = search.release(search.best() or (search.trials[0] if search.trials else None))
+    kept = search.release(search.shown())
     chosen = search.best()
+    fallback = None if chosen is not None else search.fallback()
     assert kept is None or chosen is None or kept.trial is chosen, "the open detector is the chosen trial's"
     detector, units, events = (kept.detector, kept.units, kept.events) if kept else (None, [], EventLog())
     return SearchResult(
-        SearchRecord(tuple(search.trials), chosen, search.candidates, stopped, card, recipe),
+        SearchRecord(tuple(search.trials), chosen, search.candidates, stopped, card, recipe, fallback),
         judge.reference,
         reference,
         judge.scorer,

@@ -114,6 +114,8 @@ class OpenVinoExecutable(Executable):
         requests in flight, at most ``streams``; one stream: the LATENCY compile (all cores on one request). Each
         mode is compiled once; not while a stream runs."""
         hint = "THROUGHPUT" if streams > 1 else "LATENCY"
+        if self.compiled is self._modes.get(hint) and hint == "LATENCY":
+            return  # as compiled: nothing to change
         if hint not in self._modes:  # the graph compiled once already: only the plugin's streams differ
             self._modes[hint] = self._source.compiled(hint)
         self.compiled = self._modes[hint]
