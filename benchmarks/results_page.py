@@ -36,12 +36,15 @@ INTRO = (
 )
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # a terminal's colours (ultralytics' log lines): not for a page
+
+
 class _Tee(io.TextIOBase):
     def __init__(self, out: io.TextIOBase) -> None:
         self.out, self.kept = out, io.StringIO()
 
     def write(self, text: str) -> int:
-        self.kept.write(text)
+        self.kept.write(ANSI.sub("", text))
         return self.out.write(text)
 
     def flush(self) -> None:

@@ -84,8 +84,9 @@ def photos() -> list[np.ndarray]:
     return [image for image in found if image is not None]
 
 
-def ultralytics_int8(model: str, data_yaml: Path, out: Path) -> Any:
-    """ultralytics' OpenVINO INT8 export of ``model`` calibrated on ``data_yaml``'s images, loaded for predict."""
+def ultralytics_int8(model: str, data_yaml: Path, out: Path, imgsz: int = IMGSZ) -> Any:
+    """ultralytics' OpenVINO INT8 export of ``model`` at ``imgsz`` calibrated on ``data_yaml``'s images, loaded for
+    predict."""
     from ultralytics import YOLO
 
     doc = yaml.safe_load(data_yaml.read_text())
@@ -98,7 +99,7 @@ def ultralytics_int8(model: str, data_yaml: Path, out: Path) -> Any:
     if source != Path(model):
         shutil.copy(model, source)
     with contextlib.chdir(out), contextlib.redirect_stdout(io.StringIO()):
-        path = YOLO(str(source)).export(format="openvino", int8=True, data=str(data_yaml), imgsz=IMGSZ, batch=1)
+        path = YOLO(str(source)).export(format="openvino", int8=True, data=str(data_yaml), imgsz=imgsz, batch=1)
     return YOLO(str(out / path), task="detect")
 
 
