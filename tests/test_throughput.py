@@ -240,3 +240,47 @@ def test_openvino_serves_several_streams_in_its_throughput_mode(demo_split, tens
         seen.clear()
         runs(1)
         assert {s for s in seen} == {("LATENCY", 1)}, seen
+
+
+def test_a_core_failing_under_load_leaves_the_pool_and_its_probe_brings_it_back(
+    demo_split, tensors, few_images: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """A simulated rk3588's three contexts serving six streams, the faults one core's: its first three calls fail (a
+    driver error), then it answers. After three failures in a row that context leaves the pool (its frames re-run on
+    the CPU: every frame is delivered) while the other two serve; after the cool-down its worker takes a frame as a
+    probe, which answers, and it is back. The events say each step; one core's failures never open the unit's
+    breaker (the others' answers come between them)."""
+    from yolo_edge.backends.builder import Builder
+    from yolo_edge.backends.onnxruntime.backend import OnnxRuntimeBackend
+    from yolo_edge.backends.simulated import SimulatedNpu
+    from yolo_edge.core.config import Faults, load_deploy_config
+    from yolo_edge.pipeline.detector import Detector
+    from yolo_edge.pipeline.engine import StreamOptions, StreamRunner
+    from yolo_edge.pipeline.sources import parse_source
+    from yolo_edge.plan.placement import PlacementPlan
+    from yolo_edge.runtime.build import build_units
+    from yolo_edge.runtime.events import EventLog
+    from yolo_edge.runtime.executor import SplitExecutor
+
+    cfg = load_deploy_config()
+    runtime = replace(cfg.runtime, breaker_failures=3, breaker_cooldown_s=0.02)
+    profile = replace(load_profile("rk3588"), faults=Faults(core=1, burst_start=0, burst_len=3))
+    plan = PlacementPlan.manual(demo_split, {"backbone": "int8"}, "rk3588")
+    owned = ExitStack()
+    builder = owned.enter_context(Builder(profile, SimulatedNpu(profile, OnnxRuntimeBackend())))
+    units = build_units(demo_split, plan, builder, tensors[:4], EventLog())
+    assert [u.npu.concurrency for u in units if u.npu is not None] == [3]
+    events = EventLog()
+    executor = SplitExecutor(units, runtime, profile, events=events, owns=owned, as_placed=True)
+    with Detector(executor, demo_split.exported.meta, cfg.nms) as detector:
+        with StreamRunner(detector, [parse_source(str(few_images))] * 6, StreamOptions()) as runner:
+            runner.run(lambda _r: None)
+        assert [(st.read, st.delivered) for st in runner.stats] == [(16, 16)] * 6
+    shown = [(e.action, e.trigger) for e in events.events if e.unit == "backbone"]
+    assert shown[:4] == [("retry_cpu", "runtime_error")] * 3 + [("shrink_pool", "runtime_error")], shown
+    assert shown[4:] == [("restore_pool", "recovered")], shown
+    details = [e.detail for e in events.events if e.action in ("shrink_pool", "restore_pool")]
+    assert details == [
+        "context 1 leaves the pool (it failed 3 calls in a row): 2 of 3 contexts serve; it probes again after 0.02 s",
+        "context 1 answered its probe: the pool serves on 3 of 3 contexts",
+    ]

@@ -154,6 +154,20 @@ def io_infos(model: onnx.ModelProto) -> tuple[tuple[TensorInfo, ...], tuple[Tens
     )
 
 
+_CONTEXT = threading.local()
+
+
+def on_context(k: int) -> None:
+    """This thread's accelerator calls are its pool's context ``k`` (a stream's worker, one of
+    :attr:`Executable.concurrency`; context ``k`` runs on core ``k`` modulo the cores): the stream engine sets it."""
+    _CONTEXT.k = k
+
+
+def context() -> int:
+    """The pool context this thread's calls are (0 outside a pool)."""
+    return int(getattr(_CONTEXT, "k", 0))
+
+
 class Executable(ABC):
     """A compiled subgraph. ``run`` is the public, validated and timed entry point."""
 

@@ -25,6 +25,7 @@ from yolo_edge.backends.base import (
     NpuError,
     NpuOutOfMemory,
     UnsupportedOperator,
+    context,
 )
 from yolo_edge.core.config import DeviceProfile, Faults, Variant
 from yolo_edge.devices.cost import npu_time
@@ -80,6 +81,13 @@ class SimulatedExecutable(Executable):
         self._called = False  # a call has started (it may never answer)
         self._computing = 0  # calls whose numerics run on this host now (host_busy)
         self._count_lock = threading.Lock()
+        self.cores, self.all_cores = 1, False  # the accelerator's cores, and whether one context spans them all
+
+    def _faulty(self) -> bool:
+        """Whether this call may draw a fault: every call, or where the faults are one core's, a call of a context
+        on that core (one context on all the cores uses it too)."""
+        core = self.injector.faults.core
+        return core is None or self.all_cores or context() % self.cores == core
 
     @property
     def host_slack_s(self) -> float:
@@ -97,7 +105,7 @@ class SimulatedExecutable(Executable):
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         self._called = True
-        fault = self.injector.draw()
+        fault = self.injector.draw() if self._faulty() else None
         if fault == "error":
             raise NpuError("injected NPU error")
         if fault == "oom":
@@ -187,6 +195,7 @@ class SimulatedNpu(Backend):
         modelled *= multicore.share(cores)  # one context on all the cores: a call split across them
         exe = SimulatedExecutable(inner, modelled, self.injector, self.faults.hang_s, f"sim:{self.profile.name}")
         exe.concurrency = multicore.contexts(cores)
+        exe.cores, exe.all_cores = cores, multicore.all_cores
         return exe
 
 

@@ -342,6 +342,9 @@ class Faults:
     burst_start: int = -1
     burst_len: Annotated[int, Range(0)] = 0
     burst_kind: FaultKind = "error"
+    # only calls on this accelerator core fail (a board with several: one core failing under load); the burst counts
+    # that core's calls. None: every call may
+    core: Annotated[int | None, Range(0, 63)] = None
 
     def __post_init__(self) -> None:
         if self.burst_kind not in typing.get_args(FaultKind):

@@ -20,6 +20,7 @@ capture to the sink's return, and the frame's age when inference starts.
 from __future__ import annotations
 
 import collections
+import functools
 import queue
 import threading
 import time
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from yolo_edge.backends.base import on_context
 from yolo_edge.core.stats import Percentiles, percentiles
 from yolo_edge.pipeline.detector import Detector, FrameTiming
 from yolo_edge.pipeline.postprocess import Detections
@@ -173,7 +175,9 @@ class StreamRunner:
             admit = self._admission.admit if k == 0 else None
             stage = _Stage(self.detector.executor, units, (qs[k], qs[k + 1]), pool, admit, self._stop, self._sleep)
             stage.timeout_s = self.options.batch_timeout_s
-            self._threads += [self._thread(f"stage-{k}.{w}", qs[k + 1], stage.run) for w in range(pool)]
+            self._threads += [
+                self._thread(f"stage-{k}.{w}", qs[k + 1], functools.partial(stage.run, w)) for w in range(pool)
+            ]
         self._threads.append(self._thread("nms", self._results, lambda: self._nms(qs[-1])))
         for t in self._threads:
             t.daemon = True
@@ -416,8 +420,14 @@ class _Stage:
         self._lock = threading.Lock()
         self._gather = threading.Lock()
 
-    def run(self) -> None:
+    def run(self, worker: int = 0) -> None:
+        """One worker: its calls are the pool's context ``worker``; while that context is out of the pool (failing in
+        a row) it takes no frame, the others take them all."""
+        on_context(worker)
+        pooled = len(self.units) == 1 and self._left > 1
         while True:
+            if pooled:
+                self.executor.pool_wait(self.units[0], self._ending)
             jobs, ended = self._take()
             if len(self.units) == 1 and jobs:
                 self._rows(self.units[0], jobs)
@@ -437,6 +447,11 @@ class _Stage:
                     last = self._left == 0
                 (self.out if last else self.inp).put(None)
                 return
+
+    def _ending(self) -> bool:
+        """The run stops, or every other worker of the pool has ended (the end mark waits for this one)."""
+        with self._lock:
+            return self.stop.is_set() or self._left == 1
 
     def _take(self) -> tuple[list[_Job], bool]:
         """The next frames for one call (a batched unit's: as many as its batch, or what came within ``timeout_s``),

@@ -16,10 +16,19 @@ from typing import Any
 
 import numpy as np
 
-from yolo_edge.backends.base import Executable, NpuAllocationError, NpuError, NpuTimeout, median_run_s
+from yolo_edge.backends.base import (
+    Executable,
+    NpuAllocationError,
+    NpuError,
+    NpuTimeout,
+    context,
+    median_run_s,
+    on_context,
+)
 from yolo_edge.core.config import RuntimeConfig
 from yolo_edge.core.errors import YoloEdgeError
 from yolo_edge.runtime.events import EventLog, Trigger
+from yolo_edge.runtime.pool import ContextPool
 from yolo_edge.runtime.units import CircuitBreaker, Unit, UnitRun
 
 
@@ -76,6 +85,12 @@ class DaemonPool:
             self._calls.put(None)
 
 
+def _as_context(k: int, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` on a pool thread as the caller's accelerator context ``k``."""
+    on_context(k)
+    return fn(*args)
+
+
 def answer_within(call: Future[dict[str, np.ndarray]], limit: float, npu: Executable) -> dict[str, np.ndarray]:
     """A pool call's outputs within ``limit`` seconds, else :class:`FutureTimeout`; past it, waited for as long as a
     simulator is still computing numerics on this host (``npu.host_busy``: a loaded host's wall time is not the
@@ -97,6 +112,7 @@ class Calls:
     ) -> None:
         self.cfg, self.events, self.breaker, self.clock = cfg, events, breaker, clock
         self.pool = DaemonPool(8, "npu")
+        self.contexts = ContextPool(cfg.breaker_failures, cfg.breaker_cooldown_s, events, clock)
 
     def limit(self, exe: Executable, frames: int) -> float:
         """Seconds an accelerator call of ``frames`` frames may take (a simulator's own time on this host is not the
@@ -107,8 +123,9 @@ class Calls:
         """One accelerator call within ``limit`` seconds (else :class:`NpuTimeout` or ``FutureTimeout``)."""
         if exe.bounded:  # its runtime waits with the deadline and cancels the call past it
             return exe.run(feeds, limit)
-        # on a pool thread, given up on past the deadline (a hung driver's thread is left behind)
-        return answer_within(self.pool.submit(exe.run, feeds), limit, exe)
+        # on a pool thread, given up on past the deadline (a hung driver's thread is left behind), as this thread's
+        # context
+        return answer_within(self.pool.submit(_as_context, context(), exe.run, feeds), limit, exe)
 
     def npu_call(
         self, unit: Unit, feeds: dict[str, np.ndarray], frame: int
@@ -117,23 +134,21 @@ class Calls:
         assert unit.npu is not None
         t0 = self.clock()
         limit = self.limit(unit.npu, 1)
+        trigger: Trigger | None = None
         try:
             outs = self.call(unit.npu, feeds, limit)
         except (FutureTimeout, NpuTimeout):
-            self.events.add(frame, unit.name, "timeout", "retry_cpu", f"no answer in {limit:.3g} s")
-            self.breaker.record(False, frame, unit.name, "timeout")
-            return None, self.clock() - t0
+            trigger, why = "timeout", f"no answer in {limit:.3g} s"
         except NpuError as exc:  # the accelerator's failure: this frame re-runs on the CPU (a bug propagates)
-            self.events.add(frame, unit.name, "runtime_error", "retry_cpu", f"{type(exc).__name__}: {exc}")
-            self.breaker.record(False, frame, unit.name, "runtime_error")
-            return None, self.clock() - t0
+            trigger, why = "runtime_error", f"{type(exc).__name__}: {exc}"
         elapsed = self.clock() - t0
-        if not all(np.isfinite(a).all() for a in outs.values()):
-            self.events.add(frame, unit.name, "nan", "retry_cpu", "NaN/Inf in the NPU output")
-            self.breaker.record(False, frame, unit.name, "nan")
-            return None, elapsed
-        self.breaker.record(True, frame, unit.name, None)
-        return outs, elapsed
+        if trigger is None and not all(np.isfinite(a).all() for a in outs.values()):
+            trigger, why = "nan", "NaN/Inf in the NPU output"
+        if trigger is not None:
+            self.events.add(frame, unit.name, trigger, "retry_cpu", why)
+        self.breaker.record(trigger is None, frame, unit.name, trigger)
+        self.contexts.record(unit.name, unit.npu.concurrency, context(), trigger, frame)
+        return (None if trigger is not None else outs), elapsed
 
     def hysteresis(self, unit: Unit, elapsed: float, probing: bool, frame: int, feeds: dict[str, np.ndarray]) -> None:
         if unit.cpu_estimate_s is None:  # not estimated: nothing to judge against (a CPU profile, modelled latency)

@@ -31,6 +31,8 @@ Action = Literal[
     "alert",
     "sub_batch",  # a batch asked for runs as sub-batches of the largest that fits the accelerator's memory
     "shrink_batch",  # an allocation failed at run time: the batch halves (its rows run at batch 1 meanwhile)
+    "shrink_pool",  # one context of a stream's pool failed in a row: it takes no frame until its probe
+    "restore_pool",  # that context answered its probe: back in the pool
 ]
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from yolo_edge.backends.base import NpuAllocationError
+from yolo_edge.backends.base import NpuAllocationError, context
 from yolo_edge.core.config import BOARD, DeviceProfile, RuntimeConfig
 from yolo_edge.devices.cost import transfer_time
 from yolo_edge.model.graph import TensorInfo
@@ -149,6 +149,11 @@ class SplitExecutor:
         self.close()
 
     # ---------------------------------------------------------------- one unit
+    def pool_wait(self, unit: Unit, stop: Callable[[], bool]) -> None:
+        """A stream's pool worker before it takes a frame: held while its context is out of ``unit``'s pool (a
+        context failing in a row: :mod:`yolo_edge.runtime.pool`), until its probe is due or ``stop()``."""
+        self.calls.contexts.wait(unit.name, context(), stop)
+
     def run_unit(self, unit: Unit, tensors: dict[str, np.ndarray], frame: int) -> tuple[dict[str, np.ndarray], UnitRun]:
         """Run one unit for one frame (NPU with fallback, or CPU); thread-safe; its time to the event log."""
         feeds = {n: tensors[n] for n in unit.input_names}

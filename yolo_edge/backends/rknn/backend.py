@@ -18,7 +18,6 @@ bundle's ``.rknn`` files with ``RKNNLite`` on the profile's NPU cores.
 from __future__ import annotations
 
 import importlib.util
-import queue
 import re
 import shutil
 import tempfile
@@ -43,6 +42,7 @@ from yolo_edge.backends.base import (
     NpuOutOfMemory,
     OpQuery,
     UnsupportedOperator,
+    context,
     io_infos,
     save_for_worker,
 )
@@ -268,28 +268,26 @@ class RknnBackend(Backend):
 
 
 class RknnLiteExecutable(Executable):
-    """A bundle's ``.rknn`` on the board: one RKNNLite context per NPU core in ``cores``, a call taking a free one
-    (a stream runs ``concurrency`` calls at once, one per core)."""
+    """A bundle's ``.rknn`` on the board: RKNNLite contexts pinned to the NPU cores (``cores``: their masks), a call
+    on its stream worker's own (pool context ``k``: the ``k``-th, ``backends.base.context``), so that a failing core
+    is one context's and the pool can leave it out (``runtime.pool``); a stream runs ``concurrency`` calls at once."""
 
     def __init__(self, runtimes: list[Any], model: onnx.ModelProto, variant: Variant, cores: str) -> None:
         inputs, outputs = io_infos(model)
         super().__init__(inputs, outputs, variant, f"rknn-npu:{cores}", model)
         self.runtimes = runtimes
         self.concurrency = len(runtimes)
-        self._free: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        for runtime in runtimes:
-            self._free.put(runtime)
+        self._locks = [threading.Lock() for _ in runtimes]  # a context runs one call at a time
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         arrays = [feeds[t.name] for t in self.inputs]
         layout = ["nchw"] * len(arrays) if all(a.ndim == 4 for a in arrays) else None
-        runtime = self._free.get()
-        try:
-            outs = runtime.inference(inputs=arrays, data_format=layout)
-        except Exception as exc:  # RKNNLite raises plain exceptions of its own: the device's failure, not a bug here
-            raise NpuError(f"RKNNLite: {type(exc).__name__}: {exc}") from exc
-        finally:
-            self._free.put(runtime)
+        k = context() % len(self.runtimes)
+        with self._locks[k]:
+            try:
+                outs = self.runtimes[k].inference(inputs=arrays, data_format=layout)
+            except Exception as exc:  # RKNNLite raises plain exceptions of its own: the device's failure, not a bug
+                raise NpuError(f"RKNNLite: {type(exc).__name__}: {exc}") from exc
         if outs is None or len(outs) != len(self.outputs):
             raise NpuError(f"RKNNLite.inference returned {None if outs is None else len(outs)} outputs")
         return {t.name: np.asarray(o, dtype=np.float32).reshape(t.shape) for t, o in zip(self.outputs, outs)}
