@@ -456,7 +456,7 @@ class _Trials:
         self.trials.append(trial)
         self.say(f"{name}: {trial.status}" + (f" ({trial.stopped})" if trial.judged else ""))
         before = self.fallback()
-        if trial.passed or not self.held or (before is not trial and self.fallback(trial) is trial):
+        if trial.passed or not self.held or self.fallback(trial) is trial:
             self.held[trial.index] = _Held(trial, detector, units, events, found)
         else:
             detector.close()
