@@ -12,7 +12,16 @@ frames' liveness peak; a multiple below 1 is held at 1: a runtime holds at least
 the ones the backend ships; YOLOv8n@640's rows are the check on figures the fit never saw. Prints each ratio
 (measured / estimated), the liveness count alone beside it, and whether every row is within +-15 % (the goal).
 
+``--runtime rknn``: no board here to measure, so the estimate for ``rk3588`` (INT8 w8a8, one context, as
+:class:`~yolo_edge.backends.rknn.backend.RknnBackend` counts it) is set against the memory report Rockchip
+published for a model of its own examples: MobileNetV2 (shicai/MobileNet-Caffe, 224) on an RK3588,
+``rknn.eval_memory()`` in ``rockchip-linux/rknn-toolkit2`` ``examples/functions/board_test/README.md`` (weights
+3.53 MiB, internal tensors 1.67 MiB, 5.58 MiB in all). The graph here is torchvision's MobileNetV2 (the same
+architecture: 3.50 M parameters against the Caffe model's 3.47 M; random weights, which memory does not read),
+exported by ``torch.onnx``. Goal: each figure within 1.5x of the report's.
+
     YOLO_OFFLINE=1 python benchmarks/memory_estimate.py [--batches 1 2 4 8 16 32] [--runtime onnxruntime openvino]
+    YOLO_OFFLINE=1 python benchmarks/memory_estimate.py --runtime rknn
 """
 
 from __future__ import annotations
@@ -31,12 +40,16 @@ import onnx
 
 from yolo_edge.backends.onnxruntime.backend import OnnxRuntimeBackend
 from yolo_edge.backends.openvino.backend import OpenVinoBackend
+from yolo_edge.backends.rknn.backend import RknnBackend
 from yolo_edge.core.host import cpu_name
 from yolo_edge.devices.limits import MemoryUse, Residency, RuntimeMemory, memory_use
 from yolo_edge.model.graph import GraphInfo
 from yolo_edge.model.meta import demo_model_path
 
 GOAL = 0.15
+RKNN_GOAL = 1.5  # within 1.5x of a published RKNN memory report
+# rockchip-linux/rknn-toolkit2, examples/functions/board_test/README.md: MobileNetV2 on an RK3588, eval_memory(), MiB
+RKNN_REPORT = {"weights": 3.53, "internal tensors": 1.67, "total": 5.58}
 RUNTIMES: dict[str, RuntimeMemory] = {"onnxruntime": OnnxRuntimeBackend.memory, "openvino": OpenVinoBackend.memory}
 CHILD = r"""
 import json, sys
@@ -97,12 +110,48 @@ def fit(rows: list[tuple[int, MemoryUse, int]]) -> tuple[float, float]:
     return float(own) / 2**20, float(factor)
 
 
+def rknn_report() -> None:
+    """The rk3588 estimate of MobileNetV2 at 224 against Rockchip's published ``eval_memory`` report: each figure
+    within :data:`RKNN_GOAL`."""
+    import io
+
+    import torch
+    import torchvision
+
+    net = torchvision.models.mobilenet_v2(weights=None).eval()
+    buf = io.BytesIO()
+    torch.onnx.export(net, torch.zeros(1, 3, 224, 224), buf, opset_version=13, dynamo=False, input_names=["data"])
+    use = memory_use(
+        GraphInfo.of(onnx.load_from_string(buf.getvalue())), "int8", "w8a8", Residency(1, 1, RknnBackend.memory)
+    )
+    ours = {
+        "weights": use.weight_bytes / 2**20,
+        "internal tensors": use.peak_activation_bytes / 2**20,
+        "total": use.dram_bytes / 2**20,
+    }
+    print("### rknn (rk3588): against Rockchip's published memory report\n")
+    print("MobileNetV2@224, INT8 w8a8, one context; the report: rockchip-linux/rknn-toolkit2's board_test example.\n")
+    print("| figure | published MiB | estimated MiB | estimated / published |")
+    print("|---|---|---|---|")
+    ratios = []
+    for key, published in RKNN_REPORT.items():
+        ratios.append(ours[key] / published)
+        print(f"| {key} | {published:.2f} | {ours[key]:.2f} | {ratios[-1]:.2f} |")
+    within = all(1 / RKNN_GOAL <= r <= RKNN_GOAL for r in ratios)
+    print(f"\n- every figure within {RKNN_GOAL}x of the report's: {'met' if within else 'not met'}\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
-    parser.add_argument("--runtime", nargs="+", default=["onnxruntime", "openvino"])
+    parser.add_argument("--runtime", nargs="+", default=["onnxruntime", "openvino"], choices=[*RUNTIMES, "rknn"])
     args = parser.parse_args()
     print(f"CPU: {cpu_name()}, {os.cpu_count()} cores\n")
+    if "rknn" in args.runtime:
+        rknn_report()
+        args.runtime = [r for r in args.runtime if r != "rknn"]
+        if not args.runtime:
+            return 0
     models = [(str(demo_model_path()), 320, "fitted"), ("yolov8n.yaml", 640, "held out")]
     rows: dict[str, list[tuple[str, int, MemoryUse, int]]] = {r: [] for r in args.runtime}
     with tempfile.TemporaryDirectory() as tmp:
