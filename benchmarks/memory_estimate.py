@@ -114,12 +114,14 @@ def rknn_report() -> None:
     """The rk3588 estimate of MobileNetV2 at 224 against Rockchip's published ``eval_memory`` report: each figure
     within :data:`RKNN_GOAL`."""
     import io
+    import warnings
 
     import torch
     import torchvision
 
     net = torchvision.models.mobilenet_v2(weights=None).eval()
     buf = io.BytesIO()
+    warnings.filterwarnings("ignore", category=DeprecationWarning)  # the TorchScript exporter: a plain static graph
     torch.onnx.export(net, torch.zeros(1, 3, 224, 224), buf, opset_version=13, dynamo=False, input_names=["data"])
     use = memory_use(
         GraphInfo.of(onnx.load_from_string(buf.getvalue())), "int8", "w8a8", Residency(1, 1, RknnBackend.memory)
