@@ -15,7 +15,7 @@ crops of them), each against its vendor's figure and recipe:
 Each deploy's three-plan table, the vendor's recipe line (its latency, drift and the limit it would need), the
 deploy's phases and wall time, and the goals met or not.
 
-    YOLO_OFFLINE=1 python benchmarks/real_models.py [--device rk3588 qcs6490] [--photos 120]
+    YOLO_OFFLINE=1 python benchmarks/real_models.py [--device rk3588 qcs6490] [--photos 120] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", nargs="+", default=["rk3588", "qcs6490", "host-lowp", "ethos-u55"])
     parser.add_argument("--photos", type=int, default=120)
+    parser.add_argument("--keep", type=Path, default=None, help="write each bundle under this folder (kept)")
     args = parser.parse_args()
     print(f"CPU: {cpu_name()}, {os.cpu_count()} cores\n")
     model = yolov8n()
@@ -91,7 +92,7 @@ def main() -> int:
         photos(args.photos, folder)
         print(f"{args.photos} real photos (benchmarks/real_photos.py); {model.name} sha256-checked\n")
         for device in args.device:
-            bundle, imgsz = Path(tmp) / device, IMGSZ.get(device, 640)
+            bundle, imgsz = (args.keep or Path(tmp)) / device, IMGSZ.get(device, 640)
             cmd = ["deploy", "--model", str(model), "--imgsz", str(imgsz), "--device", device, "--data", str(folder)]
             deploy_s, done = run([*cmd, "--out", str(bundle), "--quiet"])
             if not (bundle / "report.json").is_file():
@@ -104,6 +105,9 @@ def main() -> int:
             print("| plan | status | p95 ms | latency | drift mAP50 / mAP50-95 |")
             print("|---|---|---|---|---|")
             print("\n".join(report_rows(report)))
+            timings = report.get("timings_s") or {}
+            spent = ", ".join(f"{name} {s:.0f} s" for name, s in timings.items())
+            print(f"\nWhere the deploy's {deploy_s:.0f} s went: {spent or 'not recorded'}.")
             recipe = ((report.get("search") or {}).get("recipe") or {}).get("line")
             print(f"\nAgainst {recipe or 'no vendor recipe'}.\n")
             print("\n".join(f"- {line}" for line in goals(device, report, deploy_s)) + "\n")
