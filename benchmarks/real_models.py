@@ -78,6 +78,27 @@ def goals(device: str, report: dict[str, Any], deploy_s: float) -> list[str]:
     return lines
 
 
+def trial_rows(report: dict[str, Any]) -> list[str]:
+    """The search's judged candidates: placement, p95, drift (mAP50-95), judging images, status, wall seconds."""
+    search = report.get("search") or {}
+    trials = search.get("trials") or []
+    if not trials:
+        return []
+    rows = [
+        f"\nThe search: {search.get('judged')} of {search.get('candidates')} candidates judged.\n",
+        "| # | placement | p95 ms | drift mAP50-95 | images | status | wall s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for t in trials:
+        d = (t.get("map_drift") or {}).get("map50_95")
+        p95 = t.get("p95_ms")
+        rows.append(
+            f"| {t['index']} | {t['placement']} | {'-' if p95 is None else f'{p95:.2f}'} "
+            f"| {'-' if d is None else f'{d:+.4f}'} | {t.get('images')} | {t.get('status')} | {t.get('wall_s')} |"
+        )
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", nargs="+", default=["rk3588", "qcs6490", "host-lowp", "ethos-u55"])
@@ -108,6 +129,7 @@ def main() -> int:
             timings = report.get("timings_s") or {}
             spent = ", ".join(f"{name} {s:.0f} s" for name, s in timings.items())
             print(f"\nWhere the deploy's {deploy_s:.0f} s went: {spent or 'not recorded'}.")
+            print("\n".join(trial_rows(report)))
             recipe = ((report.get("search") or {}).get("recipe") or {}).get("line")
             print(f"\nAgainst {recipe or 'no vendor recipe'}.\n")
             print("\n".join(f"- {line}" for line in goals(device, report, deploy_s)) + "\n")
