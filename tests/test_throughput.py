@@ -5,6 +5,7 @@ streams, and deploy's verdict judges the streams it was asked for."""
 from __future__ import annotations
 
 import json
+import threading
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -183,6 +184,49 @@ def test_a_simulated_board_holds_the_contexts_its_bundle_chose(demo_split, tenso
         asked.chosen.mode.all_cores,
     )
     assert as_served(base, not_asked) == base
+
+
+def test_an_emulated_call_holds_its_context_for_the_overhead_then_its_core(demo_split, tensors, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``run --emulate-latency`` on a simulated board runs a call as the board model does: its context off the core
+    for the call overhead (the host's own time for the numerics counts towards it), then the core of its context
+    (``k`` modulo the cores) held for the modelled time, so that two contexts of a core take turns on it; one
+    context on all the cores holds no core of its own. (The aggregate this gives against the model's is
+    benchmarks/emulated_streams.py's to measure.)"""
+    from yolo_edge.backends import simulated
+    from yolo_edge.backends.base import on_context
+    from yolo_edge.backends.builder import Builder
+    from yolo_edge.backends.onnxruntime.backend import OnnxRuntimeBackend
+    from yolo_edge.backends.simulated import SimulatedExecutable, SimulatedNpu
+    from yolo_edge.plan.placement import PlacementPlan
+    from yolo_edge.runtime.build import build_units
+    from yolo_edge.runtime.events import EventLog
+
+    base = load_profile("rk3588")
+    slept: list[tuple[int, float, tuple[int, ...]]] = []  # context, seconds, the cores held while sleeping
+    cores: list[threading.Lock] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append((simulated.context(), seconds, tuple(k for k, c in enumerate(cores) if c.locked())))
+
+    monkeypatch.setattr(simulated.time, "sleep", sleep)
+    for per_core, all_cores in ((2, False), (1, True)):
+        profile = replace(base, multicore=replace(base.multicore, contexts_per_core=per_core, all_cores=all_cores))
+        plan = PlacementPlan.manual(demo_split, {"backbone": "int8"}, "rk3588")
+        with Builder(profile, SimulatedNpu(profile, OnnxRuntimeBackend())) as builder:
+            unit = next(u for u in build_units(demo_split, plan, builder, tensors[:2], EventLog()) if u.npu)
+            exe = unit.npu
+            assert isinstance(exe, SimulatedExecutable)
+            cores[:] = exe.core_locks
+            slept.clear()
+            for k in range(exe.concurrency):
+                on_context(k)
+                exe.emulate(0.0001, 0.05)
+            on_context(0)
+        gap = base.multicore.call_gap_us * 1e-6 - 0.0001
+        if all_cores:
+            assert slept == [(0, pytest.approx(gap), ()), (0, 0.05, ())]
+        else:
+            assert slept == [step for k in range(6) for step in ((k, pytest.approx(gap), ()), (k, 0.05, (k % 3,)))]
 
 
 def test_openvino_serves_several_streams_in_its_throughput_mode(demo_split, tensors, few_images: Path) -> None:  # type: ignore[no-untyped-def]

@@ -283,6 +283,11 @@ class Executable(ABC):
             return {QDQ_SUFFIX: self.model.SerializeToString()}
         return {}
 
+    def emulate(self, spent_s: float, modelled_s: float) -> None:
+        """Hold the caller for the rest of a call's modelled time (``run --emulate-latency``): ``spent_s`` is what
+        the call took here. A simulated board's own executable holds its core as the board model does."""
+        time.sleep(max(0.0, modelled_s - spent_s))
+
     def serve(self, streams: int) -> None:
         """Be ready for ``streams`` streams at once (the stream engine says so as a run starts): a runtime with a
         throughput mode of its own takes it for several and sets :attr:`concurrency` to the calls it runs at once

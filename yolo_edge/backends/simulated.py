@@ -82,12 +82,25 @@ class SimulatedExecutable(Executable):
         self._computing = 0  # calls whose numerics run on this host now (host_busy)
         self._count_lock = threading.Lock()
         self.cores, self.all_cores = 1, False  # the accelerator's cores, and whether one context spans them all
+        self.gap_s = 0.0  # a call's time off its core (the board's call overhead), its context held
+        self.core_locks: list[threading.Lock] = []  # the board's cores, shared by its units (emulate)
 
     def _faulty(self) -> bool:
         """Whether this call may draw a fault: every call, or where the faults are one core's, a call of a context
         on that core (one context on all the cores uses it too)."""
         core = self.injector.faults.core
         return core is None or self.all_cores or context() % self.cores == core
+
+    def emulate(self, spent_s: float, modelled_s: float) -> None:
+        """The call as the board model runs it (``devices.throughput``): its context off the core for the call
+        overhead (the host's own time for the numerics counts towards it), then its core held for the modelled
+        time, so that two contexts of a core take turns on it; one context on all the cores holds none."""
+        time.sleep(max(0.0, self.gap_s - spent_s))
+        if self.all_cores or not self.core_locks:
+            time.sleep(modelled_s)
+            return
+        with self.core_locks[context() % len(self.core_locks)]:
+            time.sleep(modelled_s)
 
     @property
     def host_slack_s(self) -> float:
@@ -161,6 +174,7 @@ class SimulatedNpu(Backend):
         self.max_batch, self.batch_refusal = numerics.max_batch, numerics.batch_refusal  # the numerics' compiler's
         self.faults = faults or profile.faults
         self.injector = FaultInjector(self.faults)
+        self.core_locks = [threading.Lock() for _ in range(profile.npu_cores)]  # emulated calls take turns on them
 
     def is_reference(self, variant: Variant) -> bool:
         """Never: a simulated unit is the board's, its latency modelled, even where its numerics are the CPU's."""
@@ -196,6 +210,7 @@ class SimulatedNpu(Backend):
         exe = SimulatedExecutable(inner, modelled, self.injector, self.faults.hang_s, f"sim:{self.profile.name}")
         exe.concurrency = multicore.contexts(cores)
         exe.cores, exe.all_cores = cores, multicore.all_cores
+        exe.gap_s, exe.core_locks = multicore.call_gap_us * 1e-6, self.core_locks
         return exe
 
 

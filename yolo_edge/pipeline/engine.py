@@ -183,11 +183,13 @@ class StreamRunner:
             t.daemon = True
             t.start()
 
-    def _sleep(self, run: UnitRun) -> None:
+    def _sleep(self, unit: Unit, run: UnitRun) -> None:
         """With ``emulate_latency``, an accelerator unit of a simulated profile takes its modelled time (a batch's
-        call: ``run`` sums its rows)."""
-        if self.options.emulate_latency and run.device == "npu" and run.modelled_ms is not None:
-            time.sleep(max(0.0, (run.modelled_ms - run.ms) / 1e3))
+        call: ``run`` sums its rows), as its executable emulates the board (``Executable.emulate``: a simulated
+        board's contexts take turns on its cores)."""
+        emulated = self.options.emulate_latency and run.device == "npu" and run.modelled_ms is not None
+        if emulated and unit.npu is not None and run.modelled_ms is not None:
+            unit.npu.emulate(run.ms / 1e3, run.modelled_ms / 1e3)
 
     def _thread(self, name: str, out: queue.Queue[Any], target: Callable[[], None]) -> threading.Thread:
         """A pipeline thread whose failure ends the run: the error is kept for the consumer to raise (a write that
@@ -410,7 +412,7 @@ class _Stage:
         workers: int,
         admit: threading.Semaphore | None,
         stop: threading.Event,
-        sleep: Callable[[UnitRun], None],
+        sleep: Callable[[Unit, UnitRun], None],
     ) -> None:
         self.executor, self.units, (self.inp, self.out) = executor, units, queues
         self.admit = admit  # the first stage frees a worker for the scheduler after each frame
@@ -434,7 +436,7 @@ class _Stage:
             for job in jobs if len(self.units) > 1 else ():
                 for unit in self.units:
                     outs, run = self.executor.run_unit(unit, job.tensors, job.frame)
-                    self.sleep(run)
+                    self.sleep(unit, run)
                     job.tensors.update(outs)
                     job.runs.append(run)
             for job in jobs:
@@ -486,7 +488,7 @@ class _Stage:
         if npu:  # the call's modelled time is the batch's, its measured time shared by its rows
             modelled = [r.modelled_ms for r in npu]
             total = None if None in modelled else sum(m for m in modelled if m is not None)
-            self.sleep(UnitRun(unit.name, "npu", sum(r.ms for r in npu), total))
+            self.sleep(unit, UnitRun(unit.name, "npu", sum(r.ms for r in npu), total))
         for job, (outs, run) in zip(jobs, done):
             job.tensors.update(outs)
             job.runs.append(run)
