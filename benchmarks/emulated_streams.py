@@ -15,7 +15,7 @@ capacity (report.json ``throughput``: its options' ``capacity_fps`` for that way
 v1.avi ... vN.avi --emulate-latency`` (files are read as fast as the pipeline takes them: the run is saturated) and
 its "FPS in all (measured)".
 
-    YOLO_OFFLINE=1 python benchmarks/emulated_streams.py [--streams 6] [--frames 40] [--slow 20]
+    YOLO_OFFLINE=1 python benchmarks/emulated_streams.py [--streams 6] [--frames 80] [--slow 20]
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def one_way(name: str, way: dict[str, Any], args: argparse.Namespace, work: Path
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--streams", type=int, default=6)
-    parser.add_argument("--frames", type=int, default=40, help="frames a stream")
+    parser.add_argument("--frames", type=int, default=80, help="frames a stream")
     parser.add_argument("--slow", type=float, default=20.0, help="how many times slower than rk3588-approx")
     args = parser.parse_args()
     print(f"CPU: {cpu_name()}, {os.cpu_count()} cores")

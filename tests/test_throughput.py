@@ -188,10 +188,10 @@ def test_a_simulated_board_holds_the_contexts_its_bundle_chose(demo_split, tenso
 
 def test_an_emulated_call_holds_its_context_for_the_overhead_then_its_core(demo_split, tensors, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """``run --emulate-latency`` on a simulated board runs a call as the board model does: its context off the core
-    for the call overhead (the host's own time for the numerics counts towards it), then the core of its context
-    (``k`` modulo the cores) held for the modelled time, so that two contexts of a core take turns on it; one
-    context on all the cores holds no core of its own. (The aggregate this gives against the model's is
-    benchmarks/emulated_streams.py's to measure.)"""
+    for the call overhead, then the core of its context (``k`` modulo the cores) held while this host computes the
+    numerics and for the rest of the modelled time, so that two contexts of a core take turns on it; one context on
+    all the cores holds no core of its own; a call outside an emulating context takes no board time at all. (The
+    aggregate this gives against the model's is benchmarks/emulated_streams.py's to measure.)"""
     from yolo_edge.backends import simulated
     from yolo_edge.backends.base import on_context
     from yolo_edge.backends.builder import Builder
@@ -209,6 +209,7 @@ def test_an_emulated_call_holds_its_context_for_the_overhead_then_its_core(demo_
         slept.append((simulated.context(), seconds, tuple(k for k, c in enumerate(cores) if c.locked())))
 
     monkeypatch.setattr(simulated.time, "sleep", sleep)
+    gap = base.multicore.call_gap_us * 1e-6
     for per_core, all_cores in ((2, False), (1, True)):
         profile = replace(base, multicore=replace(base.multicore, contexts_per_core=per_core, all_cores=all_cores))
         plan = PlacementPlan.manual(demo_split, {"backbone": "int8"}, "rk3588")
@@ -216,17 +217,19 @@ def test_an_emulated_call_holds_its_context_for_the_overhead_then_its_core(demo_
             unit = next(u for u in build_units(demo_split, plan, builder, tensors[:2], EventLog()) if u.npu)
             exe = unit.npu
             assert isinstance(exe, SimulatedExecutable)
-            cores[:] = exe.core_locks
+            exe.modelled_s, cores[:] = 0.05, exe.core_locks
+            feeds = {t.name: tensors[0][t.name] for t in exe.inputs}
             slept.clear()
             for k in range(exe.concurrency):
-                on_context(k)
-                exe.emulate(0.0001, 0.05)
+                on_context(k, emulating=True)
+                exe.run(feeds)
             on_context(0)
-        gap = base.multicore.call_gap_us * 1e-6 - 0.0001
-        if all_cores:
-            assert slept == [(0, pytest.approx(gap), ()), (0, 0.05, ())]
-        else:
-            assert slept == [step for k in range(6) for step in ((k, pytest.approx(gap), ()), (k, 0.05, (k % 3,)))]
+            exe.run(feeds)  # not emulating: nothing slept
+        assert [(k, s == pytest.approx(gap)) for k, s, _ in slept[::2]] == [(k, True) for k in range(exe.concurrency)]
+        assert all(held == () for _, _, held in slept[::2])  # the call overhead: off the core
+        rest = slept[1::2]
+        assert len(rest) == exe.concurrency and all(0.0 <= s <= 0.05 for _, s, _ in rest)
+        assert [held for _, _, held in rest] == ([()] if all_cores else [(k % 3,) for k in range(6)])
 
 
 def test_openvino_serves_several_streams_in_its_throughput_mode(demo_split, tensors, few_images: Path) -> None:  # type: ignore[no-untyped-def]

@@ -157,15 +157,21 @@ def io_infos(model: onnx.ModelProto) -> tuple[tuple[TensorInfo, ...], tuple[Tens
 _CONTEXT = threading.local()
 
 
-def on_context(k: int) -> None:
+def on_context(k: int, emulating: bool = False) -> None:
     """This thread's accelerator calls are its pool's context ``k`` (a stream's worker, one of
-    :attr:`Executable.concurrency`; context ``k`` runs on core ``k`` modulo the cores): the stream engine sets it."""
-    _CONTEXT.k = k
+    :attr:`Executable.concurrency`; context ``k`` runs on core ``k`` modulo the cores): the stream engine sets it.
+    ``emulating``: its calls on a simulated board take the board's modelled time (``run --emulate-latency``)."""
+    _CONTEXT.k, _CONTEXT.emulating = k, emulating
 
 
 def context() -> int:
     """The pool context this thread's calls are (0 outside a pool)."""
     return int(getattr(_CONTEXT, "k", 0))
+
+
+def emulating() -> bool:
+    """Whether this thread's calls on a simulated board take the board's modelled time."""
+    return bool(getattr(_CONTEXT, "emulating", False))
 
 
 class Executable(ABC):
@@ -282,11 +288,6 @@ class Executable(ABC):
         if self.precision == "int8" and self.model is not None:
             return {QDQ_SUFFIX: self.model.SerializeToString()}
         return {}
-
-    def emulate(self, spent_s: float, modelled_s: float) -> None:
-        """Hold the caller for the rest of a call's modelled time (``run --emulate-latency``): ``spent_s`` is what
-        the call took here. A simulated board's own executable holds its core as the board model does."""
-        time.sleep(max(0.0, modelled_s - spent_s))
 
     def serve(self, streams: int) -> None:
         """Be ready for ``streams`` streams at once (the stream engine says so as a run starts): a runtime with a

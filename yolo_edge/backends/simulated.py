@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ from yolo_edge.backends.base import (
     NpuOutOfMemory,
     UnsupportedOperator,
     context,
+    emulating,
 )
 from yolo_edge.core.config import DeviceProfile, Faults, Variant
 from yolo_edge.devices.cost import npu_time
@@ -83,7 +85,7 @@ class SimulatedExecutable(Executable):
         self._count_lock = threading.Lock()
         self.cores, self.all_cores = 1, False  # the accelerator's cores, and whether one context spans them all
         self.gap_s = 0.0  # a call's time off its core (the board's call overhead), its context held
-        self.core_locks: list[threading.Lock] = []  # the board's cores, shared by its units (emulate)
+        self.core_locks: list[threading.Lock] = []  # the board's cores, shared by its units (emulated calls)
 
     def _faulty(self) -> bool:
         """Whether this call may draw a fault: every call, or where the faults are one core's, a call of a context
@@ -91,16 +93,12 @@ class SimulatedExecutable(Executable):
         core = self.injector.faults.core
         return core is None or self.all_cores or context() % self.cores == core
 
-    def emulate(self, spent_s: float, modelled_s: float) -> None:
-        """The call as the board model runs it (``devices.throughput``): its context off the core for the call
-        overhead (the host's own time for the numerics counts towards it), then its core held for the modelled
-        time, so that two contexts of a core take turns on it; one context on all the cores holds none."""
-        time.sleep(max(0.0, self.gap_s - spent_s))
+    def _core(self) -> AbstractContextManager[object]:
+        """The core this thread's context runs on (``k`` modulo the cores), held while a call computes there; one
+        context on all the cores holds none of its own."""
         if self.all_cores or not self.core_locks:
-            time.sleep(modelled_s)
-            return
-        with self.core_locks[context() % len(self.core_locks)]:
-            time.sleep(modelled_s)
+            return nullcontext()
+        return self.core_locks[context() % len(self.core_locks)]
 
     @property
     def host_slack_s(self) -> float:
@@ -125,15 +123,21 @@ class SimulatedExecutable(Executable):
             raise NpuAllocationError("injected allocation failure: no memory for this call's buffers")
         if fault == "hang":
             time.sleep(self.hang_s)
-        t0 = time.perf_counter()
-        with self._count_lock:
-            self._computing += 1
-        try:
-            outs = self.inner.run(feeds)
-        finally:
+        board = emulating() and self.modelled_s is not None  # the call takes the board's time (run --emulate-latency)
+        if board:  # as the board model runs it: the context off its core for the call overhead, then on the core
+            time.sleep(self.gap_s)
+        with self._core() if board else nullcontext():
+            t0 = time.perf_counter()
             with self._count_lock:
-                self._computing -= 1
-        self._numerics_s = time.perf_counter() - t0
+                self._computing += 1
+            try:
+                outs = self.inner.run(feeds)
+            finally:
+                with self._count_lock:
+                    self._computing -= 1
+            self._numerics_s = time.perf_counter() - t0
+            if board and self.modelled_s is not None:  # the rest of the modelled time, the core held
+                time.sleep(max(0.0, self.modelled_s - self._numerics_s))
         if fault == "nan":  # in one frame's row of a batch (the call's number picks it)
             first = self.outputs[0].name
             outs[first] = outs[first].copy()

@@ -10,8 +10,10 @@ worker per core, results put back in order after), shared by all streams, joined
 n+1 while the CPU units finish frame n, and throughput approaches 1 / (the slowest unit) instead of 1 / (their sum). The
 executor's per-frame CPU retry, circuit breaker and hysteresis work as in a sequential run (``run_unit``).
 With ``pipelined=False`` one stage runs every unit in turn (the sequential baseline). With
-``emulate_latency`` an accelerator unit of a simulated profile takes its modelled time (it sleeps the rest
-of it, holding no core), so pipelining and SLAs can be measured for hardware that is not here.
+``emulate_latency`` a call on a simulated board takes its modelled time as the board model runs it (its context
+off the core for the call overhead, then its core held: ``SimulatedExecutable``; the stage's workers run as
+emulating contexts, ``backends.base.on_context``), so pipelining, contexts and SLAs can be measured for hardware
+that is not here.
 
 Per stream: frames read = delivered + dropped by cause, exactly (:class:`StreamStats`); latency from
 capture to the sink's return, and the frame's age when inference starts.
@@ -173,7 +175,8 @@ class StreamRunner:
         self._threads = [self._thread("scheduler", qs[0], scheduler.run)]
         for k, (units, pool) in enumerate(zip(stages, pools)):
             admit = self._admission.admit if k == 0 else None
-            stage = _Stage(self.detector.executor, units, (qs[k], qs[k + 1]), pool, admit, self._stop, self._sleep)
+            stage = _Stage(self.detector.executor, units, (qs[k], qs[k + 1]), pool, admit, self._stop)
+            stage.emulate = self.options.emulate_latency
             stage.timeout_s = self.options.batch_timeout_s
             self._threads += [
                 self._thread(f"stage-{k}.{w}", qs[k + 1], functools.partial(stage.run, w)) for w in range(pool)
@@ -182,14 +185,6 @@ class StreamRunner:
         for t in self._threads:
             t.daemon = True
             t.start()
-
-    def _sleep(self, unit: Unit, run: UnitRun) -> None:
-        """With ``emulate_latency``, an accelerator unit of a simulated profile takes its modelled time (a batch's
-        call: ``run`` sums its rows), as its executable emulates the board (``Executable.emulate``: a simulated
-        board's contexts take turns on its cores)."""
-        emulated = self.options.emulate_latency and run.device == "npu" and run.modelled_ms is not None
-        if emulated and unit.npu is not None and run.modelled_ms is not None:
-            unit.npu.emulate(run.ms / 1e3, run.modelled_ms / 1e3)
 
     def _thread(self, name: str, out: queue.Queue[Any], target: Callable[[], None]) -> threading.Thread:
         """A pipeline thread whose failure ends the run: the error is kept for the consumer to raise (a write that
@@ -412,12 +407,12 @@ class _Stage:
         workers: int,
         admit: threading.Semaphore | None,
         stop: threading.Event,
-        sleep: Callable[[Unit, UnitRun], None],
     ) -> None:
         self.executor, self.units, (self.inp, self.out) = executor, units, queues
         self.admit = admit  # the first stage frees a worker for the scheduler after each frame
-        self.stop, self.sleep = stop, sleep
+        self.stop = stop
         self.timeout_s = StreamOptions.batch_timeout_s  # how long a batch may wait to fill
+        self.emulate = False  # calls on a simulated board take its modelled time (run --emulate-latency)
         self._left = workers
         self._lock = threading.Lock()
         self._gather = threading.Lock()
@@ -425,7 +420,7 @@ class _Stage:
     def run(self, worker: int = 0) -> None:
         """One worker: its calls are the pool's context ``worker``; while that context is out of the pool (failing in
         a row) it takes no frame, the others take them all."""
-        on_context(worker)
+        on_context(worker, self.emulate)
         pooled = len(self.units) == 1 and self._left > 1
         while True:
             if pooled:
@@ -436,7 +431,6 @@ class _Stage:
             for job in jobs if len(self.units) > 1 else ():
                 for unit in self.units:
                     outs, run = self.executor.run_unit(unit, job.tensors, job.frame)
-                    self.sleep(unit, run)
                     job.tensors.update(outs)
                     job.runs.append(run)
             for job in jobs:
@@ -484,11 +478,6 @@ class _Stage:
     def _rows(self, unit: Unit, jobs: list[_Job]) -> None:
         """One unit for ``jobs``: one call of its batch where it has that many (``SplitExecutor.run_rows``)."""
         done = self.executor.run_rows(unit, [j.tensors for j in jobs], [j.frame for j in jobs])
-        npu = [r for _, r in done if r.device == "npu"]
-        if npu:  # the call's modelled time is the batch's, its measured time shared by its rows
-            modelled = [r.modelled_ms for r in npu]
-            total = None if None in modelled else sum(m for m in modelled if m is not None)
-            self.sleep(unit, UnitRun(unit.name, "npu", sum(r.ms for r in npu), total))
         for job, (outs, run) in zip(jobs, done):
             job.tensors.update(outs)
             job.runs.append(run)

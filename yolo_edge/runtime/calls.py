@@ -22,6 +22,7 @@ from yolo_edge.backends.base import (
     NpuError,
     NpuTimeout,
     context,
+    emulating,
     median_run_s,
     on_context,
 )
@@ -85,9 +86,9 @@ class DaemonPool:
             self._calls.put(None)
 
 
-def _as_context(k: int, fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` on a pool thread as the caller's accelerator context ``k``."""
-    on_context(k)
+def _as_context(k: int, emulate: bool, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` on a pool thread as the caller's accelerator context ``k`` (emulating the board or not)."""
+    on_context(k, emulate)
     return fn(*args)
 
 
@@ -125,7 +126,7 @@ class Calls:
             return exe.run(feeds, limit)
         # on a pool thread, given up on past the deadline (a hung driver's thread is left behind), as this thread's
         # context
-        return answer_within(self.pool.submit(_as_context, context(), exe.run, feeds), limit, exe)
+        return answer_within(self.pool.submit(_as_context, context(), emulating(), exe.run, feeds), limit, exe)
 
     def npu_call(
         self, unit: Unit, feeds: dict[str, np.ndarray], frame: int
