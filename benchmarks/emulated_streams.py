@@ -12,8 +12,10 @@ speed (``benchmarks/throughput.py`` checks the model against published board fig
 
 Per way: the demo deployed to the slowed board with that way in its profile (``multicore``), the bundle's modelled
 capacity (report.json ``throughput``: its options' ``capacity_fps`` for that way), then ``yolo-edge run BUNDLE
-v1.avi ... vN.avi --emulate-latency`` (files are read as fast as the pipeline takes them: the run is saturated) and
-its "FPS in all (measured)".
+v1.avi ... vN.avi --emulate-latency --json`` (files are read as fast as the pipeline takes them: the run is
+saturated). Measured as the model measures a saturated run (``devices.throughput.sustained``): the frames ready after
+the first fifth (the pipeline filling: compiles, first calls) over the time they took, each frame's ready time from
+its JSON record (``captured_at`` + ``ready_ms``); the run's own "FPS in all", from the first capture, beside it.
 
     YOLO_OFFLINE=1 python benchmarks/emulated_streams.py [--streams 6] [--frames 80] [--slow 20]
 """
@@ -36,6 +38,7 @@ import yaml
 from yolo_edge.core.config import configs_dir
 from yolo_edge.core.host import cpu_name
 from yolo_edge.demo.shapes import write_dataset
+from yolo_edge.devices.throughput import sustained
 
 GOAL = 0.15
 WAYS: dict[str, dict[str, Any]] = {
@@ -91,13 +94,14 @@ def one_way(name: str, way: dict[str, Any], args: argparse.Namespace, work: Path
     cmd = [*CLI, "run", str(bundle), *map(str, sources), "--emulate-latency", "--json"]
     ran = subprocess.run(cmd, capture_output=True, text=True, env=env)
     found = re.search(r"([\d.]+) FPS in all \(measured\)", ran.stderr)
-    if modelled is None or found is None:
-        print(f"| {name} | {modelled} | - | - | run exit {ran.returncode}: {ran.stderr.strip()[-200:]} |")
+    ready = [r["captured_at"] + r["ready_ms"] / 1e3 for r in map(json.loads, ran.stdout.splitlines())]
+    if modelled is None or found is None or len(ready) < 10:
+        print(f"| {name} | {modelled} | - | - | - | run exit {ran.returncode}: {ran.stderr.strip()[-200:]} |")
         return None
-    measured = float(found.group(1))
+    measured = sustained(ready)
     ratio = measured / modelled
     verdict = "met" if abs(ratio - 1) <= GOAL else "not met"
-    print(f"| {name} | {modelled:.1f} | {measured:.1f} | {ratio:.2f} | {verdict} |")
+    print(f"| {name} | {modelled:.1f} | {measured:.1f} | {float(found.group(1)):.1f} | {ratio:.2f} | {verdict} |")
     return ratio
 
 
@@ -113,8 +117,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         sources = videos(work, args.streams, args.frames)
-        print("| cores run as | modelled FPS (slowed board) | measured FPS (emulated) | ratio | within 15% |")
-        print("|---|---|---|---|---|")
+        print("| cores run as | modelled FPS | measured FPS, past filling | run's FPS in all | ratio | within 15% |")
+        print("|---|---|---|---|---|---|")
         for name, way in WAYS.items():
             ratios.append(one_way(name, way, args, work, sources))
     met = all(r is not None and abs(r - 1) <= GOAL for r in ratios)
