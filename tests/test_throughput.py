@@ -79,6 +79,22 @@ def test_the_plan_picks_the_mode_that_serves_and_fails_past_the_bottleneck() -> 
     assert [o.mode for o in alone.options] == [CoreMode(1)] and alone.status == "fails"
 
 
+def test_phases_measured_on_all_cores_are_one_cores_time_again_before_the_modes_apply() -> None:
+    """A profile that runs one context on all cores measured its accelerator phases at the Amdahl share of a core's
+    time: the stages take them back to one core's, so each way of running the cores models the same as it does from
+    a one-core profile (counted twice, one context on all cores served more than three contexts did)."""
+    base = load_profile("rk3588")
+    tri = replace(base, multicore=replace(base.multicore, all_cores=True))
+    share = tri.multicore.share(3)
+    phases = {"preprocess": 1.0, "u": 13.0, "decode+nms": 2.0}
+    from_tri = stages({**phases, "u": 13.0 * share}, ["u"], tri)
+    assert from_tri[1].busy_s == pytest.approx(0.013)
+    for mode in (CoreMode(1), CoreMode(1, all_cores=True)):
+        assert _fps(on_cores(from_tri, mode, tri), mode, 3) == pytest.approx(
+            _fps(on_cores(stages(phases, ["u"], base), mode, base), mode, 3)
+        )
+
+
 def test_a_mode_whose_contexts_do_not_fit_the_memory_is_not_one() -> None:
     """The memory check counts every context: on a budget that holds one context of the unit, only one context on
     all cores is a way of running it."""

@@ -156,13 +156,15 @@ def modes(profile: DeviceProfile) -> list[CoreMode]:
 
 
 def stages(phases_ms: Mapping[str, float], npu_units: Sequence[str], profile: DeviceProfile) -> list[Stage]:
-    """A frame's stages from a plan's phases (median milliseconds, in the order the frame passes them): the
-    ``npu_units`` on the accelerator, with the call overhead and their share of the transfers off the core."""
+    """A frame's stages from a plan's phases (median milliseconds, in the order the frame passes them, as the
+    profile ran them): the ``npu_units`` on the accelerator at one core's time (a profile running one context on all
+    cores measured the Amdahl share of it), with the call overhead and their share of the transfers off the core."""
     npu = [n for n in phases_ms if n in npu_units]
     transfers = phases_ms.get("transfers", 0.0) / 1e3
     gap = profile.multicore.call_gap_us * 1e-6 + (transfers / len(npu) if npu else 0.0)
+    one_core = 1 / profile.multicore.share(profile.npu_cores)
     return [
-        Stage(n, "npu", ms / 1e3, gap) if n in npu else Stage(n, "cpu", ms / 1e3)
+        Stage(n, "npu", ms / 1e3 * one_core, gap) if n in npu else Stage(n, "cpu", ms / 1e3)
         for n, ms in phases_ms.items()
         if n != "transfers"
     ]
