@@ -83,9 +83,14 @@ class SimulatedExecutable(Executable):
         self._called = False  # a call has started (it may never answer)
         self._computing = 0  # calls whose numerics run on this host now (host_busy)
         self._count_lock = threading.Lock()
-        self.cores, self.all_cores = 1, False  # the accelerator's cores, and whether one context spans them all
+        self.all_cores = False  # whether one context spans all the accelerator's cores
         self.gap_s = 0.0  # a call's time off its core (the board's call overhead), its context held
-        self.core_locks: list[threading.Lock] = []  # the board's cores, shared by its units (emulated calls)
+        # the accelerator's cores, shared by the board's units: emulated calls of a core's contexts take turns on it
+        self.core_locks: list[threading.Lock] = [threading.Lock()]
+
+    @property
+    def cores(self) -> int:
+        return len(self.core_locks)
 
     def _faulty(self) -> bool:
         """Whether this call may draw a fault: every call, or where the faults are one core's, a call of a context
@@ -96,9 +101,7 @@ class SimulatedExecutable(Executable):
     def _core(self) -> AbstractContextManager[object]:
         """The core this thread's context runs on (``k`` modulo the cores), held while a call computes there; one
         context on all the cores holds none of its own."""
-        if self.all_cores or not self.core_locks:
-            return nullcontext()
-        return self.core_locks[context() % len(self.core_locks)]
+        return nullcontext() if self.all_cores else self.core_locks[context() % self.cores]
 
     @property
     def host_slack_s(self) -> float:
@@ -123,10 +126,10 @@ class SimulatedExecutable(Executable):
             raise NpuAllocationError("injected allocation failure: no memory for this call's buffers")
         if fault == "hang":
             time.sleep(self.hang_s)
-        board = emulating() and self.modelled_s is not None  # the call takes the board's time (run --emulate-latency)
-        if board:  # as the board model runs it: the context off its core for the call overhead, then on the core
+        board_s = self.modelled_s if emulating() else None  # the call takes the board's time (run --emulate-latency)
+        if board_s is not None:  # as the board model runs it: the context off its core for the call overhead
             time.sleep(self.gap_s)
-        with self._core() if board else nullcontext():
+        with self._core() if board_s is not None else nullcontext():  # then on its core
             t0 = time.perf_counter()
             with self._count_lock:
                 self._computing += 1
@@ -136,8 +139,8 @@ class SimulatedExecutable(Executable):
                 with self._count_lock:
                     self._computing -= 1
             self._numerics_s = time.perf_counter() - t0
-            if board and self.modelled_s is not None:  # the rest of the modelled time, the core held
-                time.sleep(max(0.0, self.modelled_s - self._numerics_s))
+            if board_s is not None:  # the rest of the modelled time, the core held
+                time.sleep(max(0.0, board_s - self._numerics_s))
         if fault == "nan":  # in one frame's row of a batch (the call's number picks it)
             first = self.outputs[0].name
             outs[first] = outs[first].copy()
@@ -213,8 +216,7 @@ class SimulatedNpu(Backend):
         modelled *= multicore.share(cores)  # one context on all the cores: a call split across them
         exe = SimulatedExecutable(inner, modelled, self.injector, self.faults.hang_s, f"sim:{self.profile.name}")
         exe.concurrency = multicore.contexts(cores)
-        exe.cores, exe.all_cores = cores, multicore.all_cores
-        exe.gap_s, exe.core_locks = multicore.call_gap_us * 1e-6, self.core_locks
+        exe.all_cores, exe.gap_s, exe.core_locks = multicore.all_cores, multicore.call_gap_us * 1e-6, self.core_locks
         return exe
 
 
